@@ -1,0 +1,14 @@
+#include "kiln/cli/commands.h"
+
+#include <CLI/CLI.hpp>
+
+namespace kiln::cli {
+
+int run(int argc, char** argv) {
+  CLI::App app{"kiln: MLPerf-style BERT and ResNet-50 training"};
+  app.require_subcommand(1);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}
+
+}  // namespace kiln::cli

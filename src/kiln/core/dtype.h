@@ -1,0 +1,33 @@
+// core/dtype.h — element types and the bf16 / f16 <-> f32 conversions.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace kiln {
+
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, u16, u8 };
+
+size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);     // "f32", "bf16", ... (safetensors uses upper case)
+DType dtype_from_name(std::string_view);  // accepts "f32"/"F32"/"float32"; throws kiln::Error
+
+// bf16: upper 16 bits of an f32, rounded to nearest even; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// IEEE half precision, round to nearest even, with subnormals, inf and NaN.
+uint16_t f32_to_f16(float f);
+float f16_to_f32(uint16_t h);
+
+}  // namespace kiln

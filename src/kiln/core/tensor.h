@@ -1,0 +1,43 @@
+// core/tensor.h — a dense, row-major block of elements with a shape; owning or a view.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/core/dtype.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "(2, 3, 4)"
+
+struct Tensor {
+  std::shared_ptr<std::byte[]> storage;  // null for a view of memory owned elsewhere
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Shape shape;
+
+  // 64-byte aligned, uninitialised / zero-filled storage.
+  static Tensor empty(Shape shape, DType dtype = DType::f32);
+  static Tensor zeros(Shape shape, DType dtype = DType::f32);
+  // A view of memory kiln does not own (a parameter slice, a mapped file).
+  static Tensor view(void* data, Shape shape, DType dtype = DType::f32);
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+  int rank() const { return int(shape.size()); }
+  bool defined() const { return data != nullptr; }
+
+  template <typename T> T* ptr() { return static_cast<T*>(data); }
+  template <typename T> const T* ptr() const { return static_cast<const T*>(data); }
+
+  // Same storage, new shape with the same element count.
+  Tensor reshape(Shape new_shape) const;
+};
+
+}  // namespace kiln
