@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libomp-dev
-  libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libutf8proc-dev
+  zlib1g-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
 )

@@ -1,5 +1,6 @@
-// cli/commands.h — the subcommands of `kiln`.
+// cli/commands.h — the subcommands of `kiln`; each lives in its own *_command.cc.
 #pragma once
+#include <CLI/CLI.hpp>
 
 namespace kiln::cli {
 
