@@ -7,6 +7,9 @@ namespace kiln::cli {
 int run(int argc, char** argv) {
   CLI::App app{"kiln: MLPerf-style BERT and ResNet-50 training"};
   app.require_subcommand(1);
+  add_tokenize_command(app);
+  add_prepare_command(app);
+  add_train_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -6,4 +6,8 @@ namespace kiln::cli {
 
 int run(int argc, char** argv);
 
+void add_tokenize_command(CLI::App& app);  // kiln tokenize
+void add_prepare_command(CLI::App& app);   // kiln prepare bert
+void add_train_command(CLI::App& app);     // kiln train bert
+
 }  // namespace kiln::cli

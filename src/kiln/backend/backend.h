@@ -1,0 +1,104 @@
+// backend/backend.h — the op table: every numeric op a layer calls, declared once.
+// Implemented in backend/cpu/ (oneDNN matmuls, OpenMP loops). All activations are row-major f32.
+// Ops that write gradients of parameters ACCUMULATE (+=); ops that write activations overwrite.
+// Every op is deterministic: the same inputs and thread count give bitwise-identical results
+// (reductions run in a fixed order; none use atomics).
+#pragma once
+#include <cstdint>
+
+#include "kiln/core/dtype.h"
+#include "kiln/core/philox.h"
+
+namespace kiln::ops {
+
+// ---- matrix products (oneDNN, primitives cached by shape) ----
+
+// Operand type of gemm / gemm_batched: f32 (default) or bf16 (operands rounded to bf16,
+// products accumulated and written in f32). Process-wide; set it before training starts.
+// Throws kiln::Error for other types.
+void set_matmul_dtype(DType dtype);
+DType matmul_dtype();
+
+// C = alpha * op(A) * op(B) + beta * C, row-major. op(A) is (M, K), op(B) is (K, N), C is (M, N).
+// A is stored (M, K) with leading dimension lda, or (K, M) when trans_a; likewise B.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc);
+// `batch` independent gemms; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
+void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
+                  int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
+                  int64_t batch);
+
+// ---- elementwise ----
+
+void add(const float* a, const float* b, int64_t n, float* out);  // out = a + b
+void add_inplace(float* y, const float* x, int64_t n);            // y += x
+void scale_inplace(float* y, float s, int64_t n);                 // y *= s
+
+// y: (N, C) += bias (C) on every row.
+void bias_add(float* y, const float* bias, int64_t N, int64_t C);
+// db (C) += column sums of dy (N, C).
+void bias_grad(const float* dy, int64_t N, int64_t C, float* db);
+
+enum class GeluKind : uint8_t {
+  erf,   // 0.5 x (1 + erf(x / sqrt 2)) — BERT / Hugging Face
+  tanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) — Megatron's bias_gelu
+};
+void gelu_forward(GeluKind kind, const float* x, int64_t n, float* y);
+// dx = dy * gelu'(x); x is the forward input.
+void gelu_backward(GeluKind kind, const float* x, const float* dy, int64_t n, float* dx);
+
+void tanh_forward(const float* x, int64_t n, float* y);
+// dx = dy * (1 - y^2); y is the forward output.
+void tanh_backward(const float* y, const float* dy, int64_t n, float* dx);
+
+// Dropout with a Philox mask: element i is dropped when rng.uniform(i) < p, kept elements are
+// scaled by 1/(1-p). The mask is a pure function of (rng, i), so backward recomputes it.
+void dropout_forward(const float* x, int64_t n, float p, const RngStream& rng, float* y);
+void dropout_backward(const float* dy, int64_t n, float p, const RngStream& rng, float* dx);
+
+// ---- normalisation and softmax (statistics in fp32) ----
+
+// x, y: (N, C); w, b: (C); mean, rstd: (N) saved for backward.
+void layernorm_forward(const float* x, const float* w, const float* b, float eps, int64_t N,
+                       int64_t C, float* y, float* mean, float* rstd);
+// dx (N, C) is overwritten; dw, db (C) accumulate.
+void layernorm_backward(const float* dy, const float* x, const float* w, const float* mean,
+                        const float* rstd, int64_t N, int64_t C, float* dx, float* dw,
+                        float* db);
+
+// Row softmax: x, y (rows, cols); y may alias x.
+void softmax_forward(const float* x, int64_t rows, int64_t cols, float* y);
+// dx = scale * y * (dy - sum(dy * y)) per row; dx may alias dy.
+void softmax_backward(const float* y, const float* dy, int64_t rows, int64_t cols, float scale,
+                      float* dx);
+// Attention probabilities: x, y (B, heads, Sq, Sk); key_bias (B, Sk) added to every row of
+// batch b; y = softmax(x + key_bias[b]). y may alias x.
+void masked_softmax_forward(const float* x, const float* key_bias, int64_t B, int64_t heads,
+                            int64_t Sq, int64_t Sk, float* y);
+
+// ---- rows: embedding lookups, attention head layout ----
+
+// out (n, dim) row i = table row ids[i]; throws kiln::Error if an id is outside [0, num).
+void gather_rows(const float* table, int64_t num, int64_t dim, const int32_t* ids, int64_t n,
+                 float* out);
+// dtable row ids[i] += dy row i, summed in the order of i (deterministic).
+void scatter_add_rows(const float* dy, const int32_t* ids, int64_t n, int64_t dim,
+                      float* dtable);
+
+// (B, S, heads, d) <-> (B, heads, S, d).
+void split_heads(const float* x, int64_t B, int64_t S, int64_t heads, int64_t d, float* y);
+void merge_heads(const float* x, int64_t B, int64_t S, int64_t heads, int64_t d, float* y);
+
+// ---- losses (fp32 inputs, double accumulation) ----
+
+// Per row of logits (N, V): lse[i] = log sum exp(logits[i]); argmax[i] = first index of the max.
+void logsumexp_rows(const float* logits, int64_t N, int64_t V, float* lse, int32_t* argmax);
+// dlogits[i] = scale * coef[i] * (softmax(logits[i]) - onehot(target[i])), softmax from the
+// saved lse; target < 0 means no onehot.
+void softmax_xent_backward(const float* logits, const float* lse, const int32_t* target,
+                           const float* coef, float scale, int64_t N, int64_t V,
+                           float* dlogits);
+
+}  // namespace kiln::ops

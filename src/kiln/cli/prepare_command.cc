@@ -1,0 +1,54 @@
+// cli/prepare_command.cc — `kiln prepare bert`: text shards -> MLPerf BERT sample shards.
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "kiln/cli/commands.h"
+#include "kiln/data/bert/prepare_bert.h"
+
+namespace kiln::cli {
+
+void add_prepare_command(CLI::App& app) {
+  CLI::App* prepare = app.add_subcommand("prepare", "prepare training data");
+  prepare->require_subcommand(1);
+  auto o = std::make_shared<data::PrepareBertOptions>();
+  o->workers = int(std::max(1u, std::thread::hardware_concurrency()));
+  auto no_lower_case = std::make_shared<bool>(false);
+  CLI::App* bert = prepare->add_subcommand(
+      "bert", "text (one sentence per line, blank line between documents) -> .kbs sample shards");
+  bert->add_option("--input", o->inputs, "text files or directories of them (sorted)")->required();
+  bert->add_option("--vocab", o->vocab, "WordPiece vocab file")->required();
+  bert->add_option("--output", o->output, "output directory (train/, eval.kbs, manifest.json)")->required();
+  bert->add_option("--max-seq-length", o->instance.max_seq_length, "tokens per sample")->capture_default_str();
+  bert->add_option("--max-predictions", o->instance.max_predictions, "masked positions per sample")
+      ->capture_default_str();
+  bert->add_option("--masked-lm-prob", o->instance.masked_lm_prob, "fraction of tokens to mask")
+      ->capture_default_str();
+  bert->add_option("--dupe-factor", o->instance.dupe_factor, "passes over the documents")->capture_default_str();
+  bert->add_option("--short-seq-prob", o->instance.short_seq_prob, "probability of a shorter target length")
+      ->capture_default_str();
+  bert->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  bert->add_option("--workers", o->workers, "worker threads (output does not depend on it)")
+      ->capture_default_str();
+  bert->add_flag("--whole-word-masking", o->instance.whole_word_masking, "mask whole words");
+  bert->add_flag("--no-lower-case", *no_lower_case, "keep case and accents (cased vocabularies)");
+  bert->add_option("--eval-samples", o->eval_samples, "eval samples to keep")->capture_default_str();
+  bert->add_option("--eval-input", o->eval_input, "eval text file (default: hold out documents)");
+  bert->add_option("--eval-documents", o->eval_documents,
+                   "documents held out for eval without --eval-input (default 5%, at least 1)");
+  bert->add_option("--documents-per-part", o->documents_per_part,
+                   "documents per part (the unit of RNG keying and of output shards)")
+      ->capture_default_str();
+  bert->callback([o, no_lower_case] {
+    o->lower_case = !*no_lower_case;
+    const data::PrepareBertResult r = data::prepare_bert(*o);
+    std::printf("prepare bert: %lld training samples in %lld shards from %lld documents; "
+                "%lld eval samples (of %lld generated from %lld documents) -> %s\n",
+                static_cast<long long>(r.train_samples), static_cast<long long>(r.train_parts),
+                static_cast<long long>(r.train_documents), static_cast<long long>(r.eval_samples),
+                static_cast<long long>(r.eval_instances), static_cast<long long>(r.eval_documents),
+                o->output.c_str());
+  });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,41 @@
+// data/bert/pretraining_instances.h — Google's create_pretraining_data: sentence-pair
+// instances with next-sentence labels and masked-LM predictions, from tokenized documents.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kiln/data/bert/bert_sample.h"
+#include "kiln/data/bert/part_rng.h"
+#include "kiln/data/text/vocab.h"
+
+namespace kiln::data {
+
+using Segment = std::vector<int32_t>;   // the ids of one input line
+using Document = std::vector<Segment>;  // non-empty segments of one document
+
+struct InstanceOptions {
+  int max_seq_length = 512;
+  int max_predictions = 76;
+  double masked_lm_prob = 0.15;
+  double short_seq_prob = 0.1;
+  int dupe_factor = 10;
+  bool whole_word_masking = false;
+};
+
+// Throws kiln::Error naming the bad option.
+void validate(const InstanceOptions& options);
+
+// Instances built from documents[index]; random next sentences come from the other documents.
+void create_instances_from_document(const std::vector<Document>& documents, size_t index,
+                                    const Vocab& vocab, const InstanceOptions& options,
+                                    PartRng& rng, std::vector<BertSample>& out);
+
+// Masks sample.input_ids in place and fills masked_positions / masked_ids (sorted by position).
+void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
+                                  const InstanceOptions& options, PartRng& rng);
+
+// The whole per-part procedure: shuffle documents, dupe_factor passes, shuffle instances.
+std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
+                                         const InstanceOptions& options, PartRng& rng);
+
+}  // namespace kiln::data

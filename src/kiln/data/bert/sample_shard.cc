@@ -1,0 +1,167 @@
+#include "kiln/data/bert/sample_shard.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+
+namespace kiln::data {
+
+static_assert(std::endian::native == std::endian::little, "the .kbs format is little-endian");
+
+namespace {
+
+template <typename T>
+void put(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+template <typename T>
+T get(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Field offsets inside a record.
+struct Offsets {
+  size_t masked_ids, positions, segments, length, num_pred, nsp;
+  explicit Offsets(const ShardLayout& l) {
+    const size_t t = l.token_bytes(), s = size_t(l.max_seq_length), p = size_t(l.max_predictions);
+    masked_ids = s * t;
+    positions = masked_ids + p * t;
+    segments = positions + p * 2;
+    length = segments + s;
+    num_pred = length + 2;
+    nsp = num_pred + 2;
+  }
+};
+
+int32_t get_token(const uint8_t* p, const ShardLayout& l) {
+  return l.token_dtype == TokenDType::u16 ? int32_t(get<uint16_t>(p)) : get<int32_t>(p);
+}
+
+void put_token(uint8_t* p, const ShardLayout& l, int32_t v) {
+  if (l.token_dtype == TokenDType::u16) {
+    put<uint16_t>(p, uint16_t(v));
+  } else {
+    put<int32_t>(p, v);
+  }
+}
+
+}  // namespace
+
+TokenDType token_dtype_for(int64_t vocab_size) {
+  return vocab_size <= 65536 ? TokenDType::u16 : TokenDType::i32;
+}
+
+uint32_t crc32_of(const uint8_t* data, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (size > 0) {
+    const size_t n = std::min<size_t>(size, 1u << 30);
+    crc = crc32(crc, data, uInt(n));
+    data += n;
+    size -= n;
+  }
+  return uint32_t(crc);
+}
+
+int SampleView::length() const { return get<uint16_t>(record + Offsets(*layout).length); }
+int SampleView::num_predictions() const { return get<uint16_t>(record + Offsets(*layout).num_pred); }
+int SampleView::next_sentence_label() const { return record[Offsets(*layout).nsp]; }
+int32_t SampleView::input_id(int i) const {
+  return get_token(record + size_t(i) * layout->token_bytes(), *layout);
+}
+int32_t SampleView::masked_id(int k) const {
+  return get_token(record + Offsets(*layout).masked_ids + size_t(k) * layout->token_bytes(), *layout);
+}
+int32_t SampleView::masked_position(int k) const {
+  return get<uint16_t>(record + Offsets(*layout).positions + size_t(k) * 2);
+}
+int SampleView::segment_id(int i) const { return record[Offsets(*layout).segments + size_t(i)]; }
+
+SampleShardBuilder::SampleShardBuilder(ShardLayout layout, uint32_t vocab_size)
+    : layout_(layout), vocab_size_(vocab_size) {}
+
+void SampleShardBuilder::add(const BertSample& s) {
+  const ShardLayout& l = layout_;
+  const size_t len = s.input_ids.size(), npred = s.masked_positions.size();
+  KILN_CHECK(len <= size_t(l.max_seq_length) && s.segment_ids.size() == len,
+             "sample of length {} does not fit max_seq_length {}", len, l.max_seq_length);
+  KILN_CHECK(npred <= size_t(l.max_predictions) && s.masked_ids.size() == npred,
+             "sample with {} predictions does not fit max_predictions {}", npred, l.max_predictions);
+  const Offsets o(l);
+  const size_t base = records_.size();
+  records_.resize(base + l.record_size(), '\0');
+  auto* r = reinterpret_cast<uint8_t*>(records_.data() + base);
+  for (size_t i = 0; i < len; ++i) {
+    put_token(r + i * l.token_bytes(), l, s.input_ids[i]);
+    r[o.segments + i] = s.segment_ids[i];
+  }
+  for (size_t k = 0; k < npred; ++k) {
+    put_token(r + o.masked_ids + k * l.token_bytes(), l, s.masked_ids[k]);
+    put<uint16_t>(r + o.positions + k * 2, uint16_t(s.masked_positions[k]));
+  }
+  put<uint16_t>(r + o.length, uint16_t(len));
+  put<uint16_t>(r + o.num_pred, uint16_t(npred));
+  r[o.nsp] = uint8_t(s.next_sentence_label);
+  ++count_;
+}
+
+void SampleShardBuilder::write(const std::filesystem::path& path) const {
+  uint8_t h[kShardHeaderSize] = {};
+  std::memcpy(h, kShardMagic, 8);
+  put<uint32_t>(h + 8, kShardVersion);
+  put<uint32_t>(h + 12, uint32_t(kShardHeaderSize));
+  put<uint32_t>(h + 16, uint32_t(layout_.max_seq_length));
+  put<uint32_t>(h + 20, uint32_t(layout_.max_predictions));
+  put<uint32_t>(h + 24, uint32_t(layout_.token_dtype));
+  put<uint32_t>(h + 28, uint32_t(layout_.record_size()));
+  put<uint64_t>(h + 32, count_);
+  put<uint32_t>(h + 40, vocab_size_);
+  put<uint32_t>(h + 44, crc32_of(reinterpret_cast<const uint8_t*>(records_.data()), records_.size()));
+  put<uint32_t>(h + 60, crc32_of(h, 60));
+  write_file_atomic(path, [&](std::ostream& out) {
+    out.write(reinterpret_cast<const char*>(h), kShardHeaderSize);
+    out.write(records_.data(), std::streamsize(records_.size()));
+  });
+}
+
+ShardHeader parse_shard_header(const uint8_t* h, size_t file_size, const std::string& path) {
+  KILN_CHECK(file_size >= kShardHeaderSize,
+             "sample shard {}: truncated ({} bytes, the header alone needs {})", path, file_size,
+             kShardHeaderSize);
+  KILN_CHECK(std::memcmp(h, kShardMagic, 8) == 0, "sample shard {}: bad magic (not a .kbs file)", path);
+  const uint32_t version = get<uint32_t>(h + 8);
+  KILN_CHECK(version == kShardVersion, "sample shard {}: unsupported format version {} (expected {})",
+             path, version, kShardVersion);
+  KILN_CHECK(get<uint32_t>(h + 60) == crc32_of(h, 60), "sample shard {}: header checksum mismatch", path);
+  KILN_CHECK(get<uint32_t>(h + 12) == kShardHeaderSize, "sample shard {}: bad header size {}", path,
+             get<uint32_t>(h + 12));
+  ShardHeader header;
+  header.layout.max_seq_length = int(get<uint32_t>(h + 16));
+  header.layout.max_predictions = int(get<uint32_t>(h + 20));
+  const uint32_t dtype = get<uint32_t>(h + 24);
+  KILN_CHECK(dtype == uint32_t(TokenDType::u16) || dtype == uint32_t(TokenDType::i32),
+             "sample shard {}: unknown token dtype {}", path, dtype);
+  header.layout.token_dtype = TokenDType(dtype);
+  KILN_CHECK(header.layout.max_seq_length >= 1 && header.layout.max_seq_length <= 65535 &&
+                 header.layout.max_predictions >= 0 &&
+                 header.layout.max_predictions <= header.layout.max_seq_length &&
+                 get<uint32_t>(h + 28) == header.layout.record_size(),
+             "sample shard {}: inconsistent shape in header", path);
+  header.record_count = get<uint64_t>(h + 32);
+  header.vocab_size = get<uint32_t>(h + 40);
+  header.records_crc32 = get<uint32_t>(h + 44);
+  const uint64_t expected = kShardHeaderSize + header.record_count * header.layout.record_size();
+  KILN_CHECK(file_size >= expected, "sample shard {}: truncated ({} bytes, expected {} for {} records)",
+             path, file_size, expected, header.record_count);
+  KILN_CHECK(file_size == expected, "sample shard {}: {} trailing bytes after {} records", path,
+             file_size - expected, header.record_count);
+  return header;
+}
+
+}  // namespace kiln::data

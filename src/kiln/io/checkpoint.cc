@@ -1,0 +1,110 @@
+#include "kiln/io/checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+#include "kiln/io/safetensors.h"
+
+namespace kiln::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::pair<std::string, Tensor>> param_tensors(const ParamStore& params,
+                                                          const std::vector<float>& buffer,
+                                                          const std::string& prefix) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const ParamSpec& s : params.specs())
+    out.emplace_back(prefix + s.name,
+                     Tensor::view(const_cast<float*>(buffer.data()) + s.offset, s.shape));
+  return out;
+}
+
+void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore& params,
+             std::vector<float>& buffer, const std::string& prefix) {
+  for (const ParamSpec& s : params.specs()) {
+    const std::string name = prefix + s.name;
+    if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
+    Tensor t = file.get(name);
+    if (t.dtype != DType::f32 || t.shape != s.shape)
+      throw Error("{}: tensor '{}' has shape {} {}, expected {} f32", path.string(), name,
+                  shape_str(t.shape), dtype_name(t.dtype), shape_str(s.shape));
+    std::copy_n(t.ptr<float>(), s.numel, buffer.data() + s.offset);
+  }
+}
+
+std::string step_name(int64_t step) { return fmt::format("step_{:07d}", step); }
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(fs::path dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {
+  ensure_writable_dir(dir_);
+}
+
+fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
+                                 const std::vector<FlatState>& optimizer,
+                                 const nlohmann::json& meta) {
+  const fs::path final_dir = dir_ / step_name(step);
+  const fs::path tmp_dir = dir_ / (step_name(step) + ".tmp");
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
+  ensure_writable_dir(tmp_dir);
+
+  save_safetensors(tmp_dir / "model.safetensors", param_tensors(params, params.values, ""));
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (auto& [name, buffer] : optimizer)
+    for (auto& t : param_tensors(params, *buffer, name + ".")) state.push_back(std::move(t));
+  save_safetensors(tmp_dir / "optimizer.safetensors", state);
+  write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << meta.dump(2) << "\n"; });
+
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) throw Error("{}: cannot rename checkpoint into place: {}", final_dir.string(), ec.message());
+  write_file_atomic(dir_ / "latest", [&](std::ostream& out) { out << step_name(step) << "\n"; });
+
+  std::vector<fs::path> existing;
+  for (auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step_", 0) == 0 && name.find('.') == std::string::npos)
+      existing.push_back(entry.path());
+  }
+  std::sort(existing.begin(), existing.end());
+  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i) fs::remove_all(existing[i], ec);
+  return final_dir;
+}
+
+std::optional<fs::path> CheckpointManager::latest() const {
+  const fs::path pointer = dir_ / "latest";
+  if (!fs::exists(pointer)) return std::nullopt;
+  std::string name = read_file(pointer);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const fs::path path = dir_ / name;
+  if (name.empty() || !fs::is_directory(path))
+    throw Error("{}: names checkpoint '{}', which does not exist", pointer.string(), name);
+  return path;
+}
+
+nlohmann::json load_checkpoint(const fs::path& checkpoint, ParamStore& params,
+                               const std::vector<FlatState>& optimizer) {
+  const fs::path model_file = checkpoint / "model.safetensors";
+  restore(SafetensorsFile::open(model_file), model_file, params, params.values, "");
+  const fs::path opt_file = checkpoint / "optimizer.safetensors";
+  const SafetensorsFile opt = SafetensorsFile::open(opt_file);
+  for (auto& [name, buffer] : optimizer) restore(opt, opt_file, params, *buffer, name + ".");
+  const fs::path meta_file = checkpoint / "meta.json";
+  try {
+    return nlohmann::json::parse(read_file(meta_file));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("{}: invalid JSON: {}", meta_file.string(), e.what());
+  }
+}
+
+void save_model(const fs::path& file, const ParamStore& params) {
+  save_safetensors(file, param_tensors(params, params.values, ""));
+}
+
+}  // namespace kiln::io

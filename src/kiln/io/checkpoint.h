@@ -1,0 +1,48 @@
+// io/checkpoint.h — training checkpoints (ARCHITECTURE.md §7):
+//   DIR/step_0001000/model.safetensors      every parameter by name, fp32
+//   DIR/step_0001000/optimizer.safetensors  "<state>.<param>" slices of each optimizer buffer
+//   DIR/step_0001000/meta.json              step, samples, loader position, config, version
+//   DIR/latest                              name of the newest complete checkpoint, written last
+// A checkpoint directory is assembled under a temporary name and renamed when complete, so a
+// crash never leaves a half-written checkpoint behind `latest`.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/params.h"
+
+namespace kiln::io {
+
+// A flat optimizer buffer with the ParamStore's layout (e.g. LAMB's "exp_avg").
+using FlatState = std::pair<std::string, std::vector<float>*>;
+
+class CheckpointManager {
+ public:
+  CheckpointManager(std::filesystem::path dir, int64_t keep);
+
+  // Writes checkpoint `step`, updates `latest`, deletes all but the newest `keep`.
+  std::filesystem::path save(int64_t step, const ParamStore& params,
+                             const std::vector<FlatState>& optimizer, const nlohmann::json& meta);
+
+  // The checkpoint `latest` names, if any; throws if `latest` names a missing checkpoint.
+  std::optional<std::filesystem::path> latest() const;
+
+ private:
+  std::filesystem::path dir_;
+  int64_t keep_;
+};
+
+// Restores parameters and optimizer buffers; returns meta.json. Every parameter and state in
+// the store must be present with the right shape, else kiln::Error naming the tensor.
+nlohmann::json load_checkpoint(const std::filesystem::path& checkpoint, ParamStore& params,
+                               const std::vector<FlatState>& optimizer);
+
+// Writes just the model parameters (for export / evaluation).
+void save_model(const std::filesystem::path& file, const ParamStore& params);
+
+}  // namespace kiln::io

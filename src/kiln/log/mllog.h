@@ -1,0 +1,56 @@
+// log/mllog.h — MLPerf `:::MLLOG` lines, byte-compatible with the Python mlperf_logging library:
+//   :::MLLOG {"namespace": "", "time_ms": 1745532618573, "event_type": "INTERVAL_START",
+//             "key": "run_start", "value": null, "metadata": {"file": "kiln/train/x.cc", "lineno": 9}}
+// (one line; keys in that order, ", " and ": " separators, non-ASCII escaped, doubles shortest
+// round-trip). Lines are appended to a file and flushed one by one, so a crash loses none; log from
+// one rank only.
+#pragma once
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <source_location>
+#include <string>
+#include <string_view>
+
+namespace kiln::log {
+
+using Json = nlohmann::ordered_json;
+
+// `value` serialized as Python's json.dumps does; throws kiln::Error on NaN or infinity.
+std::string mllog_json(const Json& value);
+
+// The call-site file as the metadata names it: the part after the last "src/" directory
+// ("/work/main/src/kiln/train/bert_trainer.cc" -> "kiln/train/bert_trainer.cc"), else unchanged.
+std::string_view mllog_source_file(std::string_view path);
+
+class MlLogger {
+ public:
+  // Opens `file` for appending (creating it); throws kiln::Error naming it when that fails.
+  MlLogger(const std::filesystem::path& file, bool echo_stdout);
+  ~MlLogger();
+  MlLogger(const MlLogger&) = delete;
+  MlLogger& operator=(const MlLogger&) = delete;
+
+  // POINT_IN_TIME / INTERVAL_START / INTERVAL_END. `value`: null, number, string or bool (pass
+  // doubles, not floats, so 0.9 prints as 0.9). `metadata` is merged after "file" and "lineno".
+  void event(std::string_view key, const Json& value = nullptr, const Json& metadata = nullptr,
+             std::source_location where = std::source_location::current());
+  void start(std::string_view key, const Json& value = nullptr, const Json& metadata = nullptr,
+             std::source_location where = std::source_location::current());
+  void end(std::string_view key, const Json& value = nullptr, const Json& metadata = nullptr,
+           std::source_location where = std::source_location::current());
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void write(std::string_view event_type, std::string_view key, const Json& value, const Json& metadata,
+             const std::source_location& where);
+
+  std::filesystem::path path_;
+  bool echo_stdout_;
+  std::FILE* file_ = nullptr;
+  std::mutex mutex_;
+};
+
+}  // namespace kiln::log

@@ -1,0 +1,28 @@
+// nn/gelu.h — GELU activation, exact (erf) or Megatron's tanh approximation.
+#pragma once
+#include "kiln/backend/backend.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/buffer.h"
+
+namespace kiln::nn {
+
+using ops::GeluKind;
+
+class Gelu {
+ public:
+  explicit Gelu(GeluKind kind = GeluKind::erf) : kind(kind) {}
+
+  // x: any shape -> y: same shape; keeps x for backward.
+  Tensor forward(const Step& step, const Tensor& x);
+  // dy -> dx = dy * gelu'(x).
+  Tensor backward(const Step& step, const Tensor& dy);
+
+  GeluKind kind;
+
+ private:
+  Tensor x_;
+  Buffer y_, dx_;
+};
+
+}  // namespace kiln::nn

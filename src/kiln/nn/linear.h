@@ -1,0 +1,32 @@
+// nn/linear.h — y = x W^T + b, Hugging Face layout: weight (out, in), bias (out).
+#pragma once
+#include <string>
+
+#include "kiln/core/params.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/buffer.h"
+
+namespace kiln::nn {
+
+class Linear {
+ public:
+  // Registers `prefix.weight` (out, in) with decay and, if `bias`, `prefix.bias` (out) without.
+  Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
+
+  // x: (N, in) -> y: (N, out). Keeps a handle to x for backward (x must stay unchanged until
+  // then). The result lives in this layer's buffer until the next forward.
+  Tensor forward(const Step& step, const Tensor& x);
+  // dy: (N, out) -> dx: (N, in); accumulates weight.g() += dy^T x and bias.g() += sum dy.
+  // The result lives in this layer's buffer until the next backward.
+  Tensor backward(const Step& step, const Tensor& dy);
+
+  Param weight, bias;  // bias.id == -1 when constructed without bias
+  int64_t in, out;
+
+ private:
+  Tensor x_;
+  Buffer y_, dx_;
+};
+
+}  // namespace kiln::nn

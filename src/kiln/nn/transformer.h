@@ -1,0 +1,57 @@
+// nn/transformer.h — one BERT / Megatron encoder layer with Hugging Face parameter names.
+//
+// Post-LN (BERT, pre_ln = false):
+//   a = LN_attn(x + drop(Wo attn(x)));     y = LN_out(a + drop(W2 gelu(W1 a)))
+// Pre-LN (Megatron, pre_ln = true), with the same two LayerNorm parameters:
+//   a = x + drop(Wo attn(LN_attn(x)));     y = a + drop(W2 gelu(W1 LN_out(a)))
+// where LN_attn = prefix.attention.output.LayerNorm (applied BEFORE attention when pre_ln) and
+// LN_out = prefix.output.LayerNorm (applied before the MLP when pre_ln). A pre-LN stack needs a
+// final LayerNorm after the last layer; that belongs to the model.
+//
+// Parameters: prefix.attention.self.{query,key,value}, prefix.attention.output.dense,
+// prefix.attention.output.LayerNorm, prefix.intermediate.dense (hidden -> intermediate),
+// prefix.output.dense (intermediate -> hidden), prefix.output.LayerNorm.
+// Dropout stream ids (nn/dropout.h): 4*layer_id + 1 (attention probs), + 2 (attention
+// output), + 3 (MLP output); ids 4*k + 0 are free for the model (e.g. embedding dropout).
+#pragma once
+#include <string>
+
+#include "kiln/core/params.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/attention.h"
+#include "kiln/nn/buffer.h"
+#include "kiln/nn/dropout.h"
+#include "kiln/nn/gelu.h"
+#include "kiln/nn/layernorm.h"
+#include "kiln/nn/linear.h"
+
+namespace kiln::nn {
+
+class TransformerLayer {
+ public:
+  TransformerLayer(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t heads,
+                   int64_t intermediate, float hidden_dropout, float attn_dropout, bool pre_ln,
+                   GeluKind gelu, uint32_t layer_id);
+
+  // x: (B*S, hidden); mask: (B, S), 1 = token, 0 = padding -> y: (B*S, hidden).
+  // Keeps x and every intermediate needed by backward.
+  Tensor forward(const Step& step, const Tensor& x, const int32_t* mask, int64_t B, int64_t S);
+  // dy: (B*S, hidden) -> dx: (B*S, hidden); accumulates every parameter gradient.
+  Tensor backward(const Step& step, const Tensor& dy);
+
+  SelfAttention attention;
+  Linear attention_output;   // prefix.attention.output.dense
+  LayerNorm attention_norm;  // prefix.attention.output.LayerNorm
+  Linear intermediate;       // prefix.intermediate.dense
+  Gelu gelu;
+  Linear output;             // prefix.output.dense
+  LayerNorm output_norm;     // prefix.output.LayerNorm
+  bool pre_ln;
+
+ private:
+  Dropout attention_dropout_, output_dropout_;
+  Buffer sum1_, sum2_, dsum1_, dx_;
+};
+
+}  // namespace kiln::nn

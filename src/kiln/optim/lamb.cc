@@ -1,0 +1,51 @@
+#include "kiln/optim/lamb.h"
+
+#include <cmath>
+
+#include "kiln/core/error.h"
+#include "kiln/optim/reduce.h"
+
+namespace kiln::optim {
+
+Lamb::Lamb(ParamStore& store, LambConfig config) : Optimizer(store), config_(config) {
+  KILN_CHECK(store.allocated(), "LAMB: the parameter store is not allocated");
+  m_.assign(size_t(store.size()), 0.0f);
+  v_.assign(size_t(store.size()), 0.0f);
+}
+
+std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
+
+void Lamb::step(float lr) {
+  check_layout();
+  const double t = double(steps_taken_ + 1);
+  const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
+  const float bc1 = config_.bias_correction ? float(1.0 - std::pow(double(b1), t)) : 1.0f;
+  const float bc2 = config_.bias_correction ? float(1.0 - std::pow(double(b2), t)) : 1.0f;
+
+  for (const ParamSpec& spec : store_.specs()) {
+    float* w = store_.values.data() + spec.offset;
+    const float* g = store_.grads.data() + spec.offset;
+    float* m = m_.data() + spec.offset;
+    float* v = v_.data() + spec.offset;
+    const float wd = spec.decay ? config_.weight_decay : 0.0f;
+    auto update = [=](int64_t i) { return (m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps) + wd * w[i]; };
+
+    // Pass 1: moments, and ‖w‖², ‖u‖² before w changes.
+    const SumPair sq = deterministic_sum<SumPair>(spec.numel, [&](int64_t i) {
+      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      const float u = update(i);
+      return SumPair{double(w[i]) * double(w[i]), double(u) * double(u)};
+    });
+    const double w_norm = std::sqrt(sq.a), u_norm = std::sqrt(sq.b);
+    const double ratio = (w_norm > 0.0 && u_norm > 0.0) ? w_norm / u_norm : 1.0;
+
+    // Pass 2: u is recomputed from the same m, v, w rather than stored.
+    const float scale = float(double(lr) * ratio);
+#pragma omp parallel for schedule(static) if (spec.numel > kReduceChunk)
+    for (int64_t i = 0; i < spec.numel; ++i) w[i] -= scale * update(i);
+  }
+  ++steps_taken_;
+}
+
+}  // namespace kiln::optim

@@ -1,0 +1,21 @@
+#include "kiln/optim/optimizer.h"
+
+#include "kiln/core/error.h"
+
+namespace kiln::optim {
+
+void Optimizer::set_steps_taken(int64_t steps) {
+  KILN_CHECK(steps >= 0, "optimizer step counter: {} is negative", steps);
+  steps_taken_ = steps;
+}
+
+void Optimizer::check_layout() {
+  KILN_CHECK(store_.allocated(), "optimizer: the parameter store is not allocated");
+  for (const NamedState& s : state()) {
+    KILN_CHECK(int64_t(s.data->size()) == store_.size(),
+               "optimizer state '{}' has {} elements, the parameter store {}", s.name,
+               s.data->size(), store_.size());
+  }
+}
+
+}  // namespace kiln::optim

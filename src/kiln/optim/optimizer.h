@@ -1,0 +1,39 @@
+// optim/optimizer.h — the optimizer interface over a ParamStore's flat buffers. Every state vector
+// (m, v, ...) has the store's layout, so a parameter's state is the same slice as its weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/core/params.h"
+
+namespace kiln::optim {
+
+// One state buffer for checkpoints; `data` points into the optimizer and has ParamStore::size()
+// elements. Restoring = overwrite *data, then set_steps_taken().
+struct NamedState {
+  std::string name;
+  std::vector<float>* data;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Updates store.values from store.grads with learning rate lr; grads are left untouched.
+  virtual void step(float lr) = 0;
+  // Number of step() calls so far (restored from a checkpoint by set_steps_taken).
+  virtual int64_t steps_taken() const { return steps_taken_; }
+  void set_steps_taken(int64_t steps);
+  // All state buffers, in a fixed order, for save and restore.
+  virtual std::vector<NamedState> state() = 0;
+
+ protected:
+  explicit Optimizer(ParamStore& store) : store_(store) {}
+  // Throws unless the store is allocated and every state buffer matches its size.
+  void check_layout();
+
+  ParamStore& store_;
+  int64_t steps_taken_ = 0;
+};
+
+}  // namespace kiln::optim

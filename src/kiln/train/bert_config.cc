@@ -1,0 +1,152 @@
+#include "kiln/train/bert_config.h"
+
+#include <cmath>
+
+#include "kiln/core/error.h"
+
+namespace kiln::train {
+
+void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
+  r.add_int("model.vocab_size", &c.vocab_size, "", {"--vocab-size"}, "vocabulary size");
+  r.add_int("model.hidden_size", &c.hidden_size, "", {"--hidden-size"}, "hidden size");
+  r.add_int("model.num_layers", &c.num_layers, "BERT_LAYERS", {"--num-layers"}, "encoder layers");
+  r.add_int("model.num_attention_heads", &c.num_heads, "", {"--num-attention-heads"},
+            "attention heads");
+  r.add_int("model.intermediate_size", &c.intermediate_size, "", {"--ffn-hidden-size"},
+            "MLP inner size");
+  r.add_int("model.max_position_embeddings", &c.max_position, "", {"--max-position-embeddings"},
+            "position table size");
+  r.add_int("model.type_vocab_size", &c.type_vocab, "", {}, "segment types");
+  r.add_float("model.hidden_dropout", &c.hidden_dropout, "", {"--hidden-dropout"},
+              "dropout after embeddings and sublayers");
+  r.add_float("model.attention_dropout", &c.attention_dropout, "", {"--attention-dropout"},
+              "dropout on attention probabilities");
+  r.add_bool("model.pre_ln", &c.pre_ln, "", {"--pre-ln"}, "pre-LayerNorm layers (Megatron)");
+  r.add_bool("model.disable_dropout", &c.disable_dropout, "DISABLE_DROPOUT", {"--disable-dropout"},
+             "set both dropouts to 0");
+
+  r.add_string("data.dir", &c.data_dir, "BASEDIR", {"--data", "--data-dir"},
+               "prepared data (kiln prepare bert)");
+  r.add_string("data.vocab_file", &c.vocab_file, "", {"--vocab"}, "vocab.txt to check");
+  r.add_bool("data.fake", &c.fake_data, "", {"--fake-data"}, "generated batches");
+  r.add_int("data.seq_length", &c.seq_length, "", {"--seq-length"}, "sequence length");
+  r.add_int("data.max_predictions", &c.max_predictions, "", {"--max-predictions"},
+            "masked positions per sample (fake data)");
+
+  r.add_int("train.global_batch_size", &c.global_batch_size, "BS", {"--global-batch-size"},
+            "samples per optimizer step");
+  r.add_int("train.micro_batch_size", &c.micro_batch_size, "", {"--micro-batch-size"},
+            "samples per forward/backward");
+  r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},
+            "optimizer steps (schedule length)");
+  r.add_int("train.benchmark", &c.benchmark, "BENCHMARK", {"--benchmark"},
+            "run N steps and print the estimated time to train");
+  r.add_int("train.exit_interval", &c.exit_interval, "", {"--exit-interval"},
+            "stop after this step, e.g. to resume later");
+  r.add_int("train.seed", &c.seed, "SEED", {"--seed"}, "seed for init, dropout and data order");
+  r.add_int("train.threads", &c.threads, "", {"--threads"}, "CPU threads (0: all cores)");
+  r.add_string("train.matmul_dtype", &c.matmul_dtype, "", {"--matmul-dtype"},
+               "f32 or bf16 (AMX) matrix products");
+
+  r.add_string("optim.optimizer", &c.optimizer, "", {"--optimizer"}, "lamb or adamw");
+  r.add_float("optim.lr", &c.lr, "OPT_BASE_LEARNING_RATE", {"--lr"}, "peak learning rate");
+  r.add_float("optim.beta1", &c.beta1, "OPT_LAMB_BETA_1", {"--adam-beta1"}, "first moment decay");
+  r.add_float("optim.beta2", &c.beta2, "OPT_LAMB_BETA_2", {"--adam-beta2"}, "second moment decay");
+  r.add_float("optim.epsilon", &c.epsilon, "EPSILON", {"--adam-eps"}, "denominator epsilon");
+  r.add_float("optim.weight_decay", &c.weight_decay, "DECAY", {"--weight-decay"},
+              "decoupled weight decay (not on biases and LayerNorm)");
+  r.add_float("optim.clip_grad", &c.clip_grad, "", {"--clip-grad"},
+              "global gradient-norm clip (0: off)");
+  r.add_string("optim.lr_decay_style", &c.lr_decay_style, "", {"--lr-decay-style"},
+               "poly, linear or cosine");
+  r.add_int("optim.warmup_steps", &c.warmup_steps, "NUM_WARMUP_STEPS", {"--lr-warmup-iters"},
+            "linear warmup steps");
+  r.add_float("optim.warmup_fraction", &c.warmup_fraction, "", {"--lr-warmup-fraction"},
+              "warmup as a fraction of the steps");
+  r.add_float("optim.poly_power", &c.poly_power, "POLY_POWER", {}, "polynomial decay power");
+  r.add_float("optim.min_lr", &c.min_lr, "", {"--min-lr"}, "learning rate at the end");
+
+  r.add_int("eval.batch_size", &c.eval_batch_size, "EVAL_BS", {"--eval-batch-size"},
+            "samples per eval batch");
+  r.add_int("eval.interval", &c.eval_interval, "EVAL_STEP_FREQ", {"--eval-interval"},
+            "steps between evaluations");
+  r.add_int("eval.iters", &c.eval_iters, "MAX_EVAL_STEPS", {"--eval-iters"},
+            "batches per evaluation");
+  r.add_int("eval.samples", &c.eval_samples, "", {"--eval-samples"}, "eval samples per evaluation");
+  r.add_float("eval.target", &c.target, "TARGET", {"--target"},
+              "masked-LM accuracy that ends the run");
+
+  r.add_bool("eval.at_start", &c.eval_at_start, "", {"--eval-at-start"},
+             "evaluate before the first step too");
+  r.add_int("run.log_interval", &c.log_interval, "", {"--log-interval"}, "steps per console line");
+  r.add_string("run.output_dir", &c.output_dir, "", {"--output-dir"},
+               "directory for result_bert_<seed>.log");
+  r.add_string("run.save_dir", &c.save_dir, "SAVE_CKPT_DIR", {"--save"}, "checkpoint directory");
+  r.add_int("run.save_interval", &c.save_interval, "SAVE_CKPT_FREQ", {"--save-interval"},
+            "steps between checkpoints");
+  r.add_int("run.keep_checkpoints", &c.keep_checkpoints, "KEEP_CKPT_AMOUNT", {"--keep-checkpoints"},
+            "newest checkpoints kept");
+  r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
+               "resume from the newest checkpoint in this directory");
+  r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
+               "MLPerf submission_platform");
+}
+
+void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
+  auto positive = [](int64_t v, const char* key) {
+    if (v <= 0) throw Error("config: {} must be positive, got {}", key, v);
+  };
+  positive(c.vocab_size, "model.vocab_size");
+  positive(c.hidden_size, "model.hidden_size");
+  positive(c.num_layers, "model.num_layers");
+  positive(c.num_heads, "model.num_attention_heads");
+  positive(c.intermediate_size, "model.intermediate_size");
+  if (c.hidden_size % c.num_heads != 0)
+    throw Error("config: model.hidden_size ({}) is not a multiple of model.num_attention_heads ({})",
+                c.hidden_size, c.num_heads);
+  if (c.disable_dropout) c.hidden_dropout = c.attention_dropout = 0;
+  for (double p : {c.hidden_dropout, c.attention_dropout})
+    if (p < 0 || p >= 1) throw Error("config: dropout must be in [0, 1), got {}", p);
+
+  if (c.benchmark > 0) c.fake_data = true;
+  if (!c.fake_data && c.data_dir.empty())
+    throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");
+
+  if (c.global_batch_size == 0) c.global_batch_size = 8;
+  positive(c.global_batch_size, "train.global_batch_size");
+  if (c.micro_batch_size == 0) c.micro_batch_size = c.global_batch_size;
+  positive(c.micro_batch_size, "train.micro_batch_size");
+  if (c.global_batch_size % c.micro_batch_size != 0)
+    throw Error("config: train.global_batch_size ({}) is not a multiple of train.micro_batch_size ({})",
+                c.global_batch_size, c.micro_batch_size);
+  if (c.train_steps == 0) c.train_steps = std::max<int64_t>(1, 3600000 / c.global_batch_size);
+  positive(c.train_steps, "train.train_steps");
+  if (c.lr == 0 && !r.was_set("optim.lr"))
+    c.lr = 0.000175 * std::sqrt(double(c.global_batch_size) / 96.0);
+  if (c.lr <= 0) throw Error("config: optim.lr must be positive, got {}", c.lr);
+  if (c.optimizer != "lamb" && c.optimizer != "adamw")
+    throw Error("config: optim.optimizer must be lamb or adamw, got '{}'", c.optimizer);
+  if (c.lr_decay_style != "poly" && c.lr_decay_style != "linear" && c.lr_decay_style != "cosine")
+    throw Error("config: optim.lr_decay_style must be poly, linear or cosine, got '{}'",
+                c.lr_decay_style);
+  if (c.warmup_fraction > 0) c.warmup_steps = int64_t(c.warmup_fraction * double(c.train_steps));
+  if (c.warmup_steps < 0) throw Error("config: optim.warmup_steps must be >= 0");
+  if (c.matmul_dtype != "f32" && c.matmul_dtype != "bf16")
+    throw Error("config: train.matmul_dtype must be f32 or bf16, got '{}'", c.matmul_dtype);
+
+  if (c.eval_batch_size == 0) c.eval_batch_size = c.global_batch_size;
+  positive(c.eval_batch_size, "eval.batch_size");
+  positive(c.eval_samples, "eval.samples");
+  if (c.eval_interval == 0) {
+    const double samples =
+        std::floor(0.05 * (230.23 * double(c.global_batch_size) + 3e6) / 25000.0) * 25000.0;
+    c.eval_interval = std::max<int64_t>(1, int64_t(std::ceil(samples / double(c.global_batch_size))));
+  }
+  positive(c.eval_interval, "eval.interval");
+  if (c.eval_iters == 0) c.eval_iters = (c.eval_samples + c.eval_batch_size - 1) / c.eval_batch_size;
+  positive(c.log_interval, "run.log_interval");
+  positive(c.save_interval, "run.save_interval");
+  positive(c.keep_checkpoints, "run.keep_checkpoints");
+}
+
+}  // namespace kiln::train

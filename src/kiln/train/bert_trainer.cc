@@ -1,0 +1,341 @@
+#include "kiln/train/bert_trainer.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <ostream>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+#include "kiln/core/timer.h"
+#include "kiln/data/bert/bert_batch.h"
+#include "kiln/data/bert/loaders.h"
+#include "kiln/data/bert/sample_set.h"
+#include "kiln/data/text/vocab.h"
+#include "kiln/io/checkpoint.h"
+#include "kiln/log/bert_mllog.h"
+#include "kiln/log/mllog.h"
+#include "kiln/log/mllog_keys.h"
+#include "kiln/models/bert.h"
+#include "kiln/optim/adamw.h"
+#include "kiln/optim/grad_norm.h"
+#include "kiln/optim/lamb.h"
+#include "kiln/optim/lr_schedule.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+double resident_gib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+}
+
+models::BertConfig model_config(const BertTrainConfig& c) {
+  models::BertConfig m;
+  m.vocab_size = c.vocab_size;
+  m.hidden = c.hidden_size;
+  m.layers = c.num_layers;
+  m.heads = c.num_heads;
+  m.intermediate = c.intermediate_size;
+  m.max_position = c.max_position;
+  m.type_vocab = c.type_vocab;
+  m.hidden_dropout = float(c.hidden_dropout);
+  m.attention_dropout = float(c.attention_dropout);
+  m.pre_ln = c.pre_ln;
+  return m;
+}
+
+std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
+  if (c.lr_decay_style == "poly")
+    return std::make_unique<optim::PolyWarmupSchedule>(c.lr, c.warmup_steps, c.train_steps,
+                                                       c.poly_power, c.min_lr);
+  const auto style = c.lr_decay_style == "cosine" ? optim::DecayStyle::kCosine
+                                                  : optim::DecayStyle::kLinear;
+  return std::make_unique<optim::WarmupDecaySchedule>(style, c.lr, c.min_lr, c.warmup_steps,
+                                                      c.train_steps);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, ParamStore& store) {
+  if (c.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(
+        store, optim::AdamWConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
+                                  float(c.weight_decay)});
+  return std::make_unique<optim::Lamb>(
+      store, optim::LambConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
+                               float(c.weight_decay), true});
+}
+
+// Vocabulary consistency: the model's embedding must cover every id the data can hold.
+void check_vocab(const BertTrainConfig& c) {
+  auto check = [&](int64_t ids, const std::string& what) {
+    if (ids > c.vocab_size)
+      throw Error("config: model.vocab_size ({}) is smaller than {} ({} tokens)", c.vocab_size,
+                  what, ids);
+  };
+  if (!c.vocab_file.empty()) check(data::Vocab::load(c.vocab_file).size(), c.vocab_file);
+  const fs::path manifest = fs::path(c.data_dir) / "manifest.json";
+  if (!c.fake_data && fs::exists(manifest)) {
+    const auto json = nlohmann::json::parse(read_file(manifest), nullptr, false);
+    if (json.is_discarded()) throw Error("{}: invalid JSON", manifest.string());
+    if (json.contains("vocab_size")) check(json["vocab_size"].get<int64_t>(), "the vocab of " + manifest.string());
+  }
+}
+
+}  // namespace
+
+BertRunResult train_bert(const BertTrainConfig& c,
+                         const std::vector<std::pair<std::string, std::string>>& resolved,
+                         std::ostream& console) {
+  if (c.threads > 0) omp_set_num_threads(int(c.threads));
+  ops::set_matmul_dtype(dtype_from_name(c.matmul_dtype));
+  ensure_writable_dir(c.output_dir);
+  check_vocab(c);
+
+  BertRunResult result;
+  result.log_file = fs::path(c.output_dir) / fmt::format("result_bert_{}.log", c.seed);
+  log::MlLogger mllog(result.log_file, false);
+
+  for (auto& [key, value] : resolved) console << fmt::format("HParam: \"{}\": {}\n", key, value);
+
+  // Data first, so a bad data directory fails before anything is logged as started.
+  std::optional<data::BertSampleSet> train_set, eval_set;
+  int seq_len = int(c.seq_length), max_pred = int(c.max_predictions);
+  if (!c.fake_data) {
+    train_set = data::BertSampleSet::open(fs::path(c.data_dir) / "train");
+    eval_set = data::BertSampleSet::open(fs::path(c.data_dir) / "eval.kbs");
+    if (c.seq_length && c.seq_length != train_set->seq_len())
+      throw Error("config: data.seq_length is {} but {} holds sequences of {}", c.seq_length,
+                  c.data_dir, train_set->seq_len());
+    seq_len = train_set->seq_len();
+    max_pred = train_set->max_pred();
+  }
+  if (seq_len <= 0) throw Error("config: data.seq_length must be set with fake data");
+  if (seq_len > c.max_position)
+    throw Error("config: sequences of {} tokens exceed model.max_position_embeddings ({})", seq_len,
+                c.max_position);
+  const int64_t eval_samples =
+      eval_set ? std::min<int64_t>(c.eval_samples, eval_set->size()) : c.eval_samples;
+
+  log::BertRunInfo info;
+  info.seed = c.seed;
+  info.global_batch_size = c.global_batch_size;
+  info.max_sequence_length = seq_len;
+  info.max_predictions_per_seq = max_pred;
+  info.opt_base_learning_rate = c.lr;
+  info.opt_lamb_weight_decay_rate = c.weight_decay;
+  info.opt_lamb_beta_1 = c.beta1;
+  info.opt_lamb_beta_2 = c.beta2;
+  info.opt_lamb_learning_rate_decay_poly_power = c.poly_power;
+  info.opt_lamb_epsilon = c.epsilon;
+  info.opt_learning_rate_warmup_steps = c.warmup_steps;
+  info.opt_learning_rate_training_steps = c.train_steps;
+  info.gradient_accumulation_steps = c.accumulation_steps();
+  info.eval_samples = eval_samples;
+  info.train_samples = c.global_batch_size * c.train_steps;
+  info.opt_name = c.optimizer;
+  info.submission_org = "kiln";
+  info.submission_platform = c.submission_platform;
+  log::log_bert_init_start(mllog, info);
+
+  ParamStore store;
+  models::BertForPretraining model(model_config(c), store);
+  store.allocate();
+  model.init_mlperf(uint64_t(c.seed));
+  auto optimizer = make_optimizer(c, store);
+  auto schedule = make_schedule(c);
+  std::vector<io::FlatState> opt_state;
+  for (auto& s : optimizer->state()) opt_state.emplace_back(s.name, s.data);
+
+  std::optional<data::BertTrainLoader> loader;
+  if (train_set) loader.emplace(*train_set, int(c.micro_batch_size), uint64_t(c.seed));
+  int64_t start_step = 0;
+  if (!c.load_dir.empty()) {
+    auto latest = io::CheckpointManager(c.load_dir, c.keep_checkpoints).latest();
+    if (!latest) throw Error("{}: no checkpoint to resume from (no 'latest' file)", c.load_dir);
+    const nlohmann::json meta = io::load_checkpoint(*latest, store, opt_state);
+    start_step = meta.at("step").get<int64_t>();
+    optimizer->set_steps_taken(meta.at("optimizer_steps").get<int64_t>());
+    if (loader) loader->seek(meta.at("samples_consumed").get<uint64_t>());
+    console << fmt::format("resumed from {} at step {}\n", latest->string(), start_step);
+  }
+  std::optional<io::CheckpointManager> checkpoints;
+  if (!c.save_dir.empty()) checkpoints.emplace(c.save_dir, c.keep_checkpoints);
+
+  log::log_bert_run_start(mllog);
+
+  const int64_t params = int64_t(store.size());
+  const double flops_per_sample = double(model.flops_per_sample(seq_len, max_pred));
+  console << fmt::format(
+      "training BERT: {} layers, hidden {}, {} heads, {:.2f}M parameters; global batch {} "
+      "(micro {} x {}), sequence {}, {} steps from step {}\n",
+      c.num_layers, c.hidden_size, c.num_heads, double(params) / 1e6, c.global_batch_size,
+      c.micro_batch_size, c.accumulation_steps(), seq_len, c.train_steps, start_step);
+
+  data::BertBatch batch;
+  auto evaluate = [&](int64_t step) {
+    Timer timer;
+    EvalResult r;
+    int64_t correct = 0, nsp_correct = 0, nsp_count = 0, batches = 0;
+    double weight_sum = 0, mlm_loss = 0, nsp_loss = 0;
+    const Step eval_step{uint64_t(c.seed), 0, false};
+    auto run = [&](const data::BertBatch& b) {
+      const models::BertOutputs out = model.forward(eval_step, b);
+      correct += out.mlm_correct;
+      weight_sum += out.mlm_weight_sum;
+      nsp_correct += out.nsp_correct;
+      nsp_count += out.nsp_count;
+      mlm_loss += out.mlm_loss;
+      nsp_loss += out.nsp_loss;
+      ++batches;
+    };
+    if (eval_set) {
+      data::BertEvalLoader eval_loader(*eval_set, int(c.eval_batch_size));
+      int64_t seen = 0;
+      while (batches < c.eval_iters && seen < eval_samples && eval_loader.next(batch)) {
+        run(batch);
+        seen += batch.batch;
+      }
+    } else {
+      for (int64_t i = 0; i < std::min(c.eval_iters, std::max<int64_t>(c.benchmark, 1)); ++i) {
+        data::fill_fake_batch(batch, int(c.eval_batch_size), seq_len, max_pred, int(c.vocab_size),
+                              uint64_t(c.seed) + 1, uint64_t(i));
+        run(batch);
+      }
+    }
+    r.mlm_accuracy = weight_sum > 0 ? double(correct) / weight_sum : 0;
+    r.mlm_loss = batches ? mlm_loss / double(batches) : 0;
+    r.nsp_accuracy = nsp_count ? double(nsp_correct) / double(nsp_count) : 0;
+    r.nsp_loss = batches ? nsp_loss / double(batches) : 0;
+    r.samples = batches * c.eval_batch_size;
+    console << fmt::format(
+        "eval at step {}: masked-LM accuracy {:.4f}, masked-LM loss {:.4f}, NSP accuracy {:.4f}, "
+        "NSP loss {:.4f} ({} batches, {:.1f} s)\n",
+        step, r.mlm_accuracy, r.mlm_loss, r.nsp_accuracy, r.nsp_loss, batches, timer.seconds());
+    return r;
+  };
+
+  auto save = [&](int64_t step) {
+    nlohmann::json meta;
+    meta["step"] = step;
+    meta["samples_consumed"] = loader ? loader->position() : 0;
+    meta["optimizer_steps"] = optimizer->steps_taken();
+    meta["seed"] = c.seed;
+    meta["kiln_version"] = KILN_VERSION;
+    for (auto& [key, value] : resolved) meta["config"][key] = value;
+    mllog.start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
+    result.checkpoint = checkpoints->save(step, store, opt_state, meta);
+    mllog.end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});
+    console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
+  };
+
+  int64_t last_step = c.benchmark > 0 ? std::min(c.train_steps, start_step + c.benchmark)
+                                      : c.train_steps;
+  if (c.exit_interval > 0) last_step = std::min(last_step, c.exit_interval);
+  if (c.eval_at_start && c.benchmark == 0) result.evals.push_back(evaluate(start_step));
+  const int64_t accumulation = c.accumulation_steps();
+  std::vector<double> step_seconds;
+  int64_t block_first_samples = start_step * c.global_batch_size;
+  Timer interval_timer;
+  double interval_data = 0, interval_compute = 0;
+  int64_t interval_steps = 0;
+  log::log_bert_block_start(mllog, start_step * c.global_batch_size,
+                            c.eval_interval * c.global_batch_size);
+  for (int64_t step = start_step; step < last_step; ++step) {
+    Timer step_timer;
+    double data_seconds = 0;
+    store.zero_grad();
+    double loss = 0, mlm_loss = 0, nsp_loss = 0;
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      Timer data_timer;
+      if (loader) loader->next(batch);
+      else data::fill_fake_batch(batch, int(c.micro_batch_size), seq_len, max_pred,
+                                 int(c.vocab_size), uint64_t(c.seed), uint64_t(step * accumulation + micro));
+      data_seconds += data_timer.seconds();
+      const Step s{uint64_t(c.seed), uint64_t(step * accumulation + micro), true};
+      const models::BertOutputs out = model.forward(s, batch);
+      model.backward(s, 1.0f / float(accumulation));
+      loss += out.loss / double(accumulation);
+      mlm_loss += out.mlm_loss / double(accumulation);
+      nsp_loss += out.nsp_loss / double(accumulation);
+    }
+    if (!std::isfinite(loss))
+      throw Error("step {}: loss is {} (diverged); lower optim.lr or check the data", step + 1, loss);
+    const double grad_norm = c.clip_grad > 0 ? optim::clip_grad_norm(store, c.clip_grad)
+                                             : optim::global_grad_norm(store);
+    const double lr = schedule->lr(step);
+    optimizer->step(float(lr));
+    const double seconds = step_timer.seconds();
+    step_seconds.push_back(seconds);
+    result.losses.push_back(loss);
+    result.steps = step + 1;
+    interval_data += data_seconds;
+    interval_compute += seconds - data_seconds;
+    ++interval_steps;
+
+    const int64_t done = step + 1;
+    if (done % c.log_interval == 0 || done == last_step) {
+      const double elapsed = interval_timer.seconds();
+      const double samples = double(interval_steps * c.global_batch_size);
+      console << fmt::format(
+          "step {:>6}/{} | loss {:.4f} (mlm {:.4f}, nsp {:.4f}) | lr {:.3e} | grad norm {:.3f} | "
+          "data {:.1f} ms, compute {:.1f} ms | {:.1f} samples/s | {:.1f} GFLOP/s | {:.2f} GiB\n",
+          done, c.train_steps, loss, mlm_loss, nsp_loss, lr, grad_norm,
+          1e3 * interval_data / double(interval_steps),
+          1e3 * interval_compute / double(interval_steps), samples / elapsed,
+          flops_per_sample * samples / interval_compute / 1e9, resident_gib());
+      interval_timer.reset();
+      interval_data = interval_compute = 0;
+      interval_steps = 0;
+    }
+
+    const bool eval_now =
+        c.benchmark == 0 && (done % c.eval_interval == 0 || done == c.train_steps);
+    if (eval_now) {
+      const int64_t samples_seen = done * c.global_batch_size;
+      log::log_bert_eval_start(mllog, samples_seen);
+      const EvalResult r = evaluate(done);
+      result.evals.push_back(r);
+      log::log_bert_eval_stop(mllog, samples_seen, r.mlm_accuracy);
+      log::log_bert_block_stop(mllog, block_first_samples);
+      if (r.mlm_accuracy >= c.target) {
+        result.reached_target = true;
+        console << fmt::format("target masked-LM accuracy {} reached at step {} ({} samples)\n",
+                               c.target, done, samples_seen);
+        log::log_bert_run_stop(mllog, true);
+        if (checkpoints) save(done);
+        break;
+      }
+      if (done < last_step) {
+        block_first_samples = samples_seen;
+        log::log_bert_block_start(mllog, samples_seen, c.eval_interval * c.global_batch_size);
+      }
+    }
+    if (checkpoints && (done % c.save_interval == 0 || done == last_step)) save(done);
+  }
+
+  if (c.benchmark > 0 && !step_seconds.empty()) {
+    std::vector<double> sorted = step_seconds;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    const double total = median * double(c.train_steps);
+    console << fmt::format("Estimated training time: {}h{}m ({} steps at a median {:.1f} ms/step)\n",
+                           int64_t(total / 3600), int64_t(std::fmod(total, 3600) / 60),
+                           c.train_steps, median * 1e3);
+    result.evals.push_back(evaluate(result.steps));
+  }
+  if (!result.reached_target && c.benchmark == 0 && result.steps == c.train_steps)
+    log::log_bert_run_stop(mllog, false);
+  return result;
+}
+
+}  // namespace kiln::train

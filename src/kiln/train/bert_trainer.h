@@ -1,0 +1,33 @@
+// train/bert_trainer.h — `kiln train bert`: the MLPerf BERT training loop on one process.
+#pragma once
+#include <filesystem>
+#include <iosfwd>
+#include <vector>
+
+#include "kiln/train/bert_config.h"
+
+namespace kiln::train {
+
+struct EvalResult {
+  double mlm_accuracy = 0;  // micro-average over real masked tokens (the MLPerf metric)
+  double mlm_loss = 0;      // mean over eval batches
+  double nsp_accuracy = 0;
+  double nsp_loss = 0;
+  int64_t samples = 0;
+};
+
+struct BertRunResult {
+  int64_t steps = 0;                 // optimizer steps completed (including resumed ones)
+  std::vector<double> losses;        // total loss of each step this process ran
+  std::vector<EvalResult> evals;     // in order
+  bool reached_target = false;
+  std::filesystem::path log_file;    // result_bert_<seed>.log
+  std::filesystem::path checkpoint;  // newest checkpoint written, if any
+};
+
+// Runs the whole job described by `config` (already finalized); console lines go to `console`.
+BertRunResult train_bert(const BertTrainConfig& config,
+                         const std::vector<std::pair<std::string, std::string>>& resolved,
+                         std::ostream& console);
+
+}  // namespace kiln::train

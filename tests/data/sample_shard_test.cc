@@ -1,0 +1,157 @@
+#include "kiln/data/bert/sample_shard.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "data_test_util.h"
+#include "kiln/core/error.h"
+#include "kiln/data/bert/sample_set.h"
+
+namespace kiln::data {
+namespace {
+
+// Sample i: length 5 + i % 7, ids 1000 + 10 i + position, i % 3 predictions.
+BertSample make_sample(int i, int32_t id_base = 1000) {
+  BertSample s;
+  const int len = 5 + i % 7;
+  for (int p = 0; p < len; ++p) {
+    s.input_ids.push_back(id_base + 10 * i + p);
+    s.segment_ids.push_back(p >= 3 ? 1 : 0);
+  }
+  for (int k = 0; k < i % 3; ++k) {
+    s.masked_positions.push_back(1 + k);
+    s.masked_ids.push_back(id_base + 5 * k + i);
+  }
+  s.next_sentence_label = i % 2;
+  return s;
+}
+
+void write_shard(const std::filesystem::path& path, int count, TokenDType dtype = TokenDType::u16,
+                 int32_t id_base = 1000) {
+  SampleShardBuilder b(ShardLayout{16, 4, dtype}, dtype == TokenDType::u16 ? 30522 : 100000);
+  for (int i = 0; i < count; ++i) b.add(make_sample(i, id_base));
+  b.write(path);
+}
+
+void expect_open_error(const std::filesystem::path& path, const std::string& what) {
+  try {
+    BertSampleSet::open(path);
+    FAIL() << "no error opening " << path;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(what), std::string::npos) << msg;
+  }
+}
+
+void patch(const std::filesystem::path& path, size_t offset, uint8_t value) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(std::streamoff(offset));
+  f.put(char(value));
+}
+
+TEST(SampleShard, RoundTripsSamplesWithPadding) {
+  const auto dir = testing::fresh_temp_dir("shard-roundtrip");
+  for (const auto dtype : {TokenDType::u16, TokenDType::i32}) {
+    const int32_t base = dtype == TokenDType::u16 ? 1000 : 70000;
+    write_shard(dir / "a.kbs", 9, dtype, base);
+    const BertSampleSet set = BertSampleSet::open(dir / "a.kbs");
+    ASSERT_EQ(set.size(), 9);
+    ASSERT_EQ(set.seq_len(), 16);
+    ASSERT_EQ(set.max_pred(), 4);
+    BertBatch batch;
+    batch.resize(2, 16, 4);
+    for (int i = 0; i < 9; ++i) {
+      const BertSample s = make_sample(i, base);
+      set.read(i, batch, 1);
+      for (int p = 0; p < 16; ++p) {
+        const bool real = p < int(s.input_ids.size());
+        EXPECT_EQ(batch.input_ids[16 + size_t(p)], real ? s.input_ids[size_t(p)] : 0);
+        EXPECT_EQ(batch.segment_ids[16 + size_t(p)], real ? s.segment_ids[size_t(p)] : 0);
+        EXPECT_EQ(batch.input_mask[16 + size_t(p)], real ? 1 : 0);
+      }
+      for (int k = 0; k < 4; ++k) {
+        const bool real = k < int(s.masked_ids.size());
+        EXPECT_EQ(batch.masked_positions[4 + size_t(k)], real ? s.masked_positions[size_t(k)] : 0);
+        EXPECT_EQ(batch.masked_ids[4 + size_t(k)], real ? s.masked_ids[size_t(k)] : 0);
+        EXPECT_EQ(batch.masked_weights[4 + size_t(k)], real ? 1.0f : 0.0f);
+      }
+      EXPECT_EQ(batch.nsp_labels[1], s.next_sentence_label);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SampleShard, DirectoryConcatenatesShardsInSortedOrder) {
+  const auto dir = testing::fresh_temp_dir("shard-dir");
+  write_shard(dir / "part-00001.kbs", 3, TokenDType::u16, 2000);
+  write_shard(dir / "part-00000.kbs", 4, TokenDType::u16, 1000);
+  testing::write_text(dir / "notes.txt", "ignored");
+  const BertSampleSet set = BertSampleSet::open(dir);
+  ASSERT_EQ(set.size(), 7);
+  EXPECT_EQ(set.view(0).input_id(0), 1000);
+  EXPECT_EQ(set.view(4).input_id(0), 2000);
+  EXPECT_EQ(set.view(6).input_id(0), 2020);
+  EXPECT_THROW(set.view(7), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SampleShard, CorruptFilesAreRejectedWithTheirName) {
+  const auto dir = testing::fresh_temp_dir("shard-corrupt");
+  const auto fresh = [&](const std::string& name) {
+    write_shard(dir / name, 5);
+    return dir / name;
+  };
+  expect_open_error(dir / "missing.kbs", "not found");
+
+  const auto truncated = fresh("truncated.kbs");
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) - 1);
+  expect_open_error(truncated, "truncated");
+
+  const auto tiny = fresh("tiny.kbs");
+  std::filesystem::resize_file(tiny, 20);
+  expect_open_error(tiny, "truncated");
+
+  const auto magic = fresh("magic.kbs");
+  patch(magic, 0, 'X');
+  expect_open_error(magic, "bad magic");
+
+  const auto version = fresh("version.kbs");
+  patch(version, 8, 7);
+  expect_open_error(version, "version 7");
+
+  const auto header = fresh("header.kbs");
+  patch(header, 16, 17);  // max_seq_length 16 -> 17
+  expect_open_error(header, "header checksum");
+
+  const auto records = fresh("records.kbs");
+  patch(records, kShardHeaderSize + 3, 0x5A);
+  expect_open_error(records, "checksum mismatch");
+
+  const auto trailing = fresh("trailing.kbs");
+  std::ofstream(trailing, std::ios::app | std::ios::binary) << "x";
+  expect_open_error(trailing, "trailing");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SampleShard, MixedShapesInOneDirectoryAreRejected) {
+  const auto dir = testing::fresh_temp_dir("shard-mixed");
+  write_shard(dir / "a.kbs", 2);
+  SampleShardBuilder other(ShardLayout{32, 4, TokenDType::u16}, 30522);
+  other.add(make_sample(0));
+  other.write(dir / "b.kbs");
+  try {
+    BertSampleSet::open(dir);
+    FAIL() << "mixed shapes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "b.kbs").string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("differs"), std::string::npos) << e.what();
+  }
+  SampleShardBuilder small(ShardLayout{8, 4, TokenDType::u16}, 30522);
+  EXPECT_THROW(small.add(make_sample(6)), Error);  // length 11 > 8
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::data

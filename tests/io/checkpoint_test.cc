@@ -1,0 +1,86 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "kiln/core/error.h"
+#include "kiln/io/checkpoint.h"
+
+namespace kiln::io {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+void make_store(ParamStore& store) {
+  store.add("layer.weight", {3, 4}, true);
+  store.add("layer.bias", {4}, false);
+  store.allocate();
+}
+
+TEST(Checkpoint, RoundTripsParametersOptimizerStateAndMeta) {
+  const fs::path dir = fresh_dir("ckpt_roundtrip");
+  ParamStore store;
+  make_store(store);
+  std::vector<float> m(store.size()), v(store.size());
+  for (size_t i = 0; i < store.values.size(); ++i) {
+    store.values[i] = 0.5f * float(i) - 3.0f;
+    m[i] = float(i) * 1e-3f;
+    v[i] = float(i * i) * 1e-6f;
+  }
+  CheckpointManager manager(dir, 2);
+  const fs::path saved = manager.save(7, store, {{"m", &m}, {"v", &v}}, {{"step", 7}});
+  EXPECT_EQ(saved.filename(), "step_0000007");
+  ASSERT_TRUE(manager.latest());
+  EXPECT_EQ(*manager.latest(), saved);
+
+  ParamStore restored;
+  make_store(restored);
+  std::vector<float> m2(restored.size()), v2(restored.size());
+  const auto meta = load_checkpoint(saved, restored, {{"m", &m2}, {"v", &v2}});
+  EXPECT_EQ(meta.at("step").get<int>(), 7);
+  for (const ParamSpec& s : store.specs())
+    for (int64_t i = 0; i < s.numel; ++i) {
+      EXPECT_EQ(restored.values[s.offset + i], store.values[s.offset + i]);
+      EXPECT_EQ(m2[s.offset + i], m[s.offset + i]);
+      EXPECT_EQ(v2[s.offset + i], v[s.offset + i]);
+    }
+}
+
+TEST(Checkpoint, KeepsOnlyTheNewestAndLeavesNoTempFiles) {
+  const fs::path dir = fresh_dir("ckpt_keep");
+  ParamStore store;
+  make_store(store);
+  CheckpointManager manager(dir, 2);
+  for (int step : {1, 2, 3, 4}) manager.save(step, store, {}, {{"step", step}});
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_0000003", "step_0000004"}));
+}
+
+TEST(Checkpoint, MissingOrMisshapenTensorIsAnErrorNamingIt) {
+  const fs::path dir = fresh_dir("ckpt_mismatch");
+  ParamStore small;
+  small.add("layer.weight", {3, 4}, true);
+  small.allocate();
+  const fs::path saved = CheckpointManager(dir, 1).save(1, small, {}, {{"step", 1}});
+  ParamStore bigger;
+  make_store(bigger);
+  try {
+    load_checkpoint(saved, bigger, {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer.bias"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, UnwritableDirectoryIsAnError) {
+  EXPECT_THROW(CheckpointManager("/proc/kiln_cannot_write_here", 1), Error);
+}
+
+}  // namespace
+}  // namespace kiln::io

@@ -1,0 +1,170 @@
+#include "kiln/io/safetensors.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+
+namespace kiln::io {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path temp_path(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_safetensors_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+// A file made of a literal JSON header (padded to 8) and `data_bytes` zero bytes of data.
+fs::path write_raw(const std::string& name, std::string header, size_t data_bytes,
+                   int64_t claimed_len = -1) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const uint64_t len = claimed_len < 0 ? header.size() : uint64_t(claimed_len);
+  const fs::path path = temp_path(name);
+  std::ofstream out(path, std::ios::binary);
+  for (int b = 0; b < 8; ++b) out.put(char(len >> (8 * b)));
+  out << header << std::string(data_bytes, '\0');
+  return path;
+}
+
+// Expects open() to throw a kiln::Error whose message contains every one of `parts`.
+void expect_open_error(const fs::path& path, std::initializer_list<std::string> parts) {
+  try {
+    SafetensorsFile::open(path);
+    FAIL() << "no error for " << path;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path.string()), std::string::npos) << msg;
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  }
+}
+
+TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
+  Tensor f = Tensor::empty({2, 3});
+  for (int i = 0; i < 6; ++i) f.ptr<float>()[i] = 0.25f * i - 1.0f;
+  Tensor h = Tensor::empty({3}, DType::bf16);
+  for (int i = 0; i < 3; ++i) h.ptr<uint16_t>()[i] = f32_to_bf16(1.5f * i);
+  Tensor q = Tensor::empty({1}, DType::u8);
+  q.ptr<uint8_t>()[0] = 200;
+  Tensor l = Tensor::empty({2, 1, 1}, DType::i64);
+  l.ptr<int64_t>()[0] = -(int64_t(1) << 40);
+  l.ptr<int64_t>()[1] = 7;
+  Tensor scalar = Tensor::empty({});
+  scalar.ptr<float>()[0] = 3.5f;
+  Tensor none = Tensor::empty({0, 5});
+
+  const fs::path path = temp_path("round_trip.safetensors");
+  save_safetensors(path, {{"u8", q}, {"w", f}, {"h", h}, {"l", l}, {"s", scalar}, {"z", none}},
+                   {{"step", "12"}, {"kind", "test"}});
+  const auto file = SafetensorsFile::open(path);
+  EXPECT_EQ(file.metadata().at("step"), "12");
+  EXPECT_EQ(file.metadata().at("kind"), "test");
+  EXPECT_EQ(file.names().size(), 6u);
+  EXPECT_EQ(file.names().front(), "l");  // 8-byte elements first keeps every tensor aligned
+  EXPECT_TRUE(file.contains("w"));
+  EXPECT_FALSE(file.contains("missing"));
+
+  const Tensor w = file.get("w");
+  ASSERT_EQ(w.shape, (Shape{2, 3}));
+  ASSERT_EQ(w.dtype, DType::f32);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(w.ptr<float>()[i], f.ptr<float>()[i]);
+  const Tensor hb = file.get("h");
+  EXPECT_EQ(hb.dtype, DType::bf16);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(bf16_to_f32(hb.ptr<uint16_t>()[i]), 1.5f * i);
+  EXPECT_EQ(file.get("u8").ptr<uint8_t>()[0], 200);
+  EXPECT_EQ(file.get("l").shape, (Shape{2, 1, 1}));
+  EXPECT_EQ(file.get("l").ptr<int64_t>()[0], -(int64_t(1) << 40));
+  EXPECT_EQ(file.get("s").shape, Shape{});
+  EXPECT_EQ(file.get("s").ptr<float>()[0], 3.5f);
+  EXPECT_EQ(file.get("z").numel(), 0);
+  EXPECT_THROW(file.get("missing"), Error);
+}
+
+TEST(Safetensors, TensorsOutliveTheFileObjectAndWritesStayPrivate) {
+  Tensor f = Tensor::zeros({4});
+  f.ptr<float>()[2] = 9.0f;
+  const fs::path path = temp_path("private.safetensors");
+  save_safetensors(path, {{"x", f}});
+  Tensor t;
+  {
+    const auto file = SafetensorsFile::open(path);
+    t = file.get("x");
+  }
+  EXPECT_EQ(t.ptr<float>()[2], 9.0f);
+  t.ptr<float>()[2] = -1.0f;  // copy-on-write: the file keeps its value
+  EXPECT_EQ(SafetensorsFile::open(path).get("x").ptr<float>()[2], 9.0f);
+}
+
+TEST(Safetensors, SaveRejectsDuplicateAndReservedNames) {
+  const Tensor t = Tensor::zeros({2});
+  EXPECT_THROW(save_safetensors(temp_path("dup.safetensors"), {{"a", t}, {"a", t}}), Error);
+  EXPECT_THROW(save_safetensors(temp_path("meta.safetensors"), {{"__metadata__", t}}), Error);
+  EXPECT_FALSE(fs::exists(temp_path("dup.safetensors")));
+}
+
+TEST(Safetensors, ReadsFileWrittenByPython) {
+  const auto file =
+      SafetensorsFile::open(fs::path(KILN_SOURCE_DIR) / "tests/golden/python_sample.safetensors");
+  EXPECT_EQ(file.metadata().at("format"), "pt");
+  const Tensor f = file.get("f32");
+  ASSERT_EQ(f.shape, (Shape{2, 3}));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(f.ptr<float>()[i], 0.5f * i - 1.0f);
+  const Tensor b = file.get("bf16");
+  EXPECT_EQ(bf16_to_f32(b.ptr<uint16_t>()[1]), -2.5f);
+  EXPECT_EQ(bf16_to_f32(b.ptr<uint16_t>()[2]), 3.140625f);
+  const Tensor h = file.get("f16");
+  EXPECT_EQ(h.dtype, DType::f16);
+  EXPECT_EQ(f16_to_f32(h.ptr<uint16_t>()[1]), -1.25f);
+  EXPECT_EQ(f16_to_f32(h.ptr<uint16_t>()[2]), 65504.0f);
+  EXPECT_EQ(file.get("i32").ptr<int32_t>()[0], -7);
+  EXPECT_EQ(file.get("i32").ptr<int32_t>()[2], 2147483647);
+  EXPECT_EQ(file.get("i64").shape, (Shape{2, 1}));
+  EXPECT_EQ(file.get("i64").ptr<int64_t>()[0], -(int64_t(1) << 40));
+  EXPECT_EQ(file.get("u16").ptr<uint16_t>()[1], 65535);
+  EXPECT_EQ(file.get("u8").ptr<uint8_t>()[3], 255);
+  EXPECT_EQ(file.get("scalar").shape, Shape{});
+  EXPECT_EQ(file.get("scalar").ptr<float>()[0], 42.0f);
+  EXPECT_EQ(file.get("empty").shape, (Shape{0, 4}));
+}
+
+TEST(Safetensors, RejectsCorruptFilesWithTheFileAndTensorName) {
+  const std::string ok_entry = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_NO_THROW(SafetensorsFile::open(write_raw("ok.safetensors", ok_entry, 8)));
+
+  const fs::path tiny = temp_path("tiny.safetensors");
+  std::ofstream(tiny, std::ios::binary) << "abc";
+  expect_open_error(tiny, {"shorter than"});
+  expect_open_error(write_raw("len.safetensors", ok_entry, 8, 1 << 20), {"header length"});
+  expect_open_error(write_raw("json.safetensors", R"({"t":{"dtype":)", 8), {"JSON"});
+  expect_open_error(write_raw("array.safetensors", "[1,2]", 0), {"JSON object"});
+  expect_open_error(write_raw("dtype.safetensors",
+                              R"({"t":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8),
+                    {"'t'", "F64"});
+  expect_open_error(write_raw("range.safetensors", ok_entry, 4), {"'t'", "outside"});
+  expect_open_error(write_raw("size.safetensors",
+                              R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16),
+                    {"'t'", "expected 12"});
+  expect_open_error(write_raw("neg.safetensors",
+                              R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8),
+                    {"'t'", "negative"});
+  expect_open_error(write_raw("missing.safetensors", R"({"t":{"dtype":"F32","shape":[2]}})", 8),
+                    {"'t'", "data_offsets"});
+  expect_open_error(
+      write_raw("overlap.safetensors",
+                R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                12),
+      {"'a'", "'b'", "overlap"});
+  expect_open_error(write_raw("meta.safetensors", R"({"__metadata__":{"k":1}})", 0),
+                    {"__metadata__", "'k'"});
+  expect_open_error(temp_path("does_not_exist.safetensors"), {"cannot open"});
+}
+
+}  // namespace
+}  // namespace kiln::io

@@ -1,0 +1,241 @@
+#include "kiln/models/bert.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kiln/core/error.h"
+#include "kiln/core/philox.h"
+
+namespace kiln::models {
+namespace {
+
+BertConfig tiny_config() {
+  BertConfig c;
+  c.vocab_size = 64;
+  c.hidden = 32;
+  c.layers = 2;
+  c.heads = 4;
+  c.intermediate = 64;
+  c.max_position = 32;
+  c.hidden_dropout = c.attention_dropout = 0.0f;
+  return c;
+}
+
+// Rows of lengths[b] tokens (the rest padding) with npred[b] masked slots each.
+data::BertBatch make_batch(const std::vector<int>& lengths, const std::vector<int>& npred, int S,
+                           int P, int vocab, uint64_t seed) {
+  const RngStream rng{seed, rng_stream(RngPurpose::test, 0, 0)};
+  uint64_t k = 0;
+  data::BertBatch b;
+  b.batch = int(lengths.size());
+  b.seq_len = S;
+  b.max_pred = P;
+  b.input_ids.assign(size_t(b.batch) * S, 0);
+  b.segment_ids.assign(size_t(b.batch) * S, 0);
+  b.input_mask.assign(size_t(b.batch) * S, 0);
+  b.masked_positions.assign(size_t(b.batch) * P, 0);
+  b.masked_ids.assign(size_t(b.batch) * P, 0);
+  b.masked_weights.assign(size_t(b.batch) * P, 0.0f);
+  for (int r = 0; r < b.batch; ++r) {
+    for (int s = 0; s < lengths[r]; ++s) {
+      b.input_ids[r * S + s] = int32_t(1 + rng.below(k++, vocab - 1));
+      b.input_mask[r * S + s] = 1;
+      b.segment_ids[r * S + s] = s >= lengths[r] / 2;
+    }
+    for (int p = 0; p < npred[r]; ++p) {
+      b.masked_positions[r * P + p] = 1 + 2 * p;  // distinct, inside the row
+      b.masked_ids[r * P + p] = int32_t(rng.below(k++, vocab));
+      b.masked_weights[r * P + p] = 1.0f;
+    }
+    b.nsp_labels.push_back(int32_t(rng.below(k++, 2)));
+  }
+  return b;
+}
+
+data::BertBatch slice_rows(const data::BertBatch& b, int begin, int count) {
+  data::BertBatch s = b;
+  s.batch = count;
+  auto cut = [&](auto& v, const auto& src, int width) {
+    v.assign(src.begin() + begin * width, src.begin() + (begin + count) * width);
+  };
+  cut(s.input_ids, b.input_ids, b.seq_len);
+  cut(s.segment_ids, b.segment_ids, b.seq_len);
+  cut(s.input_mask, b.input_mask, b.seq_len);
+  cut(s.masked_positions, b.masked_positions, b.max_pred);
+  cut(s.masked_ids, b.masked_ids, b.max_pred);
+  cut(s.masked_weights, b.masked_weights, b.max_pred);
+  cut(s.nsp_labels, b.nsp_labels, 1);
+  return s;
+}
+
+int64_t store_numel(const ParamStore& store) {
+  int64_t n = 0;
+  for (const auto& s : store.specs()) n += s.numel;
+  return n;
+}
+
+TEST(Bert, ParamCountMatchesTheRegisteredParameters) {
+  for (bool pre_ln : {false, true}) {
+    for (bool binary_head : {true, false}) {
+      BertConfig c = tiny_config();
+      c.pre_ln = pre_ln;
+      c.binary_head = binary_head;
+      ParamStore store;
+      BertForPretraining model(c, store);
+      EXPECT_EQ(BertForPretraining::param_count(c), store_numel(store)) << pre_ln << binary_head;
+      EXPECT_EQ(store.find("bert.encoder.LayerNorm.weight") != nullptr, pre_ln);
+      EXPECT_EQ(store.find("bert.embeddings.LayerNorm.weight") != nullptr, !pre_ln);
+      EXPECT_EQ(store.find("cls.seq_relationship.weight") != nullptr, binary_head);
+    }
+  }
+  // Hugging Face bert-large-uncased BertForPreTraining: 335,141,888 (BertModel) + heads.
+  EXPECT_EQ(BertForPretraining::param_count(BertConfig{}), 336226108);
+}
+
+TEST(Bert, FlopsPerSampleFollowsTheDocumentedFormula) {
+  ParamStore store;
+  BertConfig c = tiny_config();
+  BertForPretraining tiny(c, store);
+  // 6 * (16*2*(4*32^2 + 2*32*64) + 5*(32^2 + 32*64) + 32^2 + 64) + 12*2*16^2*32
+  EXPECT_EQ(tiny.flops_per_sample(16, 5), 6 * (32 * (4096 + 4096) + 5 * (1024 + 2048) + 1088) +
+                                              12 * 2 * 256 * 32);
+  EXPECT_EQ(store.find("cls.predictions.bias")->decay, false);
+}
+
+TEST(Bert, InitMlperfHasTruncatedNormalWeightsAndUnitLayerNorm) {
+  BertConfig c = tiny_config();
+  c.vocab_size = 1000;
+  c.intermediate = 256;
+  ParamStore store;
+  BertForPretraining model(c, store);
+  model.init_mlperf(42);
+  double sum = 0, sum2 = 0, max_abs = 0;
+  int64_t n = 0, zeros = 0;
+  for (const auto& s : store.specs()) {
+    const float* w = store.values.data() + s.offset;
+    const bool norm_weight = s.name.find("LayerNorm.weight") != std::string::npos;
+    for (int64_t i = 0; i < s.numel; ++i) {
+      if (!s.decay) {
+        ASSERT_EQ(w[i], norm_weight ? 1.0f : 0.0f) << s.name;
+        continue;
+      }
+      sum += w[i];
+      sum2 += double(w[i]) * w[i];
+      max_abs = std::max(max_abs, double(std::fabs(w[i])));
+      zeros += w[i] == 0.0f;
+      ++n;
+    }
+  }
+  ASSERT_GT(n, 70000);
+  const double mean = sum / n, std = std::sqrt(sum2 / n - mean * mean);
+  // A standard normal truncated to [-2, 2] has std 0.8796.
+  EXPECT_NEAR(mean, 0.0, 3 * 0.0176 / std::sqrt(double(n)) + 1e-6);
+  EXPECT_NEAR(std, 0.02 * 0.8796, 0.02 * 0.8796 * 0.01);
+  EXPECT_LE(max_abs, 0.04 + 1e-7);
+  EXPECT_GT(max_abs, 0.039);
+  EXPECT_LT(zeros, 3);
+}
+
+TEST(Bert, InitMlperfIsBitwiseReproducibleAndThreadIndependent) {
+  const BertConfig c = tiny_config();
+  auto init = [&](uint64_t seed, int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    ParamStore store;
+    BertForPretraining model(c, store);
+    model.init_mlperf(seed);
+    omp_set_num_threads(saved);
+    return store.values;
+  };
+  const std::vector<float> a = init(7, 1), b = init(7, 3), other = init(8, 2);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(a.data(), other.data(), a.size() * sizeof(float)), 0);
+}
+
+// Each micro-batch's loss is normalised by its own MLM weight sum and NSP row count; when two
+// halves have equal weight sums and row counts, half-batch gradients accumulated with
+// loss_scale 1/2 equal the full-batch gradient (up to the 1e-5 in the MLM denominator).
+TEST(Bert, HalfBatchesAccumulateToTheFullBatchGradient) {
+  for (bool pre_ln : {false, true}) {
+    BertConfig c = tiny_config();
+    c.pre_ln = pre_ln;
+    c.init_std = 0.2f;  // large enough weights for non-trivial activations
+    ParamStore store;
+    BertForPretraining model(c, store);
+    model.init_mlperf(5);
+    // Weight sums 3+1 = 4 and 2+2 = 4; two rows each.
+    const data::BertBatch full = make_batch({16, 9, 12, 6}, {3, 1, 2, 2}, 16, 4, 64, 11);
+    const Step step{1, 0, true};
+
+    const BertOutputs f = model.forward(step, full);
+    model.backward(step, 1.0f);
+    const std::vector<float> g_full = store.grads;
+
+    store.zero_grad();
+    const BertOutputs h1 = model.forward(step, slice_rows(full, 0, 2));
+    model.backward(step, 0.5f);
+    const BertOutputs h2 = model.forward(step, slice_rows(full, 2, 2));
+    model.backward(step, 0.5f);
+    EXPECT_NEAR(0.5 * (h1.loss + h2.loss), f.loss, 1e-5 * f.loss);
+    EXPECT_EQ(h1.nsp_count + h2.nsp_count, f.nsp_count);
+
+    for (const auto& s : store.specs()) {
+      // Analytically zero (softmax ignores a per-row constant); bert_golden_test bounds it.
+      if (s.name.find("attention.self.key.bias") != std::string::npos) continue;
+      double d = 0, r = 0;
+      for (int64_t i = s.offset; i < s.offset + s.numel; ++i) {
+        d += std::pow(double(store.grads[i]) - g_full[i], 2);
+        r += double(g_full[i]) * g_full[i];
+      }
+      ASSERT_GT(r, 0.0) << s.name;
+      EXPECT_LT(std::sqrt(d / r), 1e-4) << s.name << " pre_ln=" << pre_ln;
+    }
+  }
+}
+
+TEST(Bert, DropoutMasksFollowTheStep) {
+  BertConfig c = tiny_config();
+  c.hidden_dropout = c.attention_dropout = 0.1f;
+  ParamStore store;
+  BertForPretraining model(c, store);
+  model.init_mlperf(1);
+  const data::BertBatch batch = make_batch({16, 10}, {3, 2}, 16, 4, 64, 3);
+  const double a = model.forward(Step{9, 4, true}, batch).loss;
+  const double b = model.forward(Step{9, 4, true}, batch).loss;
+  const double other = model.forward(Step{9, 5, true}, batch).loss;
+  const double eval1 = model.forward(Step{9, 4, false}, batch).loss;
+  const double eval2 = model.forward(Step{9, 5, false}, batch).loss;
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, other);
+  EXPECT_EQ(eval1, eval2);
+}
+
+TEST(Bert, RejectsInconsistentBatches) {
+  ParamStore store;
+  BertForPretraining model(tiny_config(), store);
+  EXPECT_THROW(model.backward(Step{}, 1.0f), Error);
+  const data::BertBatch good = make_batch({16, 10}, {3, 2}, 16, 4, 64, 3);
+  EXPECT_NO_THROW(model.forward(Step{}, good));
+
+  data::BertBatch b = good;
+  b.masked_positions[1] = 16;
+  EXPECT_THROW(model.forward(Step{}, b), Error);
+  b = good;
+  b.input_ids.pop_back();
+  EXPECT_THROW(model.forward(Step{}, b), Error);
+  b = good;
+  b.input_ids[3] = 64;  // outside the vocabulary
+  EXPECT_THROW(model.forward(Step{}, b), Error);
+  b = good;
+  b.segment_ids[3] = 2;
+  EXPECT_THROW(model.forward(Step{}, b), Error);
+  b = make_batch({33}, {1}, 33, 1, 64, 3);  // longer than max_position
+  EXPECT_THROW(model.forward(Step{}, b), Error);
+}
+
+}  // namespace
+}  // namespace kiln::models
