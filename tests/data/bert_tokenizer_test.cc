@@ -68,6 +68,8 @@ TEST(BertTokenizer, LowerCasesAndStripsAccents) {
   EXPECT_EQ(uncased().encode("Héllo, WÖRLD!"), (Ids{7592, 1010, 2088, 999}));
   // Decomposed input (e + combining acute) gives the same result.
   EXPECT_EQ(uncased().encode("He\xCC\x81llo"), (Ids{7592}));
+  // A word-final capital sigma lower-cases to the final form, as Python's str.lower().
+  EXPECT_EQ(uncased().tokenize("ΟΔΟΣ"), (Strings{"ο", "##δ", "##ος"}));
   const BertTokenizer cased(Vocab::load(shared_vocab()), false);
   EXPECT_EQ(cased.basic_tokenize("Héllo, World"), (Strings{"Héllo", ",", "World"}));
 }

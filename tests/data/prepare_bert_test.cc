@@ -36,7 +36,7 @@ PrepareBertOptions small_options(const fs::path& dir, const std::string& out) {
   o.instance.max_predictions = 10;
   o.instance.dupe_factor = 2;
   o.eval_samples = 30;
-  o.documents_per_part = 15;
+  o.documents_per_part = 5;
   o.progress = false;
   return o;
 }
@@ -124,8 +124,11 @@ TEST(PrepareBert, EvalSetKeepsTheReferenceStride) {
   for (int64_t k = 0; k < 13; ++k)
     EXPECT_EQ(std::memcmp(p.view(k).record, a.view(k * all.eval_instances / 13).record, record), 0) << k;
   // With an eval file no training document is held out.
-  EXPECT_EQ(all.eval_documents, 0 + all.eval_documents);
-  EXPECT_GT(picked.train_documents, 0);
+  o.output = dir / "held-out";
+  o.eval_input.clear();
+  const PrepareBertResult held_out = prepare_bert(o);
+  EXPECT_EQ(held_out.train_documents + held_out.eval_documents, picked.train_documents);
+  EXPECT_GT(held_out.eval_documents, 0);
   fs::remove_all(dir);
 }
 

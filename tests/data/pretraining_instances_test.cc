@@ -85,15 +85,15 @@ TEST(PretrainingInstances, EverySampleSatisfiesTheFormatInvariants) {
     ASSERT_EQ(s.masked_ids.size(), n);
     for (size_t k = 0; k < n; ++k) {
       const auto pos = size_t(s.masked_positions[k]);
-      if (k > 0) ASSERT_LT(s.masked_positions[k - 1], s.masked_positions[k]);
+      ASSERT_TRUE(k == 0 || s.masked_positions[k - 1] < s.masked_positions[k]);
       ASSERT_TRUE(pos > 0 && pos < len && pos != sep);
       masks += s.input_ids[pos] == v.mask_id();
       kept += s.input_ids[pos] == t[pos];
     }
     // Unmasked tokens are untouched: only predicted positions differ from the original.
     for (size_t i = 0; i < len; ++i)
-      if (!std::binary_search(s.masked_positions.begin(), s.masked_positions.end(), int32_t(i)))
-        ASSERT_EQ(s.input_ids[i], t[i]);
+      ASSERT_TRUE(std::binary_search(s.masked_positions.begin(), s.masked_positions.end(), int32_t(i)) ||
+                  s.input_ids[i] == t[i]) << i;
     predictions += int64_t(n);
 
     // A and B are contiguous runs of real documents; a true next B follows A in A's document.
@@ -185,11 +185,11 @@ TEST(PretrainingInstances, MaskingKeepsOriginalsAsLabels) {
       const auto pos = size_t(s.masked_positions[k]);
       ASSERT_TRUE(pos != 0 && pos != 41 && pos != 43);
       ASSERT_EQ(s.masked_ids[k], original[pos]);
-      if (k > 0) ASSERT_LT(s.masked_positions[k - 1], s.masked_positions[k]);
+      ASSERT_TRUE(k == 0 || s.masked_positions[k - 1] < s.masked_positions[k]);
     }
     for (size_t i = 0; i < original.size(); ++i)
-      if (!std::binary_search(s.masked_positions.begin(), s.masked_positions.end(), int32_t(i)))
-        ASSERT_EQ(s.input_ids[i], original[i]);
+      ASSERT_TRUE(std::binary_search(s.masked_positions.begin(), s.masked_positions.end(), int32_t(i)) ||
+                  s.input_ids[i] == original[i]) << i;
   }
 }
 

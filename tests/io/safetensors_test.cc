@@ -15,11 +15,19 @@ namespace kiln::io {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path temp_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_safetensors_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+fs::path temp_dir() {
+  return fs::temp_directory_path() / ("kiln_safetensors_" + std::to_string(getpid()));
 }
+
+fs::path temp_path(const std::string& name) {
+  fs::create_directories(temp_dir());
+  return temp_dir() / name;
+}
+
+class Safetensors : public ::testing::Test {
+ protected:
+  void TearDown() override { fs::remove_all(temp_dir()); }
+};
 
 // A file made of a literal JSON header (padded to 8) and `data_bytes` zero bytes of data.
 fs::path write_raw(const std::string& name, std::string header, size_t data_bytes,
@@ -45,7 +53,7 @@ void expect_open_error(const fs::path& path, std::initializer_list<std::string> 
   }
 }
 
-TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
+TEST_F(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
   Tensor f = Tensor::empty({2, 3});
   for (int i = 0; i < 6; ++i) f.ptr<float>()[i] = 0.25f * i - 1.0f;
   Tensor h = Tensor::empty({3}, DType::bf16);
@@ -86,7 +94,7 @@ TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
   EXPECT_THROW(file.get("missing"), Error);
 }
 
-TEST(Safetensors, TensorsOutliveTheFileObjectAndWritesStayPrivate) {
+TEST_F(Safetensors, TensorsOutliveTheFileObjectAndWritesStayPrivate) {
   Tensor f = Tensor::zeros({4});
   f.ptr<float>()[2] = 9.0f;
   const fs::path path = temp_path("private.safetensors");
@@ -101,14 +109,14 @@ TEST(Safetensors, TensorsOutliveTheFileObjectAndWritesStayPrivate) {
   EXPECT_EQ(SafetensorsFile::open(path).get("x").ptr<float>()[2], 9.0f);
 }
 
-TEST(Safetensors, SaveRejectsDuplicateAndReservedNames) {
+TEST_F(Safetensors, SaveRejectsDuplicateAndReservedNames) {
   const Tensor t = Tensor::zeros({2});
   EXPECT_THROW(save_safetensors(temp_path("dup.safetensors"), {{"a", t}, {"a", t}}), Error);
   EXPECT_THROW(save_safetensors(temp_path("meta.safetensors"), {{"__metadata__", t}}), Error);
   EXPECT_FALSE(fs::exists(temp_path("dup.safetensors")));
 }
 
-TEST(Safetensors, ReadsFileWrittenByPython) {
+TEST_F(Safetensors, ReadsFileWrittenByPython) {
   const auto file =
       SafetensorsFile::open(fs::path(KILN_SOURCE_DIR) / "tests/golden/python_sample.safetensors");
   EXPECT_EQ(file.metadata().at("format"), "pt");
@@ -133,7 +141,7 @@ TEST(Safetensors, ReadsFileWrittenByPython) {
   EXPECT_EQ(file.get("empty").shape, (Shape{0, 4}));
 }
 
-TEST(Safetensors, RejectsCorruptFilesWithTheFileAndTensorName) {
+TEST_F(Safetensors, RejectsCorruptFilesWithTheFileAndTensorName) {
   const std::string ok_entry = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   EXPECT_NO_THROW(SafetensorsFile::open(write_raw("ok.safetensors", ok_entry, 8)));
 

@@ -2,6 +2,7 @@
 // tools/golden/make_bert_golden.py (tests/golden/bert_tiny_{postln,preln}.safetensors).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -112,11 +113,26 @@ void expect_forward_and_gradients_match(const std::string& variant) {
   const Tensor mlm_ref_logits = f.get("mlm_logits");
   ASSERT_EQ(model.mlm_logits().shape, mlm_ref_logits.shape);
   EXPECT_LT(rel_err(model.mlm_logits().ptr<float>(), mlm_ref_logits.ptr<float>(),
-                    mlm_ref_logits.numel()), 1e-12);
+                    mlm_ref_logits.numel()), 1e-5);
   const Tensor nsp_ref_logits = f.get("nsp_logits");
   ASSERT_EQ(model.nsp_logits().shape, nsp_ref_logits.shape);
   EXPECT_LT(rel_err(model.nsp_logits().ptr<float>(), nsp_ref_logits.ptr<float>(),
-                    nsp_ref_logits.numel()), 1e-12);
+                    nsp_ref_logits.numel()), 1e-5);
+
+  // Accuracy counts from the reference logits.
+  int64_t mlm_correct = 0, nsp_correct = 0;
+  const int64_t V = mlm_ref_logits.dim(1);
+  for (int64_t i = 0; i < mlm_ref_logits.dim(0); ++i) {
+    const float* row = mlm_ref_logits.ptr<float>() + i * V;
+    const int64_t best = std::max_element(row, row + V) - row;
+    mlm_correct += batch.masked_weights[i] > 0 && best == batch.masked_ids[i];
+  }
+  for (int64_t b = 0; b < batch.batch; ++b) {
+    const float* row = nsp_ref_logits.ptr<float>() + b * 2;
+    nsp_correct += (row[1] > row[0]) == (batch.nsp_labels[b] == 1);
+  }
+  EXPECT_EQ(out.mlm_correct, mlm_correct);
+  EXPECT_EQ(out.nsp_correct, nsp_correct);
 
   model.backward(step, 1.0f);
   double largest = 0;
@@ -129,7 +145,7 @@ void expect_forward_and_gradients_match(const std::string& variant) {
       EXPECT_LT(norm(g, s.numel), 1e-5 * largest) << "gradient of " << s.name;
       continue;
     }
-    EXPECT_LT(rel_err(g, ref.ptr<float>(), s.numel), 1e-12) << "gradient of " << s.name;
+    EXPECT_LT(rel_err(g, ref.ptr<float>(), s.numel), 1e-4) << "gradient of " << s.name;
   }
 }
 
@@ -168,7 +184,7 @@ void expect_lamb_steps_match(const std::string& variant) {
       ref_delta[i] = ref.ptr<float>()[i] - initial[s.offset + i];
       delta[i] = store.values[s.offset + i] - initial[s.offset + i];
     }
-    EXPECT_LT(rel_err(delta.data(), ref_delta.data(), s.numel), 1e-12) << "update of " << s.name;
+    EXPECT_LT(rel_err(delta.data(), ref_delta.data(), s.numel), 5e-4) << "update of " << s.name;
   }
 }
 

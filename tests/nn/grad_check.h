@@ -1,7 +1,6 @@
 // tests/nn/grad_check.h — finite-difference gradient checks for layers.
 #pragma once
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -65,7 +64,6 @@ inline double max_grad_error(const std::function<double()>& loss,
       }
     }
   }
-  fprintf(stderr, "FDERR %g %s\n", max_err, worst ? worst->c_str() : "");
   return max_err;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/vec_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -65,12 +66,12 @@ constexpr float kGeluCubic = 0.044715f;
 void gelu_forward(GeluKind kind, const float* x, int64_t n, float* y) {
   if (kind == GeluKind::erf) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + vec::erf(x[i] * kInvSqrt2));
   } else {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       const float v = x[i];
-      y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+      y[i] = 0.5f * v * (1.0f + vec::tanh_abs(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
     }
   }
 }
@@ -80,15 +81,15 @@ void gelu_backward(GeluKind kind, const float* x, const float* dy, int64_t n, fl
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       const float v = x[i];
-      const float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+      const float cdf = 0.5f * (1.0f + vec::erf(v * kInvSqrt2));
+      const float pdf = kInvSqrt2Pi * vec::exp(-0.5f * v * v);
       dx[i] = dy[i] * (cdf + v * pdf);
     }
   } else {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       const float v = x[i];
-      const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+      const float t = vec::tanh_abs(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
       dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
     }

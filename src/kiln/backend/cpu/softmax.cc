@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/vec_math.h"
 
 namespace kiln::ops {
 namespace {
@@ -16,10 +17,12 @@ inline void softmax_row(const float* x, const float* bias, int64_t cols, float* 
     for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, x[c]);
   }
   float sum = 0.0f;
-  for (int64_t c = 0; c < cols; ++c) {
-    const float e = std::exp((bias ? x[c] + bias[c] : x[c]) - mx);
-    y[c] = e;
-    sum += e;
+  if (bias) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < cols; ++c) sum += (y[c] = vec::exp(x[c] + bias[c] - mx));
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < cols; ++c) sum += (y[c] = vec::exp(x[c] - mx));
   }
   const float inv = 1.0f / sum;
 #pragma omp simd

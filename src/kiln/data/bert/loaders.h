@@ -7,6 +7,8 @@
 
 namespace kiln::data {
 
+// Both loaders keep a pointer to the sample set, which must outlive them.
+
 // Endless training batches: each epoch visits every sample once, in a pseudo-random order that
 // is a pure function of (seed, epoch) and computed per index (no permutation array), so
 // seek(position) resumes with exactly the batches an uninterrupted run would have seen.

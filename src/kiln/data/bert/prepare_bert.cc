@@ -85,11 +85,15 @@ void run_parts(size_t count, int workers, const char* what, bool progress,
   for (size_t t = 0; t < n_threads; ++t) threads.emplace_back(worker);
   {
     std::unique_lock lock(mutex);
+    double last_print = 0;
     while (done < count && !failure) {
       changed.wait_for(lock, std::chrono::seconds(3));
-      if (progress && !failure)
+      const bool due = timer.seconds() - last_print >= 3 || done == count;
+      if (progress && due && !failure) {
+        last_print = timer.seconds();
         std::fprintf(stderr, "prepare bert: %s parts %zu/%zu, %lld samples, %.1f s\n", what, done,
                      count, static_cast<long long>(samples.load()), timer.seconds());
+      }
     }
   }
   for (auto& t : threads) t.join();

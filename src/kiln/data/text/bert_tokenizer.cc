@@ -36,6 +36,11 @@ bool is_cjk(char32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
+bool is_cased(char32_t c) {
+  const auto cat = utf8proc_category(int32_t(c));
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+}
+
 // Lower-case, NFD, and drop nonspacing marks (Mn), appending to `out`.
 void lower_strip_accents(char32_t c, std::u32string& out) {
   if (c < 0x80) {
@@ -86,7 +91,12 @@ std::vector<std::u32string> BertTokenizer::basic_words(std::string_view text) co
     while (end < clean.size() && clean[end] != ' ') ++end;
     token.clear();
     if (lower_case_) {
-      for (size_t k = i; k < end; ++k) lower_strip_accents(clean[k], token);
+      for (size_t k = i; k < end; ++k) {
+        // Python's lower() turns a word-final capital sigma into the final form.
+        const bool final_sigma = clean[k] == 0x3A3 && k > i && is_cased(clean[k - 1]) &&
+                                 (k + 1 == end || !is_cased(clean[k + 1]));
+        lower_strip_accents(final_sigma ? 0x3C2 : clean[k], token);
+      }
     } else {
       token.assign(clean, i, end - i);
     }

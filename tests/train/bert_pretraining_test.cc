@@ -1,0 +1,133 @@
+// End-to-end BERT pretraining on real text: WikiText-2 valid + the bert-base-uncased vocab
+// (../shared/data) -> kiln prepare bert -> BERT-tiny training, evaluation, MLPerf log, resume.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "kiln/data/bert/prepare_bert.h"
+#include "kiln/train/bert_config.h"
+#include "kiln/train/bert_trainer.h"
+#include "tests/train/wikitext_corpus.h"
+
+namespace kiln::train {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kShared = KILN_SHARED_DATA_DIR;
+
+// Prepared once for all tests in this file.
+const fs::path& prepared_data() {
+  static const fs::path dir = [] {
+    const fs::path root = fs::temp_directory_path() / "kiln_bert_pretraining_test";
+    fs::remove_all(root);
+    fs::create_directories(root);
+    testing::write_wikitext_as_bert_text(kShared / "wikitext-2/valid.txt", root / "wiki.txt");
+    data::PrepareBertOptions o;
+    o.inputs = {root / "wiki.txt"};
+    o.vocab = kShared / "bert-base-uncased-vocab.txt";
+    o.output = root / "data";
+    o.instance.max_seq_length = 64;
+    o.instance.max_predictions = 10;
+    o.instance.dupe_factor = 2;
+    o.eval_documents = 8;
+    o.eval_samples = 512;
+    o.workers = 2;
+    o.progress = false;
+    data::prepare_bert(o);
+    return root;
+  }();
+  return dir;
+}
+
+// BERT-tiny on the prepared data; `overrides` are command-line flags.
+BertTrainConfig tiny_config(const fs::path& run_dir, std::vector<std::string> overrides,
+                            std::vector<std::pair<std::string, std::string>>* resolved = nullptr) {
+  BertTrainConfig c;
+  ConfigRegistry registry;
+  register_bert_config(registry, c);
+  registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
+  CLI::App app;
+  registry.add_flags(app);
+  std::vector<std::string> args = {"kiln", "--data", (prepared_data() / "data").string(),
+                                   "--vocab", (kShared / "bert-base-uncased-vocab.txt").string(),
+                                   "--output-dir", run_dir.string()};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(int(argv.size()), argv.data());
+  registry.apply_flags();
+  finalize_bert_config(c, registry);
+  if (resolved) *resolved = registry.resolved();
+  return c;
+}
+
+TEST(BertPretraining, MaskedLmAccuracyRisesOnWikiText) {
+  const fs::path run = fs::temp_directory_path() / "kiln_bert_accuracy";
+  fs::remove_all(run);
+  std::vector<std::pair<std::string, std::string>> resolved;
+  const BertTrainConfig c =
+      tiny_config(run, {"--global-batch-size", "32", "--train-iters", "300", "--lr", "0.002",
+                        "--lr-warmup-iters", "20", "--eval-interval", "300", "--eval-at-start",
+                        "--log-interval", "50", "--target", "0.99"},
+                  &resolved);
+  std::ostringstream console;
+  const BertRunResult r = train_bert(c, resolved, console);
+  ASSERT_EQ(r.evals.size(), 2u) << console.str();
+  const double before = r.evals.front().mlm_accuracy, after = r.evals.back().mlm_accuracy;
+  EXPECT_LT(before, 0.02) << console.str();
+  EXPECT_GT(after, before + 0.08) << console.str();
+  EXPECT_LT(r.losses.back(), r.losses.front() - 2.0) << console.str();
+  EXPECT_FALSE(r.reached_target);
+}
+
+TEST(BertPretraining, ResumedRunContinuesBitwiseIdentically) {
+  const fs::path run = fs::temp_directory_path() / "kiln_bert_resume";
+  fs::remove_all(run);
+  const std::vector<std::string> common = {"--global-batch-size", "8", "--micro-batch-size", "4",
+                                           "--train-iters", "12", "--eval-interval", "100",
+                                           "--save-interval", "6", "--lr", "0.002"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  std::ostringstream console;
+  const BertRunResult full =
+      train_bert(tiny_config(run / "full", with({"--save", (run / "full_ckpt").string()})), {}, console);
+  ASSERT_EQ(full.losses.size(), 12u);
+
+  const BertRunResult first = train_bert(
+      tiny_config(run / "split", with({"--save", (run / "ckpt").string(), "--exit-interval", "6"})),
+      {}, console);
+  ASSERT_EQ(first.losses.size(), 6u);
+  const BertRunResult second = train_bert(
+      tiny_config(run / "split", with({"--save", (run / "ckpt").string(), "--load", (run / "ckpt").string()})),
+      {}, console);
+  ASSERT_EQ(second.losses.size(), 6u) << console.str();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(first.losses[i], full.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(second.losses[i], full.losses[6 + i]) << "step " << 7 + i;
+  }
+}
+
+TEST(BertPretraining, RunThatReachesTargetWritesACompliantMlperfLog) {
+  const fs::path run = fs::temp_directory_path() / "kiln_bert_mllog";
+  fs::remove_all(run);
+  std::vector<std::pair<std::string, std::string>> resolved;
+  const BertTrainConfig c =
+      tiny_config(run, {"--global-batch-size", "16", "--train-iters", "40", "--eval-interval", "20",
+                        "--lr", "0.002", "--target", "0.03", "--seed", "4242"},
+                  &resolved);
+  std::ostringstream console;
+  const BertRunResult r = train_bert(c, resolved, console);
+  ASSERT_TRUE(r.reached_target) << console.str();
+  const std::string command = "python3 " + std::string(KILN_SOURCE_DIR) +
+                              "/tools/mllog_check.py --ruleset 5.0.0 --benchmark bert " +
+                              r.log_file.string() + " > " + (run / "check.txt").string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << read_file(run / "check.txt");
+}
+
+}  // namespace
+}  // namespace kiln::train
