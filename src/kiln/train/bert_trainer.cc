@@ -103,8 +103,6 @@ BertRunResult train_bert(const BertTrainConfig& c,
 
   BertRunResult result;
   result.log_file = fs::path(c.output_dir) / fmt::format("result_bert_{}.log", c.seed);
-  log::MlLogger mllog(result.log_file, false);
-
   for (auto& [key, value] : resolved) console << fmt::format("HParam: \"{}\": {}\n", key, value);
 
   // Data first, so a bad data directory fails before anything is logged as started.
@@ -126,6 +124,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
   const int64_t eval_samples =
       eval_set ? std::min<int64_t>(c.eval_samples, eval_set->size()) : c.eval_samples;
 
+  log::MlLogger mllog(result.log_file, false);
   log::BertRunInfo info;
   info.seed = c.seed;
   info.global_batch_size = c.global_batch_size;

@@ -1,0 +1,105 @@
+// Bad input to `kiln train bert` / `kiln prepare bert`: one line on stderr that names the file,
+// key or variable, exit code 2, and nothing half-written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/data/data_test_util.h"
+
+namespace {
+namespace fs = std::filesystem;
+using kiln::data::testing::fresh_temp_dir;
+using kiln::data::testing::shared_vocab;
+
+struct Outcome {
+  int code;
+  std::string output;  // stderr only
+};
+
+Outcome run(const std::string& command) {
+  FILE* pipe = ::popen(("{ " + command + "; } 2>&1 >/dev/null").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  return {WEXITSTATUS(::pclose(pipe)), out};
+}
+
+// stderr must be exactly one line, "kiln: error: ...", naming `must_name`.
+void expect_one_line_error(const Outcome& o, const std::string& must_name) {
+  EXPECT_EQ(o.code, 2) << o.output;
+  EXPECT_EQ(o.output.find("kiln: error:"), 0u) << o.output;
+  EXPECT_EQ(o.output.find('\n'), o.output.size() - 1) << "error is not one line: " << o.output;
+  EXPECT_NE(o.output.find(must_name), std::string::npos)
+      << "error does not name " << must_name << ": " << o.output;
+}
+
+const std::string kTrain = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR
+                           "/configs/bert-tiny.toml --fake-data --seq-length 32 --benchmark 1";
+
+TEST(TrainErrors, MissingVocabFileIsNamed) {
+  const fs::path dir = fresh_temp_dir("missing-vocab");
+  expect_one_line_error(run(kTrain + " --output-dir " + dir.string() + " --vocab /nonexistent/vocab.txt"),
+                        "/nonexistent/vocab.txt");
+}
+
+TEST(TrainErrors, EmptyVocabFileIsNamed) {
+  const fs::path dir = fresh_temp_dir("empty-vocab");
+  std::ofstream(dir / "vocab.txt").flush();
+  expect_one_line_error(run(kTrain + " --output-dir " + dir.string() + " --vocab " + (dir / "vocab.txt").string()),
+                        (dir / "vocab.txt").string());
+}
+
+TEST(TrainErrors, ConfigVocabSmallerThanVocabFileIsNamed) {
+  const fs::path dir = fresh_temp_dir("small-vocab");
+  const Outcome o = run(kTrain + " --output-dir " + dir.string() + " --vocab-size 1000 --vocab " +
+                        shared_vocab().string());
+  expect_one_line_error(o, "model.vocab_size");
+  EXPECT_NE(o.output.find("30522"), std::string::npos) << o.output;
+}
+
+TEST(TrainErrors, UnknownConfigKeyIsNamed) {
+  const fs::path dir = fresh_temp_dir("unknown-key");
+  std::ofstream(dir / "bad.toml") << "[optim]\nlearning_rate = 0.1\n";
+  expect_one_line_error(run(std::string(KILN_BINARY) + " train bert --fake-data --seq-length 32 --config " +
+                            (dir / "bad.toml").string() + " --output-dir " + dir.string()),
+                        "optim.learning_rate");
+}
+
+TEST(TrainErrors, NonNumericEnvironmentValueIsNamed) {
+  const fs::path dir = fresh_temp_dir("bad-env");
+  expect_one_line_error(run("BS=lots " + kTrain + " --output-dir " + dir.string()), "BS");
+}
+
+TEST(TrainErrors, UnwritableOutputDirectoryIsNamed) {
+  expect_one_line_error(run(kTrain + " --output-dir /proc/kiln-cannot-write"), "/proc/kiln-cannot-write");
+}
+
+TEST(TrainErrors, CorruptShardIsNamedAndPreparedDataIsUntouched) {
+  const fs::path dir = fresh_temp_dir("corrupt-shard");
+  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::wikitext_sentences(60000));
+  const Outcome prepared = run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
+                               " --vocab " + shared_vocab().string() + " --output " + (dir / "data").string() +
+                               " --max-seq-length 32 --max-predictions 5 --dupe-factor 1 --eval-samples 16");
+  ASSERT_EQ(prepared.code, 0) << prepared.output;
+  const fs::path shard = dir / "data/train/part-00000.kbs";
+  ASSERT_TRUE(fs::exists(shard));
+  fs::resize_file(shard, fs::file_size(shard) - 7);
+  const std::string train = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR
+                            "/configs/bert-tiny.toml --train-iters 1 --data " + (dir / "data").string() +
+                            " --output-dir " + (dir / "run").string();
+  expect_one_line_error(run(train), shard.string());
+  EXPECT_FALSE(fs::exists(dir / "run" / "result_bert_12345.log"))
+      << "a run that never started must not leave an MLPerf log";
+}
+
+TEST(PrepareErrors, UnwritableOutputDirectoryIsNamed) {
+  const fs::path dir = fresh_temp_dir("prepare-unwritable");
+  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::wikitext_sentences(20000));
+  expect_one_line_error(run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
+                            " --vocab " + shared_vocab().string() + " --output /proc/kiln-cannot-write"),
+                        "/proc/kiln-cannot-write");
+}
+
+}  // namespace
