@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "kiln/data/bert/prepare_bert.h"
@@ -43,14 +44,16 @@ const fs::path& prepared_data() {
 
 // BERT-tiny on the prepared data; `overrides` are command-line flags.
 BertTrainConfig tiny_config(const fs::path& run_dir, std::vector<std::string> overrides,
-                            std::vector<std::pair<std::string, std::string>>* resolved = nullptr) {
+                            std::vector<std::pair<std::string, std::string>>* resolved = nullptr,
+                            fs::path data = {}) {
   BertTrainConfig c;
   ConfigRegistry registry;
   register_bert_config(registry, c);
   registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
   CLI::App app;
   registry.add_flags(app);
-  std::vector<std::string> args = {"kiln", "--data", (prepared_data() / "data").string(),
+  if (data.empty()) data = prepared_data() / "data";
+  std::vector<std::string> args = {"kiln", "--data", data.string(),
                                    "--vocab", (kShared / "bert-base-uncased-vocab.txt").string(),
                                    "--output-dir", run_dir.string()};
   args.insert(args.end(), overrides.begin(), overrides.end());
@@ -68,7 +71,7 @@ TEST(BertPretraining, MaskedLmAccuracyRisesOnWikiText) {
   fs::remove_all(run);
   std::vector<std::pair<std::string, std::string>> resolved;
   const BertTrainConfig c =
-      tiny_config(run, {"--global-batch-size", "32", "--train-iters", "300", "--lr", "0.002",
+      tiny_config(run, {"--global-batch-size", "32", "--train-iters", "300", "--lr", "0.006",
                         "--lr-warmup-iters", "20", "--eval-interval", "300", "--eval-at-start",
                         "--log-interval", "50", "--target", "0.99"},
                   &resolved);
@@ -77,8 +80,9 @@ TEST(BertPretraining, MaskedLmAccuracyRisesOnWikiText) {
   ASSERT_EQ(r.evals.size(), 2u) << console.str();
   const double before = r.evals.front().mlm_accuracy, after = r.evals.back().mlm_accuracy;
   EXPECT_LT(before, 0.02) << console.str();
-  EXPECT_GT(after, before + 0.08) << console.str();
-  EXPECT_LT(r.losses.back(), r.losses.front() - 2.0) << console.str();
+  EXPECT_GT(after, 0.06) << console.str();
+  EXPECT_GT(after, before + 0.05) << console.str();
+  EXPECT_LT(r.losses.back(), r.losses.front() - 2.5) << console.str();
   EXPECT_FALSE(r.reached_target);
 }
 
@@ -112,21 +116,46 @@ TEST(BertPretraining, ResumedRunContinuesBitwiseIdentically) {
   }
 }
 
-TEST(BertPretraining, RunThatReachesTargetWritesACompliantMlperfLog) {
-  const fs::path run = fs::temp_directory_path() / "kiln_bert_mllog";
-  fs::remove_all(run);
+// A corpus of eight sentences repeated in every document: BERT-tiny memorises it and reaches
+// the real MLPerf target (0.720) within a few hundred steps, so the log must pass the checker.
+TEST(BertPretraining, RunThatReachesTheMlperfTargetWritesACompliantLog) {
+  const fs::path root = fs::temp_directory_path() / "kiln_bert_mllog";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  {
+    std::ofstream text(root / "memo.txt");
+    for (int doc = 0; doc < 300; ++doc)
+      text << "the quick brown fox jumps over the lazy dog.\n"
+              "a journey of a thousand miles begins with a single step.\n"
+              "all that glitters is not gold.\nthe early bird catches the worm.\n"
+              "actions speak louder than words.\nknowledge is power and power corrupts.\n"
+              "time and tide wait for no man.\nthe pen is mightier than the sword.\n\n";
+  }
+  data::PrepareBertOptions o;
+  o.inputs = {root / "memo.txt"};
+  o.vocab = kShared / "bert-base-uncased-vocab.txt";
+  o.output = root / "data";
+  o.instance.max_seq_length = 32;
+  o.instance.max_predictions = 5;
+  o.instance.dupe_factor = 1;
+  o.eval_documents = 40;
+  o.eval_samples = 256;
+  o.progress = false;
+  data::prepare_bert(o);
+
   std::vector<std::pair<std::string, std::string>> resolved;
-  const BertTrainConfig c =
-      tiny_config(run, {"--global-batch-size", "16", "--train-iters", "40", "--eval-interval", "20",
-                        "--lr", "0.002", "--target", "0.03", "--seed", "4242"},
-                  &resolved);
+  const BertTrainConfig c = tiny_config(
+      root / "run", {"--global-batch-size", "32", "--train-iters", "1000", "--eval-interval", "50",
+                     "--lr", "0.02", "--lr-warmup-iters", "20", "--disable-dropout", "--seed", "4242"},
+      &resolved, root / "data");
   std::ostringstream console;
   const BertRunResult r = train_bert(c, resolved, console);
   ASSERT_TRUE(r.reached_target) << console.str();
+  EXPECT_GE(r.evals.back().mlm_accuracy, 0.72);
   const std::string command = "python3 " + std::string(KILN_SOURCE_DIR) +
                               "/tools/mllog_check.py --ruleset 5.0.0 --benchmark bert " +
-                              r.log_file.string() + " > " + (run / "check.txt").string() + " 2>&1";
-  EXPECT_EQ(std::system(command.c_str()), 0) << read_file(run / "check.txt");
+                              r.log_file.string() + " > " + (root / "check.txt").string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << read_file(root / "check.txt");
 }
 
 }  // namespace
