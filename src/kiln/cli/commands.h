@@ -9,5 +9,6 @@ int run(int argc, char** argv);
 void add_tokenize_command(CLI::App& app);  // kiln tokenize
 void add_prepare_command(CLI::App& app);   // kiln prepare bert
 void add_train_command(CLI::App& app);     // kiln train bert
+void add_images_command(CLI::App& app);    // kiln images check | from-idx
 
 }  // namespace kiln::cli

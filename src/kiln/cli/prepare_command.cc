@@ -1,12 +1,47 @@
-// cli/prepare_command.cc — `kiln prepare bert`: text shards -> MLPerf BERT sample shards.
+// cli/prepare_command.cc — `kiln prepare bert`: text shards -> MLPerf BERT sample shards;
+// `kiln prepare indexed`: JSON lines -> Megatron .bin/.idx.
 #include <cstdio>
 #include <memory>
 #include <thread>
 
 #include "kiln/cli/commands.h"
 #include "kiln/data/bert/prepare_bert.h"
+#include "kiln/data/indexed/prepare_indexed.h"
 
 namespace kiln::cli {
+
+namespace {
+
+void add_prepare_indexed(CLI::App& prepare) {
+  auto o = std::make_shared<data::PrepareIndexedOptions>();
+  o->workers = int(std::max(1u, std::thread::hardware_concurrency()));
+  auto tokenizer_type = std::make_shared<std::string>("BertWordPieceLowerCase");
+  auto quiet = std::make_shared<bool>(false);
+  CLI::App* cmd = prepare.add_subcommand(
+      "indexed", "JSON lines -> Megatron-LM .bin/.idx (MMIDIDX), as tools/preprocess_data.py");
+  cmd->add_option("--input", o->input, "JSON-lines file, one document per line")->required();
+  cmd->add_option("--json-keys", o->json_keys, "keys to extract (one output pair per key)")->capture_default_str();
+  cmd->add_option("--vocab,--vocab-file", o->vocab, "WordPiece vocab file")->required();
+  cmd->add_option("--output-prefix", o->output_prefix, "writes <prefix>_<key>_{sentence,document}.{bin,idx}")
+      ->required();
+  cmd->add_option("--tokenizer-type", *tokenizer_type, "BertWordPieceLowerCase or BertWordPieceCase")
+      ->check(CLI::IsMember({"BertWordPieceLowerCase", "BertWordPieceCase"}))
+      ->capture_default_str();
+  cmd->add_flag("--split-sentences", o->split_sentences, "one sequence per sentence (needed for BERT's SOP)");
+  cmd->add_option("--workers", o->workers, "worker threads (output does not depend on it)")->capture_default_str();
+  cmd->add_flag("--quiet", *quiet, "no progress lines");
+  cmd->callback([o, tokenizer_type, quiet] {
+    o->lower_case = *tokenizer_type == "BertWordPieceLowerCase";
+    o->progress = !*quiet;
+    const data::PrepareIndexedResult r = data::prepare_indexed(*o);
+    for (const std::string& p : r.prefixes) std::printf("prepare indexed: wrote %s.bin and %s.idx\n", p.c_str(), p.c_str());
+    std::printf("prepare indexed: %lld documents, %lld sequences, %lld tokens\n",
+                static_cast<long long>(r.documents), static_cast<long long>(r.sequences),
+                static_cast<long long>(r.tokens));
+  });
+}
+
+}  // namespace
 
 void add_prepare_command(CLI::App& app) {
   CLI::App* prepare = app.add_subcommand("prepare", "prepare training data");
@@ -39,6 +74,7 @@ void add_prepare_command(CLI::App& app) {
   bert->add_option("--documents-per-part", o->documents_per_part,
                    "documents per part (the unit of RNG keying and of output shards)")
       ->capture_default_str();
+  add_prepare_indexed(*prepare);
   bert->callback([o, no_lower_case] {
     o->lower_case = !*no_lower_case;
     const data::PrepareBertResult r = data::prepare_bert(*o);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "kiln/core/error.h"
@@ -37,7 +38,9 @@ void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore
   }
 }
 
-std::string step_name(int64_t step) { return fmt::format("step_{:07d}", step); }
+std::string step_name(int64_t step) { return fmt::format("iter_{:07d}", step); }
+
+constexpr const char* kPointerFile = "latest_checkpointed_iteration.txt";
 
 }  // namespace
 
@@ -64,12 +67,12 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
   fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) throw Error("{}: cannot rename checkpoint into place: {}", final_dir.string(), ec.message());
-  write_file_atomic(dir_ / "latest", [&](std::ostream& out) { out << step_name(step) << "\n"; });
+  write_file_atomic(dir_ / kPointerFile, [&](std::ostream& out) { out << step << "\n"; });
 
   std::vector<fs::path> existing;
   for (auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step_", 0) == 0 && name.find('.') == std::string::npos)
+    if (entry.is_directory() && name.rfind("iter_", 0) == 0 && name.find('.') == std::string::npos)
       existing.push_back(entry.path());
   }
   std::sort(existing.begin(), existing.end());
@@ -78,13 +81,17 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
 }
 
 std::optional<fs::path> CheckpointManager::latest() const {
-  const fs::path pointer = dir_ / "latest";
+  const fs::path pointer = dir_ / kPointerFile;
   if (!fs::exists(pointer)) return std::nullopt;
-  std::string name = read_file(pointer);
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  const fs::path path = dir_ / name;
-  if (name.empty() || !fs::is_directory(path))
-    throw Error("{}: names checkpoint '{}', which does not exist", pointer.string(), name);
+  const std::string text = read_file(pointer);
+  char* end = nullptr;
+  const long long step = std::strtoll(text.c_str(), &end, 10);
+  while (end && (*end == '\n' || *end == ' ' || *end == '\r')) ++end;
+  if (text.empty() || !end || *end != '\0' || step < 0)
+    throw Error("{}: expected an iteration number, got '{}'", pointer.string(), text);
+  const fs::path path = dir_ / step_name(step);
+  if (!fs::is_directory(path))
+    throw Error("{}: names iteration {}, but {} does not exist", pointer.string(), step, path.string());
   return path;
 }
 

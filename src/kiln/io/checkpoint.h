@@ -1,10 +1,11 @@
-// io/checkpoint.h — training checkpoints (ARCHITECTURE.md §7):
-//   DIR/step_0001000/model.safetensors      every parameter by name, fp32
-//   DIR/step_0001000/optimizer.safetensors  "<state>.<param>" slices of each optimizer buffer
-//   DIR/step_0001000/meta.json              step, samples, loader position, config, version
-//   DIR/latest                              name of the newest complete checkpoint, written last
+// io/checkpoint.h — training checkpoints, in Megatron-LM's directory layout (so Megatron users'
+// scripts that read `latest_checkpointed_iteration.txt` keep working) with kiln's files inside:
+//   DIR/iter_0001000/model.safetensors      every parameter (and model buffer) by name, fp32
+//   DIR/iter_0001000/optimizer.safetensors  "<state>.<param>" slices of each optimizer buffer
+//   DIR/iter_0001000/meta.json              step, samples, loader position, config, version
+//   DIR/latest_checkpointed_iteration.txt   the newest complete iteration, written last
 // A checkpoint directory is assembled under a temporary name and renamed when complete, so a
-// crash never leaves a half-written checkpoint behind `latest`.
+// crash never leaves a half-written checkpoint behind the pointer file.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -29,7 +30,7 @@ class CheckpointManager {
   std::filesystem::path save(int64_t step, const ParamStore& params,
                              const std::vector<FlatState>& optimizer, const nlohmann::json& meta);
 
-  // The checkpoint `latest` names, if any; throws if `latest` names a missing checkpoint.
+  // The newest complete checkpoint, if any; throws if the pointer names a missing one.
   std::optional<std::filesystem::path> latest() const;
 
  private:

@@ -160,7 +160,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
   int64_t start_step = 0;
   if (!c.load_dir.empty()) {
     auto latest = io::CheckpointManager(c.load_dir, c.keep_checkpoints).latest();
-    if (!latest) throw Error("{}: no checkpoint to resume from (no 'latest' file)", c.load_dir);
+    if (!latest) throw Error("{}: no checkpoint to resume from (no latest_checkpointed_iteration.txt)", c.load_dir);
     const nlohmann::json meta = io::load_checkpoint(*latest, store, opt_state);
     start_step = meta.at("step").get<int64_t>();
     optimizer->set_steps_taken(meta.at("optimizer_steps").get<int64_t>());
@@ -220,6 +220,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
         "eval at step {}: masked-LM accuracy {:.4f}, masked-LM loss {:.4f}, NSP accuracy {:.4f}, "
         "NSP loss {:.4f} ({} batches, {:.1f} s)\n",
         step, r.mlm_accuracy, r.mlm_loss, r.nsp_accuracy, r.nsp_loss, batches, timer.seconds());
+    console.flush();
     return r;
   };
 
@@ -292,6 +293,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
           1e3 * interval_data / double(interval_steps),
           1e3 * interval_compute / double(interval_steps), samples / elapsed,
           flops_per_sample * samples / interval_compute / 1e9, resident_gib());
+      console.flush();
       interval_timer.reset();
       interval_data = interval_compute = 0;
       interval_steps = 0;

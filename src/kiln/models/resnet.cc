@@ -1,0 +1,221 @@
+#include "kiln/models/resnet.h"
+
+#include <cmath>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/error.h"
+#include "kiln/core/philox.h"
+
+namespace kiln::models {
+
+ResNetConfig ResNetConfig::resnet18(int64_t num_classes) {
+  ResNetConfig c;
+  c.block = ResNetBlock::basic;
+  c.depths = {2, 2, 2, 2};
+  c.num_classes = num_classes;
+  return c;
+}
+
+ResNetConfig ResNetConfig::resnet34(int64_t num_classes) {
+  ResNetConfig c = resnet18(num_classes);
+  c.depths = {3, 4, 6, 3};
+  return c;
+}
+
+ResNetConfig ResNetConfig::resnet50(int64_t num_classes) {
+  ResNetConfig c;
+  c.num_classes = num_classes;
+  return c;
+}
+
+ResNetConfig ResNetConfig::resnet101(int64_t num_classes) {
+  ResNetConfig c = resnet50(num_classes);
+  c.depths = {3, 4, 23, 3};
+  return c;
+}
+
+// One residual block: convs[i] -> bns[i] (ReLU fused into all but the last), plus the shortcut.
+class ResNet::Block {
+ public:
+  Block(ParamStore& store, const std::string& prefix, const ResNetConfig& c, int64_t in,
+        int64_t width, int64_t stride) {
+    const bool bottleneck = c.block == ResNetBlock::bottleneck;
+    const int64_t out = width * c.expansion();
+    // (in, out, kernel, stride, padding) of each conv; v1.5 puts the stride on the 3x3.
+    std::vector<nn::Conv2dOptions> opts;
+    if (bottleneck) {
+      opts = {{in, width, 1, 1, 0}, {width, width, 3, stride, 1}, {width, out, 1, 1, 0}};
+    } else {
+      opts = {{in, width, 3, stride, 1}, {width, out, 3, 1, 1}};
+    }
+    convs.reserve(opts.size());
+    bns.reserve(opts.size());
+    for (size_t i = 0; i < opts.size(); ++i) {
+      const std::string n = std::to_string(i + 1);
+      convs.emplace_back(store, prefix + ".conv" + n, opts[i]);
+      bns.emplace_back(store, prefix + ".bn" + n, opts[i].out, i + 1 < opts.size(), c.bn_eps,
+                       c.bn_momentum);
+    }
+    if (stride != 1 || in != out) {
+      ds_conv.emplace(store, prefix + ".downsample.0", nn::Conv2dOptions{in, out, 1, stride, 0});
+      ds_bn.emplace(store, prefix + ".downsample.1", out, false, c.bn_eps, c.bn_momentum);
+    }
+  }
+
+  // x: (N, H, W, in) -> (N, H', W', out).
+  Tensor forward(const Step& step, const Tensor& x) {
+    Tensor h = x;
+    for (size_t i = 0; i < convs.size(); ++i) h = bns[i].forward(step, convs[i].forward(step, h));
+    const Tensor shortcut = ds_conv ? ds_bn->forward(step, ds_conv->forward(step, x)) : x;
+    out_ = out_buf_.get(h.shape);
+    ops::add_relu_forward(h.ptr<float>(), shortcut.ptr<float>(), h.numel(), out_.ptr<float>());
+    return out_;
+  }
+
+  Tensor backward(const Step& step, const Tensor& dy) {
+    Tensor d = dsum_buf_.get(dy.shape);  // gradient at the join, through the final ReLU
+    ops::relu_backward(out_.ptr<float>(), dy.ptr<float>(), dy.numel(), d.ptr<float>());
+    Tensor dmain = d;
+    for (size_t i = convs.size(); i-- > 0;)
+      dmain = convs[i].backward(step, bns[i].backward(step, dmain));
+    const Tensor dshort = ds_conv ? ds_conv->backward(step, ds_bn->backward(step, d)) : d;
+    ops::add_inplace(dmain.ptr<float>(), dshort.ptr<float>(), dmain.numel());  // conv1's buffer
+    return dmain;
+  }
+
+  // Forward FLOPs for an (H, W) input; updates H, W to the output size.
+  int64_t flops(int64_t& H, int64_t& W) const {
+    int64_t f = ds_conv ? ds_conv->flops(H, W) : 0;
+    for (const nn::Conv2d& conv : convs) {
+      f += conv.flops(H, W);
+      const ops::ConvShape s = conv.shape(1, H, W);
+      H = s.P();
+      W = s.Q();
+    }
+    return f;
+  }
+
+  std::vector<nn::Conv2d> convs;
+  std::vector<nn::BatchNorm2d> bns;
+  std::optional<nn::Conv2d> ds_conv;
+  std::optional<nn::BatchNorm2d> ds_bn;
+
+ private:
+  Tensor out_;
+  nn::Buffer out_buf_, dsum_buf_;
+};
+
+namespace {
+
+nn::Conv2dOptions stem_options(const ResNetConfig& c) {
+  return c.small_images ? nn::Conv2dOptions{c.in_channels, c.stem_width, 3, 1, 1}
+                        : nn::Conv2dOptions{c.in_channels, c.stem_width, 7, 2, 3};
+}
+
+}  // namespace
+
+ResNet::ResNet(const ResNetConfig& config, ParamStore& store)
+    : config_(config),
+      store_(store),
+      conv1_(store, "conv1", stem_options(config)),
+      bn1_(store, "bn1", config.stem_width, true, config.bn_eps, config.bn_momentum) {
+  KILN_CHECK(!store.allocated(), "ResNet: the parameter store is already allocated");
+  KILN_CHECK(!config.depths.empty() && config.depths.size() == config.widths.size(),
+             "ResNet: {} depths for {} widths", config.depths.size(), config.widths.size());
+  if (!config.small_images) maxpool_.emplace(3, 2, 1);
+  int64_t in = config.stem_width;
+  for (size_t stage = 0; stage < config.depths.size(); ++stage) {
+    KILN_CHECK(config.depths[stage] > 0 && config.widths[stage] > 0,
+               "ResNet: stage {} has depth {} and width {}", stage + 1, config.depths[stage],
+               config.widths[stage]);
+    for (int64_t b = 0; b < config.depths[stage]; ++b) {
+      const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
+      const std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
+      blocks_.push_back(
+          std::make_unique<Block>(store, prefix, config, in, config.widths[stage], stride));
+      in = config.widths[stage] * config.expansion();
+    }
+  }
+  fc_.emplace(store, "fc", in, config.num_classes, true);
+  store.allocate();
+  init(0);
+}
+
+ResNet::~ResNet() = default;
+
+void ResNet::init(uint64_t seed) {
+  const auto& specs = store_.specs();
+  auto stream = [&](const Param& p) {
+    return RngStream{seed, rng_stream(RngPurpose::init, uint32_t(p.id), 0)};
+  };
+  auto init_conv = [&](const nn::Conv2d& conv) {
+    const ParamSpec& s = specs[size_t(conv.weight.id)];
+    const double fan_out = double(s.shape[0] * s.shape[2] * s.shape[3]);
+    const float std = float(std::sqrt(2.0 / fan_out));
+    const RngStream rng = stream(conv.weight);
+    for (int64_t i = 0; i < s.numel; ++i) conv.weight.w()[i] = std * rng.normal(uint64_t(i));
+  };
+  init_conv(conv1_);
+  bn1_.reset();
+  for (auto& block : blocks_) {
+    for (size_t i = 0; i < block->convs.size(); ++i) {
+      init_conv(block->convs[i]);
+      const bool last = i + 1 == block->convs.size();
+      block->bns[i].reset(last && config_.zero_init_residual ? 0.0f : 1.0f);
+    }
+    if (block->ds_conv) {
+      init_conv(*block->ds_conv);
+      block->ds_bn->reset();
+    }
+  }
+  const float bound = float(1.0 / std::sqrt(double(fc_->in)));
+  for (const Param& p : {fc_->weight, fc_->bias}) {
+    const RngStream rng = stream(p);
+    for (int64_t i = 0; i < p.numel(); ++i)
+      p.w()[i] = bound * (2.0f * rng.uniform(uint64_t(i)) - 1.0f);
+  }
+}
+
+Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
+                       int64_t W) {
+  const Tensor images =
+      Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels});
+  Tensor h = bn1_.forward(step, conv1_.forward(step, images));
+  if (maxpool_) h = maxpool_->forward(step, h);
+  for (auto& block : blocks_) h = block->forward(step, h);
+  return fc_->forward(step, avgpool_.forward(step, h));  // (N, classes)
+}
+
+void ResNet::backward(const Step& step, const Tensor& dlogits) {
+  Tensor d = avgpool_.backward(step, fc_->backward(step, dlogits));
+  for (size_t i = blocks_.size(); i-- > 0;) d = blocks_[i]->backward(step, d);
+  if (maxpool_) d = maxpool_->backward(step, d);
+  conv1_.backward(step, bn1_.backward(step, d), /*need_dx=*/false);
+}
+
+nn::NamedBuffers ResNet::buffers() {
+  nn::NamedBuffers out = bn1_.buffers();
+  auto append = [&](nn::BatchNorm2d& bn) {
+    for (auto& b : bn.buffers()) out.push_back(b);
+  };
+  for (auto& block : blocks_) {
+    for (auto& bn : block->bns) append(bn);
+    if (block->ds_bn) append(*block->ds_bn);
+  }
+  return out;
+}
+
+int64_t ResNet::flops_per_image(int64_t H, int64_t W) const {
+  int64_t f = conv1_.flops(H, W);
+  const ops::ConvShape s = conv1_.shape(1, H, W);
+  H = s.P();
+  W = s.Q();
+  if (maxpool_) {
+    H = maxpool_->out_size(H);
+    W = maxpool_->out_size(W);
+  }
+  for (const auto& block : blocks_) f += block->flops(H, W);
+  return f + 2 * fc_->in * fc_->out;
+}
+
+}  // namespace kiln::models

@@ -1,0 +1,99 @@
+// models/resnet.h — ResNet v1.5 (torchvision layout and parameter names) over NHWC images.
+//
+// Stem:    conv1 7x7/2 p3 -> bn1 -> ReLU -> maxpool 3x3/2 p1            (ImageNet)
+//          conv1 3x3/1 p1 -> bn1 -> ReLU                                (small_images: 28..64 px)
+// Stages:  layer1..layerN, depths[i] blocks of width widths[i]; stage i > 0 starts with stride 2.
+//   Bottleneck (expansion 4): conv1 1x1 -> bn1 -> ReLU -> conv2 3x3/stride -> bn2 -> ReLU ->
+//                             conv3 1x1 -> bn3; v1.5: the stride sits on the 3x3 conv.
+//   BasicBlock (expansion 1): conv1 3x3/stride -> bn1 -> ReLU -> conv2 3x3 -> bn2.
+//   out = ReLU(main + shortcut); the shortcut is downsample.0 (1x1/stride conv) + downsample.1
+//   (BN) when the stride or the channel count changes, else the identity.
+// Head:    global average pool -> fc (classes).
+// Parameters: conv weights (out, in, kh, kw) with decay; BN weight/bias and fc.bias without;
+// fc.weight with decay. BN running statistics are buffers(), not parameters.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/params.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/batchnorm2d.h"
+#include "kiln/nn/buffer.h"
+#include "kiln/nn/conv2d.h"
+#include "kiln/nn/linear.h"
+#include "kiln/nn/pool.h"
+
+namespace kiln::models {
+
+enum class ResNetBlock { basic, bottleneck };
+
+struct ResNetConfig {
+  ResNetBlock block = ResNetBlock::bottleneck;
+  std::vector<int64_t> depths = {3, 4, 6, 3};
+  std::vector<int64_t> widths = {64, 128, 256, 512};  // bottleneck outputs are 4x these
+  int64_t stem_width = 64;
+  int64_t in_channels = 3;
+  int64_t num_classes = 1000;
+  // 3x3/1 stem conv and no max-pool: keeps the resolution for 28x28 / 32x32 inputs
+  // (Fashion-MNIST, CIFAR), where the ImageNet stem would shrink the image 4x at once.
+  bool small_images = false;
+  // gamma = 0 in the last BN of every block (torchvision's zero_init_residual); off in MLPerf.
+  bool zero_init_residual = false;
+  float bn_eps = 1e-5f, bn_momentum = 0.1f;
+
+  static ResNetConfig resnet18(int64_t num_classes = 1000);
+  static ResNetConfig resnet34(int64_t num_classes = 1000);
+  static ResNetConfig resnet50(int64_t num_classes = 1000);
+  static ResNetConfig resnet101(int64_t num_classes = 1000);
+  int64_t expansion() const { return block == ResNetBlock::bottleneck ? 4 : 1; }
+};
+
+class ResNet {
+ public:
+  // Registers every parameter in `store` (which must not be allocated yet), in torchvision's
+  // state_dict order, allocates it and calls init(0).
+  ResNet(const ResNetConfig& config, ParamStore& store);
+  ~ResNet();
+
+  // torchvision's initialisation, drawn from Philox streams RngStream{seed, rng_stream(init,
+  // param index, 0)} so it is independent of thread count:
+  //   conv weight ~ N(0, 2 / (out·kh·kw))   (kaiming_normal_, mode fan_out, relu)
+  //   BN gamma 1 (0 for the last BN of a block with zero_init_residual), beta 0; running stats
+  //   mean 0, var 1, num_batches_tracked 0
+  //   fc weight, bias ~ U(-1/sqrt(in), 1/sqrt(in))
+  void init(uint64_t seed);
+
+  // images: (N, H, W, in_channels) f32, kept by pointer until backward -> logits (N, classes),
+  // valid until the next forward. step.training: batch statistics (and running-stat updates).
+  Tensor forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W);
+  // dlogits: (N, classes) -> accumulates d/d(param) of the last forward into store.grads.
+  void backward(const Step& step, const Tensor& dlogits);
+
+  // Every BN's running_mean, running_var, num_batches_tracked (torchvision names), in order.
+  nn::NamedBuffers buffers();
+
+  // Forward FLOPs of one H x W image: 2 per multiply-add of every conv and fc (BN, ReLU, pools
+  // and additions not counted). Training costs about 3x this.
+  int64_t flops_per_image(int64_t H, int64_t W) const;
+
+  const ResNetConfig& config() const { return config_; }
+
+  class Block;
+
+ private:
+  ResNetConfig config_;
+  ParamStore& store_;
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;  // fused ReLU
+  std::optional<nn::MaxPool2d> maxpool_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  nn::GlobalAvgPool avgpool_;
+  std::optional<nn::Linear> fc_;  // optional only to register it after the blocks
+
+};
+
+}  // namespace kiln::models

@@ -1,0 +1,53 @@
+// nn/batchnorm2d.h — BatchNorm2d over NHWC activations (PyTorch semantics), optionally fused
+// with the ReLU that follows it. Training normalises with the batch's mean and biased variance
+// and updates running_mean / running_var with momentum (running_var takes the unbiased batch
+// variance, like PyTorch); eval normalises with the running statistics.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/params.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/buffer.h"
+
+namespace kiln::nn {
+
+// A named non-parameter state vector (saved in checkpoints, never optimized).
+using NamedBuffers = std::vector<std::pair<std::string, std::vector<float>*>>;
+
+class BatchNorm2d {
+ public:
+  // Registers `prefix.weight` = 1 and `prefix.bias` = 0 (C) without decay (the caller sets the
+  // values after ParamStore::allocate; see reset()). With `relu`, y = max(bn(x), 0).
+  BatchNorm2d(ParamStore& store, const std::string& prefix, int64_t channels, bool relu = false,
+              float eps = 1e-5f, float momentum = 0.1f);
+
+  // x: (N, H, W, C) -> y: (N, H, W, C). step.training picks batch or running statistics.
+  // Keeps handles to x and y (both unchanged until backward). y lives in this layer's buffer.
+  Tensor forward(const Step& step, const Tensor& x);
+  // dy -> dx (N, H, W, C), in the mode of the last forward; accumulates weight.g(), bias.g().
+  Tensor backward(const Step& step, const Tensor& dy);
+
+  // gamma = gamma_value, beta = 0, running_mean = 0, running_var = 1, num_batches_tracked = 0.
+  void reset(float gamma_value = 1.0f);
+  // prefix.running_mean (C), prefix.running_var (C), prefix.num_batches_tracked (1).
+  NamedBuffers buffers();
+
+  Param weight, bias;
+  std::vector<float> running_mean, running_var;
+  std::vector<float> num_batches_tracked;  // one element; exact up to 2^24 steps
+  int64_t channels;
+  bool relu;
+  float eps, momentum;
+
+ private:
+  std::string prefix_;
+  Tensor x_, y_;
+  bool training_ = true;
+  std::vector<float> mean_, var_;  // (C) statistics the last forward normalised with
+  Buffer out_, dx_;
+};
+
+}  // namespace kiln::nn

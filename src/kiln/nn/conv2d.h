@@ -1,0 +1,46 @@
+// nn/conv2d.h — 2-D convolution over NHWC activations with PyTorch-layout weights, so checkpoints
+// hold torchvision's (out, in/groups, kh, kw) tensors.
+#pragma once
+#include <string>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/params.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/buffer.h"
+
+namespace kiln::nn {
+
+struct Conv2dOptions {
+  int64_t in = 1, out = 1;
+  int64_t kernel = 1, stride = 1, padding = 0, dilation = 1, groups = 1;  // square
+  bool bias = false;
+};
+
+class Conv2d {
+ public:
+  // Registers `prefix.weight` (out, in/groups, kernel, kernel) with decay and, with opt.bias,
+  // `prefix.bias` (out) without.
+  Conv2d(ParamStore& store, const std::string& prefix, const Conv2dOptions& opt);
+
+  // x: (N, H, W, in) -> y: (N, P, Q, out). Keeps a handle to x (unchanged until backward).
+  // The result lives in this layer's buffer until the next forward.
+  Tensor forward(const Step& step, const Tensor& x);
+  // dy: (N, P, Q, out) -> dx: (N, H, W, in), or an undefined tensor when !need_dx (the stem:
+  // saves a backward-data pass). Accumulates weight.g() and bias.g().
+  Tensor backward(const Step& step, const Tensor& dy, bool need_dx = true);
+
+  ops::ConvShape shape(int64_t N, int64_t H, int64_t W) const;
+  // Forward FLOPs (2 per multiply-add) for one (H, W) image.
+  int64_t flops(int64_t H, int64_t W) const;
+
+  Param weight, bias;  // bias.id == -1 without bias
+  Conv2dOptions opt;
+
+ private:
+  Tensor x_;
+  ops::ConvShape shape_;
+  Buffer y_, dx_;
+};
+
+}  // namespace kiln::nn

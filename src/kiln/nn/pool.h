@@ -1,0 +1,42 @@
+// nn/pool.h — MaxPool2d (PyTorch semantics: padding never wins) and global average pooling over
+// NHWC activations.
+#pragma once
+#include "kiln/backend/backend.h"
+#include "kiln/core/step.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/buffer.h"
+
+namespace kiln::nn {
+
+class MaxPool2d {
+ public:
+  MaxPool2d(int64_t kernel = 3, int64_t stride = 2, int64_t padding = 1)
+      : kernel(kernel), stride(stride), padding(padding) {}
+
+  // x: (N, H, W, C) -> y: (N, P, Q, C); saves the argmax of each output for backward.
+  Tensor forward(const Step& step, const Tensor& x);
+  // dy: (N, P, Q, C) -> dx: (N, H, W, C).
+  Tensor backward(const Step& step, const Tensor& dy);
+
+  int64_t out_size(int64_t in) const { return (in + 2 * padding - kernel) / stride + 1; }
+
+  int64_t kernel, stride, padding;
+
+ private:
+  ops::PoolShape shape_;
+  Buffer y_, argmax_, dx_;
+};
+
+class GlobalAvgPool {
+ public:
+  // x: (N, H, W, C) -> y: (N, C).
+  Tensor forward(const Step& step, const Tensor& x);
+  // dy: (N, C) -> dx: (N, H, W, C).
+  Tensor backward(const Step& step, const Tensor& dy);
+
+ private:
+  Shape x_shape_;
+  Buffer y_, dx_;
+};
+
+}  // namespace kiln::nn

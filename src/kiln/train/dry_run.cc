@@ -1,0 +1,116 @@
+#include "kiln/train/dry_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kiln/core/error.h"
+
+namespace kiln::train {
+namespace {
+
+std::string human(double x, const char* unit) {
+  static const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (x >= 1000.0 && i < 6) {
+    x /= 1000.0;
+    ++i;
+  }
+  return fmt::format("{:.2f} {}{}", x, prefixes[i], unit);
+}
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30)); }
+
+}  // namespace
+
+int64_t megatron_padded_vocab(int64_t vocab, int tp, int64_t divisible_by) {
+  const int64_t multiple = divisible_by * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int64_t global_batch) {
+  const double B = double(global_batch), s = double(seq_length), h = double(c.hidden),
+               I = double(c.intermediate), L = double(c.layers), V = double(c.vocab_size);
+  return B * s * (6 * (4 * h * h) * L + 6 * (2 * h * I) * L + 6 * h * V) + 6 * B * s * s * h * L;
+}
+
+DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
+                          int64_t global_batch, int tp, int pp, int dp, bool bf16) {
+  auto positive = [](int64_t v, const char* what) {
+    if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
+  };
+  positive(seq_length, "seq length");
+  positive(micro_batch, "micro batch size");
+  positive(global_batch, "global batch size");
+  positive(tp, "tensor model parallel size");
+  positive(pp, "pipeline model parallel size");
+  positive(dp, "data parallel size");
+  if (seq_length > config.max_position)
+    throw Error("dry run: seq length {} exceeds max position embeddings {}", seq_length,
+                config.max_position);
+  if (config.layers % pp != 0)
+    throw Error("dry run: num layers ({}) is not divisible by pipeline model parallel size ({})",
+                config.layers, pp);
+  if (config.heads % tp != 0 || config.intermediate % tp != 0)
+    throw Error("dry run: attention heads ({}) and FFN size ({}) must be divisible by tensor model "
+                "parallel size ({})", config.heads, config.intermediate, tp);
+  if (global_batch % (micro_batch * dp) != 0)
+    throw Error("dry run: global batch size ({}) is not a multiple of micro batch size x data "
+                "parallel size ({} x {})", global_batch, micro_batch, dp);
+
+  models::BertConfig c = config;
+  c.vocab_size = megatron_padded_vocab(config.vocab_size, tp);
+  const int64_t h = c.hidden, I = c.intermediate, V = c.vocab_size, t = tp;
+
+  DryRunReport r;
+  r.parameters = models::BertForPretraining::param_count(c);
+
+  const int64_t layer = (3 * h * h + 3 * h) / t + h * h / t + h + (h * I + I) / t + I * h / t + h + 4 * h;
+  const int64_t stage_layers = c.layers / pp;
+  int64_t first = (V / t) * h + (c.max_position + c.type_vocab) * h;
+  int64_t last = (h * h + h) + 2 * h + V / t;  // MLM transform, its LayerNorm, decoder bias
+  if (c.binary_head) last += (h * h + h) + (2 * h + 2);
+  (c.pre_ln ? last : first) += 2 * h;  // final LayerNorm, or the embedding LayerNorm (post-LN)
+  if (pp == 1) {
+    r.parameters_per_rank = first + last + stage_layers * layer;
+  } else {
+    last += (V / t) * h;  // the last stage's copy of the tied word embedding
+    r.parameters_per_rank = std::max(first, last) + stage_layers * layer;
+  }
+
+  r.bytes_per_rank_weights_grads_optimizer = double(r.parameters_per_rank) * (bf16 ? 18.0 : 16.0);
+
+  const double e = bf16 ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
+               a = double(c.heads), td = double(tp);
+  const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td) +
+                           a * s * s * b * (2 * e + 1) / td;
+  r.bytes_activations_per_microbatch = double(stage_layers) * per_layer;
+  r.flops_per_step = megatron_bert_flops(c, seq_length, global_batch);
+
+  const int64_t microbatches = global_batch / (micro_batch * dp);
+  const int64_t world = int64_t(tp) * pp * dp;
+  const double in_flight = double(std::min<int64_t>(pp, microbatches));
+  std::string& x = r.text;
+  x += fmt::format("dry run: BERT {} layers x {} hidden, {} heads, FFN {}, {}, seq length {}\n",
+                   c.layers, h, c.heads, I, c.pre_ln ? "pre-LN" : "post-LN", seq_length);
+  x += fmt::format("  vocab {} padded to {} (multiple of 128 x TP)\n", config.vocab_size, V);
+  x += fmt::format("  layout: TP {} x PP {} x DP {} = {} ranks; micro batch {}, global batch {}, "
+                   "{} micro-batches per step\n", tp, pp, dp, world, micro_batch, global_batch,
+                   microbatches);
+  x += fmt::format("  parameters: {} ({}); per rank (largest stage): {} ({})\n", r.parameters,
+                   human(double(r.parameters), ""), r.parameters_per_rank,
+                   human(double(r.parameters_per_rank), ""));
+  x += fmt::format("  memory per rank: weights + grads + Adam {} ({} bytes/param{})\n",
+                   gib(r.bytes_per_rank_weights_grads_optimizer), bf16 ? 18 : 16,
+                   bf16 ? ": bf16 copy, fp32 master, grad, m, v" : ": fp32 weight, grad, m, v");
+  x += fmt::format("                   activations {} per micro-batch ({} activations, no "
+                   "recompute), up to {} in flight: {}\n",
+                   gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32", in_flight,
+                   gib(in_flight * r.bytes_activations_per_microbatch));
+  x += fmt::format("  FLOPs per step: {:.3e} (Megatron's formula; {:.3e} per sequence, {:.3e} per "
+                   "rank)\n", r.flops_per_step, r.flops_per_step / double(global_batch),
+                   r.flops_per_step / double(world));
+  return r;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,57 @@
+// train/resnet_config.h — everything `kiln train resnet` can be told (tinygrad's env names).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kiln/train/config_registry.h"
+
+namespace kiln::train {
+
+struct ResNetTrainConfig {
+  // [model]
+  std::string arch = "resnet50";  // resnet18 | resnet34 | resnet50 | resnet101
+  int64_t num_classes = 0;        // 0: the number of class folders in the data
+  int64_t width = 64;             // channels of the first stage (64 in the paper)
+  bool small_images = false;      // 3x3 stride-1 stem without max-pool (28x28 / 32x32 inputs)
+  bool zero_init_residual = false;
+  // [data]
+  std::string data_dir;           // train/<class>/*.JPEG and val/<class>/*.JPEG (or val/ + labels)
+  std::string val_labels;         // flat val/: ILSVRC2012 ground-truth style labels file
+  int64_t image_size = 224;
+  int64_t eval_resize = 256;
+  bool normalize_std = false;
+  bool skip_bad_images = false;
+  int64_t workers = 0;            // decode threads (0: cores)
+  bool fake_data = false;
+  // [train]
+  int64_t batch_size = 0;         // 0: 104 (tinygrad, one device)
+  int64_t epochs = 37;
+  int64_t benchmark = 0;
+  int64_t seed = 42;
+  int64_t threads = 0;
+  // [optim]
+  double lr = 0;                  // 0: 7.2 * batch / 1536 (MLPerf LR scaling rule)
+  double end_lr = 1e-4;
+  double warmup_epochs = 2;
+  double momentum = 0.9;
+  double weight_decay = 2e-4;     // LARS decay on conv and fc weights (1e-4 * 2^N)
+  double label_smoothing = 0.1;
+  // [eval]
+  int64_t eval_batch_size = 0;    // 0: the training batch
+  int64_t eval_start_epoch = 0;
+  int64_t eval_freq = 1;
+  double target = 0.759;
+  // [run]
+  int64_t log_interval = 10;
+  std::string output_dir = ".";
+  std::string save_dir;
+  int64_t save_interval = 1;      // epochs between checkpoints
+  int64_t keep_checkpoints = 5;
+  std::string load_dir;
+  std::string submission_platform = "kiln-cpu";
+};
+
+void register_resnet_config(ConfigRegistry& registry, ResNetTrainConfig& config);
+void finalize_resnet_config(ResNetTrainConfig& config, const ConfigRegistry& registry);
+
+}  // namespace kiln::train
