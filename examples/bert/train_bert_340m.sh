@@ -5,9 +5,9 @@
 #   examples/bert/train_bert_340m.sh CHECKPOINT_PATH TENSORBOARD_LOGS_PATH VOCAB_FILE DATA_PATH [kiln flags...]
 #
 # Same positional arguments as Megatron's script. VOCAB_FILE is the WordPiece vocab.txt (Megatron's
-# comment says bert-vocab.json; BERT needs the .txt). Extra arguments are passed on to kiln, e.g.
-# `--train-iters 100 --log-interval 1` for a short run. KILN overrides the binary (default
-# build/kiln under the repository root).
+# comment says bert-vocab.json; BERT needs the .txt). Extra arguments go to kiln as `--flag value`
+# and replace the script's own setting of that flag, e.g. `--train-iters 100 --log-interval 1`
+# for a short run. KILN overrides the binary (default build/kiln under the repository root).
 #
 # Megatron flags this script leaves out until kiln accepts them (issue 3):
 #   --fp16 (kiln: f32, or --matmul-dtype bf16), --lr-decay-iters 990000, --attention-backend auto,
@@ -64,9 +64,30 @@ EVAL_AND_LOGGING_ARGS=(
     --save-interval 10000
     --eval-interval 1000
     --save "$CHECKPOINT_PATH"
-    --load "$CHECKPOINT_PATH"
     --eval-iters 10
 )
+# Megatron starts from scratch when --load holds no checkpoint; kiln refuses, so load only then.
+if [ -f "$CHECKPOINT_PATH/latest_checkpointed_iteration.txt" ]; then
+  EVAL_AND_LOGGING_ARGS+=(--load "$CHECKPOINT_PATH")
+fi
+
+# Drops from the named array every flag (and its value) that the user passes again.
+USER_ARGS=("$@")
+drop_overridden() {
+  local -n args=$1
+  local kept=() i
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    if [[ ${args[i]} == --* && " ${USER_ARGS[*]} " == *" ${args[i]} "* ]]; then
+      if ((i + 1 < ${#args[@]})) && [[ ${args[i + 1]} != --* ]]; then i=$((i + 1)); fi
+      continue
+    fi
+    kept+=("${args[i]}")
+  done
+  args=("${kept[@]}")
+}
+for group in BERT_MODEL_ARGS TRAINING_ARGS DATA_ARGS EVAL_AND_LOGGING_ARGS; do
+  drop_overridden "$group"
+done
 
 exec "$KILN" train bert --config "$ROOT/configs/bert-340m.toml" \
     "${BERT_MODEL_ARGS[@]}" \

@@ -82,7 +82,7 @@ TEST(MegatronLog, ValidationBlockIsFramedByDashesOneLongerThanTheText) {
   const std::string text =
       " validation loss at iteration 1000 | lm loss value: 6.000000E+00 | lm loss PPL: "
       "4.034288E+02 | sop loss value: 2.500000E+01 | sop loss PPL: 4.851652E+08 | ";
-  const std::string dashes(157, '-');
+  const std::string dashes(156, '-');
   ASSERT_EQ(text.size() + 1, dashes.size());
   EXPECT_EQ(megatron_validation_block("iteration 1000", {{"lm loss", 6.0}, {"sop loss", 25.0}}),
             dashes + "\n" + text + "\n" + dashes + "\n");

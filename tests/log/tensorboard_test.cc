@@ -23,8 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("kiln_tb_test_" + std::to_string(getpid())) / name;
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln_tb_test_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(dir);
   return dir;
 }
@@ -37,11 +37,13 @@ std::vector<fs::path> event_files(const fs::path& dir) {
 
 // Runs tools/tb_read.py; returns its exit status and fills `out` with stdout.
 int run_reader(const fs::path& target, std::string& out) {
-  const fs::path out_file = target.parent_path() / "reader_out.txt";
+  const fs::path out_file =
+      fs::temp_directory_path() / ("kiln_tb_reader_" + std::to_string(getpid()) + ".txt");
   const std::string cmd = "python3 " + std::string(KILN_SOURCE_DIR) + "/tools/tb_read.py '" +
                           target.string() + "' > '" + out_file.string() + "' 2>/dev/null";
   const int status = std::system(cmd.c_str());
   out = fs::exists(out_file) ? read_file(out_file) : "";
+  fs::remove(out_file);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -172,7 +174,7 @@ TEST(TensorBoard, ScalarEventHasTheProtobufBytesOfTheSpec) {
   const std::string e = encode_scalar_event(1.0, 5, "a", 2.0f);
   const std::string expected = std::string("\x09\x00\x00\x00\x00\x00\x00\xf0\x3f", 9) +  // wall_time
                                std::string("\x10\x05", 2) +                              // step
-                               std::string("\x2a\x0a\x0a\x08\x0a\x01" "a" "\x15\x00\x00\x00\x40", 14);
+                               std::string("\x2a\x0a\x0a\x08\x0a\x01" "a" "\x15\x00\x00\x00\x40", 12);
   EXPECT_EQ(e, expected);
   // A negative int64 step is a ten-byte varint.
   const std::string neg = encode_scalar_event(0.0, -1, "a", 0.0f);
@@ -216,6 +218,7 @@ TEST(TensorBoard, WriterFileDecodesInCpp) {
     EXPECT_EQ(d.scalars[i].step, kScalars[i].step);
     EXPECT_EQ(d.scalars[i].value, kScalars[i].value);
   }
+  fs::remove_all(dir);
 }
 
 TEST(TensorBoard, IndependentPythonReaderVerifiesCrcsAndReadsScalars) {
@@ -242,7 +245,7 @@ TEST(TensorBoard, IndependentPythonReaderVerifiesCrcsAndReadsScalars) {
 
   // A flipped bit in the last record's data, and a truncated file, are both rejected.
   std::string bytes = read_file(file);
-  const fs::path bad = dir.parent_path() / "bad_events";
+  const fs::path bad = fresh_dir("bad_events");
   fs::create_directories(bad);
   std::string flipped = bytes;
   flipped[flipped.size() - 6] ^= 0x04;
@@ -254,6 +257,8 @@ TEST(TensorBoard, IndependentPythonReaderVerifiesCrcsAndReadsScalars) {
   EXPECT_EQ(run_reader(bad / "events.out.tfevents.1.x", out), 1);
   write_file_atomic(bad / "events.out.tfevents.1.x", [&](std::ostream& o) { o << bytes; });
   EXPECT_EQ(run_reader(bad / "events.out.tfevents.1.x", out), 0);
+  fs::remove_all(dir);
+  fs::remove_all(bad);
 }
 
 TEST(TensorBoard, UnwritableDirIsAnErrorNamingIt) {
@@ -268,6 +273,7 @@ TEST(TensorBoard, UnwritableDirIsAnErrorNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(dir.string()), std::string::npos) << e.what();
   }
+  fs::remove_all(base);
 }
 
 }  // namespace

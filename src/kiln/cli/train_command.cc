@@ -1,5 +1,5 @@
-// cli/train_command.cc — `kiln train bert`: resolves the configuration, runs the trainer, and
-// says where the results are.
+// cli/train_command.cc — `kiln train bert|resnet`: resolves the configuration (defaults < preset
+// < environment < flags), runs the trainer, and says where the results are.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -8,32 +8,60 @@
 #include "kiln/cli/commands.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/bert_trainer.h"
+#include "kiln/train/resnet_config.h"
+#include "kiln/train/resnet_trainer.h"
 
 namespace kiln::cli {
 namespace {
 
-struct TrainBertOptions {
+template <typename Config>
+struct TrainOptions {
   std::string config_file;
-  train::BertTrainConfig config;
+  Config config;
   train::ConfigRegistry registry;
+
+  // The registry holds the flag values CLI11 parsed; apply sources in precedence order.
+  std::vector<std::pair<std::string, std::string>> resolve(
+      void (*finalize)(Config&, const train::ConfigRegistry&)) {
+    if (!config_file.empty()) registry.apply_toml(config_file);
+    registry.apply_env();
+    registry.apply_flags();
+    finalize(config, registry);
+    return registry.resolved();
+  }
 };
 
-int run_train_bert(TrainBertOptions& o) {
-  // The registry holds the flag values CLI11 parsed; rebuild the config in precedence order.
-  train::BertTrainConfig& c = o.config;
-  if (!o.config_file.empty()) o.registry.apply_toml(o.config_file);
-  o.registry.apply_env();
-  o.registry.apply_flags();
-  train::finalize_bert_config(c, o.registry);
-  const auto resolved = o.registry.resolved();
-  const train::BertRunResult r = train::train_bert(c, resolved, std::cout);
+template <typename Config>
+std::shared_ptr<TrainOptions<Config>> add_recipe(CLI::App* train, const char* name, const char* help,
+                                                 void (*register_keys)(train::ConfigRegistry&, Config&)) {
+  CLI::App* recipe = train->add_subcommand(name, help);
+  auto options = std::make_shared<TrainOptions<Config>>();
+  recipe->add_option("--config", options->config_file, "preset TOML file (configs/*.toml)")
+      ->check(CLI::ExistingFile);
+  register_keys(options->registry, options->config);
+  options->registry.add_flags(*recipe);
+  return options;
+}
+
+void run_bert(TrainOptions<train::BertTrainConfig>& o) {
+  const auto resolved = o.resolve(&train::finalize_bert_config);
+  const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
   if (!r.evals.empty())
     std::cout << fmt::format("final masked-LM accuracy: {:.4f} (after {} steps{})\n",
                              r.evals.back().mlm_accuracy, r.steps,
                              r.reached_target ? ", target reached" : "");
   std::cout << fmt::format("MLPerf log: {}\n", r.log_file.string());
   if (!r.checkpoint.empty()) std::cout << fmt::format("checkpoint: {}\n", r.checkpoint.string());
-  return 0;
+}
+
+void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
+  const auto resolved = o.resolve(&train::finalize_resnet_config);
+  const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);
+  if (!r.eval_top1.empty())
+    std::cout << fmt::format("final top-1 accuracy: {:.4f} (after {} epochs{})\n", r.eval_top1.back(),
+                             r.epochs, r.reached_target ? ", target reached" : "");
+  std::cout << fmt::format("MLPerf log: {}\n", r.log_file.string());
+  if (!r.checkpoint.empty()) std::cout << fmt::format("checkpoint: {}\n", r.checkpoint.string());
 }
 
 }  // namespace
@@ -41,17 +69,14 @@ int run_train_bert(TrainBertOptions& o) {
 void add_train_command(CLI::App& app) {
   CLI::App* train = app.add_subcommand("train", "train a model");
   train->require_subcommand(1);
-  CLI::App* bert = train->add_subcommand(
-      "bert", "BERT pretraining (MLM + NSP) on data from `kiln prepare bert`");
-  auto options = std::make_shared<TrainBertOptions>();
-  bert->add_option("--config", options->config_file, "preset TOML file (configs/*.toml)")
-      ->check(CLI::ExistingFile);
-  train::register_bert_config(options->registry, options->config);
-  options->registry.add_flags(*bert);
-  bert->callback([options] {
-    const int code = run_train_bert(*options);
-    if (code != 0) throw CLI::RuntimeError(code);
-  });
+  auto bert = add_recipe<train::BertTrainConfig>(
+      train, "bert", "BERT pretraining (MLM + NSP) on data from `kiln prepare bert`",
+      &train::register_bert_config);
+  train->get_subcommand("bert")->callback([bert] { run_bert(*bert); });
+  auto resnet = add_recipe<train::ResNetTrainConfig>(
+      train, "resnet", "ResNet v1.5 image classification on an ImageNet-layout folder",
+      &train::register_resnet_config);
+  train->get_subcommand("resnet")->callback([resnet] { run_resnet(*resnet); });
 }
 
 }  // namespace kiln::cli

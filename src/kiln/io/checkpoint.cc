@@ -38,6 +38,25 @@ void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore
   }
 }
 
+std::vector<std::pair<std::string, Tensor>> buffer_tensors(const std::vector<FlatState>& buffers) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, buffer] : buffers)
+    out.emplace_back(name, Tensor::view(buffer->data(), {int64_t(buffer->size())}));
+  return out;
+}
+
+void restore_buffers(const SafetensorsFile& file, const fs::path& path,
+                     const std::vector<FlatState>& buffers) {
+  for (auto& [name, buffer] : buffers) {
+    if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
+    Tensor t = file.get(name);
+    if (t.dtype != DType::f32 || t.numel() != int64_t(buffer->size()))
+      throw Error("{}: tensor '{}' has shape {} {}, expected ({}) f32", path.string(), name,
+                  shape_str(t.shape), dtype_name(t.dtype), buffer->size());
+    std::copy_n(t.ptr<float>(), buffer->size(), buffer->data());
+  }
+}
+
 std::string step_name(int64_t step) { return fmt::format("iter_{:07d}", step); }
 
 constexpr const char* kPointerFile = "latest_checkpointed_iteration.txt";
@@ -50,14 +69,17 @@ CheckpointManager::CheckpointManager(fs::path dir, int64_t keep) : dir_(std::mov
 
 fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
                                  const std::vector<FlatState>& optimizer,
-                                 const nlohmann::json& meta) {
+                                 const nlohmann::json& meta,
+                                 const std::vector<FlatState>& buffers) {
   const fs::path final_dir = dir_ / step_name(step);
   const fs::path tmp_dir = dir_ / (step_name(step) + ".tmp");
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
   ensure_writable_dir(tmp_dir);
 
-  save_safetensors(tmp_dir / "model.safetensors", param_tensors(params, params.values, ""));
+  auto model = param_tensors(params, params.values, "");
+  for (auto& t : buffer_tensors(buffers)) model.push_back(std::move(t));
+  save_safetensors(tmp_dir / "model.safetensors", model);
   std::vector<std::pair<std::string, Tensor>> state;
   for (auto& [name, buffer] : optimizer)
     for (auto& t : param_tensors(params, *buffer, name + ".")) state.push_back(std::move(t));
@@ -96,9 +118,12 @@ std::optional<fs::path> CheckpointManager::latest() const {
 }
 
 nlohmann::json load_checkpoint(const fs::path& checkpoint, ParamStore& params,
-                               const std::vector<FlatState>& optimizer) {
+                               const std::vector<FlatState>& optimizer,
+                               const std::vector<FlatState>& buffers) {
   const fs::path model_file = checkpoint / "model.safetensors";
-  restore(SafetensorsFile::open(model_file), model_file, params, params.values, "");
+  const SafetensorsFile model = SafetensorsFile::open(model_file);
+  restore(model, model_file, params, params.values, "");
+  restore_buffers(model, model_file, buffers);
   const fs::path opt_file = checkpoint / "optimizer.safetensors";
   const SafetensorsFile opt = SafetensorsFile::open(opt_file);
   for (auto& [name, buffer] : optimizer) restore(opt, opt_file, params, *buffer, name + ".");

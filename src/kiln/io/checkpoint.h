@@ -26,9 +26,11 @@ class CheckpointManager {
  public:
   CheckpointManager(std::filesystem::path dir, int64_t keep);
 
-  // Writes checkpoint `step`, updates `latest`, deletes all but the newest `keep`.
+  // Writes checkpoint `step`, updates the pointer file, deletes all but the newest `keep`.
+  // `buffers` (e.g. BatchNorm running statistics) go into model.safetensors as 1-D tensors.
   std::filesystem::path save(int64_t step, const ParamStore& params,
-                             const std::vector<FlatState>& optimizer, const nlohmann::json& meta);
+                             const std::vector<FlatState>& optimizer, const nlohmann::json& meta,
+                             const std::vector<FlatState>& buffers = {});
 
   // The newest complete checkpoint, if any; throws if the pointer names a missing one.
   std::optional<std::filesystem::path> latest() const;
@@ -41,7 +43,8 @@ class CheckpointManager {
 // Restores parameters and optimizer buffers; returns meta.json. Every parameter and state in
 // the store must be present with the right shape, else kiln::Error naming the tensor.
 nlohmann::json load_checkpoint(const std::filesystem::path& checkpoint, ParamStore& params,
-                               const std::vector<FlatState>& optimizer);
+                               const std::vector<FlatState>& optimizer,
+                               const std::vector<FlatState>& buffers = {});
 
 // Writes just the model parameters (for export / evaluation).
 void save_model(const std::filesystem::path& file, const ParamStore& params);

@@ -153,7 +153,9 @@ void ResNet::init(uint64_t seed) {
     const double fan_out = double(s.shape[0] * s.shape[2] * s.shape[3]);
     const float std = float(std::sqrt(2.0 / fan_out));
     const RngStream rng = stream(conv.weight);
-    for (int64_t i = 0; i < s.numel; ++i) conv.weight.w()[i] = std * rng.normal(uint64_t(i));
+    float* w = conv.weight.w();
+#pragma omp parallel for schedule(static) if (s.numel > 65536)
+    for (int64_t i = 0; i < s.numel; ++i) w[i] = std * rng.normal(uint64_t(i));
   };
   init_conv(conv1_);
   bn1_.reset();

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,18 +26,12 @@
 #include "kiln/optim/grad_norm.h"
 #include "kiln/optim/lamb.h"
 #include "kiln/optim/lr_schedule.h"
+#include "kiln/train/process_stats.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-double resident_gib() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
-}
 
 models::BertConfig model_config(const BertTrainConfig& c) {
   models::BertConfig m;

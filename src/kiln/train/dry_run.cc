@@ -9,14 +9,8 @@
 namespace kiln::train {
 namespace {
 
-std::string human(double x, const char* unit) {
-  static const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};
-  int i = 0;
-  while (x >= 1000.0 && i < 6) {
-    x /= 1000.0;
-    ++i;
-  }
-  return fmt::format("{:.2f} {}{}", x, prefixes[i], unit);
+std::string millions_or_billions(int64_t n) {
+  return n >= 1000000000 ? fmt::format("{:.2f}B", double(n) / 1e9) : fmt::format("{:.1f}M", double(n) / 1e6);
 }
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30)); }
@@ -94,12 +88,12 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   x += fmt::format("dry run: BERT {} layers x {} hidden, {} heads, FFN {}, {}, seq length {}\n",
                    c.layers, h, c.heads, I, c.pre_ln ? "pre-LN" : "post-LN", seq_length);
   x += fmt::format("  vocab {} padded to {} (multiple of 128 x TP)\n", config.vocab_size, V);
-  x += fmt::format("  layout: TP {} x PP {} x DP {} = {} ranks; micro batch {}, global batch {}, "
+  x += fmt::format("  layout: TP {} x PP {} x DP {}, world size {}; micro batch {}, global batch {}, "
                    "{} micro-batches per step\n", tp, pp, dp, world, micro_batch, global_batch,
                    microbatches);
   x += fmt::format("  parameters: {} ({}); per rank (largest stage): {} ({})\n", r.parameters,
-                   human(double(r.parameters), ""), r.parameters_per_rank,
-                   human(double(r.parameters_per_rank), ""));
+                   millions_or_billions(r.parameters), r.parameters_per_rank,
+                   millions_or_billions(r.parameters_per_rank));
   x += fmt::format("  memory per rank: weights + grads + Adam {} ({} bytes/param{})\n",
                    gib(r.bytes_per_rank_weights_grads_optimizer), bf16 ? 18 : 16,
                    bf16 ? ": bf16 copy, fp32 master, grad, m, v" : ": fp32 weight, grad, m, v");

@@ -1,0 +1,28 @@
+// train/resnet_trainer.h — `kiln train resnet`: the MLPerf ResNet-50 training loop on one process.
+#pragma once
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/train/resnet_config.h"
+
+namespace kiln::train {
+
+struct ResNetRunResult {
+  int64_t steps = 0;                 // optimizer steps completed (including resumed ones)
+  int64_t epochs = 0;                // epochs completed
+  std::vector<double> losses;        // training loss of each step this process ran
+  std::vector<double> eval_top1;     // in order
+  int64_t bad_images = 0;            // unreadable training images skipped
+  bool reached_target = false;
+  std::filesystem::path log_file;    // result_resnet_<seed>.log
+  std::filesystem::path checkpoint;  // newest checkpoint written, if any
+};
+
+ResNetRunResult train_resnet(const ResNetTrainConfig& config,
+                             const std::vector<std::pair<std::string, std::string>>& resolved,
+                             std::ostream& console);
+
+}  // namespace kiln::train
