@@ -11,9 +11,10 @@ with masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2^32), and data = a t
     Summary { repeated Value value = 1; }
     Value   { string tag = 1; float simple_value = 2; ... }
 
+Output lines are `tag step value`; a tag may contain spaces (Megatron's "lm loss"), so step and
+value are the last two fields. Values print as repr() of the float32 widened to a Python float.
 Every CRC is verified; a bad CRC, a truncated record or malformed protobuf is an error (exit 1)
-naming the file and byte offset. Values print with repr() of the float32 widened to a Python
-float. Usage: tb_read.py PATH...   (a directory means every events.out.tfevents.* file in it)
+naming the file and byte offset. Usage: tb_read.py PATH...   (a directory means every events.out.tfevents.* file in it)
 """
 import os
 import struct

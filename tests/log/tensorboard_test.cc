@@ -29,12 +29,6 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-std::vector<fs::path> event_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
-  return out;
-}
-
 // Runs tools/tb_read.py; returns its exit status and fills `out` with stdout.
 int run_reader(const fs::path& target, std::string& out) {
   const fs::path out_file =

@@ -94,6 +94,7 @@ TEST(ResNetGolden, MatchesTorchvisionForwardGradientsRunningStatsAndLars) {
   for (auto& [name, buf] : buffers)
     EXPECT_LT(max_rel_error(*buf, values(f, "after." + name)), 1e-5) << name;
 
+  const std::vector<float> initial = store.values;
   optim::LarsConfig lc;
   lc.momentum = std::stof(meta("lars_momentum"));
   lc.weight_decay = std::stof(meta("lars_weight_decay"));
@@ -107,7 +108,17 @@ TEST(ResNetGolden, MatchesTorchvisionForwardGradientsRunningStatsAndLars) {
   store.zero_grad();
   model.backward(step, xent.backward(1.0f));
   lars.step(std::stof(meta("lr1")));
-  EXPECT_LT(compare_params(f, store, false, "lars2.", &worst), 1e-4) << worst;
+  EXPECT_LT(compare_params(f, store, false, "lars2.", &worst), 1e-3) << worst;
+  // The updates themselves: most are ~1e-3 of the weights, so compare w - w0 separately.
+  for (const ParamSpec& s : store.specs()) {
+    const auto want = values(f, "lars2." + s.name), w0 = values(f, s.name);
+    std::vector<double> want_delta(want.size()), got_delta(want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      want_delta[i] = double(want[i]) - w0[i];
+      got_delta[i] = double(store.values[s.offset + i]) - initial[s.offset + i];
+    }
+    EXPECT_LT(max_rel_error(got_delta, want_delta), 5e-3) << s.name;  // measured <= 6e-4
+  }
 }
 
 }  // namespace

@@ -133,7 +133,8 @@ TEST(CnnLayers, BatchNorm2dUpdatesRunningStatsLikePyTorch) {
   const auto before = bn.running_mean;
   const Tensor y = bn.forward(step, x);
   EXPECT_EQ(bn.running_mean, before);
-  const float want = (x.ptr<float>()[4] - bn.running_mean[1]) / std::sqrt(bn.running_var[1] + 1e-5f);
+  const float want =
+      (x.ptr<float>()[4] - bn.running_mean[1]) / std::sqrt(bn.running_var[1] + 1e-5f);
   EXPECT_NEAR(y.ptr<float>()[4], want, 1e-5);
   // A single value per channel cannot be normalised in training.
   step.training = true;

@@ -98,11 +98,12 @@ TEST(CnnOps, BatchNormMatchesFloat64ReferenceInTrainAndEval) {
   uint32_t id = 200;
   for (const BnCase bc : {BnCase{37, 5, false}, BnCase{64, 16, true}, BnCase{20000, 3, false}}) {
     const int64_t n = bc.rows * bc.C;
+    const size_t un = static_cast<size_t>(n), uc = static_cast<size_t>(bc.C);
     auto x = random_normal(n, id++, 2.0f);
     for (auto& v : x) v += 3.0f;  // an offset makes a one-pass variance lose digits
     const auto gamma = random_normal(bc.C, id++), beta = random_normal(bc.C, id++);
     const auto dy = random_normal(n, id++);
-    std::vector<double> mean(size_t(bc.C), 0.0), var(size_t(bc.C), 0.0);
+    std::vector<double> mean(uc, 0.0), var(uc, 0.0);
     for (int64_t r = 0; r < bc.rows; ++r)
       for (int64_t c = 0; c < bc.C; ++c) mean[c] += x[r * bc.C + c] / double(bc.rows);
     for (int64_t r = 0; r < bc.rows; ++r)
@@ -113,12 +114,12 @@ TEST(CnnOps, BatchNormMatchesFloat64ReferenceInTrainAndEval) {
       SCOPED_TRACE(::testing::Message() << "rows " << bc.rows << " C " << bc.C << " relu "
                                       << bc.relu << " training " << training);
       // Eval uses other statistics than the batch's, so the two modes really differ.
-      std::vector<float> m(static_cast<size_t>(bc.C)), v(static_cast<size_t>(bc.C));
+      std::vector<float> m(uc), v(uc);
       for (int64_t c = 0; c < bc.C; ++c) {
         m[c] = float(training ? mean[c] : mean[c] + 0.3);
         v[c] = float(training ? var[c] : var[c] * 1.7);
       }
-      std::vector<float> y(static_cast<size_t>(n)), got_m(static_cast<size_t>(bc.C)), got_v(static_cast<size_t>(bc.C));
+      std::vector<float> y(un), got_m(uc), got_v(uc);
       if (training) {
         ops::batchnorm_train_forward(x.data(), gamma.data(), beta.data(), bc.rows, bc.C, eps,
                                      bc.relu, y.data(), got_m.data(), got_v.data());
@@ -129,13 +130,13 @@ TEST(CnnOps, BatchNormMatchesFloat64ReferenceInTrainAndEval) {
                                     bc.rows, bc.C, eps, bc.relu, y.data());
       }
       // Reference forward and backward in double (statistics as double too).
-      std::vector<double> mu(static_cast<size_t>(bc.C)), sig(static_cast<size_t>(bc.C));
+      std::vector<double> mu(uc), sig(uc);
       for (int64_t c = 0; c < bc.C; ++c) {
         mu[c] = training ? mean[c] : double(m[c]);
         sig[c] = training ? var[c] : double(v[c]);
       }
-      std::vector<double> y_ref(static_cast<size_t>(n)), g(static_cast<size_t>(n)), xhat(static_cast<size_t>(n));
-      std::vector<double> sg(size_t(bc.C), 0.0), sgx(size_t(bc.C), 0.0);
+      std::vector<double> y_ref(un), g(un), xhat(un);
+      std::vector<double> sg(uc, 0.0), sgx(uc, 0.0);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t c = i % bc.C;
         xhat[i] = (x[i] - mu[c]) / std::sqrt(sig[c] + eps);
@@ -146,14 +147,14 @@ TEST(CnnOps, BatchNormMatchesFloat64ReferenceInTrainAndEval) {
         sgx[c] += g[i] * xhat[i];
       }
       EXPECT_LT(max_rel_error(y, y_ref), 2e-6);
-      std::vector<double> dx_ref(static_cast<size_t>(n));
+      std::vector<double> dx_ref(un);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t c = i % bc.C;
         const double k = gamma[c] / std::sqrt(sig[c] + eps);
         dx_ref[i] = training ? k * (g[i] - sg[c] / bc.rows - xhat[i] * sgx[c] / bc.rows)
                              : k * g[i];
       }
-      std::vector<float> dx(static_cast<size_t>(n)), dgamma(size_t(bc.C), 0.5f), dbeta(size_t(bc.C), 0.5f);
+      std::vector<float> dx(un), dgamma(uc, 0.5f), dbeta(uc, 0.5f);
       const std::vector<float>& stat_m = training ? got_m : m;
       const std::vector<float>& stat_v = training ? got_v : v;
       ops::batchnorm_backward(x.data(), y.data(), dy.data(), gamma.data(), stat_m.data(),

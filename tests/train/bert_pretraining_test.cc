@@ -7,10 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "kiln/core/file_util.h"
 #include "kiln/data/bert/prepare_bert.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/bert_trainer.h"
-#include "tests/train/wikitext_corpus.h"
+#include "tests/data/data_test_util.h"
 
 namespace kiln::train {
 namespace {
@@ -24,7 +25,7 @@ const fs::path& prepared_data() {
     const fs::path root = fs::temp_directory_path() / "kiln_bert_pretraining_test";
     fs::remove_all(root);
     fs::create_directories(root);
-    testing::write_wikitext_as_bert_text(kShared / "wikitext-2/valid.txt", root / "wiki.txt");
+    data::testing::write_text(root / "wiki.txt", data::testing::wikitext_sentences(size_t(1) << 30));
     data::PrepareBertOptions o;
     o.inputs = {root / "wiki.txt"};
     o.vocab = kShared / "bert-base-uncased-vocab.txt";

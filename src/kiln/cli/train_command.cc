@@ -19,6 +19,7 @@ struct TrainOptions {
   std::string config_file;
   Config config;
   train::ConfigRegistry registry;
+  std::vector<std::pair<std::string, std::string>> extra_flags;  // (key, value) from custom flags
 
   // The registry holds the flag values CLI11 parsed; apply sources in precedence order.
   std::vector<std::pair<std::string, std::string>> resolve(
@@ -26,6 +27,7 @@ struct TrainOptions {
     if (!config_file.empty()) registry.apply_toml(config_file);
     registry.apply_env();
     registry.apply_flags();
+    for (auto& [key, value] : extra_flags) registry.set(key, value, "command line");
     finalize(config, registry);
     return registry.resolved();
   }
@@ -43,7 +45,12 @@ std::shared_ptr<TrainOptions<Config>> add_recipe(CLI::App* train, const char* na
   return options;
 }
 
-void run_bert(TrainOptions<train::BertTrainConfig>& o) {
+void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::string>& data_path) {
+  if (!data_path.empty()) {
+    std::string joined;
+    for (auto& w : data_path) joined += (joined.empty() ? "" : " ") + w;
+    o.extra_flags.emplace_back("data.data_path", joined);
+  }
   const auto resolved = o.resolve(&train::finalize_bert_config);
   const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
   if (!r.evals.empty())
@@ -72,7 +79,13 @@ void add_train_command(CLI::App& app) {
   auto bert = add_recipe<train::BertTrainConfig>(
       train, "bert", "BERT pretraining (MLM + NSP) on data from `kiln prepare bert`",
       &train::register_bert_config);
-  train->get_subcommand("bert")->callback([bert] { run_bert(*bert); });
+  // Megatron's --data-path takes several words: PREFIX, or WEIGHT PREFIX WEIGHT PREFIX ...
+  auto data_path = std::make_shared<std::vector<std::string>>();
+  train->get_subcommand("bert")
+      ->add_option("--data-path", *data_path,
+                   "Megatron .bin/.idx prefix(es), optionally weighted: P | W1 P1 W2 P2 ... [data.data_path]")
+      ->expected(1, -1);
+  train->get_subcommand("bert")->callback([bert, data_path] { run_bert(*bert, *data_path); });
   auto resnet = add_recipe<train::ResNetTrainConfig>(
       train, "resnet", "ResNet v1.5 image classification on an ImageNet-layout folder",
       &train::register_resnet_config);

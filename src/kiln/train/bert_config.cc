@@ -25,9 +25,24 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_bool("model.disable_dropout", &c.disable_dropout, "DISABLE_DROPOUT", {"--disable-dropout"},
              "set both dropouts to 0");
 
+  r.add_bool("model.bert_no_binary_head", &c.no_binary_head, "", {"--bert-no-binary-head"},
+             "no pooler and NSP/SOP head");
+  r.add_int("model.make_vocab_size_divisible_by", &c.make_vocab_size_divisible_by, "",
+            {"--make-vocab-size-divisible-by"}, "pad the vocab to a multiple of this");
+  r.add_float("model.layer_norm_eps", &c.layer_norm_eps, "", {"--norm-epsilon"}, "LayerNorm epsilon");
+  r.add_string("model.attention_backend", &c.attention_backend, "", {"--attention-backend"},
+               "auto, local, unfused, fused or flash");
+
   r.add_string("data.dir", &c.data_dir, "BASEDIR", {"--data", "--data-dir"},
                "prepared data (kiln prepare bert)");
-  r.add_string("data.vocab_file", &c.vocab_file, "", {"--vocab"}, "vocab.txt to check");
+  r.add_string("data.data_path", &c.data_path, "", {}, "Megatron .bin/.idx prefixes (--data-path)");
+  r.add_string("data.split", &c.split, "", {"--split"}, "train,valid,test document split (Megatron)");
+  r.add_float("data.masked_lm_prob", &c.masked_lm_prob, "", {"--mask-prob"},
+              "fraction of tokens masked (Megatron path)");
+  r.add_float("data.short_seq_prob", &c.short_seq_prob, "", {"--short-seq-prob"},
+              "probability of a shorter target length (Megatron path)");
+  r.add_string("data.vocab_file", &c.vocab_file, "", {"--vocab", "--vocab-file"},
+               "vocab.txt (checked against the model; needed with --data-path)");
   r.add_bool("data.fake", &c.fake_data, "", {"--fake-data"}, "generated batches");
   r.add_int("data.seq_length", &c.seq_length, "", {"--seq-length"}, "sequence length");
   r.add_int("data.max_predictions", &c.max_predictions, "", {"--max-predictions"},
@@ -63,6 +78,8 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "linear warmup steps");
   r.add_float("optim.warmup_fraction", &c.warmup_fraction, "", {"--lr-warmup-fraction"},
               "warmup as a fraction of the steps");
+  r.add_int("optim.lr_decay_iters", &c.lr_decay_iters, "", {"--lr-decay-iters"},
+            "steps of LR decay (0: train.train_steps)");
   r.add_float("optim.poly_power", &c.poly_power, "POLY_POWER", {}, "polynomial decay power");
   r.add_float("optim.min_lr", &c.min_lr, "", {"--min-lr"}, "learning rate at the end");
 
@@ -88,6 +105,12 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "newest checkpoints kept");
   r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
                "resume from the newest checkpoint in this directory");
+  r.add_string("run.tensorboard_dir", &c.tensorboard_dir, "", {"--tensorboard-dir"},
+               "write TensorBoard event files here");
+  r.add_string("run.log_format", &c.log_format, "", {"--log-format"},
+               "console lines: kiln, megatron or auto");
+  r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
+             "print parameters, memory per rank and FLOPs per step, then exit");
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
 }
@@ -108,9 +131,26 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   for (double p : {c.hidden_dropout, c.attention_dropout})
     if (p < 0 || p >= 1) throw Error("config: dropout must be in [0, 1), got {}", p);
 
-  if (c.benchmark > 0) c.fake_data = true;
-  if (!c.fake_data && c.data_dir.empty())
-    throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");
+  if (c.attention_backend == "fused" || c.attention_backend == "flash")
+    throw Error("config: --attention-backend {}: kiln's CPU backend has no fused attention kernel; "
+                "use auto, local or unfused", c.attention_backend);
+  if (c.attention_backend != "auto" && c.attention_backend != "local" && c.attention_backend != "unfused")
+    throw Error("config: --attention-backend must be auto, local, unfused, fused or flash, got '{}'",
+                c.attention_backend);
+  if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
+  if (c.dry_run && c.seq_length == 0) c.seq_length = 512;
+  if (c.megatron_data()) {
+    if (c.vocab_file.empty()) throw Error("config: --data-path needs --vocab-file");
+    if (!r.was_set("model.make_vocab_size_divisible_by")) c.make_vocab_size_divisible_by = 128;
+    if (c.seq_length == 0) c.seq_length = 512;
+    if (c.log_format == "auto") c.log_format = "megatron";
+  }
+  positive(c.make_vocab_size_divisible_by, "model.make_vocab_size_divisible_by");
+  if (c.log_format == "auto") c.log_format = "kiln";
+  if (c.log_format != "kiln" && c.log_format != "megatron")
+    throw Error("config: run.log_format must be kiln, megatron or auto, got '{}'", c.log_format);
+  if (!c.fake_data && c.data_dir.empty() && !c.megatron_data())
+    throw Error("config: no data (use --data DIR, --data-path PREFIX, or --fake-data / BENCHMARK=N)");
 
   if (c.global_batch_size == 0) c.global_batch_size = 8;
   positive(c.global_batch_size, "train.global_batch_size");
@@ -124,12 +164,14 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   if (c.lr == 0 && !r.was_set("optim.lr"))
     c.lr = 0.000175 * std::sqrt(double(c.global_batch_size) / 96.0);
   if (c.lr <= 0) throw Error("config: optim.lr must be positive, got {}", c.lr);
+  if (c.optimizer == "adam") c.optimizer = "adamw";  // Megatron's name for its AdamW
   if (c.optimizer != "lamb" && c.optimizer != "adamw")
-    throw Error("config: optim.optimizer must be lamb or adamw, got '{}'", c.optimizer);
+    throw Error("config: optim.optimizer must be lamb, adamw or adam, got '{}'", c.optimizer);
   if (c.lr_decay_style != "poly" && c.lr_decay_style != "linear" && c.lr_decay_style != "cosine")
     throw Error("config: optim.lr_decay_style must be poly, linear or cosine, got '{}'",
                 c.lr_decay_style);
-  if (c.warmup_fraction > 0) c.warmup_steps = int64_t(c.warmup_fraction * double(c.train_steps));
+  if (c.lr_decay_iters == 0) c.lr_decay_iters = c.train_steps;
+  if (c.warmup_fraction > 0) c.warmup_steps = int64_t(c.warmup_fraction * double(c.lr_decay_iters));
   if (c.warmup_steps < 0) throw Error("config: optim.warmup_steps must be >= 0");
   if (c.matmul_dtype != "f32" && c.matmul_dtype != "bf16")
     throw Error("config: train.matmul_dtype must be f32 or bf16, got '{}'", c.matmul_dtype);

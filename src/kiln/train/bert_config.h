@@ -12,14 +12,21 @@ struct BertTrainConfig {
   int64_t vocab_size = 30522, hidden_size = 1024, num_layers = 24, num_heads = 16;
   int64_t intermediate_size = 4096, max_position = 512, type_vocab = 2;
   double hidden_dropout = 0.1, attention_dropout = 0.1;
-  bool pre_ln = false;
+  bool pre_ln = false;             // Megatron's layout: pre-LN, final LayerNorm, tanh-GELU MLP
   bool disable_dropout = false;
+  bool no_binary_head = false;     // drop the pooler and NSP/SOP head (MLM loss only)
+  int64_t make_vocab_size_divisible_by = 1;  // Megatron pads the vocab (128 on the Megatron path)
+  double layer_norm_eps = 1e-12;
+  std::string attention_backend = "auto";    // auto | local | unfused | fused | flash
   // [data]
   std::string data_dir;       // output of `kiln prepare bert`: train/ and eval.kbs
   std::string vocab_file;     // optional: checked against vocab_size
   bool fake_data = false;     // generated batches (BENCHMARK runs)
   int64_t seq_length = 0;     // 0: taken from the data; required with fake data
   int64_t max_predictions = 76;
+  std::string data_path;      // Megatron: "P" or "w1 P1 w2 P2 ..." (.bin/.idx prefixes)
+  std::string split = "949,50,1";
+  double masked_lm_prob = 0.15, short_seq_prob = 0.1;  // Megatron masking
   // [train]
   int64_t global_batch_size = 0;  // 0: tinygrad's default (8)
   int64_t micro_batch_size = 0;   // 0: the global batch (no accumulation)
@@ -35,6 +42,7 @@ struct BertTrainConfig {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weight_decay = 0.01, clip_grad = 1.0;
   std::string lr_decay_style = "poly";  // poly (MLPerf) | linear | cosine
   int64_t warmup_steps = 1;
+  int64_t lr_decay_iters = 0;       // 0: train_steps
   double warmup_fraction = 0;       // > 0 overrides warmup_steps
   double poly_power = 1.0;
   double min_lr = 0;
@@ -54,6 +62,16 @@ struct BertTrainConfig {
   int64_t keep_checkpoints = 5;
   std::string load_dir;          // resume from the newest checkpoint here
   std::string submission_platform = "kiln-cpu";
+  std::string tensorboard_dir;    // Megatron's scalars as TensorBoard event files
+  std::string log_format = "auto";  // kiln | megatron | auto (megatron with --data-path)
+  bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
+
+  bool megatron_data() const { return !data_path.empty(); }
+  // The embedding rows the model allocates: vocab_size rounded up as Megatron pads it.
+  int64_t padded_vocab_size() const {
+    const int64_t d = make_vocab_size_divisible_by;
+    return (vocab_size + d - 1) / d * d;
+  }
 
   int64_t accumulation_steps() const { return global_batch_size / micro_batch_size; }
 };

@@ -1,5 +1,5 @@
-// backend/cpu/conv.cc — 2-D convolutions on oneDNN over NHWC activations. Primitives are cached by
-// shape per thread; weights arrive in PyTorch's (K, C/groups, R, S) and are reordered to the
+// backend/cpu/conv.cc — 2-D convolutions on oneDNN over NHWC activations. Primitives are cached
+// by shape per thread; weights arrive in PyTorch's (K, C/groups, R, S) and are reordered to the
 // layout each primitive prefers (format `any`), which is what lets oneDNN pick its fast kernels.
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -147,7 +147,8 @@ void conv2d_backward_data(const ConvShape& s, const float* dy, const float* w, f
   Staged& ws = *e.bwd_data_w;
   ws.user.set_data_handle(const_cast<float*>(w));
   if (ws.reorder) ws.reorder->execute(cpu_stream(), ws.user, ws.prim);
-  run(*e.bwd_data, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, ws.prim}, {DNNL_ARG_DIFF_SRC, dxm}});
+  run(*e.bwd_data,
+      {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, ws.prim}, {DNNL_ARG_DIFF_SRC, dxm}});
   cpu_stream().wait();
 }
 
@@ -174,7 +175,8 @@ void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy
   memory dym(e.y_md, cpu_engine(), const_cast<float*>(dy));
   Staged& dws = *e.bwd_dw;
   dws.user.set_data_handle(dw);
-  run(*e.bwd_weights, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dws.prim}});
+  run(*e.bwd_weights,
+      {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dws.prim}});
   dws.reorder->execute(cpu_stream(), dws.prim, dws.user);
   cpu_stream().wait();
 }
