@@ -34,6 +34,8 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_int("train.epochs", &c.epochs, "EPOCHS", {"--epochs"}, "epochs (schedule length)");
   r.add_int("train.benchmark", &c.benchmark, "BENCHMARK", {"--benchmark"},
             "run N steps and print the estimated time to train");
+  r.add_int("train.exit_interval", &c.exit_interval, "", {"--exit-interval"},
+            "stop after this step, e.g. to resume later");
   r.add_int("train.seed", &c.seed, "SEED", {"--seed"}, "seed for init, augmentation and order");
   r.add_int("train.threads", &c.threads, "", {"--threads"}, "compute threads (0: all cores)");
 

@@ -27,6 +27,7 @@ struct ResNetTrainConfig {
   int64_t batch_size = 0;         // 0: 104 (tinygrad, one device)
   int64_t epochs = 37;
   int64_t benchmark = 0;
+  int64_t exit_interval = 0;      // >0: stop after this step (the schedule still spans the epochs)
   int64_t seed = 42;
   int64_t threads = 0;
   // [optim]

@@ -189,7 +189,8 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
     console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
   };
 
-  const int64_t last_step = c.benchmark > 0 ? std::min(total_steps, start_step + c.benchmark) : total_steps;
+  int64_t last_step = c.benchmark > 0 ? std::min(total_steps, start_step + c.benchmark) : total_steps;
+  if (c.exit_interval > 0) last_step = std::min(last_step, c.exit_interval);
   std::vector<double> step_seconds;
   Timer interval_timer;
   double interval_data = 0, interval_compute = 0;
@@ -239,7 +240,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
         interval_steps = interval_correct = interval_count = 0;
       }
     }
-    if (step % steps_per_epoch != 0) break;  // benchmark ended mid-epoch
+    if (step % steps_per_epoch != 0) break;  // stopped mid-epoch (benchmark, exit interval)
     const int64_t done = step / steps_per_epoch;  // epochs completed, 1-based number of this one
     result.epochs = done;
     log::log_resnet_epoch_stop(mllog, done);

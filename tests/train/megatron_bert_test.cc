@@ -1,0 +1,163 @@
+// End-to-end Megatron path: JSON lines -> `kiln prepare indexed` (.bin/.idx) -> `kiln train bert
+// --data-path ...` with the pre-LN model, AdamW, SOP, TensorBoard and Megatron checkpoints.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+#include "kiln/train/bert_config.h"
+#include "kiln/train/bert_trainer.h"
+
+namespace kiln::train {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kShared = KILN_SHARED_DATA_DIR;
+const std::string kVocab = (kShared / "bert-base-uncased-vocab.txt").string();
+
+// `kiln prepare indexed --split-sentences` on `jsonl`; returns the dataset prefix.
+std::string prepare_indexed(const fs::path& jsonl, const fs::path& prefix) {
+  const std::string command = std::string(KILN_BINARY) + " prepare indexed --quiet --split-sentences --input " +
+                              jsonl.string() + " --vocab " + kVocab + " --output-prefix " + prefix.string();
+  if (std::system(command.c_str()) != 0) throw Error("{} failed", command);
+  return prefix.string() + "_text_sentence";
+}
+
+// WikiText-2 valid as JSON lines, one article per line (headings dropped).
+fs::path wikitext_jsonl(const fs::path& dir) {
+  std::istringstream in(read_file(kShared / "wikitext-2/valid.txt"));
+  std::ofstream out(dir / "wiki.jsonl");
+  std::string line, article;
+  auto flush = [&] {
+    if (!article.empty()) out << nlohmann::json{{"text", article}}.dump() << "\n";
+    article.clear();
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind(" = ", 0) == 0 && line.rfind(" = = ", 0) != 0) flush();
+    else if (line.find_first_not_of(' ') != std::string::npos && line.rfind(" = ", 0) != 0) article += line;
+  }
+  flush();
+  return dir / "wiki.jsonl";
+}
+
+BertTrainConfig megatron_tiny(const std::string& data_path, const fs::path& run, std::vector<std::string> extra,
+                              std::vector<std::pair<std::string, std::string>>* resolved = nullptr) {
+  BertTrainConfig c;
+  ConfigRegistry registry;
+  register_bert_config(registry, c);
+  registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
+  registry.set("data.data_path", data_path, "test");
+  CLI::App app;
+  registry.add_flags(app);
+  std::vector<std::string> args = {"kiln", "--vocab-file", kVocab, "--split", "90,5,5", "--pre-ln",
+                                   "--optimizer", "adam", "--lr-decay-style", "linear",
+                                   "--lr-warmup-fraction", "0.05", "--output-dir", run.string(),
+                                   "--log-interval", "1000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(int(argv.size()), argv.data());
+  registry.apply_flags();
+  finalize_bert_config(c, registry);
+  if (resolved) *resolved = registry.resolved();
+  return c;
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_megatron_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(MegatronBert, LmAccuracyRisesOnWikiTextAndTensorBoardReadsBack) {
+  const fs::path dir = fresh("wiki");
+  const std::string data = prepare_indexed(wikitext_jsonl(dir), dir / "wiki");
+  const BertTrainConfig c =
+      megatron_tiny(data, dir / "run", {"--seq-length", "64", "--global-batch-size", "32", "--lr", "0.002",
+                                        "--train-iters", "300", "--eval-interval", "300", "--eval-iters", "8",
+                                        "--eval-at-start", "--tensorboard-dir", (dir / "tb").string()});
+  EXPECT_EQ(c.padded_vocab_size(), 30592);  // 30522 padded to a multiple of 128
+  std::ostringstream console;
+  const BertRunResult r = train_bert(c, {}, console);
+  ASSERT_EQ(r.evals.size(), 2u) << console.str();
+  EXPECT_LT(r.evals.front().mlm_accuracy, 0.01) << console.str();
+  EXPECT_GT(r.evals.back().mlm_accuracy, 0.03) << console.str();
+  EXPECT_NE(console.str().find("validation loss at iteration 300 | lm loss value:"), std::string::npos);
+  EXPECT_NE(console.str().find("| consumed samples:         9600 |"), std::string::npos) << console.str();
+
+  // The independent reader verifies every CRC and prints "tag step value" lines.
+  const fs::path listing = dir / "tb.txt";
+  const std::string command = "python3 " + std::string(KILN_SOURCE_DIR) + "/tools/tb_read.py " +
+                              (dir / "tb").string() + "/events.out.tfevents.* > " + listing.string();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::string scalars = read_file(listing);
+  EXPECT_NE(scalars.find("lm loss 300 "), std::string::npos);
+  EXPECT_NE(scalars.find("sop loss 1 "), std::string::npos);
+  EXPECT_NE(scalars.find("learning-rate 300 "), std::string::npos);
+  EXPECT_NE(scalars.find("lm loss validation 300 "), std::string::npos);
+}
+
+// Eight sentences in the same order in every document: the order is learnable, so the SOP head
+// must beat chance by far within a few hundred steps.
+TEST(MegatronBert, SopAccuracyRisesOnAnOrderedCorpus) {
+  const fs::path dir = fresh("sop");
+  {
+    std::ofstream out(dir / "ordered.jsonl");
+    for (int d = 0; d < 300; ++d)
+      out << nlohmann::json{{"text",
+                             "The quick brown fox jumps over the lazy dog. A journey of a thousand miles "
+                             "begins with a single step. All that glitters is not gold. The early bird "
+                             "catches the worm. Actions speak louder than words. Knowledge is power and "
+                             "power corrupts. Time and tide wait for no man. The pen is mightier than the "
+                             "sword."}}.dump()
+          << "\n";
+  }
+  const std::string data = prepare_indexed(dir / "ordered.jsonl", dir / "ordered");
+  const BertTrainConfig c =
+      megatron_tiny(data, dir / "run", {"--seq-length", "32", "--global-batch-size", "32", "--lr", "0.003",
+                                        "--train-iters", "300", "--eval-interval", "300", "--eval-iters", "4",
+                                        "--eval-at-start", "--disable-dropout"});
+  std::ostringstream console;
+  const BertRunResult r = train_bert(c, {}, console);
+  ASSERT_EQ(r.evals.size(), 2u) << console.str();
+  EXPECT_LT(r.evals.front().nsp_accuracy, 0.7) << console.str();
+  EXPECT_GT(r.evals.back().nsp_accuracy, 0.9) << console.str();
+  EXPECT_GT(r.evals.back().mlm_accuracy, r.evals.front().mlm_accuracy + 0.05) << console.str();
+}
+
+TEST(MegatronBert, ResumeFromMegatronCheckpointContinuesTheDataStream) {
+  const fs::path dir = fresh("resume");
+  const std::string data = prepare_indexed(wikitext_jsonl(dir), dir / "wiki");
+  const std::vector<std::string> common = {"--seq-length", "32", "--global-batch-size", "8",
+                                           "--train-iters", "8", "--eval-interval", "100",
+                                           "--eval-iters", "1", "--save-interval", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  std::ostringstream console;
+  const BertRunResult full = train_bert(megatron_tiny(data, dir / "full", with({})), {}, console);
+  const fs::path ckpt = dir / "ckpt";
+  const BertRunResult first = train_bert(
+      megatron_tiny(data, dir / "split", with({"--save", ckpt.string(), "--exit-interval", "4"})), {}, console);
+  EXPECT_EQ(read_file(ckpt / "latest_checkpointed_iteration.txt"), "4\n");
+  EXPECT_TRUE(fs::is_directory(ckpt / "iter_0000004"));
+  const BertRunResult second = train_bert(
+      megatron_tiny(data, dir / "split", with({"--load", ckpt.string()})), {}, console);
+  ASSERT_EQ(full.losses.size(), 8u);
+  ASSERT_EQ(second.losses.size(), 4u) << console.str();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(first.losses[i], full.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(second.losses[i], full.losses[4 + i]) << "step " << 5 + i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::train

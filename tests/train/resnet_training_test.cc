@@ -1,0 +1,97 @@
+// End-to-end ResNet training on real images: Fashion-MNIST (Debian's dataset-fashion-mnist)
+// written as JPEG class folders by `kiln images from-idx`, then `kiln train resnet`'s loop.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+#include "kiln/train/resnet_config.h"
+#include "kiln/train/resnet_trainer.h"
+
+namespace kiln::train {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
+
+// DIR/train (first `train` images of the training set) and DIR/val (first `val` test images).
+fs::path fashion_mnist_folders(const std::string& name, int train, int val) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_resnet_" + name);
+  fs::remove_all(dir);
+  for (auto [split, source, limit] : {std::tuple{"train", "train", train}, {"val", "t10k", val}}) {
+    const std::string command = std::string(KILN_BINARY) + " images from-idx --images " +
+                                (kFashion / (std::string(source) + "-images-idx3-ubyte.gz")).string() +
+                                " --labels " + (kFashion / (std::string(source) + "-labels-idx1-ubyte.gz")).string() +
+                                " --output " + (dir / split).string() + " --limit " + std::to_string(limit) +
+                                " > /dev/null";
+    if (std::system(command.c_str()) != 0) throw Error("{} failed", command);
+  }
+  return dir;
+}
+
+ResNetTrainConfig small_resnet(const fs::path& data, const fs::path& run, std::vector<std::string> extra,
+                               std::vector<std::pair<std::string, std::string>>* resolved = nullptr) {
+  ResNetTrainConfig c;
+  ConfigRegistry registry;
+  register_resnet_config(registry, c);
+  CLI::App app;
+  registry.add_flags(app);
+  std::vector<std::string> args = {"kiln", "--arch", "resnet18", "--width", "16", "--small-images",
+                                   "--data", data.string(), "--image-size", "28", "--eval-resize", "28",
+                                   "--lr", "2.0", "--warmup-epochs", "1",
+                                   "--weight-decay", "1e-4", "--log-interval", "1000",
+                                   "--output-dir", run.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(int(argv.size()), argv.data());
+  registry.apply_flags();
+  finalize_resnet_config(c, registry);
+  if (resolved) *resolved = registry.resolved();
+  return c;
+}
+
+TEST(ResNetTraining, ReachesTheMlperfTargetOnFashionMnistWithACompliantLog) {
+  const fs::path data = fashion_mnist_folders("target", 3000, 1000);
+  std::vector<std::pair<std::string, std::string>> resolved;
+  const ResNetTrainConfig c = small_resnet(data, data / "run", {"--epochs", "10", "--batch-size", "64", "--seed", "7"}, &resolved);
+  std::ostringstream console;
+  const ResNetRunResult r = train_resnet(c, resolved, console);
+  ASSERT_TRUE(r.reached_target) << console.str();
+  EXPECT_GE(r.eval_top1.back(), 0.759);
+  EXPECT_LT(r.eval_top1.front(), r.eval_top1.back());
+  const std::string command = "python3 " + std::string(KILN_SOURCE_DIR) +
+                              "/tools/mllog_check.py --ruleset 4.0.0 --benchmark resnet " +
+                              r.log_file.string() + " > " + (data / "check.txt").string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << read_file(data / "check.txt");
+}
+
+TEST(ResNetTraining, ResumedRunContinuesBitwiseIdentically) {
+  const fs::path data = fashion_mnist_folders("resume", 320, 64);
+  const std::vector<std::string> common = {"--epochs", "2", "--eval-freq", "10", "--batch-size", "32"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  std::ostringstream console;
+  const ResNetRunResult full = train_resnet(small_resnet(data, data / "full", with({})), {}, console);
+  ASSERT_EQ(full.losses.size(), 20u);
+  const fs::path ckpt = data / "ckpt";
+  const ResNetRunResult first = train_resnet(
+      small_resnet(data, data / "split", with({"--save", ckpt.string(), "--exit-interval", "10"})), {}, console);
+  ASSERT_EQ(first.losses.size(), 10u);
+  const ResNetRunResult second = train_resnet(
+      small_resnet(data, data / "split", with({"--load", ckpt.string()})), {}, console);
+  ASSERT_EQ(second.losses.size(), 10u) << console.str();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(first.losses[i], full.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(second.losses[i], full.losses[10 + i]) << "step " << 11 + i;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::train
