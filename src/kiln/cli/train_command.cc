@@ -53,6 +53,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
   }
   const auto resolved = o.resolve(&train::finalize_bert_config);
   const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
+  if (o.config.dry_run) return;
   if (!r.evals.empty())
     std::cout << fmt::format("final masked-LM accuracy: {:.4f} (after {} steps{})\n",
                              r.evals.back().mlm_accuracy, r.steps,

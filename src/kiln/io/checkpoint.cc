@@ -102,8 +102,10 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
   return final_dir;
 }
 
-std::optional<fs::path> CheckpointManager::latest() const {
-  const fs::path pointer = dir_ / kPointerFile;
+std::optional<fs::path> CheckpointManager::latest() const { return latest_checkpoint(dir_); }
+
+std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
+  const fs::path pointer = dir / kPointerFile;
   if (!fs::exists(pointer)) return std::nullopt;
   const std::string text = read_file(pointer);
   char* end = nullptr;
@@ -111,7 +113,7 @@ std::optional<fs::path> CheckpointManager::latest() const {
   while (end && (*end == '\n' || *end == ' ' || *end == '\r')) ++end;
   if (text.empty() || !end || *end != '\0' || step < 0)
     throw Error("{}: expected an iteration number, got '{}'", pointer.string(), text);
-  const fs::path path = dir_ / step_name(step);
+  const fs::path path = dir / step_name(step);
   if (!fs::is_directory(path))
     throw Error("{}: names iteration {}, but {} does not exist", pointer.string(), step, path.string());
   return path;

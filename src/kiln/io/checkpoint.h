@@ -32,13 +32,16 @@ class CheckpointManager {
                              const std::vector<FlatState>& optimizer, const nlohmann::json& meta,
                              const std::vector<FlatState>& buffers = {});
 
-  // The newest complete checkpoint, if any; throws if the pointer names a missing one.
   std::optional<std::filesystem::path> latest() const;
 
  private:
   std::filesystem::path dir_;
   int64_t keep_;
 };
+
+// The newest complete checkpoint in `dir`, if any (none when `dir` does not exist); throws if
+// the pointer file names a missing one.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 
 // Restores parameters and optimizer buffers; returns meta.json. Every parameter and state in
 // the store must be present with the right shape, else kiln::Error naming the tensor.

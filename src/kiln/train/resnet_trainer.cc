@@ -130,10 +130,15 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
   nn::SoftmaxCrossEntropy loss_fn(float(c.label_smoothing));
 
   int64_t start_step = 0;
+  // As Megatron: a --load directory without a checkpoint means "start from scratch".
+  std::optional<fs::path> latest;
   if (!c.load_dir.empty()) {
-    auto latest = io::CheckpointManager(c.load_dir, c.keep_checkpoints).latest();
+    latest = io::latest_checkpoint(c.load_dir);
     if (!latest)
-      throw Error("{}: no checkpoint to resume from (no latest_checkpointed_iteration.txt)", c.load_dir);
+      console << fmt::format("no checkpoint in {} (no latest_checkpointed_iteration.txt): starting from scratch\n",
+                             c.load_dir);
+  }
+  if (latest) {
     const nlohmann::json meta = io::load_checkpoint(*latest, store, opt_state, buffers);
     start_step = meta.at("step").get<int64_t>();
     optimizer.set_steps_taken(meta.at("optimizer_steps").get<int64_t>());
