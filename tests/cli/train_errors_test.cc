@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/data/data_test_util.h"
+#include "tests/testing/run_command.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -19,11 +20,8 @@ struct Outcome {
 };
 
 Outcome run(const std::string& command) {
-  FILE* pipe = ::popen(("{ " + command + "; } 2>&1 >/dev/null").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  return {WEXITSTATUS(::pclose(pipe)), out};
+  auto [code, output] = kiln::testing::run_command(command, kiln::testing::Capture::stderr_only);
+  return {code, output};
 }
 
 // stderr must be exactly one line, "kiln: error: ...", naming `must_name`.

@@ -53,8 +53,8 @@ BertRunInfo nvidia_like_run() {
   info.opt_lamb_weight_decay_rate = 0.1;
   info.opt_learning_rate_training_steps = 3680;
   info.train_samples = 768 * 3680;
-  info.submission_org = "kiln";
-  info.submission_platform = "1xH200";
+  info.submission.org = "kiln";
+  info.submission.platform = "1xH200";
   return info;
 }
 
@@ -241,7 +241,7 @@ TEST_F(MllogCheck, PrefixedLinesAndOtherOutputAreIgnored) {
 
 TEST(BertMllog, InvalidRunInfoIsRejectedBeforeAnythingIsLogged) {
   BertRunInfo info = nvidia_like_run();
-  info.submission_status = "home";
+  info.submission.status = "home";
   const fs::path p = temp_log("invalid.log");
   MlLogger ml(p, false);
   EXPECT_THROW(log_bert_preamble(ml, info), Error);

@@ -17,25 +17,11 @@ void validate(const BertRunInfo& info) {
   KILN_CHECK(info.train_samples > 0 && info.eval_samples > 0,
              "mllog BERT run: train_samples {} and eval_samples {} must be positive", info.train_samples,
              info.eval_samples);
-  KILN_CHECK(!info.submission_org.empty(), "mllog BERT run: submission_org is empty");
-  KILN_CHECK(!info.submission_platform.empty(), "mllog BERT run: submission_platform is empty");
-  KILN_CHECK(info.submission_division == "closed" || info.submission_division == "open",
-             "mllog BERT run: submission_division '{}' is not closed or open", info.submission_division);
-  const std::string& s = info.submission_status;
-  KILN_CHECK(s == "cloud" || s == "onprem" || s == "preview" || s == "research",
-             "mllog BERT run: submission_status '{}' is not cloud, onprem, preview or research", s);
 }
 
 void log_bert_init_start(MlLogger& ml, const BertRunInfo& info) {
   validate(info);
-  ml.event(key::kCacheClear, true);
-  ml.start(key::kInitStart);
-  ml.event(key::kSubmissionBenchmark, "bert");
-  ml.event(key::kSubmissionOrg, info.submission_org);
-  ml.event(key::kSubmissionDivision, info.submission_division);
-  ml.event(key::kSubmissionStatus, info.submission_status);
-  ml.event(key::kSubmissionPlatform, info.submission_platform);
-  ml.event(key::kSeed, info.seed);
+  log_submission_preamble(ml, "bert", info.submission, info.seed);
   ml.event(key::kGlobalBatchSize, info.global_batch_size);
   ml.event(key::kGradientAccumulationSteps, info.gradient_accumulation_steps);
   ml.event(key::kMaxSequenceLength, info.max_sequence_length);

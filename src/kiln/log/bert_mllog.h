@@ -1,11 +1,9 @@
 // log/bert_mllog.h — the MLPerf BERT (training ruleset 5.0.0) event sequence, so a trainer logs a
 // compliant result_bert_<seed>.log by calling these in order:
 //
-//   log_bert_init_start(ml, info)    cache_clear true; init_start;
-//                                    submission_benchmark "bert", submission_org, submission_division,
-//                                    submission_status, submission_platform (division before init_stop:
-//                                    it sets the checker's 30-min init limit);
-//                                    seed (int, from this one call site, as the seed checker wants);
+//   log_bert_init_start(ml, info)    log_submission_preamble (log/submission.h) with "bert":
+//                                    cache_clear, init_start, submission_*, seed (int, from one call
+//                                    site in bert_mllog.cc, as the seed checker wants);
 //                                    global_batch_size, gradient_accumulation_steps, max_sequence_length,
 //                                    max_predictions_per_seq, opt_name, opt_base_learning_rate,
 //                                    opt_lamb_epsilon, opt_lamb_learning_rate_decay_poly_power,
@@ -28,6 +26,7 @@
 #include <string>
 
 #include "kiln/log/mllog.h"
+#include "kiln/log/submission.h"
 
 namespace kiln::log {
 
@@ -49,16 +48,14 @@ struct BertRunInfo {
   double opt_lamb_weight_decay_rate = 0.01;
   int64_t train_samples = 0;  // GBS · training steps, as tinygrad logs it
   int64_t eval_samples = 10000;
-  std::string submission_org;
-  std::string submission_platform;
-  std::string submission_division = "closed";  // closed | open
-  std::string submission_status = "onprem";   // cloud | onprem | preview | research
+  SubmissionInfo submission;
 };
 
 // Target masked-LM accuracy of the closed division.
 inline constexpr double kBertTargetAccuracy = 0.720;
 
-// Throws kiln::Error naming the first field the checker would reject.
+// Throws kiln::Error naming the first BERT field the checker would reject (log_bert_init_start
+// checks the submission fields too, before anything is logged).
 void validate(const BertRunInfo& info);
 
 void log_bert_init_start(MlLogger& ml, const BertRunInfo& info);

@@ -7,15 +7,7 @@ namespace kiln::log {
 
 void log_resnet_init_start(MlLogger& ml, const ResNetRunInfo& info) {
   KILN_CHECK(info.global_batch_size > 0, "mllog ResNet run: global_batch_size must be positive");
-  KILN_CHECK(!info.submission_platform.empty(), "mllog ResNet run: submission_platform is empty");
-  ml.event(key::kCacheClear, true);
-  ml.start(key::kInitStart);
-  ml.event(key::kSubmissionBenchmark, "resnet");
-  ml.event(key::kSubmissionOrg, info.submission_org);
-  ml.event(key::kSubmissionDivision, info.submission_division);
-  ml.event(key::kSubmissionStatus, info.submission_status);
-  ml.event(key::kSubmissionPlatform, info.submission_platform);
-  ml.event(key::kSeed, info.seed);
+  log_submission_preamble(ml, "resnet", info.submission, info.seed);
   ml.event(key::kGlobalBatchSize, info.global_batch_size);
   ml.event(key::kGradientAccumulationSteps, info.gradient_accumulation_steps);
   ml.event(key::kTrainSamples, info.train_samples);

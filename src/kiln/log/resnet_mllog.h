@@ -1,6 +1,7 @@
 // log/resnet_mllog.h — the MLPerf ResNet-50 (training ruleset 4.0.0, LARS) event sequence:
 //
-//   log_resnet_init_start(ml, info)  cache_clear; init_start; submission_* ("resnet"); seed;
+//   log_resnet_init_start(ml, info)  log_submission_preamble (log/submission.h) with "resnet":
+//                                    cache_clear; init_start; submission_*; seed;
 //                                    global_batch_size, gradient_accumulation_steps, train_samples,
 //                                    eval_samples, opt_name "lars", lars_opt_base_learning_rate,
 //                                    lars_opt_end_learning_rate (1e-4), lars_opt_learning_rate_decay_poly_power
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "kiln/log/mllog.h"
+#include "kiln/log/submission.h"
 
 namespace kiln::log {
 
@@ -33,10 +35,7 @@ struct ResNetRunInfo {
   double warmup_epochs = 0;
   double momentum = 0.9;
   double weight_decay = 5e-5;
-  std::string submission_org = "kiln";
-  std::string submission_platform;
-  std::string submission_division = "closed";
-  std::string submission_status = "onprem";
+  SubmissionInfo submission;
 };
 
 inline constexpr double kResNetTargetAccuracy = 0.759;

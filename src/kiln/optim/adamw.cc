@@ -1,8 +1,7 @@
 #include "kiln/optim/adamw.h"
 
-#include <cmath>
-
 #include "kiln/core/error.h"
+#include "kiln/optim/adam_update.h"
 
 namespace kiln::optim {
 
@@ -18,8 +17,8 @@ void AdamW::step(float lr) {
   check_layout();
   const double t = double(steps_taken_ + 1);
   const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
-  const float bc1 = float(1.0 - std::pow(double(b1), t));
-  const float bc2 = float(1.0 - std::pow(double(b2), t));
+  const float bc1 = adam_bias_correction(b1, t);
+  const float bc2 = adam_bias_correction(b2, t);
 
   for (const ParamSpec& spec : store_.specs()) {
     float* w = store_.values.data() + spec.offset;
@@ -29,9 +28,8 @@ void AdamW::step(float lr) {
     const float wd = spec.decay ? config_.weight_decay : 0.0f;
 #pragma omp parallel for schedule(static) if (spec.numel > (1 << 14))
     for (int64_t i = 0; i < spec.numel; ++i) {
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      w[i] -= lr * ((m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps) + wd * w[i]);
+      adam_moments(g[i], b1, b2, m[i], v[i]);
+      w[i] -= lr * adam_direction(m[i], v[i], w[i], bc1, bc2, eps, wd);
     }
   }
   ++steps_taken_;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/core/error.h"
+#include "kiln/optim/adam_update.h"
 #include "kiln/optim/reduce.h"
 
 namespace kiln::optim {
@@ -19,8 +20,8 @@ void Lamb::step(float lr) {
   check_layout();
   const double t = double(steps_taken_ + 1);
   const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
-  const float bc1 = config_.bias_correction ? float(1.0 - std::pow(double(b1), t)) : 1.0f;
-  const float bc2 = config_.bias_correction ? float(1.0 - std::pow(double(b2), t)) : 1.0f;
+  const float bc1 = config_.bias_correction ? adam_bias_correction(b1, t) : 1.0f;
+  const float bc2 = config_.bias_correction ? adam_bias_correction(b2, t) : 1.0f;
 
   for (const ParamSpec& spec : store_.specs()) {
     float* w = store_.values.data() + spec.offset;
@@ -28,12 +29,11 @@ void Lamb::step(float lr) {
     float* m = m_.data() + spec.offset;
     float* v = v_.data() + spec.offset;
     const float wd = spec.decay ? config_.weight_decay : 0.0f;
-    auto update = [=](int64_t i) { return (m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps) + wd * w[i]; };
+    auto update = [=](int64_t i) { return adam_direction(m[i], v[i], w[i], bc1, bc2, eps, wd); };
 
     // Pass 1: moments, and ‖w‖², ‖u‖² before w changes.
     const SumPair sq = deterministic_sum<SumPair>(spec.numel, [&](int64_t i) {
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      adam_moments(g[i], b1, b2, m[i], v[i]);
       const float u = update(i);
       return SumPair{double(w[i]) * double(w[i]), double(u) * double(u)};
     });

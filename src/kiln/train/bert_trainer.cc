@@ -128,8 +128,8 @@ BertRunResult train_bert(const BertTrainConfig& c,
   info.gradient_accumulation_steps = c.accumulation_steps();
   info.eval_samples = std::max<int64_t>(1, data->eval_samples());
   info.train_samples = c.global_batch_size * c.train_steps;
-  info.submission_org = "kiln";
-  info.submission_platform = c.submission_platform;
+  info.submission.org = "kiln";
+  info.submission.platform = c.submission_platform;
   log::log_bert_init_start(mllog, info);
 
   ParamStore store;

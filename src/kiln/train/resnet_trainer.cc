@@ -116,7 +116,8 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
   info.warmup_epochs = c.warmup_epochs;
   info.momentum = c.momentum;
   info.weight_decay = c.weight_decay;
-  info.submission_platform = c.submission_platform;
+  info.submission.org = "kiln";
+  info.submission.platform = c.submission_platform;
   log::log_resnet_init_start(mllog, info);
 
   ParamStore store;

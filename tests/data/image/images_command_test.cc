@@ -1,36 +1,28 @@
 // `kiln images check` and `kiln images from-idx` end to end.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 
 #include "kiln/data/image/decode.h"
 #include "kiln/data/image/idx_to_jpeg.h"
 #include "tests/data/image/image_test_util.h"
+#include "tests/testing/run_command.h"
 
 namespace kiln::data {
 namespace {
 
-std::pair<int, std::string> run(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
+using kiln::testing::run_command;
 
 TEST(ImagesCommand, CheckReportsCountsAndUnreadableFiles) {
   const auto dir = testing::fresh_temp_dir("check");
   testing::write_class_folders(dir / "train", {"cat", "dog"}, 3);
   testing::write_class_folders(dir / "val", {"dog"}, 2);
-  auto [rc, out] = run(std::string(KILN_BINARY) + " images check " + dir.string());
+  auto [rc, out] = run_command(std::string(KILN_BINARY) + " images check " + dir.string());
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out, "train: 2 classes, 6 images\n  cat 3\n  dog 3\nval: 2 classes, 2 images\n  cat 0\n  dog 2\n"
                  "all 8 images readable\n");
 
   testing::write_text(dir / "train" / "dog" / "zz.JPEG", "");
-  std::tie(rc, out) = run(std::string(KILN_BINARY) + " images check --threads 2 " + dir.string());
+  std::tie(rc, out) = run_command(std::string(KILN_BINARY) + " images check --threads 2 " + dir.string());
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out.find("train: 2 classes, 7 images\n  cat 3\n  dog 4\n"), std::string::npos) << out;
   EXPECT_NE(out.find("unreadable: 1 of 9 images\n  image " + (dir / "train" / "dog" / "zz.JPEG").string() +
@@ -43,8 +35,8 @@ TEST(ImagesCommand, FromIdxWritesFashionMnistAsGrayJpegFolders) {
   const std::string fm = "/usr/share/datasets/fashion-mnist/";
   if (!std::filesystem::exists(fm + "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist not installed";
   const auto dir = testing::fresh_temp_dir("fromidx");
-  auto [rc, out] = run(std::string(KILN_BINARY) + " images from-idx --images " + fm + "t10k-images-idx3-ubyte.gz --labels " +
-                       fm + "t10k-labels-idx1-ubyte.gz --output " + (dir / "val").string() + " --limit 30");
+  auto [rc, out] = run_command(std::string(KILN_BINARY) + " images from-idx --images " + fm + "t10k-images-idx3-ubyte.gz --labels " +
+                               fm + "t10k-labels-idx1-ubyte.gz --output " + (dir / "val").string() + " --limit 30");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "wrote 30 images in 10 class folders under " + (dir / "val").string() + "\n");
   const IdxImages idx = read_idx_images(fm + "t10k-images-idx3-ubyte.gz", 1);
@@ -60,12 +52,12 @@ TEST(ImagesCommand, FromIdxWritesFashionMnistAsGrayJpegFolders) {
     err += std::abs(int(image.pixels[i * 3]) - int(idx.pixels[size_t(i)]));
   }
   EXPECT_LT(err / (28 * 28), 3.0);
-  std::tie(rc, out) = run(std::string(KILN_BINARY) + " images check " + (dir / "val").string());
+  std::tie(rc, out) = run_command(std::string(KILN_BINARY) + " images check " + (dir / "val").string());
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("val: 10 classes, 30 images\n  Ankle_boot "), std::string::npos) << out;
 
-  std::tie(rc, out) = run(std::string(KILN_BINARY) + " images from-idx --images " + fm + "t10k-images-idx3-ubyte.gz --labels " +
-                          fm + "t10k-labels-idx1-ubyte.gz --output " + (dir / "x").string() + " --limit 30 --class-names a,b");
+  std::tie(rc, out) = run_command(std::string(KILN_BINARY) + " images from-idx --images " + fm + "t10k-images-idx3-ubyte.gz --labels " +
+                                  fm + "t10k-labels-idx1-ubyte.gz --output " + (dir / "x").string() + " --limit 30 --class-names a,b");
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("t10k-labels-idx1-ubyte.gz: label 9 of image 0 has no class name (2 given)"), std::string::npos) << out;
 }

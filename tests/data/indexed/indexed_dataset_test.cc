@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +14,8 @@
 #include "kiln/data/text/bert_tokenizer.h"
 #include "kiln/data/text/sentence_splitter.h"
 #include "tests/data/data_test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/run_command.h"
 
 namespace {
 
@@ -26,28 +27,10 @@ using kiln::data::PrepareIndexedOptions;
 using kiln::data::testing::fresh_temp_dir;
 using kiln::data::testing::shared_vocab;
 using kiln::data::testing::write_text;
+using kiln::testing::error_of;
+using kiln::testing::run_command;
 
 const fs::path kGolden = fs::path(KILN_SOURCE_DIR) / "tests" / "golden" / "indexed";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// Runs a shell command; returns (exit status, stdout+stderr).
-std::pair<int, std::string> run(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
 
 PrepareIndexedOptions golden_options(const fs::path& out_dir, bool split, int workers) {
   PrepareIndexedOptions o;
@@ -138,7 +121,7 @@ TEST(IndexedDataset, IndependentPythonReaderAgrees) {
   const auto r = kiln::data::prepare_indexed(golden_options(dir, true, 3));
   const std::string cmd = "/usr/bin/python3 " + (fs::path(KILN_SOURCE_DIR) / "tools" / "indexed_reader.py").string() +
                           " " + r.prefixes[0] + " --json " + (dir / "dump.json").string();
-  const auto [rc, out] = run(cmd);
+  const auto [rc, out] = run_command(cmd);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("dtype code 8, 18 sequences, 6 documents"), std::string::npos) << out;
   const auto dump = nlohmann::json::parse(kiln::read_file(dir / "dump.json"));
@@ -166,7 +149,7 @@ TEST(IndexedDataset, PythonReaderRejectsATruncatedBin) {
   const auto r = kiln::data::prepare_indexed(golden_options(dir, true, 1));
   fs::resize_file(r.prefixes[0] + ".bin", fs::file_size(r.prefixes[0] + ".bin") - 2);
   const auto [rc, out] =
-      run("/usr/bin/python3 " + (fs::path(KILN_SOURCE_DIR) / "tools" / "indexed_reader.py").string() + " " + r.prefixes[0]);
+      run_command("/usr/bin/python3 " + (fs::path(KILN_SOURCE_DIR) / "tools" / "indexed_reader.py").string() + " " + r.prefixes[0]);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out.find("the index describes"), std::string::npos) << out;
 }
@@ -233,16 +216,16 @@ TEST(PrepareIndexed, BadJsonLinesAreOneLineErrorsNamingTheLine) {
 TEST(PrepareIndexed, CommandLineWritesFilesAndReportsErrorsOnOneLine) {
   const fs::path dir = fresh_temp_dir("indexed-cli");
   const std::string vocab = shared_vocab().string();
-  auto [rc, out] = run(std::string(KILN_BINARY) + " prepare indexed --input " + (kGolden / "corpus.jsonl").string() +
-                       " --vocab " + vocab + " --output-prefix " + (dir / "c").string() + " --split-sentences --workers 2");
+  auto [rc, out] = run_command(std::string(KILN_BINARY) + " prepare indexed --input " + (kGolden / "corpus.jsonl").string() +
+                               " --vocab " + vocab + " --output-prefix " + (dir / "c").string() + " --split-sentences --workers 2");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("MB/s"), std::string::npos) << out;
   EXPECT_EQ(kiln::read_file(dir / "c_text_sentence.bin"), kiln::read_file(kGolden / "expected_text_sentence.bin"));
   EXPECT_EQ(kiln::read_file(dir / "c_text_sentence.idx"), kiln::read_file(kGolden / "expected_text_sentence.idx"));
 
   write_text(dir / "bad.jsonl", "{\"text\": \"a\"}\n{\"title\": \"b\"}\n");
-  std::tie(rc, out) = run(std::string(KILN_BINARY) + " prepare indexed --quiet --input " + (dir / "bad.jsonl").string() +
-                          " --vocab " + vocab + " --output-prefix " + (dir / "bad").string());
+  std::tie(rc, out) = run_command(std::string(KILN_BINARY) + " prepare indexed --quiet --input " + (dir / "bad.jsonl").string() +
+                                  " --vocab " + vocab + " --output-prefix " + (dir / "bad").string());
   EXPECT_EQ(rc, 2);
   EXPECT_EQ(out, "kiln: error: " + (dir / "bad.jsonl").string() + ": line 2: missing key \"text\"\n");
 }

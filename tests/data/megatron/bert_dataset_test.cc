@@ -10,6 +10,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/data/megatron/masking.h"
 #include "tests/data/megatron/megatron_test_util.h"
+#include "tests/testing/error_of.h"
 
 namespace {
 
@@ -18,15 +19,7 @@ using namespace kiln::data::megatron;
 using kiln::data::BertBatch;
 using kiln::data::testing::shared_vocab_loaded;
 using kiln::data::testing::wikitext_indexed_prefix;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kiln::testing::error_of;
 
 MegatronDataConfig wiki_config(int64_t train_samples) {
   MegatronDataConfig c;

@@ -8,20 +8,13 @@
 #include "kiln/core/error.h"
 #include "kiln/data/indexed/indexed_writer.h"
 #include "tests/data/data_test_util.h"
+#include "tests/testing/error_of.h"
 
 namespace {
 
 using namespace kiln::data::megatron;
 using kiln::data::IndexedDataset;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using kiln::testing::error_of;
 
 // Documents given as lists of sentence lengths (token ids are irrelevant here).
 std::shared_ptr<const IndexedDataset> make_dataset(const std::string& name,

@@ -1,12 +1,12 @@
 // backend/cpu/conv.cc — 2-D convolutions on oneDNN over NHWC activations. Primitives are cached
 // by shape per thread; weights arrive in PyTorch's (K, C/groups, R, S) and are reordered to the
 // layout each primitive prefers (format `any`), which is what lets oneDNN pick its fast kernels.
-#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/key_hash.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
@@ -17,21 +17,6 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 static_assert(sizeof(ConvShape) == 14 * 8, "ConvShape must have no padding (it is hashed)");
-
-struct ConvShapeHash {
-  size_t operator()(const ConvShape& k) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the key's bytes
-    for (size_t i = 0; i < sizeof(ConvShape); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return size_t(h);
-  }
-};
-
-struct ConvShapeEq {
-  bool operator()(const ConvShape& a, const ConvShape& b) const {
-    return std::memcmp(&a, &b, sizeof(ConvShape)) == 0;
-  }
-};
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -99,7 +84,7 @@ memory::desc any_weights(const ConvEntry& e) {
 }
 
 ConvEntry& entry(const ConvShape& s) {
-  thread_local std::unordered_map<ConvShape, ConvEntry, ConvShapeHash, ConvShapeEq> cache;
+  thread_local std::unordered_map<ConvShape, ConvEntry, KeyBytesHash<ConvShape>, KeyBytesEqual<ConvShape>> cache;
   auto it = cache.find(s);
   if (it == cache.end()) it = cache.emplace(s, make_entry(s)).first;
   ConvEntry& e = it->second;

@@ -1,12 +1,12 @@
 // backend/cpu/matmul.cc — gemm and strided batched gemm on oneDNN matmul primitives, cached by
 // shape per thread. bf16 mode packs the operands into per-thread bf16 scratch first.
 #include <atomic>
-#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/key_hash.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
@@ -20,20 +20,9 @@ struct MatmulKey {
   int64_t a_strides[3], b_strides[3], c_strides[3];
   float alpha, beta;
   int64_t dtype;  // DType; int64_t so the struct has no padding bytes
-
-  bool operator==(const MatmulKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
 
 static_assert(sizeof(MatmulKey) == 15 * 8, "MatmulKey must have no padding");
-
-struct MatmulKeyHash {
-  size_t operator()(const MatmulKey& k) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the key's bytes
-    for (size_t i = 0; i < sizeof(MatmulKey); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return size_t(h);
-  }
-};
 
 struct MatmulEntry {
   dnnl::matmul prim;
@@ -52,7 +41,7 @@ dnnl::memory::desc strided_md(const MatmulKey& k, const int64_t* strides, int64_
 }
 
 MatmulEntry& cached_matmul(const MatmulKey& k) {
-  thread_local std::unordered_map<MatmulKey, MatmulEntry, MatmulKeyHash> cache;
+  thread_local std::unordered_map<MatmulKey, MatmulEntry, KeyBytesHash<MatmulKey>, KeyBytesEqual<MatmulKey>> cache;
   auto it = cache.find(k);
   if (it != cache.end()) return it->second;
 

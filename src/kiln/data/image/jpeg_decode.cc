@@ -8,27 +8,16 @@
 
 #include "kiln/core/error.h"
 #include "kiln/data/image/decode.h"
+#include "kiln/data/image/jpeg_error.h"
 
 namespace kiln::data {
 namespace {
-
-struct ErrorManager {
-  jpeg_error_mgr mgr;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
 
 // A truncated file makes libjpeg warn and pad the image with gray; such warnings are errors
 // here. Other warnings (e.g. extraneous bytes before a marker) leave a correct image.
 void on_message(j_common_ptr cinfo, int level) {
   const int code = cinfo->err->msg_code;
-  if (level < 0 && (code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER)) on_error(cinfo);
+  if (level < 0 && (code == JWRN_JPEG_EOF || code == JWRN_HIT_MARKER)) jpeg_error_exit(cinfo);
 }
 
 // CMYK to RGB as PIL and ImageMagick do; Adobe files store the inks inverted.
@@ -44,7 +33,7 @@ void cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, int width, bool inverted) {
 
 // All libjpeg calls live here: nothing with a destructor is created between setjmp and a
 // longjmp, and only memory reached through pointers is used after returning false.
-bool run_decompress(jpeg_decompress_struct* cinfo, ErrorManager* err, std::span<const uint8_t> bytes,
+bool run_decompress(jpeg_decompress_struct* cinfo, JpegErrorManager* err, std::span<const uint8_t> bytes,
                     Image* out, const MinDecodeSize* min_size, std::vector<uint8_t>* cmyk_row) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_src(cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
@@ -87,11 +76,9 @@ int jpeg_scale_numerator(ImageSize stored, ImageSize min) {
 void decode_jpeg(std::span<const uint8_t> bytes, const std::string& path, Image& out,
                  const MinDecodeSize& min_size) {
   jpeg_decompress_struct cinfo;
-  ErrorManager err;
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = on_error;
+  JpegErrorManager err;
+  cinfo.err = jpeg_error_init(err);
   err.mgr.emit_message = on_message;
-  err.message[0] = '\0';
   jpeg_create_decompress(&cinfo);
   thread_local std::vector<uint8_t> cmyk_row;
   const bool ok = run_decompress(&cinfo, &err, bytes, &out, &min_size, &cmyk_row);

@@ -7,23 +7,12 @@
 #include <jpeglib.h>
 
 #include "kiln/core/error.h"
+#include "kiln/data/image/jpeg_error.h"
 
 namespace kiln::data {
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr mgr;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-bool run_compress(jpeg_compress_struct* cinfo, ErrorManager* err, const uint8_t* pixels, int height,
+bool run_compress(jpeg_compress_struct* cinfo, JpegErrorManager* err, const uint8_t* pixels, int height,
                   int width, int channels, int quality, unsigned char** data, unsigned long* size) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_dest(cinfo, data, size);
@@ -48,9 +37,8 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int height, int width, i
                                  int quality) {
   KILN_CHECK(channels == 1 || channels == 3, "encode_jpeg: {} channels (need 1 or 3)", channels);
   jpeg_compress_struct cinfo;
-  ErrorManager err;
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = on_error;
+  JpegErrorManager err;
+  cinfo.err = jpeg_error_init(err);
   jpeg_create_compress(&cinfo);
   unsigned char* data = nullptr;
   unsigned long size = 0;

@@ -1,31 +1,14 @@
-// data/image/shuffle.h — per-epoch permutation computed per index (no permutation array).
+// data/image/shuffle.h — the image loader's per-epoch permutation computed per index.
 #pragma once
-#include <algorithm>
-#include <bit>
 #include <cstdint>
 
-#include "kiln/core/philox.h"
+#include "kiln/core/permutation.h"
 
 namespace kiln::data {
 
-// A bijection on [0, n) that is a pure function of (seed, epoch): a balanced Feistel network
-// over the smallest even bit width covering n, cycle-walking until the value is below n.
+// A bijection on [0, n) that is a pure function of (seed, epoch); see permuted_index.
 inline uint64_t shuffled_index(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch) {
-  if (n <= 1) return 0;
-  const int half = (std::max(2, int(std::bit_width(n - 1))) + 1) / 2;
-  const uint64_t mask = (uint64_t(1) << half) - 1;
-  uint64_t x = i;
-  do {
-    uint64_t left = x >> half, right = x & mask;
-    for (uint32_t round = 0; round < 6; ++round) {
-      const auto f = philox4x32(seed, rng_stream(RngPurpose::data, 300 + round, epoch), right);
-      const uint64_t next = left ^ ((uint64_t(f[0]) << 32 | f[1]) & mask);
-      left = right;
-      right = next;
-    }
-    x = (left << half) | right;
-  } while (x >= n);
-  return x;
+  return permuted_index(i, n, seed, epoch, 300);
 }
 
 }  // namespace kiln::data

@@ -1,0 +1,31 @@
+#include "kiln/log/submission.h"
+
+#include "kiln/core/error.h"
+#include "kiln/log/mllog_keys.h"
+
+namespace kiln::log {
+
+void validate(const SubmissionInfo& submission) {
+  KILN_CHECK(!submission.org.empty(), "mllog run: submission_org is empty");
+  KILN_CHECK(!submission.platform.empty(), "mllog run: submission_platform is empty");
+  KILN_CHECK(submission.division == "closed" || submission.division == "open",
+             "mllog run: submission_division '{}' is not closed or open", submission.division);
+  const std::string& s = submission.status;
+  KILN_CHECK(s == "cloud" || s == "onprem" || s == "preview" || s == "research",
+             "mllog run: submission_status '{}' is not cloud, onprem, preview or research", s);
+}
+
+void log_submission_preamble(MlLogger& ml, std::string_view benchmark, const SubmissionInfo& submission,
+                             int64_t seed, std::source_location seed_site) {
+  validate(submission);
+  ml.event(key::kCacheClear, true);
+  ml.start(key::kInitStart);
+  ml.event(key::kSubmissionBenchmark, benchmark);
+  ml.event(key::kSubmissionOrg, submission.org);
+  ml.event(key::kSubmissionDivision, submission.division);
+  ml.event(key::kSubmissionStatus, submission.status);
+  ml.event(key::kSubmissionPlatform, submission.platform);
+  ml.event(key::kSeed, seed, nullptr, seed_site);
+}
+
+}  // namespace kiln::log

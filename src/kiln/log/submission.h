@@ -1,0 +1,31 @@
+// log/submission.h — the start of every MLPerf result log, shared by the benchmarks:
+//   cache_clear true; init_start; submission_benchmark, submission_org, submission_division,
+//   submission_status, submission_platform (division before init_stop: it sets the checker's
+//   30-min init limit); seed (int).
+#pragma once
+#include <cstdint>
+#include <source_location>
+#include <string>
+#include <string_view>
+
+#include "kiln/log/mllog.h"
+
+namespace kiln::log {
+
+struct SubmissionInfo {
+  std::string org;
+  std::string platform;
+  std::string division = "closed";  // closed | open
+  std::string status = "onprem";    // cloud | onprem | preview | research
+};
+
+// Throws kiln::Error naming the first field the checker would reject.
+void validate(const SubmissionInfo& submission);
+
+// Validates `submission`, then logs the events above. The seed line carries `seed_site`, the
+// caller's line, so each benchmark logs its seed from one fixed file and line as the seed
+// checker wants.
+void log_submission_preamble(MlLogger& ml, std::string_view benchmark, const SubmissionInfo& submission,
+                             int64_t seed, std::source_location seed_site = std::source_location::current());
+
+}  // namespace kiln::log
