@@ -9,4 +9,6 @@ export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build
-ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
+# One test at a time: the integration tests each use every core (OpenMP), and two at once
+# would oversubscribe them many times over.
+ctest --test-dir build --output-on-failure "$@"
