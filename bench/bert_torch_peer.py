@@ -4,7 +4,7 @@ the masked positions, NSP head), the same batch shapes, forward + backward + glo
 + a LAMB step, fp32 on the CPU. Prints the median step time over the timed steps.
 
 Usage: bert_torch_peer.py --layers 2 --hidden 128 --heads 2 --intermediate 512 --batch 32
-       --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2] [--bf16]
+       --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2]
 """
 import argparse
 import math
@@ -42,7 +42,7 @@ class Layer(nn.Module):
 class Bert(nn.Module):
     def __init__(self, vocab, h, layers, heads, inter, max_pos=512):
         super().__init__()
-        self.word, self.pos, self.type = nn.Embedding(vocab, h), nn.Embedding(max_pos, h), nn.Embedding(2, h)
+        self.word, self.pos, self.seg = nn.Embedding(vocab, h), nn.Embedding(max_pos, h), nn.Embedding(2, h)
         self.ln = nn.LayerNorm(h, eps=1e-12)
         self.layers = nn.ModuleList(Layer(h, heads, inter) for _ in range(layers))
         self.pool, self.nsp = nn.Linear(h, h), nn.Linear(h, 2)
@@ -52,7 +52,7 @@ class Bert(nn.Module):
 
     def forward(self, ids, seg, mask, pos, mids, mw, nsp_labels):
         B, S = ids.shape
-        x = self.drop(self.ln(self.word(ids) + self.pos.weight[:S][None] + self.type(seg)))
+        x = self.drop(self.ln(self.word(ids) + self.pos.weight[:S][None] + self.seg(seg)))
         mask_add = ((1.0 - mask.float()) * -10000.0)[:, None, None, :]
         for layer in self.layers:
             x = layer(x, mask_add)
@@ -86,7 +86,6 @@ def main():
     for k, v in dict(layers=2, hidden=128, heads=2, intermediate=512, batch=32, seq=128, pred=20,
                      threads=2, steps=7, warmup=2, vocab=30522).items():
         a.add_argument("--" + k, type=int, default=v)
-    a.add_argument("--bf16", action="store_true")
     args = a.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -103,8 +102,7 @@ def main():
     for step in range(args.warmup + args.steps):
         start = time.perf_counter()
         model.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            loss = model(ids, seg, mask, pos, mids, mw, labels)
+        loss = model(ids, seg, mask, pos, mids, mw, labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         lamb_step(params, state, 1e-4)

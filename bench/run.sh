@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
-# kiln vs PyTorch (Debian python3-torch, CPU) on the same BERT training step, alternating, same
-# shapes and thread count; prints median ms/step for each and the ratio. See
-# ../shared/BENCHMARKING.md for the peer's fairness settings (OpenBLAS, core type, threads).
-# Usage: bench/run.sh [preset: tiny|base] [rounds]
+# kiln vs PyTorch (Debian python3-torch, CPU) on the same training step, alternating, same shapes
+# and thread count; prints median ms/step for each. See ../shared/BENCHMARKING.md for the peer's
+# fairness settings (OpenBLAS, core type, threads) and docs/PERFORMANCE.md for recorded results.
+# Usage: bench/run.sh [bert-tiny|bert-base|resnet50|peak] [rounds]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-preset=${1:-tiny}
+preset=${1:-bert-tiny}
 rounds=${2:-2}
 threads=$(nproc)
-case $preset in
-  tiny) shape=(--layers 2 --hidden 128 --heads 2 --intermediate 512 --batch 32 --seq 128 --pred 20)
-        kiln_cfg=$root/configs/bert-tiny.toml; batch=32 ;;
-  base) shape=(--layers 12 --hidden 768 --heads 12 --intermediate 3072 --batch 8 --seq 128 --pred 20)
-        kiln_cfg=$root/configs/bert-base.toml; batch=8 ;;
-  *) echo "unknown preset $preset" >&2; exit 2 ;;
-esac
+ninja -C "$root/build" kiln matmul_peak >/dev/null
 dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 || { echo "install libopenblas0-pthread for a fair peer" >&2; exit 2; }
+export OPENBLAS_CORETYPE=SkylakeX
 out=$(mktemp -d)
-for ((r = 0; r < rounds; ++r)); do
-  "$root/build/kiln" train bert --config "$kiln_cfg" --benchmark 9 --global-batch-size $batch \
+trap 'rm -rf "$out"' EXIT
+kiln_bert() {  # config batch
+  "$root/build/kiln" train bert --config "$root/configs/$1.toml" --benchmark 9 --global-batch-size "$2" \
     --seq-length 128 --max-predictions 20 --threads "$threads" --output-dir "$out" \
     | grep -o 'median [0-9.]* ms/step' | sed 's/^/kiln: /'
-  OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 "$root/bench/bert_torch_peer.py" "${shape[@]}" --threads "$threads"
+}
+for ((r = 0; r < rounds; ++r)); do
+  case $preset in
+    bert-tiny)
+      kiln_bert bert-tiny 32
+      /usr/bin/python3 "$root/bench/bert_torch_peer.py" --layers 2 --hidden 128 --heads 2 \
+        --intermediate 512 --batch 32 --seq 128 --pred 20 --threads "$threads" ;;
+    bert-base)
+      kiln_bert bert-base 8
+      /usr/bin/python3 "$root/bench/bert_torch_peer.py" --layers 12 --hidden 768 --heads 12 \
+        --intermediate 3072 --batch 8 --seq 128 --pred 20 --threads "$threads" ;;
+    resnet50)
+      "$root/build/kiln" train resnet --benchmark 7 --batch-size 16 --threads "$threads" --output-dir "$out" \
+        | grep -o 'median [0-9.]* ms/step' | sed 's/^/kiln: /'
+      /usr/bin/python3 "$root/bench/resnet_torch_peer.py" --batch 16 --threads "$threads" ;;
+    peak) "$root/build/matmul_peak" ;;
+    *) echo "unknown preset $preset" >&2; exit 2 ;;
+  esac
 done
-rm -rf "$out"

@@ -27,7 +27,7 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/bert_data.h"
 #include "kiln/train/dry_run.h"
-#include "kiln/train/process_stats.h"
+#include "kiln/train/run_report.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -342,13 +342,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
   }
 
   if (c.benchmark > 0 && !step_seconds.empty()) {
-    std::vector<double> sorted = step_seconds;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted[sorted.size() / 2];
-    const double total = median * double(c.train_steps);
-    console << fmt::format("Estimated training time: {}h{}m ({} steps at a median {:.1f} ms/step)\n",
-                           int64_t(total / 3600), int64_t(std::fmod(total, 3600) / 60),
-                           c.train_steps, median * 1e3);
+    console << estimated_training_time(step_seconds, c.train_steps);
     result.evals.push_back(evaluate(result.steps));
   }
   if (!result.reached_target && c.benchmark == 0 && result.steps == c.train_steps)

@@ -24,7 +24,7 @@
 #include "kiln/nn/cross_entropy.h"
 #include "kiln/optim/lars.h"
 #include "kiln/optim/lr_schedule.h"
-#include "kiln/train/process_stats.h"
+#include "kiln/train/run_report.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -271,13 +271,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
     console << fmt::format("skipped {} unreadable training images\n", result.bad_images);
 
   if (c.benchmark > 0 && !step_seconds.empty()) {
-    std::vector<double> sorted = step_seconds;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted[sorted.size() / 2];
-    const double total = median * double(total_steps);
-    console << fmt::format("Estimated training time: {}h{}m ({} steps at a median {:.1f} ms/step)\n",
-                           int64_t(total / 3600), int64_t(std::fmod(total, 3600) / 60), total_steps,
-                           median * 1e3);
+    console << estimated_training_time(step_seconds, total_steps);
     result.eval_top1.push_back(evaluate());
   }
   if (!result.reached_target && c.benchmark == 0 && result.steps == total_steps)
