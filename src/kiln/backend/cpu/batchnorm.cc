@@ -19,16 +19,20 @@ template <int K, typename F>
 void channel_sums(int64_t rows, int64_t C, F f, double* out) {
   const int64_t chunk = chunk_rows(rows);
   const int64_t chunks = (rows + chunk - 1) / chunk;
-  std::vector<double> partial(size_t(chunks * K * C), 0.0);
+  // Reused across calls (one per calling thread): a fresh multi-megabyte buffer per call costs
+  // page faults on every BatchNorm of every step. Workers see it through `base`, not by name.
+  thread_local std::vector<double> partial;
+  partial.assign(size_t(chunks * K * C), 0.0);
+  double* const base = partial.data();
 #pragma omp parallel for schedule(static) if (rows * C > 16384)
   for (int64_t b = 0; b < chunks; ++b) {
-    double* acc = partial.data() + b * K * C;
+    double* acc = base + b * K * C;
     const int64_t end = std::min(rows, (b + 1) * chunk);
     for (int64_t r = b * chunk; r < end; ++r) f(r, acc);
   }
   std::fill(out, out + K * C, 0.0);
   for (int64_t b = 0; b < chunks; ++b)
-    for (int64_t i = 0; i < K * C; ++i) out[i] += partial[size_t(b * K * C + i)];
+    for (int64_t i = 0; i < K * C; ++i) out[i] += base[b * K * C + i];
 }
 
 // y = max?(x * a + b) per channel.
