@@ -7,8 +7,8 @@ namespace kiln::cli {
 int run(int argc, char** argv);
 
 void add_tokenize_command(CLI::App& app);  // kiln tokenize
-void add_prepare_command(CLI::App& app);   // kiln prepare bert
-void add_train_command(CLI::App& app);     // kiln train bert
+void add_prepare_command(CLI::App& app);   // kiln prepare bert | indexed
+void add_train_command(CLI::App& app);     // kiln train bert | resnet
 void add_images_command(CLI::App& app);    // kiln images check | from-idx
 
 }  // namespace kiln::cli
