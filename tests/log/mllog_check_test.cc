@@ -70,7 +70,7 @@ void write_bert_log(const fs::path& p, std::vector<double> accuracies, bool succ
     log_bert_eval_stop(ml, seen, accuracies[i]);
   }
   log_bert_block_stop(ml, 0);
-  log_bert_run_stop(ml, success);
+  log_run_stop(ml, success);
 }
 
 std::vector<std::string> read_lines(const fs::path& p) {

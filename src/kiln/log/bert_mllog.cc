@@ -41,14 +41,9 @@ void log_bert_init_start(MlLogger& ml, const BertRunInfo& info) {
   ml.event(key::kEvalSamples, info.eval_samples);
 }
 
-void log_bert_run_start(MlLogger& ml) {
-  ml.end(key::kInitStop);
-  ml.start(key::kRunStart);
-}
-
 void log_bert_preamble(MlLogger& ml, const BertRunInfo& info) {
   log_bert_init_start(ml, info);
-  log_bert_run_start(ml);
+  log_run_start(ml);
 }
 
 void log_bert_block_start(MlLogger& ml, int64_t samples_seen, int64_t block_samples) {
@@ -67,10 +62,6 @@ void log_bert_eval_stop(MlLogger& ml, int64_t samples_seen, double accuracy) {
 
 void log_bert_block_stop(MlLogger& ml, int64_t first_samples) {
   ml.end(key::kBlockStop, nullptr, {{"first_epoch_num", first_samples}});
-}
-
-void log_bert_run_stop(MlLogger& ml, bool success) {
-  ml.end(key::kRunStop, nullptr, {{"status", success ? "success" : "aborted"}});
 }
 
 }  // namespace kiln::log

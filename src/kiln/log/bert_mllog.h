@@ -12,7 +12,7 @@
 //                                    opt_lamb_beta_2, opt_lamb_weight_decay_rate, train_samples,
 //                                    eval_samples
 //   ... untimed init (model build, compile, warm-up), < 30 min in the closed division ...
-//   log_bert_run_start(ml)           init_stop; run_start (the clock starts; no data touched before)
+//   log_run_start(ml)           init_stop; run_start (the clock starts; no data touched before)
 //   log_bert_preamble(ml, info)      = both of the above with no init work between them
 //
 //   per block of training samples (BERT's "epoch" is the number of training samples seen):
@@ -20,12 +20,13 @@
 //     log_bert_eval_start(ml, samples_seen)                  eval_start {epoch_num}
 //     log_bert_eval_stop(ml, samples_seen, accuracy)         eval_stop {epoch_num}; eval_accuracy {epoch_num}
 //   log_bert_block_stop(ml, first_samples)                   block_stop {first_epoch_num}
-//   log_bert_run_stop(ml, success)                           run_stop {status: success | aborted}
+//   log_run_stop(ml, success)                           run_stop {status: success | aborted}
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "kiln/log/mllog.h"
+#include "kiln/log/submission.h"
 #include "kiln/log/submission.h"
 
 namespace kiln::log {
@@ -59,12 +60,10 @@ inline constexpr double kBertTargetAccuracy = 0.720;
 void validate(const BertRunInfo& info);
 
 void log_bert_init_start(MlLogger& ml, const BertRunInfo& info);
-void log_bert_run_start(MlLogger& ml);
 void log_bert_preamble(MlLogger& ml, const BertRunInfo& info);
 void log_bert_block_start(MlLogger& ml, int64_t samples_seen, int64_t block_samples);
 void log_bert_eval_start(MlLogger& ml, int64_t samples_seen);
 void log_bert_eval_stop(MlLogger& ml, int64_t samples_seen, double accuracy);
 void log_bert_block_stop(MlLogger& ml, int64_t first_samples);
-void log_bert_run_stop(MlLogger& ml, bool success);
 
 }  // namespace kiln::log

@@ -8,10 +8,10 @@
 //                                    (2), lars_opt_learning_rate_decay_steps, lars_epsilon (0),
 //                                    lars_opt_learning_rate_warmup_epochs, lars_opt_momentum,
 //                                    lars_opt_weight_decay (1e-4 * 2^N)
-//   log_bert_run_start(ml)           init_stop; run_start (shared with BERT)
+//   log_run_start(ml)           init_stop; run_start (log/submission.h)
 //   per epoch e (numbered from 1):   epoch_start {epoch_num}; epoch_stop {epoch_num};
 //                                    when evaluating: eval_start, eval_stop, eval_accuracy {epoch_num}
-//   log_bert_run_stop(ml, success)   run_stop {status}
+//   log_run_stop(ml, success)   run_stop {status}
 #pragma once
 #include <cstdint>
 #include <string>

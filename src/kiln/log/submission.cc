@@ -28,4 +28,13 @@ void log_submission_preamble(MlLogger& ml, std::string_view benchmark, const Sub
   ml.event(key::kSeed, seed, nullptr, seed_site);
 }
 
+void log_run_start(MlLogger& ml) {
+  ml.end(key::kInitStop);
+  ml.start(key::kRunStart);
+}
+
+void log_run_stop(MlLogger& ml, bool success) {
+  ml.end(key::kRunStop, nullptr, {{"status", success ? "success" : "aborted"}});
+}
+
 }  // namespace kiln::log

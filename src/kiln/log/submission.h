@@ -1,7 +1,9 @@
-// log/submission.h — the start of every MLPerf result log, shared by the benchmarks:
-//   cache_clear true; init_start; submission_benchmark, submission_org, submission_division,
-//   submission_status, submission_platform (division before init_stop: it sets the checker's
-//   30-min init limit); seed (int).
+// log/submission.h — the events every MLPerf result log shares, whatever the benchmark:
+//   log_submission_preamble: cache_clear true; init_start; submission_benchmark, submission_org,
+//     submission_division, submission_status, submission_platform (division before init_stop:
+//     it sets the checker's 30-min init limit); seed (int)
+//   log_run_start: init_stop; run_start (the clock starts; no data touched before)
+//   log_run_stop: run_stop {status: success | aborted}
 #pragma once
 #include <cstdint>
 #include <source_location>
@@ -27,5 +29,8 @@ void validate(const SubmissionInfo& submission);
 // checker wants.
 void log_submission_preamble(MlLogger& ml, std::string_view benchmark, const SubmissionInfo& submission,
                              int64_t seed, std::source_location seed_site = std::source_location::current());
+
+void log_run_start(MlLogger& ml);
+void log_run_stop(MlLogger& ml, bool success);
 
 }  // namespace kiln::log

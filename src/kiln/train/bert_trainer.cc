@@ -161,7 +161,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
   std::optional<io::CheckpointManager> checkpoints;
   if (!c.save_dir.empty()) checkpoints.emplace(c.save_dir, c.keep_checkpoints);
 
-  log::log_bert_run_start(mllog);
+  log::log_run_start(mllog);
 
   const double flops_per_sample = double(model.flops_per_sample(seq_len, max_pred));
   console << fmt::format(
@@ -329,7 +329,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
         result.reached_target = true;
         console << fmt::format("target masked-LM accuracy {} reached at step {} ({} samples)\n",
                                c.target, done, samples_seen);
-        log::log_bert_run_stop(mllog, true);
+        log::log_run_stop(mllog, true);
         if (checkpoints) save(done);
         break;
       }
@@ -346,7 +346,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
     result.evals.push_back(evaluate(result.steps));
   }
   if (!result.reached_target && c.benchmark == 0 && result.steps == c.train_steps)
-    log::log_bert_run_stop(mllog, false);
+    log::log_run_stop(mllog, false);
   if (tensorboard) tensorboard->flush();
   return result;
 }

@@ -17,9 +17,9 @@
 #include "kiln/data/image/image_dataset.h"
 #include "kiln/data/image/image_loader.h"
 #include "kiln/io/checkpoint.h"
-#include "kiln/log/bert_mllog.h"
 #include "kiln/log/mllog_keys.h"
 #include "kiln/log/resnet_mllog.h"
+#include "kiln/log/submission.h"
 #include "kiln/models/resnet.h"
 #include "kiln/nn/cross_entropy.h"
 #include "kiln/optim/lars.h"
@@ -148,7 +148,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
   }
   std::optional<io::CheckpointManager> checkpoints;
   if (!c.save_dir.empty()) checkpoints.emplace(c.save_dir, c.keep_checkpoints);
-  log::log_bert_run_start(mllog);
+  log::log_run_start(mllog);
 
   const int64_t size = c.image_size;
   const double flops_per_image = 3.0 * double(model.flops_per_image(size, size));
@@ -259,7 +259,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
       if (top1 >= c.target) {
         result.reached_target = true;
         console << fmt::format("target top-1 {} reached after epoch {}\n", c.target, done);
-        log::log_bert_run_stop(mllog, true);
+        log::log_run_stop(mllog, true);
         if (checkpoints) save(step);
         break;
       }
@@ -275,7 +275,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c,
     result.eval_top1.push_back(evaluate());
   }
   if (!result.reached_target && c.benchmark == 0 && result.steps == total_steps)
-    log::log_bert_run_stop(mllog, false);
+    log::log_run_stop(mllog, false);
   return result;
 }
 
