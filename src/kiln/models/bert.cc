@@ -6,6 +6,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#include "kiln/core/init.h"
 #include "kiln/core/philox.h"
 
 namespace kiln::models {
@@ -86,18 +87,7 @@ void BertForPretraining::init_mlperf(uint64_t seed) {
     }
     const float scale = config_.init_std;
 #pragma omp parallel for schedule(static)
-    for (int64_t e = 0; e < s.numel; ++e) {
-      float value = 0.0f;
-      for (uint64_t attempt = 0; attempt < 8; ++attempt) {
-        const float x =
-            RngStream{seed, rng_stream(RngPurpose::init, uint32_t(id), attempt)}.normal(e);
-        if (std::fabs(x) <= 2.0f) {
-          value = x;
-          break;
-        }
-      }
-      w[e] = scale * value;
-    }
+    for (int64_t e = 0; e < s.numel; ++e) w[e] = scale * truncated_normal(seed, uint32_t(id), uint64_t(e));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#include "kiln/core/init.h"
 #include "kiln/core/philox.h"
 
 namespace kiln::models {
@@ -148,12 +149,20 @@ void ResNet::init(uint64_t seed) {
   auto stream = [&](const Param& p) {
     return RngStream{seed, rng_stream(RngPurpose::init, uint32_t(p.id), 0)};
   };
+  const bool mlperf = config_.init == ResNetInit::mlperf;
   auto init_conv = [&](const nn::Conv2d& conv) {
     const ParamSpec& s = specs[size_t(conv.weight.id)];
+    float* w = conv.weight.w();
+    if (mlperf) {
+      const double fan_in = double(s.shape[1] * s.shape[2] * s.shape[3]);
+      const float std = float(std::sqrt(2.0 / fan_in) / 0.87962566103423978);
+#pragma omp parallel for schedule(static) if (s.numel > 65536)
+      for (int64_t i = 0; i < s.numel; ++i) w[i] = std * truncated_normal(seed, uint32_t(conv.weight.id), uint64_t(i));
+      return;
+    }
     const double fan_out = double(s.shape[0] * s.shape[2] * s.shape[3]);
     const float std = float(std::sqrt(2.0 / fan_out));
     const RngStream rng = stream(conv.weight);
-    float* w = conv.weight.w();
 #pragma omp parallel for schedule(static) if (s.numel > 65536)
     for (int64_t i = 0; i < s.numel; ++i) w[i] = std * rng.normal(uint64_t(i));
   };
@@ -169,6 +178,12 @@ void ResNet::init(uint64_t seed) {
       init_conv(*block->ds_conv);
       block->ds_bn->reset();
     }
+  }
+  if (mlperf) {
+    const RngStream rng = stream(fc_->weight);
+    for (int64_t i = 0; i < fc_->weight.numel(); ++i) fc_->weight.w()[i] = 0.01f * rng.normal(uint64_t(i));
+    std::fill(fc_->bias.w(), fc_->bias.w() + fc_->bias.numel(), 0.0f);
+    return;
   }
   const float bound = float(1.0 / std::sqrt(double(fc_->in)));
   for (const Param& p : {fc_->weight, fc_->bias}) {

@@ -31,6 +31,12 @@ namespace kiln::models {
 
 enum class ResNetBlock { basic, bottleneck };
 
+// torchvision: conv ~ N(0, 2/fan_out); fc weight and bias ~ U(±1/sqrt(in)).
+// mlperf (tinygrad's MLPerf ResNet): conv = sqrt(2/fan_in)/0.8796 x the MLPerf truncated normal
+// (core/init.h; 0.8796 restores the unit variance the truncation removes); fc weight ~ N(0, 0.01²),
+// fc bias 0. BN gamma 1, beta 0 in both.
+enum class ResNetInit { torchvision, mlperf };
+
 struct ResNetConfig {
   ResNetBlock block = ResNetBlock::bottleneck;
   std::vector<int64_t> depths = {3, 4, 6, 3};
@@ -44,6 +50,7 @@ struct ResNetConfig {
   // gamma = 0 in the last BN of every block (torchvision's zero_init_residual); off in MLPerf.
   bool zero_init_residual = false;
   float bn_eps = 1e-5f, bn_momentum = 0.1f;
+  ResNetInit init = ResNetInit::torchvision;
 
   static ResNetConfig resnet18(int64_t num_classes = 1000);
   static ResNetConfig resnet34(int64_t num_classes = 1000);
@@ -59,12 +66,9 @@ class ResNet {
   ResNet(const ResNetConfig& config, ParamStore& store);
   ~ResNet();
 
-  // torchvision's initialisation, drawn from Philox streams RngStream{seed, rng_stream(init,
-  // param index, 0)} so it is independent of thread count:
-  //   conv weight ~ N(0, 2 / (out·kh·kw))   (kaiming_normal_, mode fan_out, relu)
-  //   BN gamma 1 (0 for the last BN of a block with zero_init_residual), beta 0; running stats
-  //   mean 0, var 1, num_batches_tracked 0
-  //   fc weight, bias ~ U(-1/sqrt(in), 1/sqrt(in))
+  // config.init's initialisation (see ResNetInit), drawn from Philox streams keyed by the
+  // parameter index so it is independent of thread count. BN gamma 1 (0 for the last BN of a
+  // block with zero_init_residual), beta 0; running stats mean 0, var 1, num_batches_tracked 0.
   void init(uint64_t seed);
 
   // images: (N, H, W, in_channels) f32, kept by pointer until backward -> logits (N, classes),

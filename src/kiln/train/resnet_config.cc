@@ -15,6 +15,8 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
              "3x3 stem without max-pool, for 28x28 / 32x32 images");
   r.add_bool("model.zero_init_residual", &c.zero_init_residual, "", {"--zero-init-residual"},
              "zero-init each block's last BN gamma");
+  r.add_string("model.init", &c.init, "", {"--init"},
+               "torchvision (He fan-out) or mlperf (truncated He fan-in, fc N(0, 0.01))");
 
   r.add_string("data.dir", &c.data_dir, "BASEDIR", {"--data"}, "image folder (train/, val/)");
   r.add_string("data.val_labels", &c.val_labels, "", {"--val-labels"},
@@ -75,6 +77,8 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   if (c.arch != "resnet18" && c.arch != "resnet34" && c.arch != "resnet50" && c.arch != "resnet101")
     throw Error("config: model.arch must be resnet18, resnet34, resnet50 or resnet101, got '{}'", c.arch);
   positive(c.width, "model.width");
+  if (c.init != "torchvision" && c.init != "mlperf")
+    throw Error("config: model.init must be torchvision or mlperf, got '{}'", c.init);
   if (c.benchmark > 0) c.fake_data = true;
   if (!c.fake_data && c.data_dir.empty())
     throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");

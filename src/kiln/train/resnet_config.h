@@ -14,6 +14,7 @@ struct ResNetTrainConfig {
   int64_t width = 64;             // channels of the first stage (64 in the paper)
   bool small_images = false;      // 3x3 stride-1 stem without max-pool (28x28 / 32x32 inputs)
   bool zero_init_residual = false;
+  std::string init = "torchvision";  // torchvision | mlperf (tinygrad's MLPerf init)
   // [data]
   std::string data_dir;           // train/<class>/*.JPEG and val/<class>/*.JPEG (or val/ + labels)
   std::string val_labels;         // flat val/: ILSVRC2012 ground-truth style labels file

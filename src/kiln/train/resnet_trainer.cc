@@ -40,6 +40,7 @@ models::ResNetConfig model_config(const ResNetTrainConfig& c, int64_t classes) {
   m.stem_width = c.width;
   m.small_images = c.small_images;
   m.zero_init_residual = c.zero_init_residual;
+  m.init = c.init == "mlperf" ? models::ResNetInit::mlperf : models::ResNetInit::torchvision;
   return m;
 }
 
