@@ -105,10 +105,13 @@ void batchnorm_backward(const float* x, const float* y, const float* dy, const f
   // s[c] = Σ g, s[C + c] = Σ g·(x - mean).
   std::vector<double> s(static_cast<size_t>(2 * C));
   channel_sums<2>(rows, C, [&](int64_t r, double* acc) {
+    const float *xr = x + r * C, *yr = y + r * C, *dyr = dy + r * C;
+    double *sum_g = acc, *sum_gx = acc + C;
+#pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const double gi = g(r * C + c);
-      acc[c] += gi;
-      acc[C + c] += gi * (double(x[r * C + c]) - mean[c]);
+      const double gi = relu && !(yr[c] > 0.0f) ? 0.0f : dyr[c];
+      sum_g[c] += gi;
+      sum_gx[c] += gi * (double(xr[c]) - mean[c]);
     }
   }, s.data());
 
