@@ -41,11 +41,6 @@ bool parse_bool(const std::string& text, const std::string& key, const std::stri
   throw Error("{}: {}: expected true/false or 1/0, got '{}'", source, key, text);
 }
 
-std::string format_double(double v) {
-  std::string s = fmt::format("{}", v);
-  return s;
-}
-
 }  // namespace
 
 void ConfigRegistry::add(ConfigKey key) {
@@ -71,7 +66,7 @@ void ConfigRegistry::add_float(std::string key, double* field, std::string env,
        [field, name](const std::string& t, const std::string& src) {
          *field = parse_float(t, name, src);
        },
-       [field] { return format_double(*field); }});
+       [field] { return fmt::format("{}", *field); }});
 }
 
 void ConfigRegistry::add_bool(std::string key, bool* field, std::string env,
