@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "data_test_util.h"
@@ -132,6 +133,31 @@ TEST(SampleShard, CorruptFilesAreRejectedWithTheirName) {
   const auto trailing = fresh("trailing.kbs");
   std::ofstream(trailing, std::ios::app | std::ios::binary) << "x";
   expect_open_error(trailing, "trailing");
+  std::filesystem::remove_all(dir);
+}
+
+// A record count whose product with the record size wraps around to the file size (seq 1,
+// 0 predictions: 8-byte records, 2^61 + 1 of them "fit" in 8 bytes) used to pass the size check
+// and let reads run past the mapping.
+TEST(SampleShard, WrappingRecordCountIsRejected) {
+  const auto dir = testing::fresh_temp_dir("shard-wrap");
+  uint8_t file[kShardHeaderSize + 8] = {};
+  const auto put32 = [&](size_t at, uint32_t v) { std::memcpy(file + at, &v, 4); };
+  std::memcpy(file, kShardMagic, 8);
+  put32(8, kShardVersion);
+  put32(12, uint32_t(kShardHeaderSize));
+  put32(16, 1);
+  put32(20, 0);
+  put32(24, uint32_t(TokenDType::u16));
+  put32(28, uint32_t(ShardLayout{1, 0, TokenDType::u16}.record_size()));
+  const uint64_t count = (uint64_t(1) << 61) + 1;
+  std::memcpy(file + 32, &count, 8);
+  put32(40, 30522);
+  put32(44, crc32_of(file + kShardHeaderSize, 8));
+  put32(60, crc32_of(file, 60));
+  const auto path = dir / "wrap.kbs";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file), sizeof file);
+  expect_open_error(path, "too short for 2305843009213693953 records");
   std::filesystem::remove_all(dir);
 }
 

@@ -209,6 +209,23 @@ TEST(ImageDataset, FlatValWithLabelsFiles) {
             std::string::npos);
 }
 
+// Inputs found by fuzz/image_labels_fuzz.cc: they escaped as std::out_of_range (stol) and
+// std::filesystem::filesystem_error (ENAMETOOLONG) instead of kiln::Error.
+TEST(ImageDataset, FlatLabelsFuzzRegressions) {
+  const auto dir = fresh_temp_dir("flatfuzz");
+  const auto pixels = testing::smooth_pixels(8, 8, 3);
+  write_jpeg(dir / "v1.JPEG", pixels.data(), 8, 8, 3);
+  write_text(dir / "huge.txt", "8888888888888888888888888111\n18\n");
+  EXPECT_EQ(error_of([&] { ImageFolderDataset::open_flat(dir, dir / "huge.txt", kClasses); }),
+            "labels file " + (dir / "huge.txt").string() +
+                ": line 1: class id 8888888888888888888888888111 outside 1..3");
+  const std::string long_name(5000, 'x');
+  write_text(dir / "long.txt", long_name + " n01\n");
+  EXPECT_EQ(error_of([&] { ImageFolderDataset::open_flat(dir, dir / "long.txt", kClasses); }),
+            "labels file " + (dir / "long.txt").string() + ": image " + (dir / long_name).string() +
+                " not found");
+}
+
 TEST(ImageDataset, ValFolderUsesTrainClasses) {
   const auto dir = fresh_temp_dir("valclasses");
   testing::write_class_folders(dir, {"n02", "n03"}, 1);

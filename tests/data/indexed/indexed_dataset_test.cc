@@ -189,6 +189,27 @@ TEST(IndexedDataset, OpenRejectsBadMagicVersionAndTruncation) {
   EXPECT_TRUE(message.starts_with(prefix + ".bin: truncated: sequence 17 ends at byte 260")) << message;
 }
 
+// A sequence pointer near INT64_MAX made `pointer + length * item size` overflow (UB) and wrap
+// negative, so the sequence passed the bounds check and reads ran outside the .bin.
+TEST(IndexedDataset, OpenRejectsAPointerThatOverflowsTheBounds) {
+  const fs::path dir = fresh_temp_dir("indexed-overflow");
+  std::string idx(kiln::data::kIndexMagic, sizeof kiln::data::kIndexMagic);
+  const auto append = [&](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  append(uint64_t(1));                       // version
+  append(uint8_t(IndexDType::u16));
+  append(uint64_t(1));                       // sequences
+  append(uint64_t(2));                       // document indices
+  append(int32_t(1));                        // lengths
+  append(int64_t(INT64_MAX - 1));            // pointers
+  append(int64_t(0));                        // document indices
+  append(int64_t(1));
+  const std::string prefix = (dir / "overflow").string();
+  write_text(prefix + ".idx", idx);
+  write_text(prefix + ".bin", "abcd");
+  EXPECT_EQ(error_of([&] { IndexedDataset::open(prefix); }),
+            prefix + ".bin: truncated: sequence 0 ends at byte 9223372036854775808 but the file has 4 bytes");
+}
+
 TEST(PrepareIndexed, BadJsonLinesAreOneLineErrorsNamingTheLine) {
   const fs::path dir = fresh_temp_dir("indexed-json-errors");
   PrepareIndexedOptions o = golden_options(dir, true, 2);

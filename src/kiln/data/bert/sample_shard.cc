@@ -156,6 +156,10 @@ ShardHeader parse_shard_header(const uint8_t* h, size_t file_size, const std::st
   header.record_count = get<uint64_t>(h + 32);
   header.vocab_size = get<uint32_t>(h + 40);
   header.records_crc32 = get<uint32_t>(h + 44);
+  // Checked by division first: a huge count would wrap the product around to the file size.
+  KILN_CHECK(header.record_count <= (file_size - kShardHeaderSize) / header.layout.record_size(),
+             "sample shard {}: truncated ({} bytes, too short for {} records)", path, file_size,
+             header.record_count);
   const uint64_t expected = kShardHeaderSize + header.record_count * header.layout.record_size();
   KILN_CHECK(file_size >= expected, "sample shard {}: truncated ({} bytes, expected {} for {} records)",
              path, file_size, expected, header.record_count);

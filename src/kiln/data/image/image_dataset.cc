@@ -2,6 +2,7 @@
 #include "kiln/data/image/image_dataset.h"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -103,8 +104,9 @@ ImageFolderDataset ImageFolderDataset::open_flat(const fs::path& dir, const fs::
                labels_file.string(), line_no);
     std::string wnid = has_file ? second : first;
     if (!has_file && is_number(first)) {
-      const long id = std::stol(first);
-      KILN_CHECK(id >= 1 && size_t(id) <= id_wnids.size(), "labels file {}: line {}: class id {} outside 1..{}",
+      long id = 0;
+      const bool parsed = std::from_chars(first.data(), first.data() + first.size(), id).ec == std::errc();
+      KILN_CHECK(parsed && id >= 1 && size_t(id) <= id_wnids.size(), "labels file {}: line {}: class id {} outside 1..{}",
                  labels_file.string(), line_no, first, id_wnids.size());
       wnid = id_wnids[size_t(id - 1)];
     }
@@ -120,7 +122,8 @@ ImageFolderDataset ImageFolderDataset::open_flat(const fs::path& dir, const fs::
   if (!listed.empty()) {
     std::sort(listed.begin(), listed.end());
     for (auto& [file, label] : listed) {
-      KILN_CHECK(fs::exists(file), "labels file {}: image {} not found", labels_file.string(), file.string());
+      std::error_code error;  // e.g. a name too long for the file system: "not found" too
+      KILN_CHECK(fs::exists(file, error), "labels file {}: image {} not found", labels_file.string(), file.string());
       set.files.push_back(file);
       set.labels.push_back(label);
     }

@@ -76,8 +76,8 @@ IndexedDataset::IndexedDataset(const std::filesystem::path& prefix) : prefix_(pr
   for (int64_t i = 0; i < num_sequences_; ++i) {
     const int64_t len = sequence_length(i), ptr = sequence_pointer(i);
     KILN_CHECK(len >= 0 && ptr >= 0, "{}: sequence {} has length {} at byte {}", idx_path, i, len, ptr);
-    const int64_t end = ptr + len * int64_t(item_size_);
-    KILN_CHECK(end <= bin_size, "{}: truncated: sequence {} ends at byte {} but the file has {} bytes", bin_path,
+    const uint64_t end = uint64_t(ptr) + uint64_t(len) * item_size_;  // no wrap: ptr < 2^63, len < 2^31
+    KILN_CHECK(end <= uint64_t(bin_size), "{}: truncated: sequence {} ends at byte {} but the file has {} bytes", bin_path,
                i, end, bin_size);
   }
 }
