@@ -6,6 +6,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/train/bert_config.h"
+#include "tests/testing/config_flags.h"
 
 namespace kiln::train {
 namespace {
@@ -18,19 +19,13 @@ struct Resolved {
 // Resolves a config as `kiln train bert` does: TOML < env < flags.
 void resolve(Resolved& r, const std::string& toml, std::vector<std::string> args) {
   register_bert_config(r.registry, r.config);
-  CLI::App app;
-  r.registry.add_flags(app);
-  args.insert(args.begin(), "kiln");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  app.parse(int(argv.size()), argv.data());
   if (!toml.empty()) {
     const auto path = std::filesystem::temp_directory_path() / "kiln_config_test.toml";
     std::ofstream(path) << toml;
     r.registry.apply_toml(path);
   }
   r.registry.apply_env();
-  r.registry.apply_flags();
+  testing::apply_flag_list(r.registry, std::move(args));
   finalize_bert_config(r.config, r.registry);
 }
 

@@ -11,6 +11,7 @@
 #include "kiln/data/bert/prepare_bert.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/bert_trainer.h"
+#include "tests/testing/config_flags.h"
 #include "tests/data/data_test_util.h"
 
 namespace kiln::train {
@@ -51,17 +52,11 @@ BertTrainConfig tiny_config(const fs::path& run_dir, std::vector<std::string> ov
   ConfigRegistry registry;
   register_bert_config(registry, c);
   registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
-  CLI::App app;
-  registry.add_flags(app);
   if (data.empty()) data = prepared_data() / "data";
-  std::vector<std::string> args = {"kiln", "--data", data.string(),
-                                   "--vocab", (kShared / "bert-base-uncased-vocab.txt").string(),
-                                   "--output-dir", run_dir.string()};
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  app.parse(int(argv.size()), argv.data());
-  registry.apply_flags();
+  testing::apply_flag_list(registry, testing::concat({"--data", data.string(), "--vocab",
+                                                      (kShared / "bert-base-uncased-vocab.txt").string(),
+                                                      "--output-dir", run_dir.string()},
+                                                     overrides));
   finalize_bert_config(c, registry);
   if (resolved) *resolved = registry.resolved();
   return c;
@@ -93,11 +88,7 @@ TEST(BertPretraining, ResumedRunContinuesBitwiseIdentically) {
   const std::vector<std::string> common = {"--global-batch-size", "8", "--micro-batch-size", "4",
                                            "--train-iters", "12", "--eval-interval", "100",
                                            "--save-interval", "6", "--lr", "0.002"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = common;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
+  auto with = [&](const std::vector<std::string>& extra) { return testing::concat(common, extra); };
   std::ostringstream console;
   const BertRunResult full =
       train_bert(tiny_config(run / "full", with({"--save", (run / "full_ckpt").string()})), {}, console);

@@ -12,6 +12,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/bert_trainer.h"
+#include "tests/testing/config_flags.h"
 
 namespace kiln::train {
 namespace {
@@ -52,17 +53,11 @@ BertTrainConfig megatron_tiny(const std::string& data_path, const fs::path& run,
   register_bert_config(registry, c);
   registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
   registry.set("data.data_path", data_path, "test");
-  CLI::App app;
-  registry.add_flags(app);
-  std::vector<std::string> args = {"kiln", "--vocab-file", kVocab, "--split", "90,5,5", "--pre-ln",
-                                   "--optimizer", "adam", "--lr-decay-style", "linear",
-                                   "--lr-warmup-fraction", "0.05", "--output-dir", run.string(),
-                                   "--log-interval", "1000"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  app.parse(int(argv.size()), argv.data());
-  registry.apply_flags();
+  testing::apply_flag_list(registry, testing::concat({"--vocab-file", kVocab, "--split", "90,5,5", "--pre-ln",
+                                                      "--optimizer", "adam", "--lr-decay-style", "linear",
+                                                      "--lr-warmup-fraction", "0.05", "--output-dir",
+                                                      run.string(), "--log-interval", "1000"},
+                                                     extra));
   finalize_bert_config(c, registry);
   if (resolved) *resolved = registry.resolved();
   return c;
@@ -137,11 +132,7 @@ TEST(MegatronBert, ResumeFromMegatronCheckpointContinuesTheDataStream) {
   const std::vector<std::string> common = {"--seq-length", "32", "--global-batch-size", "8",
                                            "--train-iters", "8", "--eval-interval", "100",
                                            "--eval-iters", "1", "--save-interval", "4"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = common;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
+  auto with = [&](const std::vector<std::string>& extra) { return testing::concat(common, extra); };
   std::ostringstream console;
   const BertRunResult full = train_bert(megatron_tiny(data, dir / "full", with({})), {}, console);
   const fs::path ckpt = dir / "ckpt";

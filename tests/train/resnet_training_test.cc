@@ -10,6 +10,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/train/resnet_config.h"
 #include "kiln/train/resnet_trainer.h"
+#include "tests/testing/config_flags.h"
 
 namespace kiln::train {
 namespace {
@@ -37,18 +38,12 @@ ResNetTrainConfig small_resnet(const fs::path& data, const fs::path& run, std::v
   ResNetTrainConfig c;
   ConfigRegistry registry;
   register_resnet_config(registry, c);
-  CLI::App app;
-  registry.add_flags(app);
-  std::vector<std::string> args = {"kiln", "--arch", "resnet18", "--width", "16", "--small-images",
-                                   "--data", data.string(), "--image-size", "28", "--eval-resize", "28",
-                                   "--lr", "2.0", "--warmup-epochs", "1",
-                                   "--weight-decay", "1e-4", "--log-interval", "1000",
-                                   "--output-dir", run.string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  app.parse(int(argv.size()), argv.data());
-  registry.apply_flags();
+  testing::apply_flag_list(registry, testing::concat({"--arch", "resnet18", "--width", "16", "--small-images",
+                                                      "--data", data.string(), "--image-size", "28",
+                                                      "--eval-resize", "28", "--lr", "2.0", "--warmup-epochs",
+                                                      "1", "--weight-decay", "1e-4", "--log-interval", "1000",
+                                                      "--output-dir", run.string()},
+                                                     extra));
   finalize_resnet_config(c, registry);
   if (resolved) *resolved = registry.resolved();
   return c;
@@ -72,11 +67,7 @@ TEST(ResNetTraining, ReachesTheMlperfTargetOnFashionMnistWithACompliantLog) {
 TEST(ResNetTraining, ResumedRunContinuesBitwiseIdentically) {
   const fs::path data = fashion_mnist_folders("resume", 320, 64);
   const std::vector<std::string> common = {"--epochs", "2", "--eval-freq", "10", "--batch-size", "32"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = common;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
+  auto with = [&](const std::vector<std::string>& extra) { return testing::concat(common, extra); };
   std::ostringstream console;
   const ResNetRunResult full = train_resnet(small_resnet(data, data / "full", with({})), {}, console);
   ASSERT_EQ(full.losses.size(), 20u);
