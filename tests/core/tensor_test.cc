@@ -5,7 +5,7 @@
 
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/philox.h"
 #include "kiln/core/tensor.h"
 

@@ -26,14 +26,16 @@ TEST(Checkpoint, RoundTripsParametersOptimizerStateAndMeta) {
   const fs::path dir = fresh_dir("ckpt_roundtrip");
   ParamStore store;
   make_store(store);
-  std::vector<float> m(store.size()), v(store.size());
-  for (size_t i = 0; i < store.values.size(); ++i) {
-    store.values[i] = 0.5f * float(i) - 3.0f;
+  Tensor m_t = Tensor::empty({store.size()}), v_t = Tensor::empty({store.size()});
+  float* m = m_t.ptr<float>();
+  float* v = v_t.ptr<float>();
+  for (size_t i = 0; i < store.host_values().size(); ++i) {
+    store.host_values()[i] = 0.5f * float(i) - 3.0f;
     m[i] = float(i) * 1e-3f;
     v[i] = float(i * i) * 1e-6f;
   }
   CheckpointManager manager(dir, 2);
-  const fs::path saved = manager.save(7, store, {{"m", &m}, {"v", &v}}, {{"step", 7}});
+  const fs::path saved = manager.save(7, store, {{"m", &m_t}, {"v", &v_t}}, {{"step", 7}});
   EXPECT_EQ(saved.filename(), "iter_0000007");
   EXPECT_EQ(read_file(dir / "latest_checkpointed_iteration.txt"), "7\n");
   ASSERT_TRUE(manager.latest());
@@ -41,12 +43,14 @@ TEST(Checkpoint, RoundTripsParametersOptimizerStateAndMeta) {
 
   ParamStore restored;
   make_store(restored);
-  std::vector<float> m2(restored.size()), v2(restored.size());
-  const auto meta = load_checkpoint(saved, restored, {{"m", &m2}, {"v", &v2}});
+  Tensor m2_t = Tensor::zeros({restored.size()}), v2_t = Tensor::zeros({restored.size()});
+  const float* m2 = m2_t.ptr<float>();
+  const float* v2 = v2_t.ptr<float>();
+  const auto meta = load_checkpoint(saved, restored, {{"m", &m2_t}, {"v", &v2_t}});
   EXPECT_EQ(meta.at("step").get<int>(), 7);
   for (const ParamSpec& s : store.specs())
     for (int64_t i = 0; i < s.numel; ++i) {
-      EXPECT_EQ(restored.values[s.offset + i], store.values[s.offset + i]);
+      EXPECT_EQ(restored.host_values()[s.offset + i], store.host_values()[s.offset + i]);
       EXPECT_EQ(m2[s.offset + i], m[s.offset + i]);
       EXPECT_EQ(v2[s.offset + i], v[s.offset + i]);
     }

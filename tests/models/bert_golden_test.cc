@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/models/bert.h"
 #include "kiln/optim/grad_norm.h"
@@ -70,7 +70,7 @@ void load_params(const io::SafetensorsFile& f, ParamStore& store) {
     ASSERT_TRUE(f.contains(s.name)) << s.name;
     const Tensor t = f.get(s.name);
     ASSERT_EQ(t.shape, s.shape) << s.name;
-    std::memcpy(store.values.data() + s.offset, t.ptr<float>(), sizeof(float) * s.numel);
+    std::memcpy(store.host_values().data() + s.offset, t.ptr<float>(), sizeof(float) * s.numel);
   }
 }
 
@@ -140,7 +140,7 @@ void expect_forward_and_gradients_match(const std::string& variant) {
     largest = std::max(largest, norm(f.get("grad." + s.name).ptr<float>(), s.numel));
   for (const ParamSpec& s : store.specs()) {
     const Tensor ref = f.get("grad." + s.name);
-    const float* g = store.grads.data() + s.offset;
+    const float* g = store.host_grads().data() + s.offset;
     if (is_key_bias(s.name)) {
       EXPECT_LT(norm(g, s.numel), 1e-5 * largest) << "gradient of " << s.name;
       continue;
@@ -156,7 +156,7 @@ void expect_lamb_steps_match(const std::string& variant) {
   ParamStore store;
   BertForPretraining model(golden_config(f), store);
   ASSERT_NO_FATAL_FAILURE(load_params(f, store));
-  const std::vector<float> initial = store.values;
+  const std::vector<float> initial = store.values_vector();
   const data::BertBatch batch = golden_batch(f);
 
   optim::Lamb lamb(store, optim::LambConfig{0.9f, 0.999f, 1e-6f, 0.01f, true});
@@ -174,7 +174,7 @@ void expect_lamb_steps_match(const std::string& variant) {
       // noise direction: ||w - w0|| <= 3 lr ||w0|| (up to the growth of ||w||) is all that holds.
       double d = 0;
       for (int64_t i = s.offset; i < s.offset + s.numel; ++i)
-        d += std::pow(double(store.values[i]) - initial[i], 2);
+        d += std::pow(double(store.host_values()[i]) - initial[i], 2);
       EXPECT_LE(std::sqrt(d), 3.01e-3 * norm(initial.data() + s.offset, s.numel)) << s.name;
       continue;
     }
@@ -182,7 +182,7 @@ void expect_lamb_steps_match(const std::string& variant) {
     std::vector<float> ref_delta(size_t(s.numel)), delta(size_t(s.numel));
     for (int64_t i = 0; i < s.numel; ++i) {
       ref_delta[i] = ref.ptr<float>()[i] - initial[s.offset + i];
-      delta[i] = store.values[s.offset + i] - initial[s.offset + i];
+      delta[i] = store.host_values()[s.offset + i] - initial[s.offset + i];
     }
     EXPECT_LT(rel_err(delta.data(), ref_delta.data(), s.numel), 5e-4) << "update of " << s.name;
   }

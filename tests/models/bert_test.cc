@@ -115,7 +115,7 @@ TEST(Bert, InitMlperfHasTruncatedNormalWeightsAndUnitLayerNorm) {
   double sum = 0, sum2 = 0, max_abs = 0;
   int64_t n = 0, zeros = 0;
   for (const auto& s : store.specs()) {
-    const float* w = store.values.data() + s.offset;
+    const float* w = store.host_values().data() + s.offset;
     const bool norm_weight = s.name.find("LayerNorm.weight") != std::string::npos;
     for (int64_t i = 0; i < s.numel; ++i) {
       if (!s.decay) {
@@ -148,7 +148,7 @@ TEST(Bert, InitMlperfIsBitwiseReproducibleAndThreadIndependent) {
     BertForPretraining model(c, store);
     model.init_mlperf(seed);
     omp_set_num_threads(saved);
-    return store.values;
+    return store.values_vector();
   };
   const std::vector<float> a = init(7, 1), b = init(7, 3), other = init(8, 2);
   ASSERT_EQ(a.size(), b.size());
@@ -173,7 +173,7 @@ TEST(Bert, HalfBatchesAccumulateToTheFullBatchGradient) {
 
     const BertOutputs f = model.forward(step, full);
     model.backward(step, 1.0f);
-    const std::vector<float> g_full = store.grads;
+    const std::vector<float> g_full = store.grads_vector();
 
     store.zero_grad();
     const BertOutputs h1 = model.forward(step, slice_rows(full, 0, 2));
@@ -188,7 +188,7 @@ TEST(Bert, HalfBatchesAccumulateToTheFullBatchGradient) {
       if (s.name.find("attention.self.key.bias") != std::string::npos) continue;
       double d = 0, r = 0;
       for (int64_t i = s.offset; i < s.offset + s.numel; ++i) {
-        d += std::pow(double(store.grads[i]) - g_full[i], 2);
+        d += std::pow(double(store.host_grads()[i]) - g_full[i], 2);
         r += double(g_full[i]) * g_full[i];
       }
       ASSERT_GT(r, 0.0) << s.name;

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/models/resnet.h"
 
 namespace kiln::models {
@@ -54,7 +54,7 @@ TEST(ResNetInit, MlperfDiffersFromTorchvisionAndIsReproducible) {
     ResNet model(config, store);
     model.init(seed);
     const ParamSpec& s = *store.find("conv1.weight");
-    return std::vector<float>(store.values.begin() + s.offset, store.values.begin() + s.offset + s.numel);
+    return std::vector<float>(store.host_values().begin() + s.offset, store.host_values().begin() + s.offset + s.numel);
   };
   EXPECT_EQ(conv1(ResNetInit::mlperf, 5), conv1(ResNetInit::mlperf, 5));
   EXPECT_NE(conv1(ResNetInit::mlperf, 5), conv1(ResNetInit::mlperf, 6));

@@ -61,7 +61,7 @@ TEST(ResNetModel, ResNet18CountsAndTorchvisionInit) {
   EXPECT_EQ(total(store), 11689512);
   EXPECT_EQ(model.flops_per_image(224, 224), 3628146688);
   model.init(42);
-  const std::vector<float> a = store.values;
+  const std::vector<float> a = store.values_vector();
   // kaiming_normal_(fan_out): std sqrt(2 / (512·3·3)) on 2.4M elements.
   const ParamSpec& w = *store.find("layer4.1.conv2.weight");
   double s1 = 0, s2 = 0;
@@ -85,9 +85,9 @@ TEST(ResNetModel, ResNet18CountsAndTorchvisionInit) {
   EXPECT_EQ(a[store.find("layer3.1.bn1.bias")->offset + 5], 0.0f);
   // Deterministic in the seed.
   model.init(42);
-  EXPECT_EQ(store.values, a);
+  EXPECT_EQ(store.values_vector(), a);
   model.init(43);
-  EXPECT_NE(store.values, a);
+  EXPECT_NE(store.values_vector(), a);
 }
 
 TEST(ResNetModel, SmallImagesNetworkLearnsATinyBatch) {
@@ -118,7 +118,7 @@ TEST(ResNetModel, SmallImagesNetworkLearnsATinyBatch) {
     last = loss;
     store.zero_grad();
     model.backward(step, xent.backward(1.0f));
-    for (int64_t i = 0; i < store.size(); ++i) store.values[i] -= 0.1f * store.grads[i];
+    for (int64_t i = 0; i < store.size(); ++i) store.host_values()[i] -= 0.1f * store.host_grads()[i];
   }
   EXPECT_LT(last, 0.5 * first);
   // Eval mode uses the running statistics and is repeatable.
@@ -127,7 +127,7 @@ TEST(ResNetModel, SmallImagesNetworkLearnsATinyBatch) {
   const std::vector<float> v1(e1.ptr<float>(), e1.ptr<float>() + e1.numel());
   const Tensor e2 = model.forward(step, images.data(), N, H, W);
   EXPECT_EQ(v1, std::vector<float>(e2.ptr<float>(), e2.ptr<float>() + e2.numel()));
-  EXPECT_EQ(model.buffers()[2].second->at(0), 40.0f);  // num_batches_tracked
+  EXPECT_EQ(model.buffers()[2].second->ptr<float>()[0], 40.0f);  // num_batches_tracked
 }
 
 TEST(ResNetModel, RejectsBadConfigs) {

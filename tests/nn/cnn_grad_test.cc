@@ -77,14 +77,14 @@ TEST(CnnLayers, BatchNorm2dGradientMatchesFiniteDifferencesTrainAndEval) {
       for (int c = 0; c < 4; ++c) {
         bn.weight.w()[c] = 1.0f + gamma[c];
         bn.bias.w()[c] = beta[c];
-        bn.running_mean[c] = 0.2f * gamma[c];
-        bn.running_var[c] = 1.0f + std::abs(beta[c]);
+        bn.running_mean.ptr<float>()[c] = 0.2f * gamma[c];
+        bn.running_var.ptr<float>()[c] = 1.0f + std::abs(beta[c]);
       }
       Tensor x = random_tensor({3, 4, 3, 4}, id++);
       Step step;
       step.training = training;
       // Running statistics must not move during the finite differences; save and restore.
-      const auto rm = bn.running_mean, rv = bn.running_var;
+      const auto rm = to_float_vector(bn.running_mean), rv = to_float_vector(bn.running_var);
       const Tensor y = bn.forward(step, x);
       const auto r = random_normal(y.numel(), id++);
       Tensor dy = random_tensor(y.shape, id++);
@@ -93,8 +93,8 @@ TEST(CnnLayers, BatchNorm2dGradientMatchesFiniteDifferencesTrainAndEval) {
       std::vector<GradTarget> targets = {tensor_target("x", x, dx), param_target(bn.weight),
                                          param_target(bn.bias)};
       auto loss = [&] {
-        bn.running_mean = rm;
-        bn.running_var = rv;
+        std::copy(rm.begin(), rm.end(), bn.running_mean.ptr<float>());
+        std::copy(rv.begin(), rv.end(), bn.running_var.ptr<float>());
         return weighted_sum(bn.forward(step, x), r);
       };
       std::string worst;
@@ -117,10 +117,10 @@ TEST(CnnLayers, BatchNorm2dUpdatesRunningStatsLikePyTorch) {
     for (int r = 0; r < 12; ++r) ss += std::pow(x.ptr<float>()[r * 3 + c] - mean, 2);
     const double unbiased = ss / 11.0;
     // Two updates with momentum 0.1 from (0, 1).
-    EXPECT_NEAR(bn.running_mean[c], 0.19 * mean, 1e-6);
-    EXPECT_NEAR(bn.running_var[c], 0.81 + 0.19 * unbiased, 1e-6);
+    EXPECT_NEAR(bn.running_mean.ptr<float>()[c], 0.19 * mean, 1e-6);
+    EXPECT_NEAR(bn.running_var.ptr<float>()[c], 0.81 + 0.19 * unbiased, 1e-6);
   }
-  EXPECT_EQ(bn.num_batches_tracked[0], 2.0f);
+  EXPECT_EQ(bn.num_batches_tracked.ptr<float>()[0], 2.0f);
   const auto bufs = bn.buffers();
   ASSERT_EQ(bufs.size(), 3u);
   EXPECT_EQ(bufs[0].first, "layer1.0.downsample.1.running_mean");
@@ -130,11 +130,11 @@ TEST(CnnLayers, BatchNorm2dUpdatesRunningStatsLikePyTorch) {
   EXPECT_EQ(store.find("layer1.0.downsample.1.running_mean"), nullptr);  // not a parameter
   // Eval mode leaves the statistics alone and normalises with them.
   step.training = false;
-  const auto before = bn.running_mean;
+  const auto before = to_float_vector(bn.running_mean);
   const Tensor y = bn.forward(step, x);
-  EXPECT_EQ(bn.running_mean, before);
+  EXPECT_EQ(to_float_vector(bn.running_mean), before);
   const float want =
-      (x.ptr<float>()[4] - bn.running_mean[1]) / std::sqrt(bn.running_var[1] + 1e-5f);
+      (x.ptr<float>()[4] - bn.running_mean.ptr<float>()[1]) / std::sqrt(bn.running_var.ptr<float>()[1] + 1e-5f);
   EXPECT_NEAR(y.ptr<float>()[4], want, 1e-5);
   // A single value per channel cannot be normalised in training.
   step.training = true;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/tensor.h"
 #include "../backend/random_fill.h"
 
@@ -75,7 +75,7 @@ inline void randomize_params(ParamStore& store, uint32_t id, float scale) {
     const bool ln_weight = s.name.size() >= 16 &&
                            s.name.compare(s.name.size() - 16, 16, "LayerNorm.weight") == 0;
     for (int64_t i = 0; i < s.numel; ++i)
-      store.values[size_t(s.offset + i)] = ln_weight ? 1.0f + 0.1f * v[size_t(i)] / scale
+      store.host_values()[size_t(s.offset + i)] = ln_weight ? 1.0f + 0.1f * v[size_t(i)] / scale
                                                      : v[size_t(i)];
   }
 }

@@ -74,9 +74,9 @@ TEST(Linear, BackwardAccumulatesParameterGradients) {
   Tensor x = random_tensor({5, 4}, 7), dy = random_tensor({5, 3}, 8);
   lin.forward(Step{}, x);
   lin.backward(Step{}, dy);
-  const std::vector<float> once = store.grads;
+  const std::vector<float> once = store.grads_vector();
   lin.backward(Step{}, dy);
-  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(store.grads[i], 2 * once[i]);
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(store.host_grads()[i], 2 * once[i]);
 }
 
 TEST(GradCheck, DetectsAWrongGradient) {

@@ -13,7 +13,7 @@ namespace {
 double reference_norm(const ParamStore& store) {
   double s = 0;
   for (const ParamSpec& p : store.specs())
-    for (int64_t i = p.offset; i < p.offset + p.numel; ++i) s += double(store.grads[size_t(i)]) * store.grads[size_t(i)];
+    for (int64_t i = p.offset; i < p.offset + p.numel; ++i) s += double(store.host_grads()[size_t(i)]) * store.host_grads()[size_t(i)];
   return std::sqrt(s);
 }
 
@@ -30,22 +30,22 @@ TEST(GradNorm, ClipScalesToMaxNormAndReturnsPreClipNorm) {
   ParamStore store;
   test::make_store(store);
   test::fill_grads(store, 1);
-  const std::vector<float> before = store.grads;
+  const std::vector<float> before = store.grads_vector();
   const double norm = reference_norm(store);
   const double max_norm = norm / 4;
   EXPECT_NEAR(clip_grad_norm(store, max_norm), norm, 1e-12 * norm);
   EXPECT_NEAR(global_grad_norm(store), max_norm, 1e-6 * max_norm);
-  for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(store.grads[i], before[i] * (max_norm / norm), 1e-8);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(store.host_grads()[i], before[i] * (max_norm / norm), 1e-8);
 }
 
 TEST(GradNorm, ClipLeavesSmallGradientsUntouched) {
   ParamStore store;
   test::make_store(store);
   test::fill_grads(store, 2);
-  const std::vector<float> before = store.grads;
+  const std::vector<float> before = store.grads_vector();
   const double norm = reference_norm(store);
   EXPECT_NEAR(clip_grad_norm(store, norm * 1.5), norm, 1e-12 * norm);
-  EXPECT_EQ(store.grads, before);
+  EXPECT_EQ(store.grads_vector(), before);
   EXPECT_THROW(clip_grad_norm(store, 0.0), Error);
 }
 
@@ -53,9 +53,9 @@ TEST(GradNorm, ScaleGradsMultipliesEveryGradient) {
   ParamStore store;
   test::make_store(store);
   test::fill_grads(store, 4);
-  const std::vector<float> before = store.grads;
+  const std::vector<float> before = store.grads_vector();
   scale_grads(store, 1.0f / 2048);
-  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(store.grads[i], before[i] * (1.0f / 2048));
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(store.host_grads()[i], before[i] * (1.0f / 2048));
 }
 
 }  // namespace

@@ -43,20 +43,20 @@ TEST(Lamb, MatchesFloat64ReferenceOverThreeSteps) {
 
   std::vector<std::vector<double>> ref_w;
   std::vector<RefLamb> ref(store.specs().size());
-  for (const ParamSpec& s : store.specs()) ref_w.push_back(test::to_double(store.values.data() + s.offset, s.numel));
+  for (const ParamSpec& s : store.specs()) ref_w.push_back(test::to_double(store.host_values().data() + s.offset, s.numel));
 
   for (int t = 1; t <= 3; ++t) {
     test::fill_grads(store, t);
     for (size_t p = 0; p < store.specs().size(); ++p) {
       const ParamSpec& s = store.specs()[p];
-      ref[p].step(ref_w[p], test::to_double(store.grads.data() + s.offset, s.numel), t, lr,
+      ref[p].step(ref_w[p], test::to_double(store.host_grads().data() + s.offset, s.numel), t, lr,
                   s.decay ? cfg.weight_decay : 0.0, cfg);
     }
     lamb.step(float(lr));
     for (size_t p = 0; p < store.specs().size(); ++p) {
       const ParamSpec& s = store.specs()[p];
       for (int64_t i = 0; i < s.numel; ++i)
-        EXPECT_NEAR(store.values[size_t(s.offset + i)], ref_w[p][size_t(i)], 2e-6)
+        EXPECT_NEAR(store.host_values()[size_t(s.offset + i)], ref_w[p][size_t(i)], 2e-6)
             << s.name << "[" << i << "] step " << t;
     }
   }
@@ -67,7 +67,7 @@ TEST(Lamb, FirstStepMovesEachNonZeroParamByLrTimesItsNorm) {
   ParamStore store;
   test::make_store(store);
   test::fill_grads(store, 1);
-  const std::vector<float> before = store.values;
+  const std::vector<float> before = store.values_vector();
   Lamb lamb(store);
   const float lr = 0.01f;
   lamb.step(lr);
@@ -76,14 +76,14 @@ TEST(Lamb, FirstStepMovesEachNonZeroParamByLrTimesItsNorm) {
   const ParamSpec& w = store.specs()[0];
   double dn = 0, wn = 0;
   for (int64_t i = w.offset; i < w.offset + w.numel; ++i) {
-    dn += std::pow(double(store.values[size_t(i)]) - before[size_t(i)], 2);
+    dn += std::pow(double(store.host_values()[size_t(i)]) - before[size_t(i)], 2);
     wn += std::pow(double(before[size_t(i)]), 2);
   }
   EXPECT_NEAR(std::sqrt(dn), lr * std::sqrt(wn), 1e-6);
   const ParamSpec& b = store.specs()[1];
   for (int64_t i = b.offset; i < b.offset + b.numel; ++i) {
-    const float g = store.grads[size_t(i)];
-    EXPECT_NEAR(store.values[size_t(i)], -lr * g / (std::fabs(g) + 1e-6f), 1e-7);
+    const float g = store.host_grads()[size_t(i)];
+    EXPECT_NEAR(store.host_values()[size_t(i)], -lr * g / (std::fabs(g) + 1e-6f), 1e-7);
   }
 }
 
@@ -91,10 +91,10 @@ TEST(Lamb, ZeroGradientOnNoDecayParamLeavesItUnchanged) {
   ParamStore store;
   test::make_store(store);
   const ParamSpec& b = store.specs()[1];
-  for (int64_t i = 0; i < b.numel; ++i) store.values[size_t(b.offset + i)] = 1.0f + float(i);
+  for (int64_t i = 0; i < b.numel; ++i) store.host_values()[size_t(b.offset + i)] = 1.0f + float(i);
   Lamb lamb(store);
   lamb.step(0.1f);  // grads are zero: u = 0 on the bias, ratio 1, no change
-  for (int64_t i = 0; i < b.numel; ++i) EXPECT_EQ(store.values[size_t(b.offset + i)], 1.0f + float(i));
+  for (int64_t i = 0; i < b.numel; ++i) EXPECT_EQ(store.host_values()[size_t(b.offset + i)], 1.0f + float(i));
 }
 
 // Runs `steps` LAMB steps from a fresh store; the weight has more than one reduction chunk.
@@ -107,7 +107,7 @@ std::vector<float> run_lamb(int steps, int threads) {
     test::fill_grads(store, t);
     lamb.step(0.01f);
   }
-  return store.values;
+  return store.values_vector();
 }
 
 TEST(Lamb, IsBitwiseDeterministicAcrossThreadCounts) {
@@ -136,37 +136,37 @@ TEST(Lamb, ResumeFromSavedStateIsBitwiseIdentical) {
     first_opt.step(0.02f);
   }
   // "Checkpoint": weights, every named state buffer and the step counter.
-  const std::vector<float> saved_values = first.values;
+  const std::vector<float> saved_values = first.values_vector();
   std::vector<std::pair<std::string, std::vector<float>>> saved_state;
-  for (const NamedState& s : first_opt.state()) saved_state.emplace_back(s.name, *s.data);
+  for (const NamedState& s : first_opt.state()) saved_state.emplace_back(s.name, to_float_vector(*s.data));
   const int64_t saved_steps = first_opt.steps_taken();
 
   ParamStore resumed;
   test::make_store(resumed);
-  resumed.values = saved_values;
+  std::copy(saved_values.begin(), saved_values.end(), resumed.host_values().begin());
   Lamb resumed_opt(resumed);
   auto state = resumed_opt.state();
   ASSERT_EQ(state.size(), saved_state.size());
   for (size_t i = 0; i < state.size(); ++i) {
     EXPECT_EQ(state[i].name, saved_state[i].first);
-    *state[i].data = saved_state[i].second;
+    std::copy(saved_state[i].second.begin(), saved_state[i].second.end(), state[i].data->ptr<float>());
   }
   resumed_opt.set_steps_taken(saved_steps);
   for (int t = 3; t <= 5; ++t) {
     test::fill_grads(resumed, t);
     resumed_opt.step(0.02f);
   }
-  EXPECT_EQ(std::memcmp(full.values.data(), resumed.values.data(), full.values.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(full.host_values().data(), resumed.host_values().data(), full.host_values().size() * sizeof(float)), 0);
   auto full_state = full_opt.state();
   for (size_t i = 0; i < state.size(); ++i)
-    EXPECT_EQ(*state[i].data, *full_state[i].data) << state[i].name;
+    EXPECT_EQ(to_float_vector(*state[i].data), to_float_vector(*full_state[i].data)) << state[i].name;
 }
 
 TEST(Lamb, RestoredStateOfWrongSizeIsRejected) {
   ParamStore store;
   test::make_store(store);
   Lamb lamb(store);
-  lamb.state()[0].data->resize(3);
+  *lamb.state()[0].data = Tensor::zeros({3});
   EXPECT_THROW(lamb.step(0.1f), Error);
   ParamStore unallocated;
   EXPECT_THROW(Lamb{unallocated}, Error);

@@ -19,49 +19,49 @@ TEST(Lars, MatchesFloat64ReferenceForThreeSteps) {
   store.add("bn1.weight", {6}, false);                     // momentum SGD, no decay
   store.allocate();
   const RngStream rng{3, rng_stream(RngPurpose::test, 9, 0)};
-  for (int64_t i = 0; i < 12; ++i) store.values[i] = rng.normal(uint64_t(i));
+  for (int64_t i = 0; i < 12; ++i) store.host_values()[i] = rng.normal(uint64_t(i));
   const ParamSpec& bn = *store.find("bn1.weight");
-  for (int64_t i = 0; i < 6; ++i) store.values[bn.offset + i] = 1.0f + 0.1f * rng.normal(100 + i);
+  for (int64_t i = 0; i < 6; ++i) store.host_values()[bn.offset + i] = 1.0f + 0.1f * rng.normal(100 + i);
 
   LarsConfig cfg;
   cfg.weight_decay = 0.05f;  // large enough that the decay terms matter
   Lars lars(store, cfg);
-  std::vector<double> w(store.values.begin(), store.values.end()), v(w.size(), 0.0);
+  std::vector<double> w(store.host_values().begin(), store.host_values().end()), v(w.size(), 0.0);
   const double lrs[3] = {0.0, 2.0, 1.5};  // the schedule's first step is lr 0
   for (int t = 0; t < 3; ++t) {
     test::fill_grads(store, t);
     if (t == 0)  // a zero gradient: ratio 1 branch
-      for (int64_t i = 0; i < 12; ++i) store.grads[i] = 0.0f;
+      for (int64_t i = 0; i < 12; ++i) store.host_grads()[i] = 0.0f;
     for (const ParamSpec& s : store.specs()) {
       const double wd = s.decay ? cfg.weight_decay : 0.0;
       double wn = 0, gn = 0;
       for (int64_t i = s.offset; i < s.offset + s.numel; ++i) {
         wn += w[i] * w[i];
-        gn += double(store.grads[i]) * store.grads[i];
+        gn += double(store.host_grads()[i]) * store.host_grads()[i];
       }
       wn = std::sqrt(wn);
       gn = std::sqrt(gn);
       const double r = s.decay && wn > 0 && gn > 0 ? 0.001 * wn / (gn + wd * wn) : 1.0;
       for (int64_t i = s.offset; i < s.offset + s.numel; ++i) {
-        v[i] = 0.9 * v[i] + lrs[t] * r * (store.grads[i] + wd * w[i]);
+        v[i] = 0.9 * v[i] + lrs[t] * r * (store.host_grads()[i] + wd * w[i]);
         w[i] -= v[i];
       }
     }
     lars.step(float(lrs[t]));
     for (int64_t i = 0; i < store.size(); ++i) {
       const double tol = 1e-6 * std::max(1.0, std::abs(w[i]));
-      ASSERT_NEAR(store.values[i], w[i], tol) << "step " << t << " element " << i;
+      ASSERT_NEAR(store.host_values()[i], w[i], tol) << "step " << t << " element " << i;
     }
   }
   // The updates are not trivial: fc moved by the plain-ratio step, conv by a trust-scaled one.
-  EXPECT_NE(store.values[store.find("fc.weight")->offset], 0.0f);
+  EXPECT_NE(store.host_values()[store.find("fc.weight")->offset], 0.0f);
   EXPECT_EQ(lars.steps_taken(), 3);
   const auto state = lars.state();
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0].name, "momentum");
-  EXPECT_EQ(state[0].data->size(), size_t(store.size()));
+  EXPECT_EQ(state[0].data->numel(), store.size());
   for (int64_t i = 0; i < store.size(); ++i)
-    EXPECT_NEAR((*state[0].data)[i], v[i], 1e-6 * std::max(1.0, std::abs(v[i])));
+    EXPECT_NEAR(state[0].data->ptr<float>()[i], v[i], 1e-6 * std::max(1.0, std::abs(v[i])));
 }
 
 TEST(Lars, ThrowsOnUnallocatedStore) {

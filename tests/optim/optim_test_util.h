@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/philox.h"
 
 namespace kiln::optim::test {
@@ -16,7 +16,7 @@ inline void make_store(ParamStore& store, int64_t weight_cols = 5) {
   store.allocate();
   const RngStream rng{42, rng_stream(RngPurpose::test, 0, 0)};
   const ParamSpec& w = store.specs()[0];
-  for (int64_t i = 0; i < w.numel; ++i) store.values[size_t(w.offset + i)] = 0.5f * rng.normal(uint64_t(i));
+  for (int64_t i = 0; i < w.numel; ++i) store.host_values()[size_t(w.offset + i)] = 0.5f * rng.normal(uint64_t(i));
 }
 
 // Fresh random gradients for step `step` in every parameter slice.
@@ -24,7 +24,7 @@ inline void fill_grads(ParamStore& store, int64_t step) {
   const RngStream rng{7, rng_stream(RngPurpose::test, 1, uint64_t(step))};
   for (const ParamSpec& s : store.specs())
     for (int64_t i = 0; i < s.numel; ++i)
-      store.grads[size_t(s.offset + i)] = 0.1f * rng.normal(uint64_t(s.offset + i));
+      store.host_grads()[size_t(s.offset + i)] = 0.1f * rng.normal(uint64_t(s.offset + i));
 }
 
 inline std::vector<double> to_double(const float* x, int64_t n) { return std::vector<double>(x, x + n); }

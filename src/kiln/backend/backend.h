@@ -6,10 +6,20 @@
 #pragma once
 #include <cstdint>
 
+#include "kiln/core/context.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/philox.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln::ops {
+
+// ==== typed ops: an execution context and typed tensor views (f32 / bf16 / f16 storage,
+// f32 arithmetic); the context's device picks the backend (backend/route.h) ====
+
+// Every element of t (f32, bf16, f16 or i32) = value.
+void fill(Context& ctx, Tensor& t, float value);
+// dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
+void cast(Context& ctx, const Tensor& src, Tensor& dst);
 
 // ---- matrix products (oneDNN, primitives cached by shape) ----
 

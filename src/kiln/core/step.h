@@ -1,13 +1,22 @@
-// core/step.h — what a layer needs to know about the current step.
+// core/step.h — what a layer needs to know about the current (micro-)step.
 #pragma once
 #include <cstdint>
+
+#include "kiln/core/context.h"
+#include "kiln/core/dtype.h"
 
 namespace kiln {
 
 struct Step {
-  uint64_t seed = 0;      // run seed; with `index` it keys every dropout mask
+  uint64_t seed = 0;      // run seed; keys every dropout mask
   uint64_t index = 0;     // micro-step counter: step * accumulation + micro-batch
   bool training = true;   // dropout on, batch statistics on
+  // Global index of this micro-batch's first sample in the run's sample order: dropout masks
+  // are keyed by (layer, sample_offset + row, position in the sample), so they do not depend
+  // on the micro-batch size, the batch slot or (later) the data-parallel rank.
+  uint64_t sample_offset = 0;
+  DType compute_dtype = DType::f32;  // activations and the weights' compute copy
+  Context* ctx = &cpu_context();     // device, stream, scratch arena for the ops
 };
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -19,15 +20,13 @@ std::string shape_str(const Shape& shape) {
   return s + ")";
 }
 
-Tensor Tensor::empty(Shape shape, DType dtype) {
+Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   Tensor t;
   t.shape = std::move(shape);
   t.dtype = dtype;
-  const size_t bytes = (t.nbytes() + 63) / 64 * 64;
-  auto* raw = static_cast<std::byte*>(std::aligned_alloc(64, bytes ? bytes : 64));
-  KILN_CHECK(raw, "out of memory allocating a tensor of shape {}", shape_str(t.shape));
-  t.storage = std::shared_ptr<std::byte[]>(raw, [](std::byte* p) { std::free(p); });
-  t.data = raw;
+  t.device = device;
+  t.storage = device_alloc(device, t.nbytes());
+  t.data = t.storage.get();
   return t;
 }
 
@@ -37,11 +36,12 @@ Tensor Tensor::zeros(Shape shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::view(void* data, Shape shape, DType dtype) {
+Tensor Tensor::view(void* data, Shape shape, DType dtype, Device device) {
   Tensor t;
   t.data = data;
   t.shape = std::move(shape);
   t.dtype = dtype;
+  t.device = device;
   return t;
 }
 
@@ -50,6 +50,23 @@ Tensor Tensor::reshape(Shape new_shape) const {
              shape_str(new_shape));
   Tensor t = *this;
   t.shape = std::move(new_shape);
+  return t;
+}
+
+std::vector<float> to_float_vector(const Tensor& t) {
+  KILN_CHECK(t.device.is_cpu() && t.dtype == DType::f32,
+             "to_float_vector needs a host f32 tensor, got {} on {}", dtype_name(t.dtype),
+             t.device.str());
+  return std::vector<float>(t.ptr<float>(), t.ptr<float>() + t.numel());
+}
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  KILN_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape[0],
+             "rows [{}, {}) are outside a tensor of shape {}", begin, end, shape_str(shape));
+  Tensor t = *this;
+  t.shape[0] = end - begin;
+  const Shape row(shape.begin() + 1, shape.end());
+  t.data = static_cast<std::byte*>(data) + size_t(begin * shape_numel(row)) * dtype_size(dtype);
   return t;
 }
 

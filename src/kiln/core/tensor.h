@@ -1,4 +1,6 @@
-// core/tensor.h — a dense, row-major block of elements with a shape; owning or a view.
+// core/tensor.h — a dense, row-major block of elements with a dtype, a shape and a device;
+// owning or a view. Element data is touched only by backend/ ops (and by host-side I/O on CPU
+// tensors); layers pass tensors to ops.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -6,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
 
 namespace kiln {
@@ -20,12 +23,15 @@ struct Tensor {
   void* data = nullptr;
   DType dtype = DType::f32;
   Shape shape;
+  Device device;
 
-  // 64-byte aligned, uninitialised / zero-filled storage.
-  static Tensor empty(Shape shape, DType dtype = DType::f32);
+  // 64-byte aligned, uninitialised storage on `device` (core/allocator.h).
+  static Tensor empty(Shape shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // Zero-filled host storage.
   static Tensor zeros(Shape shape, DType dtype = DType::f32);
   // A view of memory kiln does not own (a parameter slice, a mapped file).
-  static Tensor view(void* data, Shape shape, DType dtype = DType::f32);
+  static Tensor view(void* data, Shape shape, DType dtype = DType::f32,
+                     Device device = Device::cpu());
 
   int64_t numel() const { return shape_numel(shape); }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
@@ -38,6 +44,11 @@ struct Tensor {
 
   // Same storage, new shape with the same element count.
   Tensor reshape(Shape new_shape) const;
+  // Rows [begin, end) of the first dimension, sharing storage.
+  Tensor slice_rows(int64_t begin, int64_t end) const;
 };
+
+// A copy of a host f32 tensor's elements (tests, host-side I/O).
+std::vector<float> to_float_vector(const Tensor& t);
 
 }  // namespace kiln

@@ -16,17 +16,17 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::pair<std::string, Tensor>> param_tensors(const ParamStore& params,
-                                                          const std::vector<float>& buffer,
+                                                          const Tensor& buffer,
                                                           const std::string& prefix) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const ParamSpec& s : params.specs())
     out.emplace_back(prefix + s.name,
-                     Tensor::view(const_cast<float*>(buffer.data()) + s.offset, s.shape));
+                     Tensor::view(const_cast<float*>(buffer.ptr<float>()) + s.offset, s.shape));
   return out;
 }
 
 void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore& params,
-             std::vector<float>& buffer, const std::string& prefix) {
+             Tensor& buffer, const std::string& prefix) {
   for (const ParamSpec& s : params.specs()) {
     const std::string name = prefix + s.name;
     if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
@@ -34,14 +34,14 @@ void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore
     if (t.dtype != DType::f32 || t.shape != s.shape)
       throw Error("{}: tensor '{}' has shape {} {}, expected {} f32", path.string(), name,
                   shape_str(t.shape), dtype_name(t.dtype), shape_str(s.shape));
-    std::copy_n(t.ptr<float>(), s.numel, buffer.data() + s.offset);
+    std::copy_n(t.ptr<float>(), s.numel, buffer.ptr<float>() + s.offset);
   }
 }
 
 std::vector<std::pair<std::string, Tensor>> buffer_tensors(const std::vector<FlatState>& buffers) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& [name, buffer] : buffers)
-    out.emplace_back(name, Tensor::view(buffer->data(), {int64_t(buffer->size())}));
+    out.emplace_back(name, *buffer);
   return out;
 }
 
@@ -50,10 +50,10 @@ void restore_buffers(const SafetensorsFile& file, const fs::path& path,
   for (auto& [name, buffer] : buffers) {
     if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
     Tensor t = file.get(name);
-    if (t.dtype != DType::f32 || t.numel() != int64_t(buffer->size()))
+    if (t.dtype != DType::f32 || t.numel() != buffer->numel())
       throw Error("{}: tensor '{}' has shape {} {}, expected ({}) f32", path.string(), name,
-                  shape_str(t.shape), dtype_name(t.dtype), buffer->size());
-    std::copy_n(t.ptr<float>(), buffer->size(), buffer->data());
+                  shape_str(t.shape), dtype_name(t.dtype), buffer->numel());
+    std::copy_n(t.ptr<float>(), buffer->numel(), buffer->ptr<float>());
   }
 }
 

@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 
 namespace kiln::io {
 
 // A flat optimizer buffer with the ParamStore's layout (e.g. LAMB's "exp_avg").
-using FlatState = std::pair<std::string, std::vector<float>*>;
+using FlatState = std::pair<std::string, Tensor*>;
 
 class CheckpointManager {
  public:

@@ -79,7 +79,7 @@ void BertForPretraining::init_mlperf(uint64_t seed) {
              specs.size());
   for (size_t id = 0; id < specs.size(); ++id) {
     const ParamSpec& s = specs[id];
-    float* w = store_.values.data() + s.offset;
+    float* w = store_.values.ptr<float>() + s.offset;
     const bool is_norm_weight = s.name.find("LayerNorm.weight") != std::string::npos;
     if (!s.decay) {
       std::fill(w, w + s.numel, is_norm_weight ? 1.0f : 0.0f);

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/data/bert/bert_batch.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/batchnorm2d.h"

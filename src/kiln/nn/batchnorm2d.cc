@@ -11,23 +11,29 @@ BatchNorm2d::BatchNorm2d(ParamStore& store, const std::string& prefix, int64_t c
                          bool relu, float eps, float momentum)
     : weight(store.add(prefix + ".weight", {channels}, false)),
       bias(store.add(prefix + ".bias", {channels}, false)),
-      running_mean(size_t(channels), 0.0f),
-      running_var(size_t(channels), 1.0f),
-      num_batches_tracked(1, 0.0f),
+      running_mean(Tensor::empty({channels})),
+      running_var(Tensor::empty({channels})),
+      num_batches_tracked(Tensor::empty({1})),
       channels(channels),
       relu(relu),
       eps(eps),
       momentum(momentum),
       prefix_(prefix),
       mean_(size_t(channels)),
-      var_(size_t(channels)) {}
+      var_(size_t(channels)) {
+  reset_running_stats();
+}
+
+void BatchNorm2d::reset_running_stats() {
+  ops::fill(cpu_context(), running_mean, 0.0f);
+  ops::fill(cpu_context(), running_var, 1.0f);
+  ops::fill(cpu_context(), num_batches_tracked, 0.0f);
+}
 
 void BatchNorm2d::reset(float gamma_value) {
   std::fill(weight.w(), weight.w() + channels, gamma_value);
   std::fill(bias.w(), bias.w() + channels, 0.0f);
-  std::fill(running_mean.begin(), running_mean.end(), 0.0f);
-  std::fill(running_var.begin(), running_var.end(), 1.0f);
-  num_batches_tracked[0] = 0.0f;
+  reset_running_stats();
 }
 
 NamedBuffers BatchNorm2d::buffers() {
@@ -50,14 +56,16 @@ Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
     ops::batchnorm_train_forward(x.ptr<float>(), weight.w(), bias.w(), rows, channels, eps, relu,
                                  y_.ptr<float>(), mean_.data(), var_.data());
     const float unbias = float(double(rows) / double(rows - 1));
+    float* rm = running_mean.ptr<float>();
+    float* rv = running_var.ptr<float>();
     for (int64_t c = 0; c < channels; ++c) {
-      running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean_[c];
-      running_var[c] = (1.0f - momentum) * running_var[c] + momentum * var_[c] * unbias;
+      rm[c] = (1.0f - momentum) * rm[c] + momentum * mean_[c];
+      rv[c] = (1.0f - momentum) * rv[c] + momentum * var_[c] * unbias;
     }
-    num_batches_tracked[0] += 1.0f;
+    num_batches_tracked.ptr<float>()[0] += 1.0f;
   } else {
-    mean_ = running_mean;
-    var_ = running_var;
+    mean_.assign(running_mean.ptr<float>(), running_mean.ptr<float>() + channels);
+    var_.assign(running_var.ptr<float>(), running_var.ptr<float>() + channels);
     ops::batchnorm_eval_forward(x.ptr<float>(), weight.w(), bias.w(), mean_.data(), var_.data(),
                                 rows, channels, eps, relu, y_.ptr<float>());
   }

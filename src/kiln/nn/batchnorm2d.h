@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"
@@ -15,7 +15,7 @@
 namespace kiln::nn {
 
 // A named non-parameter state vector (saved in checkpoints, never optimized).
-using NamedBuffers = std::vector<std::pair<std::string, std::vector<float>*>>;
+using NamedBuffers = std::vector<std::pair<std::string, Tensor*>>;
 
 class BatchNorm2d {
  public:
@@ -32,12 +32,13 @@ class BatchNorm2d {
 
   // gamma = gamma_value, beta = 0, running_mean = 0, running_var = 1, num_batches_tracked = 0.
   void reset(float gamma_value = 1.0f);
+  void reset_running_stats();  // mean 0, var 1, count 0
   // prefix.running_mean (C), prefix.running_var (C), prefix.num_batches_tracked (1).
   NamedBuffers buffers();
 
   Param weight, bias;
-  std::vector<float> running_mean, running_var;
-  std::vector<float> num_batches_tracked;  // one element; exact up to 2^24 steps
+  Tensor running_mean, running_var;  // (C) f32
+  Tensor num_batches_tracked;         // (1) f32; exact up to 2^24 steps
   int64_t channels;
   bool relu;
   float eps, momentum;

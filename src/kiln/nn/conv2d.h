@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kiln/backend/backend.h"
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"

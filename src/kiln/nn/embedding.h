@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"
 

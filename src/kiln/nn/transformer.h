@@ -16,7 +16,7 @@
 #pragma once
 #include <string>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/attention.h"

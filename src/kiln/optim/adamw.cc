@@ -7,8 +7,8 @@ namespace kiln::optim {
 
 AdamW::AdamW(ParamStore& store, AdamWConfig config) : Optimizer(store), config_(config) {
   KILN_CHECK(store.allocated(), "AdamW: the parameter store is not allocated");
-  m_.assign(size_t(store.size()), 0.0f);
-  v_.assign(size_t(store.size()), 0.0f);
+  m_ = Tensor::zeros({store.size()});
+  v_ = Tensor::zeros({store.size()});
 }
 
 std::vector<NamedState> AdamW::state() { return {{"m", &m_}, {"v", &v_}}; }
@@ -21,10 +21,10 @@ void AdamW::step(float lr) {
   const float bc2 = adam_bias_correction(b2, t);
 
   for (const ParamSpec& spec : store_.specs()) {
-    float* w = store_.values.data() + spec.offset;
-    const float* g = store_.grads.data() + spec.offset;
-    float* m = m_.data() + spec.offset;
-    float* v = v_.data() + spec.offset;
+    float* w = store_.values.ptr<float>() + spec.offset;
+    const float* g = store_.grads.ptr<float>() + spec.offset;
+    float* m = m_.ptr<float>() + spec.offset;
+    float* v = v_.ptr<float>() + spec.offset;
     const float wd = spec.decay ? config_.weight_decay : 0.0f;
 #pragma omp parallel for schedule(static) if (spec.numel > (1 << 14))
     for (int64_t i = 0; i < spec.numel; ++i) {

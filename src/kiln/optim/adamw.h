@@ -26,7 +26,7 @@ class AdamW : public Optimizer {
 
  private:
   AdamWConfig config_;
-  std::vector<float> m_, v_;  // (store.size())
+  Tensor m_, v_;  // (store.size())
 };
 
 }  // namespace kiln::optim

@@ -9,7 +9,7 @@ namespace kiln::optim {
 
 double global_grad_norm(const ParamStore& store) {
   double total = 0.0;
-  for (const ParamSpec& spec : store.specs()) total += sum_squares(store.grads.data() + spec.offset, spec.numel);
+  for (const ParamSpec& spec : store.specs()) total += sum_squares(store.grads.ptr<float>() + spec.offset, spec.numel);
   return std::sqrt(total);
 }
 
@@ -21,8 +21,8 @@ double clip_grad_norm(ParamStore& store, double max_norm) {
 }
 
 void scale_grads(ParamStore& store, float factor) {
-  float* g = store.grads.data();
-  const int64_t n = int64_t(store.grads.size());
+  float* g = store.grads.ptr<float>();
+  const int64_t n = store.grads.numel();
 #pragma omp parallel for schedule(static) if (n > (1 << 14))
   for (int64_t i = 0; i < n; ++i) g[i] *= factor;
 }

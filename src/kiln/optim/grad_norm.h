@@ -1,7 +1,7 @@
 // optim/grad_norm.h — global gradient norm and clipping over ParamStore::grads. Sums run in double
 // over each parameter's slice in a fixed order, so the result is deterministic.
 #pragma once
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 
 namespace kiln::optim {
 

@@ -10,8 +10,8 @@ namespace kiln::optim {
 
 Lamb::Lamb(ParamStore& store, LambConfig config) : Optimizer(store), config_(config) {
   KILN_CHECK(store.allocated(), "LAMB: the parameter store is not allocated");
-  m_.assign(size_t(store.size()), 0.0f);
-  v_.assign(size_t(store.size()), 0.0f);
+  m_ = Tensor::zeros({store.size()});
+  v_ = Tensor::zeros({store.size()});
 }
 
 std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
@@ -24,10 +24,10 @@ void Lamb::step(float lr) {
   const float bc2 = config_.bias_correction ? adam_bias_correction(b2, t) : 1.0f;
 
   for (const ParamSpec& spec : store_.specs()) {
-    float* w = store_.values.data() + spec.offset;
-    const float* g = store_.grads.data() + spec.offset;
-    float* m = m_.data() + spec.offset;
-    float* v = v_.data() + spec.offset;
+    float* w = store_.values.ptr<float>() + spec.offset;
+    const float* g = store_.grads.ptr<float>() + spec.offset;
+    float* m = m_.ptr<float>() + spec.offset;
+    float* v = v_.ptr<float>() + spec.offset;
     const float wd = spec.decay ? config_.weight_decay : 0.0f;
     auto update = [=](int64_t i) { return adam_direction(m[i], v[i], w[i], bc1, bc2, eps, wd); };
 

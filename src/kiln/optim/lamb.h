@@ -31,7 +31,7 @@ class Lamb : public Optimizer {
 
  private:
   LambConfig config_;
-  std::vector<float> m_, v_;  // (store.size())
+  Tensor m_, v_;  // (store.size())
 };
 
 }  // namespace kiln::optim

@@ -9,7 +9,7 @@ namespace kiln::optim {
 
 Lars::Lars(ParamStore& store, LarsConfig config) : Optimizer(store), config_(config) {
   KILN_CHECK(store.allocated(), "LARS: the parameter store is not allocated");
-  momentum_.assign(size_t(store.size()), 0.0f);
+  momentum_ = Tensor::zeros({store.size()});
 }
 
 std::vector<NamedState> Lars::state() { return {{"momentum", &momentum_}}; }
@@ -18,9 +18,9 @@ void Lars::step(float lr) {
   check_layout();
   const float mom = config_.momentum;
   for (const ParamSpec& spec : store_.specs()) {
-    float* w = store_.values.data() + spec.offset;
-    const float* g = store_.grads.data() + spec.offset;
-    float* v = momentum_.data() + spec.offset;
+    float* w = store_.values.ptr<float>() + spec.offset;
+    const float* g = store_.grads.ptr<float>() + spec.offset;
+    float* v = momentum_.ptr<float>() + spec.offset;
     const float wd = spec.decay ? config_.weight_decay : 0.0f;
     float scale = lr;  // lr·r
     if (spec.decay) {

@@ -33,7 +33,7 @@ class Lars : public Optimizer {
 
  private:
   LarsConfig config_;
-  std::vector<float> momentum_;  // (store.size())
+  Tensor momentum_;  // (store.size())
 };
 
 }  // namespace kiln::optim

@@ -12,9 +12,9 @@ void Optimizer::set_steps_taken(int64_t steps) {
 void Optimizer::check_layout() {
   KILN_CHECK(store_.allocated(), "optimizer: the parameter store is not allocated");
   for (const NamedState& s : state()) {
-    KILN_CHECK(int64_t(s.data->size()) == store_.size(),
+    KILN_CHECK(s.data->numel() == store_.size(),
                "optimizer state '{}' has {} elements, the parameter store {}", s.name,
-               s.data->size(), store_.size());
+               s.data->numel(), store_.size());
   }
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/core/params.h"
+#include "kiln/nn/params.h"
 
 namespace kiln::optim {
 
@@ -13,7 +13,7 @@ namespace kiln::optim {
 // elements. Restoring = overwrite *data, then set_steps_taken().
 struct NamedState {
   std::string name;
-  std::vector<float>* data;
+  Tensor* data;  // (store.size()) f32
 };
 
 class Optimizer {

@@ -1,0 +1,32 @@
+#include "kiln/backend/route.h"
+
+#include "kiln/core/error.h"
+
+namespace kiln::ops {
+
+void check_devices(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    KILN_CHECK(!t->defined() || t->device == ctx.device,
+               "op {}: a tensor of shape {} is on {} but the op runs on {}", op,
+               shape_str(t->shape), t->device.str(), ctx.device.str());
+}
+
+void expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
+  check_devices(ctx, op, tensors);
+  KILN_CHECK(ctx.device.is_cpu(), "op {}: no backend for {} is compiled into this kiln", op,
+             ctx.device.str());
+}
+
+void expect_dtype(const char* op, const char* what, const Tensor& t,
+                  std::initializer_list<DType> allowed) {
+  for (DType d : allowed)
+    if (t.dtype == d) return;
+  throw Error("op {}: {} has dtype {}, which this op does not take", op, what, dtype_name(t.dtype));
+}
+
+void expect_same_numel(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.numel() == b.numel(), "op {}: shapes {} and {} hold different element counts", op,
+             shape_str(a.shape), shape_str(b.shape));
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,23 @@
+// backend/route.h — which backend runs an op. The context's device decides; every tensor the
+// op touches must live on that device. A backend implementation starts with expect_cpu (or its
+// own kind): a tensor on another device, or a device whose backend is not compiled in, is a
+// kiln::Error naming the op, not a crash.
+#pragma once
+#include <initializer_list>
+
+#include "kiln/core/context.h"
+#include "kiln/core/tensor.h"
+
+namespace kiln::ops {
+
+// Throws unless ctx.device and every defined tensor in `tensors` are the same device.
+void check_devices(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);
+// check_devices, then throws unless that device is the CPU.
+void expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);
+// Throws unless t.dtype is one of `allowed`.
+void expect_dtype(const char* op, const char* what, const Tensor& t,
+                  std::initializer_list<DType> allowed);
+// Throws unless a and b hold the same number of elements.
+void expect_same_numel(const char* op, const Tensor& a, const Tensor& b);
+
+}  // namespace kiln::ops

@@ -1,0 +1,34 @@
+// core/arena.h — per-step scratch memory with stable addresses. The first step allocates
+// blocks as requests arrive and records the high-water mark; reset() after that step folds
+// them into one block of that size, so every later step with the same shapes hands out the
+// same addresses and allocates nothing (CUDA graphs replay against fixed pointers).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+class Arena {
+ public:
+  explicit Arena(Device device = Device::cpu()) : device_(device) {}
+
+  // Uninitialised memory for `shape` x `dtype`, 64-byte aligned, valid until reset().
+  Tensor alloc(const Shape& shape, DType dtype);
+  // Frees everything handed out since the last reset (addresses are reused in order).
+  void reset();
+
+  size_t in_use() const { return offset_; }          // bytes handed out since reset()
+  size_t high_water() const { return high_water_; }  // most bytes in use at once, ever
+  size_t capacity() const;                           // bytes held
+  int64_t block_allocations() const { return block_allocations_; }  // heap allocations made
+
+ private:
+  Device device_;
+  std::vector<Tensor> blocks_;  // after the first reset: exactly one
+  size_t block_ = 0, offset_ = 0, block_offset_ = 0, high_water_ = 0;
+  int64_t block_allocations_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,27 @@
+// core/context.h — what every op receives besides its tensors: the device that runs it, the
+// stream it is ordered on, and the scratch arena for memory that does not outlive the step.
+// Library handles (oneDNN engine, cuBLASLt, cuDNN) belong to the backend of ctx.device.
+#pragma once
+#include "kiln/core/arena.h"
+#include "kiln/core/device.h"
+
+namespace kiln {
+
+struct Context {
+  Device device;
+  void* stream = nullptr;   // cudaStream_t on CUDA; unused on the CPU
+  Arena* scratch = nullptr; // per-step scratch (reset by the training loop each step)
+
+  // Scratch tensor on this context's device: from the arena when there is one.
+  Tensor scratch_tensor(const Shape& shape, DType dtype) const {
+    return scratch ? scratch->alloc(shape, dtype) : Tensor::empty(shape, dtype, device);
+  }
+};
+
+// The process-wide CPU context (no arena): for tools, tests and host-side setup.
+inline Context& cpu_context() {
+  static Context ctx;
+  return ctx;
+}
+
+}  // namespace kiln

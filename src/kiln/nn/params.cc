@@ -1,0 +1,72 @@
+#include "kiln/nn/params.h"
+
+#include <algorithm>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/error.h"
+
+namespace kiln {
+namespace {
+
+Tensor slice_view(const Tensor& flat, const ParamSpec& s) {
+  Tensor t = Tensor::view(static_cast<std::byte*>(flat.data) + size_t(s.offset) * dtype_size(flat.dtype),
+                          s.shape, flat.dtype, flat.device);
+  t.storage = flat.storage;
+  return t;
+}
+
+}  // namespace
+
+Tensor Param::value() const { return slice_view(store->values, spec()); }
+Tensor Param::grad() const { return slice_view(store->grads, spec()); }
+Tensor Param::compute() const {
+  return slice_view(store->compute.defined() ? store->compute : store->values, spec());
+}
+
+Param ParamStore::add(std::string name, Shape shape, bool decay) {
+  KILN_CHECK(!allocated(), "parameter '{}' registered after the store was allocated", name);
+  KILN_CHECK(!find(name), "parameter '{}' registered twice", name);
+  ParamSpec spec{std::move(name), std::move(shape), size_, 0, decay};
+  spec.numel = shape_numel(spec.shape);
+  size_ += (spec.numel + 15) / 16 * 16;
+  specs_.push_back(std::move(spec));
+  return Param{this, int(specs_.size()) - 1};
+}
+
+void ParamStore::allocate(Context& ctx) {
+  ctx_ = &ctx;
+  values = Tensor::empty({size_}, DType::f32, ctx.device);
+  grads = Tensor::empty({size_}, DType::f32, ctx.device);
+  ops::fill(ctx, values, 0.0f);
+  ops::fill(ctx, grads, 0.0f);
+  set_compute_dtype(compute_dtype_);
+}
+
+void ParamStore::set_compute_dtype(DType dtype) {
+  KILN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+             "compute dtype {} is not a floating-point type", dtype_name(dtype));
+  compute_dtype_ = dtype;
+  if (!allocated()) return;
+  compute = dtype == DType::f32 ? Tensor{} : Tensor::empty({size_}, dtype, values.device);
+  refresh_compute();
+}
+
+void ParamStore::refresh_compute() {
+  if (compute.defined()) ops::cast(*ctx_, values, compute);
+}
+
+const ParamSpec* ParamStore::find(const std::string& name) const {
+  auto it = std::find_if(specs_.begin(), specs_.end(), [&](auto& s) { return s.name == name; });
+  return it == specs_.end() ? nullptr : &*it;
+}
+
+void ParamStore::zero_grad() { ops::fill(*ctx_, grads, 0.0f); }
+
+std::vector<float> ParamStore::values_vector() const {
+  return std::vector<float>(values.ptr<float>(), values.ptr<float>() + size_);
+}
+std::vector<float> ParamStore::grads_vector() const {
+  return std::vector<float>(grads.ptr<float>(), grads.ptr<float>() + size_);
+}
+
+}  // namespace kiln

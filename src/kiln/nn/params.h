@@ -1,0 +1,84 @@
+// nn/params.h — all parameters of a model in one flat fp32 buffer (the master weights), the
+// gradients in a second fp32 buffer with the same layout, and, under mixed precision, a third
+// buffer with the same layout holding the weights in the compute dtype (bf16 / f16), which the
+// optimizer step refreshes. A parameter is a named slice (offset, shape, decay flag).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/core/context.h"
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+struct ParamSpec {
+  std::string name;  // Hugging Face BertForPreTraining names where they exist
+  Shape shape;
+  int64_t offset = 0;  // in elements, into ParamStore::values / grads / compute
+  int64_t numel = 0;
+  bool decay = true;  // weight decay applies (false for biases and LayerNorm)
+};
+
+class ParamStore;
+
+// A handle to one parameter; valid once the store is allocated.
+struct Param {
+  ParamStore* store = nullptr;
+  int id = -1;
+  // Host pointers into the master weights and gradients (CPU stores only: init, I/O, tests).
+  float* w() const;
+  float* g() const;
+  // Views with the parameter's shape: master weights and gradients (f32), and the weights in
+  // the compute dtype (the master view itself when that is f32).
+  Tensor value() const;
+  Tensor grad() const;
+  Tensor compute() const;
+  const ParamSpec& spec() const;
+  int64_t numel() const { return spec().numel; }
+};
+
+class ParamStore {
+ public:
+  // Registers a parameter; call before allocate(). Offsets are 16-element aligned.
+  Param add(std::string name, Shape shape, bool decay);
+  // Allocates values and grads (zeroed) on ctx.device; later ops on the store run on `ctx`.
+  // After this no parameter can be added.
+  void allocate(Context& ctx = cpu_context());
+  bool allocated() const { return values.defined(); }
+
+  // Weights used by forward/backward: f32 (the master weights themselves), bf16 or f16 (a
+  // separate copy, filled by refresh_compute()).
+  void set_compute_dtype(DType dtype);
+  DType compute_dtype() const { return compute_dtype_; }
+  // compute = cast(values); a no-op for f32. Optimizers call it after each update.
+  void refresh_compute();
+
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  const ParamSpec* find(const std::string& name) const;
+  int64_t size() const { return size_; }
+  void zero_grad();
+
+  // Host access to the flat buffers of a CPU store.
+  std::span<float> host_values() const { return {const_cast<float*>(values.ptr<float>()), size_t(size_)}; }
+  std::span<float> host_grads() const { return {const_cast<float*>(grads.ptr<float>()), size_t(size_)}; }
+  std::vector<float> values_vector() const;
+  std::vector<float> grads_vector() const;
+
+  Tensor values;   // (size) f32 master weights
+  Tensor grads;    // (size) f32
+  Tensor compute;  // (size) in compute_dtype(); undefined when that is f32
+
+ private:
+  std::vector<ParamSpec> specs_;
+  int64_t size_ = 0;
+  DType compute_dtype_ = DType::f32;
+  Context* ctx_ = &cpu_context();
+};
+
+inline float* Param::w() const { return store->values.ptr<float>() + spec().offset; }
+inline float* Param::g() const { return store->grads.ptr<float>() + spec().offset; }
+inline const ParamSpec& Param::spec() const { return store->specs()[id]; }
+
+}  // namespace kiln

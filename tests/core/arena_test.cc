@@ -1,0 +1,45 @@
+#include "kiln/core/arena.h"
+
+#include <gtest/gtest.h>
+
+#include "kiln/core/allocator.h"
+#include "kiln/core/error.h"
+
+namespace kiln {
+namespace {
+
+// Two steps that ask for the same shapes in the same order.
+std::vector<void*> one_step(Arena& arena) {
+  std::vector<void*> addresses;
+  for (int64_t n : {1000, 300000, 7, 600000, 64})
+    addresses.push_back(arena.alloc({n}, DType::f32).data);
+  arena.reset();
+  return addresses;
+}
+
+TEST(Arena, AddressesAreStableAndNothingIsAllocatedAfterTheFirstStep) {
+  Arena arena;
+  one_step(arena);  // first step: grows block by block
+  const std::vector<void*> second = one_step(arena);
+  const int64_t allocations = allocation_count();
+  for (int step = 0; step < 3; ++step) EXPECT_EQ(one_step(arena), second);
+  EXPECT_EQ(allocation_count(), allocations);
+  EXPECT_EQ(arena.capacity(), arena.high_water());
+}
+
+TEST(Arena, HandsOutAlignedNonOverlappingTensors) {
+  Arena arena;
+  Tensor a = arena.alloc({3, 5}, DType::bf16), b = arena.alloc({17}, DType::f32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % 64, 0u);
+  EXPECT_GE(static_cast<std::byte*>(b.data) - static_cast<std::byte*>(a.data), int64_t(a.nbytes()));
+  EXPECT_EQ(a.dtype, DType::bf16);
+  EXPECT_EQ(arena.in_use(), 64u + 128u);
+}
+
+TEST(Allocator, DeviceWithoutBackendIsAClearError) {
+  EXPECT_THROW(Tensor::empty({4}, DType::f32, Device::cuda(0)), Error);
+}
+
+}  // namespace
+}  // namespace kiln
