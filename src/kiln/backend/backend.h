@@ -18,6 +18,8 @@ namespace kiln::ops {
 
 // Every element of t (f32, bf16, f16 or i32) = value.
 void fill(Context& ctx, Tensor& t, float value);
+// dst = src, same dtype and numel; src and dst may be on different devices (host <-> device).
+void copy(Context& ctx, const Tensor& src, Tensor& dst);
 // dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 

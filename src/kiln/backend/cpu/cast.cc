@@ -4,6 +4,7 @@
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
+#include "kiln/core/error.h"
 
 namespace kiln::ops {
 namespace {
@@ -28,6 +29,16 @@ void fill(Context& ctx, Tensor& t, float value) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) p[i] = v;
   });
+}
+
+void copy(Context& ctx, const Tensor& src, Tensor& dst) {
+  KILN_CHECK(src.dtype == dst.dtype, "op copy: dtypes {} and {} differ", dtype_name(src.dtype),
+             dtype_name(dst.dtype));
+  expect_same_numel("copy", src, dst);
+  KILN_CHECK(src.device.is_cpu() && dst.device.is_cpu(),
+             "op copy: no backend for {} -> {} is compiled into this kiln", src.device.str(),
+             dst.device.str());
+  if (src.data != dst.data) std::memcpy(dst.data, src.data, src.nbytes());
 }
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {
