@@ -75,10 +75,7 @@ BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& sto
 
 void BertForPretraining::init_mlperf(uint64_t seed) {
   const auto& specs = store_.specs();
-  KILN_CHECK(specs.size() < 65536, "init_mlperf: {} parameters exceed the 16-bit stream field",
-             specs.size());
-  for (size_t id = 0; id < specs.size(); ++id) {
-    const ParamSpec& s = specs[id];
+  for (const ParamSpec& s : specs) {
     float* w = store_.values.ptr<float>() + s.offset;
     const bool is_norm_weight = s.name.find("LayerNorm.weight") != std::string::npos;
     if (!s.decay) {
@@ -87,7 +84,7 @@ void BertForPretraining::init_mlperf(uint64_t seed) {
     }
     const float scale = config_.init_std;
 #pragma omp parallel for schedule(static)
-    for (int64_t e = 0; e < s.numel; ++e) w[e] = scale * truncated_normal(seed, uint32_t(id), uint64_t(e));
+    for (int64_t e = 0; e < s.numel; ++e) w[e] = scale * truncated_normal(seed, s.name, uint64_t(e));
   }
 }
 

@@ -54,9 +54,8 @@ class BertForPretraining {
   BertForPretraining(const BertConfig& config, ParamStore& store);
 
   // MLPerf initialisation: every Linear / Embedding weight (the parameters with decay) =
-  // init_std x normal truncated to |x| <= 2, drawn as RngStream{seed, rng_stream(init,
-  // param index, attempt)}.normal(element) for attempt 0..7, the first draw within bounds
-  // (0 if none is); biases 0; LayerNorm weight 1, bias 0. Independent of thread count.
+  // init_std x truncated_normal(seed, parameter name, element) (core/init.h); biases 0;
+  // LayerNorm weight 1, bias 0. Independent of thread count and parameter order.
   void init_mlperf(uint64_t seed);
 
   // Computes both heads and losses for `batch` (B rows of S tokens, P masked slots per row).

@@ -146,9 +146,7 @@ ResNet::~ResNet() = default;
 
 void ResNet::init(uint64_t seed) {
   const auto& specs = store_.specs();
-  auto stream = [&](const Param& p) {
-    return RngStream{seed, rng_stream(RngPurpose::init, uint32_t(p.id), 0)};
-  };
+  auto stream = [&](const Param& p) { return init_rng(seed, p.spec().name); };
   const bool mlperf = config_.init == ResNetInit::mlperf;
   auto init_conv = [&](const nn::Conv2d& conv) {
     const ParamSpec& s = specs[size_t(conv.weight.id)];
@@ -157,7 +155,7 @@ void ResNet::init(uint64_t seed) {
       const double fan_in = double(s.shape[1] * s.shape[2] * s.shape[3]);
       const float std = float(std::sqrt(2.0 / fan_in) / 0.87962566103423978);
 #pragma omp parallel for schedule(static) if (s.numel > 65536)
-      for (int64_t i = 0; i < s.numel; ++i) w[i] = std * truncated_normal(seed, uint32_t(conv.weight.id), uint64_t(i));
+      for (int64_t i = 0; i < s.numel; ++i) w[i] = std * truncated_normal(seed, s.name, uint64_t(i));
       return;
     }
     const double fan_out = double(s.shape[0] * s.shape[2] * s.shape[3]);
