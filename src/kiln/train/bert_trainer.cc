@@ -93,7 +93,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
     return {};
   }
   if (c.threads > 0) omp_set_num_threads(int(c.threads));
-  ops::set_matmul_dtype(dtype_from_name(c.matmul_dtype));
+  const DType compute_dtype = dtype_from_name(c.matmul_dtype);
   ensure_writable_dir(c.output_dir);
   for (auto& [key, value] : resolved) console << fmt::format("HParam: \"{}\": {}\n", key, value);
 
@@ -173,13 +173,16 @@ BertRunResult train_bert(const BertTrainConfig& c,
   console.flush();
 
   data::BertBatch batch;
+  store.set_compute_dtype(compute_dtype);
+  store.refresh_compute();
   int64_t evals_done = 0;
   auto evaluate = [&](int64_t step) {
     Timer timer;
     EvalResult r;
     int64_t correct = 0, nsp_correct = 0, nsp_count = 0, batches = 0;
     double weight_sum = 0, mlm_loss = 0, nsp_loss = 0;
-    const Step eval_step{uint64_t(c.seed), 0, false};
+    Step eval_step{uint64_t(c.seed), 0, false};
+    eval_step.compute_dtype = compute_dtype;
     data->begin_eval(evals_done++);
     while (batches < c.eval_iters && data->next_eval(batch, int(c.eval_batch_size))) {
       const models::BertOutputs out = model.forward(eval_step, batch);
@@ -249,7 +252,10 @@ BertRunResult train_bert(const BertTrainConfig& c,
       Timer data_timer;
       data->next_train(batch, int(c.micro_batch_size));
       data_seconds += data_timer.seconds();
-      const Step s{uint64_t(c.seed), uint64_t(step * accumulation + micro), true};
+      Step s{uint64_t(c.seed), uint64_t(step * accumulation + micro), true};
+      // Dropout masks are keyed by the global sample index.
+      s.sample_offset = uint64_t(step * c.global_batch_size + micro * c.micro_batch_size);
+      s.compute_dtype = compute_dtype;
       const models::BertOutputs out = model.forward(s, batch);
       model.backward(s, 1.0f / float(accumulation));
       loss += out.loss / double(accumulation);
@@ -263,6 +269,7 @@ BertRunResult train_bert(const BertTrainConfig& c,
     if (!std::isfinite(grad_norm)) ++nan_iterations;
     const double lr = schedule->lr(step);
     optimizer->step(float(lr));
+    store.refresh_compute();
     const double seconds = step_timer.seconds();
     step_seconds.push_back(seconds);
     result.losses.push_back(loss);
