@@ -1,5 +1,5 @@
 // bench/matmul_peak.cc — the machine's measured matrix-product peak through kiln's op table
-// (oneDNN): a 2048^3 product in f32 and in bf16 (f32 in and out, bf16 operands), median of 7
+// (oneDNN): a 2048^3 product with f32 operands and with bf16 operands (f32 out), median of 7
 // runs after 2 warm-ups. The denominator for kiln's "% of peak" (BENCHMARKING.md §3).
 #include <fmt/format.h>
 
@@ -11,24 +11,28 @@
 #include "kiln/core/timer.h"
 
 int main() {
+  using namespace kiln;
   const int64_t n = 2048;
-  std::vector<float> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n));
-  const kiln::RngStream rng{1, kiln::rng_stream(kiln::RngPurpose::test, 0, 0)};
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = rng.uniform(2 * i) - 0.5f;
-    b[i] = rng.uniform(2 * i + 1) - 0.5f;
+  Context& ctx = cpu_context();
+  Tensor a32 = Tensor::empty({n, n}), b32 = Tensor::empty({n, n}), c = Tensor::empty({n, n});
+  const RngStream rng{1, rng_stream(RngPurpose::test, 0, 0)};
+  for (int64_t i = 0; i < n * n; ++i) {  // host-side setup
+    a32.ptr<float>()[i] = rng.uniform(2 * i) - 0.5f;
+    b32.ptr<float>()[i] = rng.uniform(2 * i + 1) - 0.5f;
   }
-  for (kiln::DType dtype : {kiln::DType::f32, kiln::DType::bf16}) {
-    kiln::ops::set_matmul_dtype(dtype);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor a = Tensor::empty({n, n}, dtype), b = Tensor::empty({n, n}, dtype);
+    ops::cast(ctx, a32, a);
+    ops::cast(ctx, b32, b);
     std::vector<double> seconds;
     for (int run = 0; run < 9; ++run) {
-      kiln::Timer timer;
-      kiln::ops::gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      Timer timer;
+      ops::matmul(ctx, ops::mat(a), ops::mat(b), ops::mat(c));
       if (run >= 2) seconds.push_back(timer.seconds());
     }
     std::sort(seconds.begin(), seconds.end());
     const double median = seconds[seconds.size() / 2];
-    fmt::print("matmul {}^3 {}: {:.1f} ms, {:.1f} GFLOP/s\n", n, kiln::dtype_name(dtype), median * 1e3,
+    fmt::print("matmul {}^3 {}: {:.1f} ms, {:.1f} GFLOP/s\n", n, dtype_name(dtype), median * 1e3,
                2.0 * double(n * n * n) / median / 1e9);
   }
 }

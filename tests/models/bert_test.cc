@@ -71,6 +71,15 @@ data::BertBatch slice_rows(const data::BertBatch& b, int begin, int count) {
   return s;
 }
 
+double testing_max_rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(double(got[i]) - want[i]));
+    ref = std::max(ref, std::abs(double(want[i])));
+  }
+  return err / ref;
+}
+
 int64_t store_numel(const ParamStore& store) {
   int64_t n = 0;
   for (const auto& s : store.specs()) n += s.numel;
@@ -197,21 +206,122 @@ TEST(Bert, HalfBatchesAccumulateToTheFullBatchGradient) {
   }
 }
 
-TEST(Bert, DropoutMasksFollowTheStep) {
+// Dropout masks are keyed by the global sample index (step.sample_offset + row), not by the
+// step counter: the same samples get the same masks, other samples other masks.
+TEST(Bert, DropoutMasksFollowTheGlobalSampleIndex) {
   BertConfig c = tiny_config();
   c.hidden_dropout = c.attention_dropout = 0.1f;
   ParamStore store;
   BertForPretraining model(c, store);
   model.init_mlperf(1);
   const data::BertBatch batch = make_batch({16, 10}, {3, 2}, 16, 4, 64, 3);
-  const double a = model.forward(Step{9, 4, true}, batch).loss;
-  const double b = model.forward(Step{9, 4, true}, batch).loss;
-  const double other = model.forward(Step{9, 5, true}, batch).loss;
-  const double eval1 = model.forward(Step{9, 4, false}, batch).loss;
-  const double eval2 = model.forward(Step{9, 5, false}, batch).loss;
-  EXPECT_EQ(a, b);
+  auto step = [](uint64_t index, uint64_t offset, bool training) {
+    Step s{9, index, training};
+    s.sample_offset = offset;
+    return s;
+  };
+  const double a = model.forward(step(4, 6, true), batch).loss;
+  const double same_samples = model.forward(step(5, 6, true), batch).loss;
+  const double other = model.forward(step(4, 8, true), batch).loss;
+  const double eval1 = model.forward(step(4, 6, false), batch).loss;
+  const double eval2 = model.forward(step(5, 8, false), batch).loss;
+  EXPECT_EQ(a, same_samples);
   EXPECT_NE(a, other);
   EXPECT_EQ(eval1, eval2);
+}
+
+// Relative L2 error of every parameter's gradient against a reference gradient vector,
+// except the key biases (analytically zero gradient; bert_golden_test bounds it).
+void expect_grads_close(const ParamStore& store, const std::vector<float>& want, double tol,
+                        const std::string& what) {
+  for (const auto& s : store.specs()) {
+    if (s.name.find("attention.self.key.bias") != std::string::npos) continue;
+    double d = 0, r = 0;
+    for (int64_t i = s.offset; i < s.offset + s.numel; ++i) {
+      d += std::pow(double(store.host_grads()[i]) - want[i], 2);
+      r += double(want[i]) * want[i];
+    }
+    ASSERT_GT(r, 0.0) << s.name;
+    EXPECT_LT(std::sqrt(d / r), tol) << s.name << " " << what;
+  }
+}
+
+// One global batch of 32 samples as 4 micro-batches of 8 (sample_offset 0, 8, 16, 24,
+// loss_scale 1/4) or as one micro-batch of 32, with dropout ON: the masks depend only on the
+// global sample index, so losses and gradients agree to rounding. Each group of 8 has the same
+// MLM weight sum (20) and NSP row count (8), so the per-micro-batch normalisation matches.
+TEST(Bert, DropoutMicroBatchesOf8Match1MicroBatchOf32) {
+  for (bool pre_ln : {false, true}) {
+    BertConfig c = tiny_config();
+    c.pre_ln = pre_ln;
+    c.init_std = 0.2f;
+    c.hidden_dropout = c.attention_dropout = 0.1f;
+    ParamStore store;
+    BertForPretraining model(c, store);
+    model.init_mlperf(5);
+    std::vector<int> lengths, npred;
+    for (int b = 0; b < 32; ++b) {
+      lengths.push_back(9 + b % 8);
+      npred.push_back(1 + b % 4);
+    }
+    const data::BertBatch full = make_batch(lengths, npred, 16, 4, 64, 17);
+    const Step step{3, 40, true};
+
+    const BertOutputs f = model.forward(step, full);
+    model.backward(step, 1.0f);
+    const std::vector<float> g_full = store.grads_vector();
+
+    store.zero_grad();
+    double loss = 0;
+    for (int m = 0; m < 4; ++m) {
+      Step s{3, uint64_t(160 + m), true};  // another step counter: it must not matter
+      s.sample_offset = uint64_t(8 * m);
+      loss += model.forward(s, slice_rows(full, 8 * m, 8)).loss / 4;
+      model.backward(s, 0.25f);
+    }
+    EXPECT_NEAR(loss, f.loss, 1e-5 * f.loss) << "pre_ln=" << pre_ln;
+    expect_grads_close(store, g_full, 1e-4, pre_ln ? "pre-LN" : "post-LN");
+  }
+}
+
+// bf16 and f16 compute (activations and weight copies; f32 statistics, logits, gradients)
+// stay within stated tolerances of the f32 forward / backward of bert-tiny:
+//   MLM logits: max error / max |logit|, loss: relative, gradients: relative L2 per parameter.
+TEST(Bert, Bf16AndF16ComputeStayWithinTolerancesOfF32) {
+  struct Tol {
+    DType dtype;
+    double logits, loss, grads;
+  };
+  for (const Tol tol : {Tol{DType::bf16, 3e-2, 1e-2, 1e-1}, Tol{DType::f16, 4e-3, 2e-3, 2e-2}})
+    for (bool pre_ln : {false, true}) {
+      BertConfig c = tiny_config();
+      c.pre_ln = pre_ln;
+      c.init_std = 0.2f;
+      c.hidden_dropout = c.attention_dropout = 0.1f;
+      ParamStore store;
+      BertForPretraining model(c, store);
+      model.init_mlperf(5);
+      const data::BertBatch batch = make_batch({16, 9, 12, 6}, {3, 1, 2, 2}, 16, 4, 64, 11);
+      const Step f32_step{1, 0, true};
+      const BertOutputs want = model.forward(f32_step, batch);
+      const std::vector<float> logits = to_float_vector(model.mlm_logits());
+      model.backward(f32_step, 1.0f);
+      const std::vector<float> grads = store.grads_vector();
+
+      store.set_compute_dtype(tol.dtype);
+      store.zero_grad();
+      Step step = f32_step;
+      step.compute_dtype = tol.dtype;
+      const BertOutputs got = model.forward(step, batch);
+      ASSERT_EQ(model.mlm_logits().dtype, DType::f32);
+      const std::string what = std::string(dtype_name(tol.dtype)) + (pre_ln ? " pre-LN" : " post-LN");
+      EXPECT_LT(testing_max_rel_error(to_float_vector(model.mlm_logits()), logits), tol.logits) << what;
+      EXPECT_NEAR(got.loss, want.loss, tol.loss * want.loss) << what;
+      model.backward(step, 1.0f);
+      expect_grads_close(store, grads, tol.grads, what);
+      // Not the f32 computation in disguise.
+      EXPECT_NE(got.loss, want.loss) << what;
+    }
 }
 
 TEST(Bert, RejectsInconsistentBatches) {

@@ -36,7 +36,8 @@ TEST(SelfAttention, ForwardMatchesFloat64ReferenceWithPadding) {
   randomize_params(store, 30, 0.5f);
   Tensor x = random_tensor({B * S, H}, 31);
   const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
-  Tensor ctx = attn.forward(Step{}, x, mask.data(), B, S);
+  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
+  Tensor ctx = attn.forward(Step{}, x, mask_t);
 
   const auto q = linear_ref(x, attn.query), k = linear_ref(x, attn.key);
   const auto v = linear_ref(x, attn.value);
@@ -71,11 +72,12 @@ TEST(SelfAttention, GradientMatchesFiniteDifferencesWithPaddingAndDropout) {
   randomize_params(store, 40, 0.5f);
   Tensor x = random_tensor({B * S, H}, 41);
   const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
   const Step step{5, 2, true};
   const auto r = random_normal(B * S * H, 42);
   Tensor dy = Tensor::empty({B * S, H});
   std::copy(r.begin(), r.end(), dy.ptr<float>());
-  attn.forward(step, x, mask.data(), B, S);
+  attn.forward(step, x, mask_t);
   Tensor dx = attn.backward(step, dy);
   std::vector<GradTarget> targets = {tensor_target("x", x, dx)};
   for (const auto* l : {&attn.query, &attn.key, &attn.value}) {
@@ -86,7 +88,7 @@ TEST(SelfAttention, GradientMatchesFiniteDifferencesWithPaddingAndDropout) {
   // zero, and central differences there are pure rounding noise.
   targets.erase(targets.begin() + 4);
   for (int64_t i = 0; i < H; ++i) EXPECT_LT(std::abs(attn.key.bias.g()[i]), 1e-5f);
-  auto loss = [&] { return weighted_sum(attn.forward(step, x, mask.data(), B, S), r); };
+  auto loss = [&] { return weighted_sum(attn.forward(step, x, mask_t), r); };
   std::string worst;
   EXPECT_LT(max_grad_error(loss, targets, 1e-2f, 24, &worst), 2e-2) << worst;
 }

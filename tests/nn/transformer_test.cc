@@ -21,11 +21,12 @@ void check_layer_gradients(bool pre_ln, nn::GeluKind gelu) {
   randomize_params(store, 50, 0.4f);
   Tensor x = random_tensor({kB * kS, kH}, 51);
   const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 0};
+  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {kB, kS}, DType::i32);
   const Step step{11, 7, true};
   const auto r = random_normal(kB * kS * kH, 52);
   Tensor dy = Tensor::empty({kB * kS, kH});
   std::copy(r.begin(), r.end(), dy.ptr<float>());
-  layer.forward(step, x, mask.data(), kB, kS);
+  layer.forward(step, x, mask_t);
   Tensor dx = layer.backward(step, dy);
   std::vector<GradTarget> targets = {tensor_target("x", x, dx)};
   for (const auto& s : store.specs()) {
@@ -38,7 +39,7 @@ void check_layer_gradients(bool pre_ln, nn::GeluKind gelu) {
     targets.push_back(param_target(p));
   }
   EXPECT_EQ(targets.size(), 16u);  // x + 15 parameters
-  auto loss = [&] { return weighted_sum(layer.forward(step, x, mask.data(), kB, kS), r); };
+  auto loss = [&] { return weighted_sum(layer.forward(step, x, mask_t), r); };
   std::string worst;
   EXPECT_LT(max_grad_error(loss, targets, 1e-2f, 16, &worst), 2e-2) << worst;
 }
@@ -80,7 +81,7 @@ TEST(TransformerLayer, TwoRunsAreBitwiseIdentical) {
     std::vector<int32_t> mask(4 * 32, 1);
     mask[4 * 32 - 1] = 0;
     const Step step{3, 9, true};
-    Tensor y = layer.forward(step, x, mask.data(), 4, 32);
+    Tensor y = layer.forward(step, x, Tensor::view(mask.data(), {4, 32}, DType::i32));
     out[run].assign(y.ptr<float>(), y.ptr<float>() + y.numel());
     layer.backward(step, random_tensor({4 * 32, 64}, 62));
     grads[run] = store.grads_vector();

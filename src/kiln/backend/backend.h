@@ -1,5 +1,5 @@
 // backend/backend.h — the op table: every numeric op a layer calls, declared once.
-// Implemented in backend/cpu/ (oneDNN matmuls, OpenMP loops). All activations are row-major f32.
+// Implemented in backend/cpu/ (oneDNN matmuls, OpenMP loops). Activations are row-major.
 // Ops that write gradients of parameters ACCUMULATE (+=); ops that write activations overwrite.
 // Every op is deterministic: the same inputs and thread count give bitwise-identical results
 // (reductions run in a fixed order; none use atomics).
@@ -23,85 +23,115 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst);
 // dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 
-// ---- matrix products (oneDNN, primitives cached by shape) ----
+// ---- matrix products (oneDNN, primitives cached by shape per thread) ----
 
-// Operand type of gemm / gemm_batched: f32 (default) or bf16 (operands rounded to bf16,
-// products accumulated and written in f32). Process-wide; set it before training starts.
-// Throws kiln::Error for other types.
-void set_matmul_dtype(DType dtype);
-DType matmul_dtype();
+// One operand of matmul: matrices of `rows` x `cols` stored row-major with leading dimension
+// `ld` (elements between rows), the first at element `offset` of `t`, and up to two batch
+// dimensions of sizes batch[0] x batch[1] at strides batch_stride[0], batch_stride[1]
+// (elements). `trans` reads the stored matrix transposed. Views let attention read one head
+// of q/k/v straight out of a (B*S, H) layout: rows S, cols d, ld H, batch {B, heads},
+// batch_stride {S*H, d}, offset 0.
+struct MatView {
+  Tensor t;
+  int64_t offset = 0;
+  int64_t rows = 0, cols = 0, ld = 0;
+  int64_t batch[2] = {1, 1};
+  int64_t batch_stride[2] = {0, 0};
+  bool trans = false;
+};
+// The whole of a 2-D tensor (rows, cols), optionally transposed.
+MatView mat(const Tensor& t, bool trans = false);
+// Head h of every row block of x (B*S, heads*d) is one (S, d) matrix; batch {B, heads}.
+MatView heads_view(const Tensor& x, int64_t B, int64_t S, int64_t heads, bool trans = false);
+// x: (B, heads, S, T) dense, as B*heads matrices (S, T) with batch {B, heads}.
+MatView per_head(const Tensor& x, bool trans = false);
 
-// C = alpha * op(A) * op(B) + beta * C, row-major. op(A) is (M, K), op(B) is (K, N), C is (M, N).
-// A is stored (M, K) with leading dimension lda, or (K, M) when trans_a; likewise B.
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
-// `batch` independent gemms; matrix i starts at A + i*stride_a, B + i*stride_b, C + i*stride_c.
-void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
-                  int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
-                  int64_t batch);
+// Post-ops applied to alpha * op(A) op(B) (+ bias), before the beta * C sum.
+enum class Activation : uint8_t { none, relu, gelu_erf, gelu_tanh };
+struct MatmulOpts {
+  float alpha = 1.0f;             // must be 1 with a bias
+  float beta = 0.0f;          // 1: accumulate into c (f32 weight gradients from bf16 operands)
+  const Tensor* bias = nullptr;  // (N) added to every row of the product; f32 or a's dtype
+  Activation act = Activation::none;  // needs beta == 0
+};
 
-// ---- elementwise ----
+// c = act(alpha * op(a) op(b) + bias) + beta * c, with op(a) (M, K), op(b) (K, N), c (M, N)
+// (c.trans must be false) and the same batch sizes. a and b have one dtype (f32, bf16 or f16):
+// it decides the arithmetic (products accumulated in f32; f32 operands are never rounded).
+// c is f32 or a's dtype. Where oneDNN cannot build the bf16/f16 primitive on this CPU (e.g.
+// AVX2 only) the operands are converted to f32 in scratch and the product runs in f32; a
+// line on stderr says so once per process.
+void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
+            const MatmulOpts& opts = {});
 
-void add(const float* a, const float* b, int64_t n, float* out);  // out = a + b
-void add_inplace(float* y, const float* x, int64_t n);            // y += x
-void scale_inplace(float* y, float s, int64_t n);                 // y *= s
+// ---- elementwise: f32 / bf16 / f16 storage, f32 arithmetic; tensors of one element count ----
 
-// y: (N, C) += bias (C) on every row.
-void bias_add(float* y, const float* bias, int64_t N, int64_t C);
-// db (C) += column sums of dy (N, C).
-void bias_grad(const float* dy, int64_t N, int64_t C, float* db);
+// out = a + b; out may alias a or b. a, b and out may have different float dtypes.
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out);
+// y = s * x; y may alias x.
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y);
+// y (N, C) += bias (C) on every row; bias f32 or y's dtype.
+void bias_add(Context& ctx, Tensor& y, const Tensor& bias);
+// db (C, f32) += column sums of dy (N, C), summed in double in row order.
+void bias_grad(Context& ctx, const Tensor& dy, Tensor& db);
 
 enum class GeluKind : uint8_t {
   erf,   // 0.5 x (1 + erf(x / sqrt 2)) — BERT / Hugging Face
   tanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) — Megatron's bias_gelu
 };
-void gelu_forward(GeluKind kind, const float* x, int64_t n, float* y);
-// dx = dy * gelu'(x); x is the forward input.
-void gelu_backward(GeluKind kind, const float* x, const float* dy, int64_t n, float* dx);
+void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y);
+// dx = dy * gelu'(x); x is the forward input. dx may alias dy.
+void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx);
 
-void tanh_forward(const float* x, int64_t n, float* y);
-// dx = dy * (1 - y^2); y is the forward output.
-void tanh_backward(const float* y, const float* dy, int64_t n, float* dx);
+void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
+// dx = dy * (1 - y^2); y is the forward output. dx may alias dy.
+void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
-// Dropout with a Philox mask: element i is dropped when rng.uniform(i) < p, kept elements are
-// scaled by 1/(1-p). The mask is a pure function of (rng, i), so backward recomputes it.
-void dropout_forward(const float* x, int64_t n, float p, const RngStream& rng, float* y);
-void dropout_backward(const float* dy, int64_t n, float p, const RngStream& rng, float* dx);
+// f32 pointer forms, kept only for the CNN layers (nn/conv2d.cc, models/resnet.cc) until they
+// move to the typed ops above.
+void add_inplace(float* y, const float* x, int64_t n);  // y += x
+void bias_add(float* y, const float* bias, int64_t N, int64_t C);
+void bias_grad(const float* dy, int64_t N, int64_t C, float* db);
 
-// ---- normalisation and softmax (statistics in fp32) ----
+// Dropout keyed by sample: x is SAMPLE-MAJOR — its elements are `samples` equal consecutive
+// blocks (first dimension B, or B*S rows ordered (b, s)), block j belonging to the run's sample
+// sample_offset + j. Element i of that block is dropped when the Philox stream `rng` at counter
+// (global sample, i) gives a uniform < p; kept elements are scaled by 1/(1-p). The mask is a
+// pure function of (rng, global sample, i): independent of the micro-batch size and slot, and
+// recomputed by backward. y may alias x.
+void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
+                     uint64_t sample_offset, int64_t samples, Tensor& y);
+void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
+                      uint64_t sample_offset, int64_t samples, Tensor& dx);
 
-// x, y: (N, C); w, b: (C); mean, rstd: (N) saved for backward.
-void layernorm_forward(const float* x, const float* w, const float* b, float eps, int64_t N,
-                       int64_t C, float* y, float* mean, float* rstd);
-// dx (N, C) is overwritten; dw, db (C) accumulate.
-void layernorm_backward(const float* dy, const float* x, const float* w, const float* mean,
-                        const float* rstd, int64_t N, int64_t C, float* dx, float* dw,
-                        float* db);
+// ---- normalisation and softmax (statistics in f32) ----
 
-// Row softmax: x, y (rows, cols); y may alias x.
-void softmax_forward(const float* x, int64_t rows, int64_t cols, float* y);
+// x, y: (N, C) in any float dtype; w, b: (C) f32 or x's dtype; mean, rstd: (N) f32, saved for
+// backward.
+void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps, Tensor& y, Tensor& mean, Tensor& rstd);
+// dx (N, C) = the input gradient, or dx += it when accumulate_dx (the residual stream's
+// gradient, so no separate add pass); dw, db (C, f32) accumulate.
+void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
+                        Tensor& db, bool accumulate_dx = false);
+
+// Row softmax over the last dimension; y may alias x (same dtype).
+void softmax_forward(Context& ctx, const Tensor& x, Tensor& y);
 // dx = scale * y * (dy - sum(dy * y)) per row; dx may alias dy.
-void softmax_backward(const float* y, const float* dy, int64_t rows, int64_t cols, float scale,
-                      float* dx);
-// Attention probabilities: x, y (B, heads, Sq, Sk); key_bias (B, Sk) added to every row of
-// batch b; y = softmax(x + key_bias[b]). y may alias x.
-void masked_softmax_forward(const float* x, const float* key_bias, int64_t B, int64_t heads,
-                            int64_t Sq, int64_t Sk, float* y);
+void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx);
+// Attention probabilities: scores, probs (B, heads, Sq, Sk); mask (B, Sk) i32, 1 = token,
+// 0 = padding (-10000 added to that key's score, BERT's convention); softmax in f32.
+void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
+                               Tensor& probs);
 
-// ---- rows: embedding lookups, attention head layout ----
+// ---- rows: embedding lookups ----
 
-// out (n, dim) row i = table row ids[i]; throws kiln::Error if an id is outside [0, num).
-void gather_rows(const float* table, int64_t num, int64_t dim, const int32_t* ids, int64_t n,
-                 float* out);
-// dtable row ids[i] += dy row i, summed in the order of i (deterministic).
-void scatter_add_rows(const float* dy, const int32_t* ids, int64_t n, int64_t dim,
-                      float* dtable);
-
-// (B, S, heads, d) <-> (B, heads, S, d).
-void split_heads(const float* x, int64_t B, int64_t S, int64_t heads, int64_t d, float* y);
-void merge_heads(const float* x, int64_t B, int64_t S, int64_t heads, int64_t d, float* y);
+// out (n, dim) row i = table (num, dim) row ids[i]; ids (n) i32 must lie in [0, num): the data
+// loader / the model's host-side batch check validates them, not this op.
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
+// dtable row ids[i] += dy row i, summed in the order of i (deterministic); any float dtypes.
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
 
 // ---- losses (fp32 inputs, double accumulation) ----
 

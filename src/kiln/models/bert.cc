@@ -1,7 +1,6 @@
 #include "kiln/models/bert.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "kiln/backend/backend.h"
@@ -33,6 +32,20 @@ void check_batch(const data::BertBatch& b, const BertConfig& c) {
     KILN_CHECK(b.masked_positions[i] >= 0 && b.masked_positions[i] < b.seq_len,
                "BERT batch: masked position {} (row {}) outside [0, {})", b.masked_positions[i],
                i / b.max_pred, b.seq_len);
+  // The embedding gathers do not check ids: this is where they are validated.
+  for (size_t i = 0; i < BS; ++i) {
+    KILN_CHECK(b.input_ids[i] >= 0 && b.input_ids[i] < c.vocab_size,
+               "BERT batch: input id {} at position {} is outside the vocabulary [0, {})",
+               b.input_ids[i], i, c.vocab_size);
+    KILN_CHECK(b.segment_ids[i] >= 0 && b.segment_ids[i] < c.type_vocab,
+               "BERT batch: segment id {} at position {} is outside [0, {})", b.segment_ids[i],
+               i, c.type_vocab);
+  }
+}
+
+// A host i32 tensor over a batch vector (read by the ops during the step).
+Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
+  return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
 }
 
 }  // namespace
@@ -90,30 +103,41 @@ void BertForPretraining::init_mlperf(uint64_t seed) {
 
 BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch& batch) {
   check_batch(batch, config_);
+  KILN_CHECK(step.compute_dtype == store_.compute_dtype(),
+             "BERT: the step computes in {} but the weights' compute copy is {}",
+             dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
+  Context& ctx = *step.ctx;
   const int64_t B = batch.batch, S = batch.seq_len, P = batch.max_pred;
   const int64_t H = config_.hidden, V = config_.vocab_size, BS = B * S;
+  const DType dt = step.compute_dtype;
   B_ = B, S_ = S, P_ = P;
 
   positions_.resize(size_t(BS));
   for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S);
-  Tensor x = embeddings_.get({BS, H});  // (B*S, H)
-  ops::add(word_.forward(batch.input_ids.data(), BS).ptr<float>(),
-           position_.forward(positions_.data(), BS).ptr<float>(), BS * H, x.ptr<float>());
-  ops::add_inplace(x.ptr<float>(), token_type_.forward(batch.segment_ids.data(), BS).ptr<float>(),
-                   BS * H);
+  Tensor x = embeddings_.get({BS, H}, dt);  // (B*S, H)
+  ops::add(ctx, word_.forward(step, ids_view(batch.input_ids, {BS})),
+           position_.forward(step, ids_view(positions_, {BS})), x);
+  ops::add(ctx, x, token_type_.forward(step, ids_view(batch.segment_ids, {BS})), x);
   if (embedding_norm_) x = embedding_norm_->forward(step, x);
-  x = embedding_dropout_.forward(step, x);
-  for (auto& layer : layers_) x = layer->forward(step, x, batch.input_mask.data(), B, S);
+  x = embedding_dropout_.forward(step, x, B);
+  const Tensor mask = ids_view(batch.input_mask, {B, S});
+  for (auto& layer : layers_) x = layer->forward(step, x, mask);
   if (final_norm_) x = final_norm_->forward(step, x);
   // x: the sequence output (B*S, H)
 
   BertOutputs out;
   if (config_.binary_head) {
-    Tensor first = first_tokens_.get({B, H});  // (B, H) token 0 of each row
-    for (int64_t b = 0; b < B; ++b)
-      std::memcpy(first.ptr<float>() + b * H, x.ptr<float>() + b * S * H, sizeof(float) * H);
+    first_rows_.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) first_rows_[b] = int32_t(b * S);
+    Tensor first = first_tokens_.get({B, H}, dt);  // (B, H) token 0 of each row
+    ops::gather_rows(ctx, x, ids_view(first_rows_, {B}), first);
     Tensor pooled = pooler_act_.forward(step, pooler_->forward(step, first));
     nsp_logits_ = seq_relationship_->forward(step, pooled);  // (B, 2)
+    if (dt != DType::f32) {
+      Tensor f = nsp_f32_.get({B, 2});
+      ops::cast(ctx, nsp_logits_, f);
+      nsp_logits_ = f;
+    }
     const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data());
     out.nsp_loss = r.loss;
     out.nsp_correct = r.correct;
@@ -123,14 +147,17 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
   gather_rows_.resize(size_t(B * P));
   for (int64_t i = 0; i < B * P; ++i)
     gather_rows_[i] = int32_t((i / P) * S + batch.masked_positions[i]);
-  Tensor gathered = gathered_.get({B * P, H});
-  ops::gather_rows(x.ptr<float>(), BS, H, gather_rows_.data(), B * P, gathered.ptr<float>());
+  Tensor gathered = gathered_.get({B * P, H}, dt);
+  ops::gather_rows(ctx, x, ids_view(gather_rows_, {B * P}), gathered);
   Tensor t = transform_act_.forward(step, transform_->forward(step, gathered));
   transformed_ = transform_norm_->forward(step, t);  // (B*P, H)
+  // logits (f32) = t Wword^T + bias, whatever the operands' dtype.
   mlm_logits_ = logits_.get({B * P, V});
-  ops::gemm(false, true, B * P, V, H, 1.0f, transformed_.ptr<float>(), H, word_.weight.w(), H,
-            0.0f, mlm_logits_.ptr<float>(), V);
-  ops::bias_add(mlm_logits_.ptr<float>(), decoder_bias_.w(), B * P, V);
+  const Tensor decoder_bias = decoder_bias_.value();
+  ops::MatmulOpts o;
+  o.bias = &decoder_bias;
+  ops::matmul(ctx, ops::mat(transformed_), ops::mat(word_.weight.compute(), true),
+              ops::mat(mlm_logits_), o);
   const nn::LossResult m =
       mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data());
   out.mlm_loss = m.loss;
@@ -142,36 +169,51 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
 
 void BertForPretraining::backward(const Step& step, float loss_scale) {
   KILN_CHECK(B_ > 0, "BertForPretraining::backward called before forward");
+  Context& ctx = *step.ctx;
   const int64_t H = config_.hidden, V = config_.vocab_size, N = B_ * P_, BS = B_ * S_;
+  const DType dt = transformed_.dtype;
 
-  // MLM decoder: logits = t W^T + bias, with W the word embedding table.
-  Tensor dlogits = mlm_loss_.backward(loss_scale);  // (N, V)
-  ops::gemm(true, false, V, H, N, 1.0f, dlogits.ptr<float>(), V, transformed_.ptr<float>(), H,
-            1.0f, word_.weight.g(), H);
-  ops::bias_grad(dlogits.ptr<float>(), N, V, decoder_bias_.g());
-  Tensor dt = dtransformed_.get({N, H});
-  ops::gemm(false, false, N, H, V, 1.0f, dlogits.ptr<float>(), V, word_.weight.w(), H, 0.0f,
-            dt.ptr<float>(), H);
-  dt = transform_norm_->backward(step, dt);
-  dt = transform_->backward(step, transform_act_.backward(step, dt));  // (N, H)
+  // MLM decoder: logits = t W^T + bias, with W the word embedding table. dlogits is f32; the
+  // matmuls take it in the operands' dtype.
+  Tensor dlogits = mlm_loss_.backward(loss_scale);  // (N, V) f32
+  Tensor decoder_db = decoder_bias_.grad();
+  ops::bias_grad(ctx, dlogits, decoder_db);
+  if (dt != DType::f32) {
+    Tensor d = dlogits_c_.get({N, V}, dt);
+    ops::cast(ctx, dlogits, d);
+    dlogits = d;
+  }
+  ops::MatmulOpts acc;
+  acc.beta = 1.0f;
+  ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(word_.weight.grad()),
+              acc);
+  Tensor dt_ = dtransformed_.get({N, H}, dt);
+  ops::matmul(ctx, ops::mat(dlogits), ops::mat(word_.weight.compute()), ops::mat(dt_));
+  Tensor d = transform_norm_->backward(step, dt_);
+  d = transform_->backward(step, transform_act_.backward(step, d));  // (N, H)
 
-  Tensor dx = dsequence_.get({BS, H});  // (B*S, H)
-  std::memset(dx.data, 0, dx.nbytes());
-  ops::scatter_add_rows(dt.ptr<float>(), gather_rows_.data(), N, H, dx.ptr<float>());
+  Tensor dx = dsequence_.get({BS, H}, dt);  // (B*S, H)
+  ops::fill(ctx, dx, 0.0f);
+  ops::scatter_add_rows(ctx, d, ids_view(gather_rows_, {N}), dx);
   if (config_.binary_head) {
-    Tensor d = seq_relationship_->backward(step, nsp_loss_.backward(loss_scale));
-    d = pooler_->backward(step, pooler_act_.backward(step, d));  // (B, H)
-    for (int64_t b = 0; b < B_; ++b)
-      ops::add_inplace(dx.ptr<float>() + b * S_ * H, d.ptr<float>() + b * H, H);
+    Tensor dnsp = nsp_loss_.backward(loss_scale);  // (B, 2) f32
+    if (dt != DType::f32) {
+      Tensor c = dnsp_c_.get({B_, 2}, dt);
+      ops::cast(ctx, dnsp, c);
+      dnsp = c;
+    }
+    Tensor dp = seq_relationship_->backward(step, dnsp);
+    dp = pooler_->backward(step, pooler_act_.backward(step, dp));  // (B, H)
+    ops::scatter_add_rows(ctx, dp, ids_view(first_rows_, {B_}), dx);
   }
 
   if (final_norm_) dx = final_norm_->backward(step, dx);
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(step, dx);
   dx = embedding_dropout_.backward(step, dx);
   if (embedding_norm_) dx = embedding_norm_->backward(step, dx);
-  word_.backward(dx);
-  position_.backward(dx);
-  token_type_.backward(dx);
+  word_.backward(step, dx);
+  position_.backward(step, dx);
+  token_type_.backward(step, dx);
 }
 
 int64_t BertForPretraining::flops_per_sample(int seq_len, int max_pred) const {

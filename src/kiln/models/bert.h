@@ -59,10 +59,11 @@ class BertForPretraining {
   void init_mlperf(uint64_t seed);
 
   // Computes both heads and losses for `batch` (B rows of S tokens, P masked slots per row).
-  // Throws kiln::Error for inconsistent sizes or ids out of range.
+  // Activations run in step.compute_dtype (the store's compute dtype), statistics and the
+  // MLM / NSP logits in f32. Throws kiln::Error for inconsistent sizes or ids out of range.
   BertOutputs forward(const Step& step, const data::BertBatch& batch);
   // Accumulates loss_scale * d(mlm_loss + nsp_loss)/d(param) of the last forward into
-  // store.grads. Each micro-batch's loss is normalised by its own MLM weight sum and NSP row
+  // store.grads (f32). Each micro-batch's loss is normalised by its own MLM weight sum and NSP row
   // count, so accumulating micro-batches with loss_scale 1/k averages their losses' gradients.
   void backward(const Step& step, float loss_scale = 1.0f);
 
@@ -103,9 +104,11 @@ class BertForPretraining {
   int64_t B_ = 0, S_ = 0, P_ = 0;
   std::vector<int32_t> positions_;    // (B*S) position ids
   std::vector<int32_t> gather_rows_;  // (B*P) rows of the sequence output at masked slots
+  std::vector<int32_t> first_rows_;   // (B) rows of token 0 of each sample
   Tensor transformed_;                // (B*P, H) input of the decoder
-  Tensor mlm_logits_, nsp_logits_;
-  nn::Buffer embeddings_, first_tokens_, gathered_, logits_, dtransformed_, dsequence_;
+  Tensor mlm_logits_, nsp_logits_;    // f32
+  nn::Buffer embeddings_, first_tokens_, gathered_, logits_, nsp_f32_, dlogits_c_, dnsp_c_,
+      dtransformed_, dsequence_;
 };
 
 }  // namespace kiln::models

@@ -1,7 +1,9 @@
 // nn/attention.h — multi-head self-attention without the output projection (Hugging Face
 // BertSelfAttention): q, k, v = x Wq^T + bq, ...; per head (d = hidden / heads)
-//   scores = q k^T / sqrt(d) + (1 - mask[key]) * -10000;  probs = softmax(scores) (fp32);
+//   scores = q k^T / sqrt(d) + (1 - mask[key]) * -10000;  probs = softmax(scores) (f32 math);
 //   context = dropout(probs) v.
+// Heads are read straight out of the (B*S, hidden) layouts of q, k, v and the context is
+// written straight into one (strided matmul views): no head split/merge copies.
 // Dropout on probs uses stream id `layer_id` (see nn/dropout.h).
 #pragma once
 #include <string>
@@ -21,13 +23,14 @@ class SelfAttention {
   SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t heads,
                 float attn_dropout, uint32_t layer_id);
 
-  // x: (B*S, hidden), rows ordered (b, s); input_mask: (B, S) with 1 = token, 0 = padding
-  // (read during forward only) -> context: (B*S, hidden). Saves q, k, v (B, heads, S, d),
-  // probs and dropped probs (B, heads, S, S).
-  Tensor forward(const Step& step, const Tensor& x, const int32_t* input_mask, int64_t B,
-                 int64_t S);
+  // x: (B*S, hidden) in the compute dtype, rows ordered (b, s); mask: (B, S) i32 with
+  // 1 = token, 0 = padding (read during forward only) -> context: (B*S, hidden). Saves q, k, v
+  // (B*S, hidden), probs and dropped probs (B, heads, S, S) in the compute dtype.
+  Tensor forward(const Step& step, const Tensor& x, const Tensor& mask);
   // dctx: (B*S, hidden) -> dx: (B*S, hidden); accumulates q/k/v weight and bias grads.
   Tensor backward(const Step& step, const Tensor& dctx);
+  // backward() writing dx into the caller's tensor, or adding to it when `accumulate`.
+  void backward_into(const Step& step, const Tensor& dctx, Tensor& dx, bool accumulate);
 
   Linear query, key, value;
   int64_t hidden, heads, head_dim;
@@ -35,9 +38,10 @@ class SelfAttention {
  private:
   Dropout dropout_;
   int64_t B_ = 0, S_ = 0;
+  Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
-  Buffer key_bias_, qh_, kh_, vh_, probs_buf_, ctxh_, ctx_;
-  Buffer dctxh_, dprobs_, dqh_, dkh_, dvh_, dq_, dk_, dv_, dx_;
+  Buffer scores_, probs_buf_, ctx_;
+  Buffer dprobs_, dscores_, dq_, dk_, dv_, dx_;
 };
 
 }  // namespace kiln::nn

@@ -10,18 +10,26 @@ Dropout::Dropout(float p, uint32_t layer_id) : p(p), layer_id(layer_id) {
 }
 
 Tensor Dropout::forward(const Step& step, const Tensor& x) {
+  KILN_CHECK(x.rank() >= 1, "dropout {}: input {} has no sample dimension", layer_id,
+             shape_str(x.shape));
+  return forward(step, x, x.dim(0));
+}
+
+Tensor Dropout::forward(const Step& step, const Tensor& x, int64_t samples) {
   active_ = step.training && p > 0.0f;
   if (!active_) return x;
-  rng_ = RngStream{step.seed, rng_stream(RngPurpose::dropout, layer_id, step.index)};
-  Tensor y = y_.get(x.shape);
-  ops::dropout_forward(x.ptr<float>(), x.numel(), p, rng_, y.ptr<float>());
+  rng_ = RngStream{step.seed, rng_stream(RngPurpose::dropout, layer_id, 0)};
+  sample_offset_ = step.sample_offset;
+  samples_ = samples;
+  Tensor y = y_.get(x.shape, x.dtype);
+  ops::dropout_forward(*step.ctx, x, p, rng_, sample_offset_, samples_, y);
   return y;
 }
 
-Tensor Dropout::backward(const Step&, const Tensor& dy) {
+Tensor Dropout::backward(const Step& step, const Tensor& dy) {
   if (!active_) return dy;
-  Tensor dx = dx_.get(dy.shape);
-  ops::dropout_backward(dy.ptr<float>(), dy.numel(), p, rng_, dx.ptr<float>());
+  Tensor dx = dx_.get(dy.shape, dy.dtype);
+  ops::dropout_backward(*step.ctx, dy, p, rng_, sample_offset_, samples_, dx);
   return dx;
 }
 

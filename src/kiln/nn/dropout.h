@@ -1,6 +1,10 @@
-// nn/dropout.h — inverted dropout with a Philox mask keyed by (step.seed, layer_id, step.index,
-// element): element i is dropped when RngStream{seed, rng_stream(dropout, layer_id, index)}
-// .uniform(i) < p; kept elements are scaled by 1/(1-p). Identity when !step.training or p == 0.
+// nn/dropout.h — inverted dropout with a Philox mask keyed by (step.seed, layer_id, GLOBAL
+// sample, position in the sample): the input is sample-major (first dimension B, or B*S rows
+// ordered (b, s), with `samples` = B), and element i of micro-batch sample j is dropped when
+// RngStream{seed, rng_stream(dropout, layer_id, 0)} at counter (step.sample_offset + j, i)
+// gives a uniform < p (ops::dropout_forward). Masks therefore do not depend on the micro-batch
+// size, the slot of a sample in it, or step.index. Kept elements are scaled by 1/(1-p).
+// Identity when !step.training or p == 0.
 #pragma once
 #include <cstdint>
 
@@ -15,8 +19,11 @@ class Dropout {
  public:
   Dropout(float p, uint32_t layer_id);
 
-  // x: any shape -> y: same shape (x itself when inactive). Remembers the mask's stream.
+  // x: (B, ...) sample-major -> y: same shape and dtype (x itself when inactive). Remembers
+  // the mask's key.
   Tensor forward(const Step& step, const Tensor& x);
+  // x holds `samples` samples (e.g. (B*S, H) rows with samples = B).
+  Tensor forward(const Step& step, const Tensor& x, int64_t samples);
   // dy -> dx with the mask of the last forward (dy itself when that forward was inactive).
   Tensor backward(const Step& step, const Tensor& dy);
 
@@ -26,6 +33,8 @@ class Dropout {
  private:
   bool active_ = false;
   RngStream rng_{0, 0};
+  uint64_t sample_offset_ = 0;
+  int64_t samples_ = 0;
   Buffer y_, dx_;
 };
 

@@ -8,22 +8,25 @@ namespace kiln::nn {
 Embedding::Embedding(ParamStore& store, const std::string& name, int64_t num, int64_t dim)
     : weight(store.add(name, {num, dim}, true)), num(num), dim(dim) {}
 
-Tensor Embedding::forward(const int32_t* ids, int64_t n) {
-  ids_.assign(ids, ids + n);
-  Tensor y = y_.get({n, dim});  // (n, dim)
-  try {
-    ops::gather_rows(weight.w(), num, dim, ids, n, y.ptr<float>());
-  } catch (const Error& e) {
-    throw Error("{}: {}", weight.spec().name, e.what());
-  }
+Tensor Embedding::forward(const Step& step, const Tensor& ids) {
+  KILN_CHECK(ids.dtype == DType::i32 && ids.device.is_cpu(),
+             "Embedding {}: ids must be host i32, got {} on {}", weight.spec().name,
+             dtype_name(ids.dtype), ids.device.str());
+  const int64_t n = ids.numel();
+  ids_.assign(ids.ptr<int32_t>(), ids.ptr<int32_t>() + n);
+  const Tensor table = weight.compute();
+  Tensor y = y_.get({n, dim}, table.dtype);  // (n, dim)
+  ops::gather_rows(*step.ctx, table, ids, y);
   return y;
 }
 
-void Embedding::backward(const Tensor& dy) {
+void Embedding::backward(const Step& step, const Tensor& dy) {
   const int64_t n = int64_t(ids_.size());
   KILN_CHECK(dy.numel() == n * dim, "Embedding {}: gradient {} does not match ({}, {})",
              weight.spec().name, shape_str(dy.shape), n, dim);
-  ops::scatter_add_rows(dy.ptr<float>(), ids_.data(), n, dim, weight.g());
+  const Tensor ids = Tensor::view(ids_.data(), {n}, DType::i32);
+  Tensor dw = weight.grad();
+  ops::scatter_add_rows(*step.ctx, dy.reshape({n, dim}), ids, dw);
 }
 
 }  // namespace kiln::nn

@@ -3,9 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/nn/params.h"
+#include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"
+#include "kiln/nn/params.h"
 
 namespace kiln::nn {
 
@@ -14,10 +15,11 @@ class Embedding {
   // Registers `name` (num, dim) with decay (Hugging Face and Megatron decay embeddings).
   Embedding(ParamStore& store, const std::string& name, int64_t num, int64_t dim);
 
-  // ids: (n) -> (n, dim). Throws kiln::Error for an id outside [0, num). Copies the ids.
-  Tensor forward(const int32_t* ids, int64_t n);
-  // dy: (n, dim); weight.g() row ids[i] += dy row i (deterministic order).
-  void backward(const Tensor& dy);
+  // ids: (n) i32 in [0, num) (validated by the caller: the data loader or the model's batch
+  // check) -> (n, dim) in the compute dtype of the weights. Copies the ids.
+  Tensor forward(const Step& step, const Tensor& ids);
+  // dy: (n, dim); weight.grad() row ids[i] += dy row i (f32, deterministic order).
+  void backward(const Step& step, const Tensor& dy);
 
   Param weight;
   int64_t num, dim;

@@ -2,16 +2,16 @@
 
 namespace kiln::nn {
 
-Tensor Gelu::forward(const Step&, const Tensor& x) {
+Tensor Gelu::forward(const Step& step, const Tensor& x) {
   x_ = x;
-  Tensor y = y_.get(x.shape);
-  ops::gelu_forward(kind, x.ptr<float>(), x.numel(), y.ptr<float>());
+  Tensor y = y_.get(x.shape, x.dtype);
+  ops::gelu_forward(*step.ctx, kind, x, y);
   return y;
 }
 
-Tensor Gelu::backward(const Step&, const Tensor& dy) {
-  Tensor dx = dx_.get(dy.shape);
-  ops::gelu_backward(kind, x_.ptr<float>(), dy.ptr<float>(), dy.numel(), dx.ptr<float>());
+Tensor Gelu::backward(const Step& step, const Tensor& dy) {
+  Tensor dx = dx_.get(dy.shape, dy.dtype);
+  ops::gelu_backward(*step.ctx, kind, x_, dy, dx);
   return dx;
 }
 

@@ -13,7 +13,7 @@ class Gelu {
  public:
   explicit Gelu(GeluKind kind = GeluKind::erf) : kind(kind) {}
 
-  // x: any shape -> y: same shape; keeps x for backward.
+  // x: any shape and float dtype -> y: same shape and dtype; keeps x for backward.
   Tensor forward(const Step& step, const Tensor& x);
   // dy -> dx = dy * gelu'(x).
   Tensor backward(const Step& step, const Tensor& dy);

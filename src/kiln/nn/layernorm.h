@@ -14,10 +14,14 @@ class LayerNorm {
   // Registers `prefix.weight` and `prefix.bias` (dim), both without decay.
   LayerNorm(ParamStore& store, const std::string& prefix, int64_t dim, float eps = 1e-12f);
 
-  // x: (N, dim) -> y: (N, dim); keeps x and saves mean, rstd (N) for backward.
+  // x: (N, dim) in the compute dtype -> y: (N, dim) in the same dtype; keeps x and saves
+  // mean, rstd (N, f32) for backward.
   Tensor forward(const Step& step, const Tensor& x);
-  // dy: (N, dim) -> dx: (N, dim); accumulates into weight.g() and bias.g().
+  // dy: (N, dim) -> dx: (N, dim); accumulates into weight.grad() and bias.grad() (f32).
   Tensor backward(const Step& step, const Tensor& dy);
+  // backward() writing dx into the caller's tensor, or adding to it when `accumulate` (the
+  // residual stream's gradient: no separate add pass).
+  void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
 
   Param weight, bias;  // (dim) each
   int64_t dim;

@@ -10,31 +10,47 @@ Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t
   if (bias) this->bias = store.add(prefix + ".bias", {out}, false);
 }
 
-Tensor Linear::forward(const Step&, const Tensor& x) {
+Tensor Linear::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(x.rank() == 2 && x.dim(1) == in, "Linear {}: input {} does not match in={}",
              weight.spec().name, shape_str(x.shape), in);
+  const Tensor w = weight.compute();
+  KILN_CHECK(x.dtype == w.dtype, "Linear {}: input is {} but the weights compute in {}",
+             weight.spec().name, dtype_name(x.dtype), dtype_name(w.dtype));
   const int64_t N = x.dim(0);
   x_ = x;
-  Tensor y = y_.get({N, out});  // (N, out)
-  ops::gemm(false, true, N, out, in, 1.0f, x.ptr<float>(), in, weight.w(), in, 0.0f,
-            y.ptr<float>(), out);
-  if (bias.id >= 0) ops::bias_add(y.ptr<float>(), bias.w(), N, out);
+  Tensor y = y_.get({N, out}, x.dtype);  // (N, out)
+  ops::MatmulOpts o;
+  const Tensor b = bias.id >= 0 ? bias.compute() : Tensor{};
+  if (bias.id >= 0) o.bias = &b;
+  ops::matmul(*step.ctx, ops::mat(x), ops::mat(w, true), ops::mat(y), o);
   return y;
 }
 
-Tensor Linear::backward(const Step&, const Tensor& dy) {
-  const int64_t N = x_.dim(0);
-  KILN_CHECK(dy.rank() == 2 && dy.dim(0) == N && dy.dim(1) == out,
-             "Linear {}: gradient {} does not match output ({}, {})", weight.spec().name,
-             shape_str(dy.shape), N, out);
-  // dW (out, in) += dy^T x;  db += column sums of dy;  dx (N, in) = dy W.
-  ops::gemm(true, false, out, in, N, 1.0f, dy.ptr<float>(), out, x_.ptr<float>(), in, 1.0f,
-            weight.g(), in);
-  if (bias.id >= 0) ops::bias_grad(dy.ptr<float>(), N, out, bias.g());
-  Tensor dx = dx_.get({N, in});
-  ops::gemm(false, false, N, in, out, 1.0f, dy.ptr<float>(), out, weight.w(), in, 0.0f,
-            dx.ptr<float>(), in);
+Tensor Linear::backward(const Step& step, const Tensor& dy) {
+  Tensor dx = dx_.get({x_.dim(0), in}, dy.dtype);
+  backward_into(step, dy, dx, false);
   return dx;
+}
+
+void Linear::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate) {
+  const int64_t N = x_.dim(0);
+  KILN_CHECK(dy.rank() == 2 && dy.dim(0) == N && dy.dim(1) == out && dy.dtype == x_.dtype,
+             "Linear {}: gradient {} {} does not match output ({}, {}) {}", weight.spec().name,
+             dtype_name(dy.dtype), shape_str(dy.shape), N, out, dtype_name(x_.dtype));
+  KILN_CHECK(dx.numel() == N * in, "Linear {}: input gradient {} is not ({}, {})",
+             weight.spec().name, shape_str(dx.shape), N, in);
+  Context& ctx = *step.ctx;
+  // dW (out, in) += dy^T x in f32;  db += column sums of dy;  dx (N, in) (+)= dy W.
+  ops::MatmulOpts acc;
+  acc.beta = 1.0f;
+  ops::matmul(ctx, ops::mat(dy, true), ops::mat(x_), ops::mat(weight.grad()), acc);
+  if (bias.id >= 0) {
+    Tensor db = bias.grad();
+    ops::bias_grad(ctx, dy, db);
+  }
+  ops::MatmulOpts o;
+  o.beta = accumulate ? 1.0f : 0.0f;
+  ops::matmul(ctx, ops::mat(dy), ops::mat(weight.compute()), ops::mat(dx.reshape({N, in})), o);
 }
 
 }  // namespace kiln::nn

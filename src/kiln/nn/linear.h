@@ -14,12 +14,17 @@ class Linear {
   // Registers `prefix.weight` (out, in) with decay and, if `bias`, `prefix.bias` (out) without.
   Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
 
-  // x: (N, in) -> y: (N, out). Keeps a handle to x for backward (x must stay unchanged until
-  // then). The result lives in this layer's buffer until the next forward.
+  // x: (N, in) in the weights' compute dtype -> y: (N, out) in the same dtype; the bias is
+  // added by the matmul. Keeps a handle to x for backward (x must stay unchanged until then).
+  // The result lives in this layer's buffer until the next forward.
   Tensor forward(const Step& step, const Tensor& x);
-  // dy: (N, out) -> dx: (N, in); accumulates weight.g() += dy^T x and bias.g() += sum dy.
-  // The result lives in this layer's buffer until the next backward.
+  // dy: (N, out) in x's dtype -> dx: (N, in); accumulates weight.grad() += dy^T x and
+  // bias.grad() += sum dy in f32. The result lives in this layer's buffer until the next
+  // backward.
   Tensor backward(const Step& step, const Tensor& dy);
+  // backward() writing dx (N, in) into the caller's tensor, or adding to it when `accumulate`
+  // (a residual or multi-branch gradient, summed by the matmul instead of an add pass).
+  void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
   int64_t in, out;

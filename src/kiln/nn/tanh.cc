@@ -4,15 +4,15 @@
 
 namespace kiln::nn {
 
-Tensor Tanh::forward(const Step&, const Tensor& x) {
-  y_view_ = y_.get(x.shape);
-  ops::tanh_forward(x.ptr<float>(), x.numel(), y_view_.ptr<float>());
+Tensor Tanh::forward(const Step& step, const Tensor& x) {
+  y_view_ = y_.get(x.shape, x.dtype);
+  ops::tanh_forward(*step.ctx, x, y_view_);
   return y_view_;
 }
 
-Tensor Tanh::backward(const Step&, const Tensor& dy) {
-  Tensor dx = dx_.get(dy.shape);
-  ops::tanh_backward(y_view_.ptr<float>(), dy.ptr<float>(), dy.numel(), dx.ptr<float>());
+Tensor Tanh::backward(const Step& step, const Tensor& dy) {
+  Tensor dx = dx_.get(dy.shape, dy.dtype);
+  ops::tanh_backward(*step.ctx, y_view_, dy, dx);
   return dx;
 }
 

@@ -8,7 +8,7 @@ namespace kiln::nn {
 
 class Tanh {
  public:
-  // x: any shape -> y: same shape; keeps y for backward.
+  // x: any shape and float dtype -> y: same shape and dtype; keeps y for backward.
   Tensor forward(const Step& step, const Tensor& x);
   // dy -> dx = dy * (1 - y^2).
   Tensor backward(const Step& step, const Tensor& dy);

@@ -19,50 +19,52 @@ TransformerLayer::TransformerLayer(ParamStore& store, const std::string& prefix,
       attention_dropout_(hidden_dropout, 4 * layer_id + 2),
       output_dropout_(hidden_dropout, 4 * layer_id + 3) {}
 
-Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const int32_t* mask,
-                                 int64_t B, int64_t S) {
-  const int64_t n = x.numel();
-  Tensor sum1 = sum1_.get(x.shape), sum2 = sum2_.get(x.shape);  // (B*S, H)
+Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor& mask) {
+  Context& ctx = *step.ctx;
+  const int64_t B = mask.dim(0);
+  B_ = B;
+  Tensor sum1 = sum1_.get(x.shape, x.dtype), sum2 = sum2_.get(x.shape, x.dtype);  // (B*S, H)
   if (!pre_ln) {
-    Tensor ctx = attention.forward(step, x, mask, B, S);
-    Tensor o = attention_dropout_.forward(step, attention_output.forward(step, ctx));
-    ops::add(x.ptr<float>(), o.ptr<float>(), n, sum1.ptr<float>());
+    Tensor c = attention.forward(step, x, mask);
+    Tensor o = attention_dropout_.forward(step, attention_output.forward(step, c), B);
+    ops::add(ctx, x, o, sum1);
     Tensor a = attention_norm.forward(step, sum1);
     Tensor g = gelu.forward(step, intermediate.forward(step, a));
-    Tensor m = output_dropout_.forward(step, output.forward(step, g));
-    ops::add(a.ptr<float>(), m.ptr<float>(), n, sum2.ptr<float>());
+    Tensor m = output_dropout_.forward(step, output.forward(step, g), B);
+    ops::add(ctx, a, m, sum2);
     return output_norm.forward(step, sum2);
   }
-  Tensor ctx = attention.forward(step, attention_norm.forward(step, x), mask, B, S);
-  Tensor o = attention_dropout_.forward(step, attention_output.forward(step, ctx));
-  ops::add(x.ptr<float>(), o.ptr<float>(), n, sum1.ptr<float>());  // a
+  Tensor c = attention.forward(step, attention_norm.forward(step, x), mask);
+  Tensor o = attention_dropout_.forward(step, attention_output.forward(step, c), B);
+  ops::add(ctx, x, o, sum1);  // a
   Tensor g = gelu.forward(step, intermediate.forward(step, output_norm.forward(step, sum1)));
-  Tensor m = output_dropout_.forward(step, output.forward(step, g));
-  ops::add(sum1.ptr<float>(), m.ptr<float>(), n, sum2.ptr<float>());
+  Tensor m = output_dropout_.forward(step, output.forward(step, g), B);
+  ops::add(ctx, sum1, m, sum2);
   return sum2;
 }
 
 Tensor TransformerLayer::backward(const Step& step, const Tensor& dy) {
-  const int64_t n = dy.numel();
-  Tensor da = dsum1_.get(dy.shape);  // gradient at the residual stream between the blocks
-  Tensor dx = dx_.get(dy.shape);
+  Tensor da = da_.get(dy.shape, dy.dtype);  // gradient at the residual stream between blocks
   if (!pre_ln) {
-    Tensor ds2 = output_norm.backward(step, dy);
-    Tensor dg = output.backward(step, output_dropout_.backward(step, ds2));
-    Tensor dh = intermediate.backward(step, gelu.backward(step, dg));
-    ops::add(dh.ptr<float>(), ds2.ptr<float>(), n, da.ptr<float>());
-    Tensor ds1 = attention_norm.backward(step, da);
-    Tensor dctx = attention_output.backward(step, attention_dropout_.backward(step, ds1));
-    ops::add(attention.backward(step, dctx).ptr<float>(), ds1.ptr<float>(), n, dx.ptr<float>());
+    // da = LN_out'(dy) + W1'(gelu'(...)): the second term accumulates in the matmul.
+    output_norm.backward_into(step, dy, da, false);
+    Tensor dg = output.backward(step, output_dropout_.backward(step, da));
+    intermediate.backward_into(step, gelu.backward(step, dg), da, true);
+    // dx = LN_attn'(da) + attention'(...): the second term accumulates in the q/k/v matmuls.
+    Tensor dx = dx_.get(dy.shape, dy.dtype);
+    attention_norm.backward_into(step, da, dx, false);
+    Tensor dctx = attention_output.backward(step, attention_dropout_.backward(step, dx));
+    attention.backward_into(step, dctx, dx, true);
     return dx;
   }
   Tensor dg = output.backward(step, output_dropout_.backward(step, dy));
   Tensor dl2 = intermediate.backward(step, gelu.backward(step, dg));
-  ops::add(output_norm.backward(step, dl2).ptr<float>(), dy.ptr<float>(), n, da.ptr<float>());
+  ops::copy(*step.ctx, dy, da);
+  output_norm.backward_into(step, dl2, da, true);  // da = dy + LN_out'(dl2)
   Tensor dctx = attention_output.backward(step, attention_dropout_.backward(step, da));
   Tensor dl1 = attention.backward(step, dctx);
-  ops::add(attention_norm.backward(step, dl1).ptr<float>(), da.ptr<float>(), n, dx.ptr<float>());
-  return dx;
+  attention_norm.backward_into(step, dl1, da, true);  // dx = da + LN_attn'(dl1), in place
+  return da;
 }
 
 }  // namespace kiln::nn

@@ -34,10 +34,12 @@ class TransformerLayer {
                    int64_t intermediate, float hidden_dropout, float attn_dropout, bool pre_ln,
                    GeluKind gelu, uint32_t layer_id);
 
-  // x: (B*S, hidden); mask: (B, S), 1 = token, 0 = padding -> y: (B*S, hidden).
-  // Keeps x and every intermediate needed by backward.
-  Tensor forward(const Step& step, const Tensor& x, const int32_t* mask, int64_t B, int64_t S);
-  // dy: (B*S, hidden) -> dx: (B*S, hidden); accumulates every parameter gradient.
+  // x: (B*S, hidden) in the compute dtype; mask: (B, S) i32, 1 = token, 0 = padding ->
+  // y: (B*S, hidden). Keeps x and every intermediate needed by backward.
+  Tensor forward(const Step& step, const Tensor& x, const Tensor& mask);
+  // dy: (B*S, hidden) -> dx: (B*S, hidden); accumulates every parameter gradient. The
+  // residual adds of the backward pass are folded into the LayerNorm backward and the
+  // matmuls (they accumulate into the residual gradient), so it has no separate add pass.
   Tensor backward(const Step& step, const Tensor& dy);
 
   SelfAttention attention;
@@ -51,7 +53,8 @@ class TransformerLayer {
 
  private:
   Dropout attention_dropout_, output_dropout_;
-  Buffer sum1_, sum2_, dsum1_, dx_;
+  int64_t B_ = 0;  // samples in the last forward (dropout keys)
+  Buffer sum1_, sum2_, da_, dx_;
 };
 
 }  // namespace kiln::nn

@@ -1,9 +1,13 @@
-// backend/cpu/elementwise.cc — elementwise ops, bias add / grad, activations, dropout.
+// backend/cpu/elementwise.cc — elementwise ops, bias add / grad, activations, dropout; written
+// once for f32 / bf16 / f16 storage with f32 arithmetic (backend/cpu/typed.h).
 #include <algorithm>
 #include <cmath>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/cpu/vec_math.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
 
 namespace kiln::ops {
 namespace {
@@ -11,11 +15,93 @@ namespace {
 constexpr int64_t kParallelMin = 8192;  // below this an OpenMP region costs more than it saves
 constexpr int64_t kColumnBlock = 64;    // columns per task in deterministic column sums
 
+// Calls fn(A{}, B{}, C{}) with the storage types of three tensors.
+template <typename Fn>
+void dispatch3(const char* op, const Tensor& a, const Tensor& b, const Tensor& c, Fn&& fn) {
+  cpu::dispatch_float(a.dtype, op, [&]<typename A>(A) {
+    cpu::dispatch_float(b.dtype, op, [&]<typename B>(B) {
+      cpu::dispatch_float(c.dtype, op, [&]<typename C>(C) { fn(A{}, B{}, C{}); });
+    });
+  });
+}
+
+// C = N*C / C rows; throws unless y is (N, C) for C = bias.numel().
+int64_t rows_of(const char* op, const Tensor& y, const Tensor& bias) {
+  const int64_t C = bias.numel();
+  KILN_CHECK(y.rank() >= 1 && C > 0 && y.dim(-1) == C, "op {}: {} does not end in {} columns",
+             op, shape_str(y.shape), C);
+  return y.numel() / C;
+}
+
 }  // namespace
 
-void add(const float* a, const float* b, int64_t n, float* out) {
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  expect_cpu(ctx, "add", {&a, &b, &out});
+  expect_same_numel("add", a, out);
+  expect_same_numel("add", b, out);
+  const int64_t n = out.numel();
+  dispatch3("add", a, b, out, [&]<typename A, typename B, typename O>(A, B, O) {
+    const A* x = a.ptr<A>();
+    const B* y = b.ptr<B>();
+    O* o = out.ptr<O>();
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    for (int64_t i = 0; i < n; ++i) o[i] = cpu::store<O>(cpu::load(x[i]) + cpu::load(y[i]));
+  });
+}
+
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
+  expect_cpu(ctx, "scale", {&x, &y});
+  expect_same_numel("scale", x, y);
+  const int64_t n = y.numel();
+  cpu::dispatch_float(x.dtype, "scale", [&]<typename X>(X) {
+    cpu::dispatch_float(y.dtype, "scale", [&]<typename Y>(Y) {
+      const X* in = x.ptr<X>();
+      Y* out = y.ptr<Y>();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) out[i] = cpu::store<Y>(s * cpu::load(in[i]));
+    });
+  });
+}
+
+void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
+  expect_cpu(ctx, "bias_add", {&y, &bias});
+  const int64_t N = rows_of("bias_add", y, bias), C = bias.numel();
+  cpu::dispatch_float(y.dtype, "bias_add", [&]<typename Y>(Y) {
+    cpu::dispatch_float(bias.dtype, "bias_add", [&]<typename Bt>(Bt) {
+      Y* out = y.ptr<Y>();
+      const Bt* b = bias.ptr<Bt>();
+#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
+      for (int64_t r = 0; r < N; ++r) {
+        Y* row = out + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) row[c] = cpu::store<Y>(cpu::load(row[c]) + cpu::load(b[c]));
+      }
+    });
+  });
+}
+
+// Each task owns a block of columns and walks all rows in order, so the sum does not depend
+// on the thread count.
+void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
+  expect_cpu(ctx, "bias_grad", {&dy, &db});
+  expect_dtype("bias_grad", "db", db, {DType::f32});
+  const int64_t N = rows_of("bias_grad", dy, db), C = db.numel();
+  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  float* out = db.ptr<float>();
+  cpu::dispatch_float(dy.dtype, "bias_grad", [&]<typename T>(T) {
+    const T* g = dy.ptr<T>();
+#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t c0 = blk * kColumnBlock, w = std::min(kColumnBlock, C - c0);
+      double acc[kColumnBlock] = {};
+      for (int64_t r = 0; r < N; ++r) {
+        const T* row = g + r * C + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < w; ++c) acc[c] += cpu::load(row[c]);
+      }
+      for (int64_t c = 0; c < w; ++c) out[c0 + c] += float(acc[c]);
+    }
+  });
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
@@ -23,35 +109,15 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void scale_inplace(float* y, float s, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] *= s;
-}
-
 void bias_add(float* y, const float* bias, int64_t N, int64_t C) {
-#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-  for (int64_t r = 0; r < N; ++r) {
-    float* row = y + r * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) row[c] += bias[c];
-  }
+  Tensor t = Tensor::view(y, {N, C}), b = Tensor::view(const_cast<float*>(bias), {C});
+  bias_add(cpu_context(), t, b);
 }
 
-// Each task owns a block of columns and walks all rows in order, so the sum does not depend
-// on the thread count.
 void bias_grad(const float* dy, int64_t N, int64_t C, float* db) {
-  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kColumnBlock, w = std::min(kColumnBlock, C - c0);
-    double acc[kColumnBlock] = {};
-    for (int64_t r = 0; r < N; ++r) {
-      const float* row = dy + r * C + c0;
-#pragma omp simd
-      for (int64_t c = 0; c < w; ++c) acc[c] += row[c];
-    }
-    for (int64_t c = 0; c < w; ++c) db[c0 + c] += float(acc[c]);
-  }
+  const Tensor g = Tensor::view(const_cast<float*>(dy), {N, C});
+  Tensor d = Tensor::view(db, {C});
+  bias_grad(cpu_context(), g, d);
 }
 
 namespace {
@@ -61,74 +127,119 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 constexpr float kGeluCubic = 0.044715f;
 
+// y[i] = f(x[i]) over two tensors of one numel and any float dtypes.
+template <typename F>
+void unary(Context& ctx, const char* op, const Tensor& x, Tensor& y, F f) {
+  expect_cpu(ctx, op, {&x, &y});
+  expect_same_numel(op, x, y);
+  const int64_t n = y.numel();
+  cpu::dispatch_float(x.dtype, op, [&]<typename X>(X) {
+    cpu::dispatch_float(y.dtype, op, [&]<typename Y>(Y) {
+      const X* in = x.ptr<X>();
+      Y* out = y.ptr<Y>();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) out[i] = cpu::store<Y>(f(cpu::load(in[i])));
+    });
+  });
+}
+
+// dx[i] = f(s[i], dy[i]) where s is the saved forward tensor.
+template <typename F>
+void binary(Context& ctx, const char* op, const Tensor& s, const Tensor& dy, Tensor& dx, F f) {
+  expect_cpu(ctx, op, {&s, &dy, &dx});
+  expect_same_numel(op, s, dx);
+  expect_same_numel(op, dy, dx);
+  const int64_t n = dx.numel();
+  dispatch3(op, s, dy, dx, [&]<typename S, typename D, typename O>(S, D, O) {
+    const S* a = s.ptr<S>();
+    const D* g = dy.ptr<D>();
+    O* o = dx.ptr<O>();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) o[i] = cpu::store<O>(f(cpu::load(a[i]), cpu::load(g[i])));
+  });
+}
+
 }  // namespace
 
-void gelu_forward(GeluKind kind, const float* x, int64_t n, float* y) {
+void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
   if (kind == GeluKind::erf) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + vec::erf(x[i] * kInvSqrt2));
+    unary(ctx, "gelu_forward", x, y,
+          [](float v) { return 0.5f * v * (1.0f + vec::erf(v * kInvSqrt2)); });
   } else {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
-      y[i] = 0.5f * v * (1.0f + vec::tanh_abs(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
-    }
+    unary(ctx, "gelu_forward", x, y, [](float v) {
+      return 0.5f * v * (1.0f + vec::tanh_abs(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+    });
   }
 }
 
-void gelu_backward(GeluKind kind, const float* x, const float* dy, int64_t n, float* dx) {
+void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
   if (kind == GeluKind::erf) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
+    binary(ctx, "gelu_backward", x, dy, dx, [](float v, float g) {
       const float cdf = 0.5f * (1.0f + vec::erf(v * kInvSqrt2));
       const float pdf = kInvSqrt2Pi * vec::exp(-0.5f * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
+      return g * (cdf + v * pdf);
+    });
   } else {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
+    binary(ctx, "gelu_backward", x, dy, dx, [](float v, float g) {
       const float t = vec::tanh_abs(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-      dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-    }
+      return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    });
   }
 }
 
-void tanh_forward(const float* x, int64_t n, float* y) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+void tanh_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  unary(ctx, "tanh_forward", x, y, [](float v) { return std::tanh(v); });
 }
 
-void tanh_backward(const float* y, const float* dy, int64_t n, float* dx) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  binary(ctx, "tanh_backward", y, dy, dx, [](float v, float g) { return g * (1.0f - v * v); });
 }
 
 namespace {
 
-// out[i] = in[i] * (uniform(i) < p ? 0 : 1/(1-p)); one Philox block serves 4 elements.
-void apply_dropout_mask(const float* in, int64_t n, float p, const RngStream& rng, float* out) {
+// out = in * (uniform(sample, i) < p ? 0 : 1/(1-p)); one Philox block serves 4 elements of a
+// sample, at counter (global sample << 32) | (i / 4).
+void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
+                        const RngStream& rng, uint64_t sample_offset, int64_t samples,
+                        Tensor& out) {
+  expect_cpu(ctx, op, {&in, &out});
+  expect_same_numel(op, in, out);
+  KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
+  const int64_t n = in.numel();
+  KILN_CHECK(samples > 0 && n % samples == 0,
+             "op {}: {} elements do not split into {} samples", op, n, samples);
+  const int64_t per = n / samples, blocks = (per + 3) / 4;
+  KILN_CHECK(blocks < (int64_t(1) << 32), "op {}: {} elements per sample is too many", op, per);
   const float scale = 1.0f / (1.0f - p);
-  const int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for schedule(static) if (n > kParallelMin / 4)
-  for (int64_t j = 0; j < blocks; ++j) {
-    const auto bits = rng.block(uint64_t(j));
-    const int64_t i0 = 4 * j, m = std::min<int64_t>(4, n - i0);
-    for (int64_t k = 0; k < m; ++k)
-      out[i0 + k] = u32_to_unit_float(bits[k]) < p ? 0.0f : in[i0 + k] * scale;
-  }
+  cpu::dispatch_float(in.dtype, op, [&]<typename X>(X) {
+    cpu::dispatch_float(out.dtype, op, [&]<typename Y>(Y) {
+      const X* x = in.ptr<X>();
+      Y* y = out.ptr<Y>();
+#pragma omp parallel for collapse(2) schedule(static) if (n > kParallelMin / 4)
+      for (int64_t s = 0; s < samples; ++s)
+        for (int64_t j = 0; j < blocks; ++j) {
+          const auto bits = rng.block(((sample_offset + uint64_t(s)) << 32) | uint64_t(j));
+          const int64_t i0 = s * per + 4 * j, m = std::min<int64_t>(4, per - 4 * j);
+          for (int64_t k = 0; k < m; ++k)
+            y[i0 + k] = cpu::store<Y>(u32_to_unit_float(bits[k]) < p
+                                          ? 0.0f
+                                          : cpu::load(x[i0 + k]) * scale);
+        }
+    });
+  });
 }
 
 }  // namespace
 
-void dropout_forward(const float* x, int64_t n, float p, const RngStream& rng, float* y) {
-  apply_dropout_mask(x, n, p, rng, y);
+void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
+                     uint64_t sample_offset, int64_t samples, Tensor& y) {
+  apply_dropout_mask(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y);
 }
 
-void dropout_backward(const float* dy, int64_t n, float p, const RngStream& rng, float* dx) {
-  apply_dropout_mask(dy, n, p, rng, dx);
+void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
+                      uint64_t sample_offset, int64_t samples, Tensor& dx) {
+  apply_dropout_mask(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx);
 }
 
 }  // namespace kiln::ops

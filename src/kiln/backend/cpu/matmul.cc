@@ -1,32 +1,44 @@
-// backend/cpu/matmul.cc — gemm and strided batched gemm on oneDNN matmul primitives, cached by
-// shape per thread. bf16 mode packs the operands into per-thread bf16 scratch first.
+// backend/cpu/matmul.cc — typed (batched, strided) matmul on oneDNN matmul primitives, cached
+// by shape per thread; bias and activation as oneDNN post-ops. A bf16/f16 primitive that
+// oneDNN cannot build on this CPU (no AVX-512 bf16 / fp16) is replaced by an f32 product of
+// operands converted in scratch.
+#include "kiln/backend/cpu/matmul.h"
+
 #include <atomic>
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
-#include <vector>
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cpu/key_hash.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
 namespace {
 
-std::atomic<DType> g_matmul_dtype{DType::f32};
+std::atomic<bool> g_force_fallback{false};
 
-// The shape of one matmul call; also the cache key. Strides are in elements.
+// The shape of one matmul call; also the cache key. Strides are in elements, ordered
+// (batch0, batch1, row, col) of op(A) (M, K), op(B) (K, N), C (M, N).
 struct MatmulKey {
-  int64_t batch, M, N, K;
-  int64_t a_strides[3], b_strides[3], c_strides[3];
+  int64_t M, N, K;
+  int64_t batch[2];
+  int64_t a_strides[4], b_strides[4], c_strides[4];
+  int64_t ab_dtype, c_dtype, bias_dtype;  // DType; bias_dtype -1 without bias
+  int64_t act;
   float alpha, beta;
-  int64_t dtype;  // DType; int64_t so the struct has no padding bytes
 };
 
-static_assert(sizeof(MatmulKey) == 15 * 8, "MatmulKey must have no padding");
+static_assert(sizeof(MatmulKey) == 22 * 8, "MatmulKey must have no padding");
 
 struct MatmulEntry {
+  bool fallback = false;  // oneDNN could not build it: run the f32 product instead
   dnnl::matmul prim;
-  dnnl::memory a, b, c;
+  dnnl::memory a, b, c, bias;
 };
 
 dnnl::engine& cpu_engine() {
@@ -34,133 +46,318 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
+dnnl::memory::data_type dnnl_type(int64_t dtype) {
+  using dt = dnnl::memory::data_type;
+  switch (DType(dtype)) {
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    default: return dt::f32;
+  }
+}
+
+bool batched(const MatmulKey& k) { return k.batch[0] != 1 || k.batch[1] != 1; }
+
 dnnl::memory::desc strided_md(const MatmulKey& k, const int64_t* strides, int64_t rows,
-                              int64_t cols, dnnl::memory::data_type dt) {
-  if (k.batch == 1) return dnnl::memory::desc({rows, cols}, dt, {strides[1], strides[2]});
-  return dnnl::memory::desc({k.batch, rows, cols}, dt, {strides[0], strides[1], strides[2]});
+                              int64_t cols, int64_t dtype) {
+  if (!batched(k)) return dnnl::memory::desc({rows, cols}, dnnl_type(dtype), {strides[2], strides[3]});
+  return dnnl::memory::desc({k.batch[0], k.batch[1], rows, cols}, dnnl_type(dtype),
+                            {strides[0], strides[1], strides[2], strides[3]});
+}
+
+dnnl::algorithm eltwise_alg(Activation act) {
+  switch (act) {
+    case Activation::relu: return dnnl::algorithm::eltwise_relu;
+    case Activation::gelu_erf: return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    default: break;
+  }
+  throw Error("op matmul: no activation to fuse");
 }
 
 MatmulEntry& cached_matmul(const MatmulKey& k) {
-  thread_local std::unordered_map<MatmulKey, MatmulEntry, KeyBytesHash<MatmulKey>, KeyBytesEqual<MatmulKey>> cache;
+  thread_local std::unordered_map<MatmulKey, MatmulEntry, KeyBytesHash<MatmulKey>,
+                                  KeyBytesEqual<MatmulKey>>
+      cache;
   auto it = cache.find(k);
   if (it != cache.end()) return it->second;
 
-  using dt = dnnl::memory::data_type;
-  const dt in_type = k.dtype == int64_t(DType::bf16) ? dt::bf16 : dt::f32;
-  const auto a_md = strided_md(k, k.a_strides, k.M, k.K, in_type);
-  const auto b_md = strided_md(k, k.b_strides, k.K, k.N, in_type);
-  const auto c_md = strided_md(k, k.c_strides, k.M, k.N, dt::f32);
+  const auto a_md = strided_md(k, k.a_strides, k.M, k.K, k.ab_dtype);
+  const auto b_md = strided_md(k, k.b_strides, k.K, k.N, k.ab_dtype);
+  const auto c_md = strided_md(k, k.c_strides, k.M, k.N, k.c_dtype);
+  dnnl::memory::desc bias_md;
+  if (k.bias_dtype >= 0)
+    bias_md = batched(k) ? dnnl::memory::desc({1, 1, 1, k.N}, dnnl_type(k.bias_dtype),
+                                              dnnl::memory::format_tag::abcd)
+                         : dnnl::memory::desc({1, k.N}, dnnl_type(k.bias_dtype),
+                                              dnnl::memory::format_tag::ab);
   dnnl::primitive_attr attr;
   if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
-  if (k.beta != 0.0f) {
-    dnnl::post_ops ops;
-    ops.append_sum(k.beta);
-    attr.set_post_ops(ops);
+  dnnl::post_ops ops;
+  if (k.act != int64_t(Activation::none)) ops.append_eltwise(1.0f, eltwise_alg(Activation(k.act)), 0.0f, 0.0f);
+  if (k.beta != 0.0f) ops.append_sum(k.beta);
+  attr.set_post_ops(ops);
+  MatmulEntry e;
+  try {
+    const dnnl::matmul::desc desc = k.bias_dtype >= 0 ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                                                      : dnnl::matmul::desc(a_md, b_md, c_md);
+    const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+    e.prim = dnnl::matmul(pd);
+  } catch (const dnnl::error& err) {
+    if (DType(k.ab_dtype) == DType::f32)
+      throw Error("op matmul: oneDNN cannot build an f32 matmul ({} x {} x {}): {}", k.M, k.N,
+                  k.K, err.what());
+    static std::atomic<bool> told[16];  // once per operand dtype
+    if (!told[k.ab_dtype & 15].exchange(true))
+      fmt::print(stderr,
+                 "kiln: oneDNN has no {0} matmul on this CPU; {0} matmuls run in f32 on "
+                 "operands converted in scratch\n",
+                 dtype_name(DType(k.ab_dtype)));
+    e.fallback = true;
+    return cache.emplace(k, std::move(e)).first->second;
   }
-  const dnnl::matmul::desc desc(a_md, b_md, c_md);
-  const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
-  MatmulEntry e{dnnl::matmul(pd), dnnl::memory(a_md, cpu_engine(), DNNL_MEMORY_NONE),
-                dnnl::memory(b_md, cpu_engine(), DNNL_MEMORY_NONE),
-                dnnl::memory(c_md, cpu_engine(), DNNL_MEMORY_NONE)};
+  e.a = dnnl::memory(a_md, cpu_engine(), DNNL_MEMORY_NONE);
+  e.b = dnnl::memory(b_md, cpu_engine(), DNNL_MEMORY_NONE);
+  e.c = dnnl::memory(c_md, cpu_engine(), DNNL_MEMORY_NONE);
+  if (k.bias_dtype >= 0) e.bias = dnnl::memory(bias_md, cpu_engine(), DNNL_MEMORY_NONE);
   return cache.emplace(k, std::move(e)).first->second;
 }
 
-// Copies `batch` matrices of (rows, cols) with leading dimension ld and batch stride `stride`
-// into dense bf16 (batch, rows, cols).
-void pack_bf16(const float* src, int64_t batch, int64_t stride, int64_t rows, int64_t cols,
-               int64_t ld, uint16_t* dst) {
-#pragma omp parallel for collapse(2) schedule(static) if (batch * rows * cols > 16384)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* s = src + b * stride + r * ld;
-      uint16_t* d = dst + (b * rows + r) * cols;
-      for (int64_t c = 0; c < cols; ++c) d[c] = f32_to_bf16(s[c]);
-    }
+// Stored-matrix shape of op(v) = (R, C).
+int64_t op_rows(const MatView& v) { return v.trans ? v.cols : v.rows; }
+int64_t op_cols(const MatView& v) { return v.trans ? v.rows : v.cols; }
+
+void set_strides(const MatView& v, int64_t* s) {
+  s[0] = v.batch_stride[0];
+  s[1] = v.batch_stride[1];
+  s[2] = v.trans ? 1 : v.ld;  // stride of op(v)'s row index
+  s[3] = v.trans ? v.ld : 1;
 }
 
-void run_matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
-                int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
-                int64_t batch) {
-  if (M == 0 || N == 0 || batch == 0) return;
-  if (K == 0) {  // no products: C = beta * C
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          float& c = C[b * stride_c + m * ldc + n];
-          c = beta == 0.0f ? 0.0f : beta * c;
-        }
+void* element(const MatView& v) {
+  return static_cast<std::byte*>(v.t.data) + v.offset * int64_t(dtype_size(v.t.dtype));
+}
+
+// Checks that every element the view addresses lies inside its tensor.
+void check_view(const MatView& v, const char* what) {
+  KILN_CHECK(v.t.defined(), "op matmul: {} has no data", what);
+  KILN_CHECK(v.rows >= 0 && v.cols >= 0 && v.batch[0] >= 1 && v.batch[1] >= 1 && v.offset >= 0 &&
+                 v.batch_stride[0] >= 0 && v.batch_stride[1] >= 0 && (v.rows <= 1 || v.ld >= v.cols),
+             "op matmul: {} view ({} x {}, ld {}) is malformed", what, v.rows, v.cols, v.ld);
+  if (v.rows == 0 || v.cols == 0) return;
+  const int64_t last = v.offset + (v.batch[0] - 1) * v.batch_stride[0] +
+                       (v.batch[1] - 1) * v.batch_stride[1] + (v.rows - 1) * v.ld + v.cols - 1;
+  KILN_CHECK(last < v.t.numel(), "op matmul: {} view reaches element {} of a tensor {}", what,
+             last, shape_str(v.t.shape));
+}
+
+// Dense f32 copy of the view's stored matrices: (batch0 * batch1, rows, cols), same orientation.
+MatView to_f32(Context& ctx, const MatView& v) {
+  const int64_t nb = v.batch[0] * v.batch[1];
+  Tensor d = ctx.scratch_tensor({nb, v.rows, v.cols}, DType::f32);
+  float* out = d.ptr<float>();
+  cpu::dispatch_float(v.t.dtype, "matmul", [&]<typename T>(T) {
+    const T* src = static_cast<const T*>(element(v));
+#pragma omp parallel for collapse(2) schedule(static) if (nb * v.rows * v.cols > 16384)
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t r = 0; r < v.rows; ++r) {
+        const T* s = src + (b / v.batch[1]) * v.batch_stride[0] +
+                     (b % v.batch[1]) * v.batch_stride[1] + r * v.ld;
+        float* o = out + (b * v.rows + r) * v.cols;
+        for (int64_t c = 0; c < v.cols; ++c) o[c] = cpu::load(s[c]);
+      }
+  });
+  MatView f = v;
+  f.t = d;
+  f.offset = 0;
+  f.ld = v.cols;
+  f.batch_stride[0] = v.batch[1] * v.rows * v.cols;
+  f.batch_stride[1] = v.rows * v.cols;
+  return f;
+}
+
+// The view's matrices written back from dense f32 (batch0 * batch1, rows, cols).
+void from_f32(const MatView& f, const MatView& v) {
+  const int64_t nb = v.batch[0] * v.batch[1];
+  const float* in = f.t.ptr<float>();
+  cpu::dispatch_float(v.t.dtype, "matmul", [&]<typename T>(T) {
+    T* dst = static_cast<T*>(element(v));
+#pragma omp parallel for collapse(2) schedule(static) if (nb * v.rows * v.cols > 16384)
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t r = 0; r < v.rows; ++r) {
+        T* d = dst + (b / v.batch[1]) * v.batch_stride[0] + (b % v.batch[1]) * v.batch_stride[1] +
+               r * v.ld;
+        const float* s = in + (b * v.rows + r) * v.cols;
+        for (int64_t c = 0; c < v.cols; ++c) d[c] = cpu::store<T>(s[c]);
+      }
+  });
+}
+
+// The f32 product of operands converted in scratch (bf16/f16 primitives missing on this CPU).
+void matmul_f32_fallback(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
+                         const MatmulOpts& opts) {
+  const MatView a32 = to_f32(ctx, a), b32 = to_f32(ctx, b);
+  Tensor bias32;
+  MatmulOpts o = opts;
+  if (opts.bias && opts.bias->dtype != DType::f32) {
+    bias32 = ctx.scratch_tensor(opts.bias->shape, DType::f32);
+    cast(ctx, *opts.bias, bias32);
+    o.bias = &bias32;
+  }
+  if (c.t.dtype == DType::f32) {
+    matmul(ctx, a32, b32, c, o);
     return;
   }
-  const DType dtype = g_matmul_dtype.load(std::memory_order_relaxed);
-  MatmulKey k;
-  k.batch = batch;
-  k.M = M;
-  k.N = N;
-  k.K = K;
-  k.alpha = alpha;
-  k.beta = beta;
-  k.dtype = int64_t(dtype);
-  const void* a_data = A;
-  const void* b_data = B;
-  if (dtype == DType::bf16) {
-    // Dense packed copies in the stored orientation; strides follow the packed layout.
-    thread_local std::vector<uint16_t> a16, b16;
-    const int64_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-    const int64_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    if (a16.size() < size_t(batch * M * K)) a16.resize(size_t(batch * M * K));
-    if (b16.size() < size_t(batch * K * N)) b16.resize(size_t(batch * K * N));
-    pack_bf16(A, batch, stride_a, a_rows, a_cols, lda, a16.data());
-    pack_bf16(B, batch, stride_b, b_rows, b_cols, ldb, b16.data());
-    lda = a_cols;
-    ldb = b_cols;
-    stride_a = M * K;
-    stride_b = K * N;
-    a_data = a16.data();
-    b_data = b16.data();
-  }
-  // op(A) (M, K): element (m, k) sits at m*lda + k, or k*lda + m when transposed.
-  k.a_strides[0] = stride_a;
-  k.a_strides[1] = trans_a ? 1 : lda;
-  k.a_strides[2] = trans_a ? lda : 1;
-  k.b_strides[0] = stride_b;
-  k.b_strides[1] = trans_b ? 1 : ldb;
-  k.b_strides[2] = trans_b ? ldb : 1;
-  k.c_strides[0] = stride_c;
-  k.c_strides[1] = ldc;
-  k.c_strides[2] = 1;
-
-  MatmulEntry& e = cached_matmul(k);
-  e.a.set_data_handle(const_cast<void*>(a_data));
-  e.b.set_data_handle(const_cast<void*>(b_data));
-  e.c.set_data_handle(C);
-  thread_local dnnl::stream stream(cpu_engine());
-  e.prim.execute(stream, {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
-  stream.wait();
+  // beta needs c's current values in the f32 result.
+  const MatView c32 = opts.beta != 0.0f ? to_f32(ctx, c) : [&] {
+    MatView f = c;
+    f.t = ctx.scratch_tensor({c.batch[0] * c.batch[1], c.rows, c.cols}, DType::f32);
+    f.offset = 0;
+    f.ld = c.cols;
+    f.batch_stride[0] = c.batch[1] * c.rows * c.cols;
+    f.batch_stride[1] = c.rows * c.cols;
+    return f;
+  }();
+  matmul(ctx, a32, b32, c32, o);
+  from_f32(c32, c);
 }
 
 }  // namespace
 
-void set_matmul_dtype(DType dtype) {
-  KILN_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-             "matmul dtype must be f32 or bf16, got {}", dtype_name(dtype));
-  g_matmul_dtype.store(dtype);
+namespace cpu {
+void force_matmul_f32_fallback(bool on) { g_force_fallback.store(on); }
+}  // namespace cpu
+
+MatView mat(const Tensor& t, bool trans) {
+  KILN_CHECK(t.rank() == 2, "op matmul: mat() needs a 2-D tensor, got {}", shape_str(t.shape));
+  MatView v;
+  v.t = t;
+  v.rows = t.dim(0);
+  v.cols = t.dim(1);
+  v.ld = t.dim(1);
+  v.trans = trans;
+  return v;
 }
 
-DType matmul_dtype() { return g_matmul_dtype.load(); }
-
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc) {
-  run_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+MatView heads_view(const Tensor& x, int64_t B, int64_t S, int64_t heads, bool trans) {
+  KILN_CHECK(x.rank() == 2 && x.dim(0) == B * S && heads > 0 && x.dim(1) % heads == 0,
+             "op matmul: heads_view of {} as ({}*{}, {} heads)", shape_str(x.shape), B, S, heads);
+  const int64_t H = x.dim(1), d = H / heads;
+  MatView v;
+  v.t = x;
+  v.rows = S;
+  v.cols = d;
+  v.ld = H;
+  v.batch[0] = B;
+  v.batch[1] = heads;
+  v.batch_stride[0] = S * H;
+  v.batch_stride[1] = d;
+  v.trans = trans;
+  return v;
 }
 
-void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
-                  int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
-                  int64_t batch) {
-  run_matmul(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
-             stride_c, batch);
+MatView per_head(const Tensor& x, bool trans) {
+  KILN_CHECK(x.rank() == 4, "op matmul: per_head needs (B, heads, S, T), got {}",
+             shape_str(x.shape));
+  MatView v;
+  v.t = x;
+  v.rows = x.dim(2);
+  v.cols = x.dim(3);
+  v.ld = x.dim(3);
+  v.batch[0] = x.dim(0);
+  v.batch[1] = x.dim(1);
+  v.batch_stride[0] = x.dim(1) * x.dim(2) * x.dim(3);
+  v.batch_stride[1] = x.dim(2) * x.dim(3);
+  v.trans = trans;
+  return v;
+}
+
+void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
+            const MatmulOpts& opts) {
+  static const Tensor no_bias;
+  expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
+  check_view(a, "A");
+  check_view(b, "B");
+  check_view(c, "C");
+  const int64_t M = op_rows(a), K = op_cols(a), N = op_cols(b);
+  KILN_CHECK(op_rows(b) == K && !c.trans && c.rows == M && c.cols == N,
+             "op matmul: ({} x {}) times ({} x {}) into ({} x {}{})", M, K, op_rows(b), N, c.rows,
+             c.cols, c.trans ? ", transposed" : "");
+  for (int i = 0; i < 2; ++i)
+    KILN_CHECK(a.batch[i] == c.batch[i] && b.batch[i] == c.batch[i],
+               "op matmul: batch sizes {}x{}, {}x{}, {}x{} differ", a.batch[0], a.batch[1],
+               b.batch[0], b.batch[1], c.batch[0], c.batch[1]);
+  KILN_CHECK(a.t.dtype == b.t.dtype, "op matmul: operands are {} and {}", dtype_name(a.t.dtype),
+             dtype_name(b.t.dtype));
+  expect_dtype("matmul", "A", a.t, {DType::f32, DType::bf16, DType::f16});
+  KILN_CHECK(c.t.dtype == DType::f32 || c.t.dtype == a.t.dtype,
+             "op matmul: output {} is neither f32 nor the operands' {}", dtype_name(c.t.dtype),
+             dtype_name(a.t.dtype));
+  if (opts.bias) {
+    KILN_CHECK(opts.bias->numel() == N &&
+                   (opts.bias->dtype == DType::f32 || opts.bias->dtype == a.t.dtype),
+               "op matmul: bias {} {} for {} columns of {} operands",
+               dtype_name(opts.bias->dtype), shape_str(opts.bias->shape), N,
+               dtype_name(a.t.dtype));
+  }
+  // oneDNN 2.x scales the bias together with the product; kiln's callers never need both.
+  KILN_CHECK(!opts.bias || opts.alpha == 1.0f, "op matmul: alpha != 1 with a bias is not supported");
+  KILN_CHECK(opts.act == Activation::none || opts.beta == 0.0f,
+             "op matmul: an activation with beta != 0 is not defined");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // no products: c = act(bias) + beta c; only plain accumulation is needed here
+    KILN_CHECK(!opts.bias && opts.act == Activation::none,
+               "op matmul: K = 0 with bias or activation");
+    if (opts.beta == 1.0f) return;
+    cpu::dispatch_float(c.t.dtype, "matmul", [&]<typename T>(T) {
+      T* base = static_cast<T*>(element(c));
+      for (int64_t b0 = 0; b0 < c.batch[0]; ++b0)
+        for (int64_t b1 = 0; b1 < c.batch[1]; ++b1)
+          for (int64_t m = 0; m < M; ++m) {
+            T* row = base + b0 * c.batch_stride[0] + b1 * c.batch_stride[1] + m * c.ld;
+            for (int64_t n = 0; n < N; ++n)
+              row[n] = cpu::store<T>(opts.beta == 0.0f ? 0.0f : opts.beta * cpu::load(row[n]));
+          }
+    });
+    return;
+  }
+  MatmulKey k{};
+  k.M = M;
+  k.N = N;
+  k.K = K;
+  k.batch[0] = c.batch[0];
+  k.batch[1] = c.batch[1];
+  set_strides(a, k.a_strides);
+  set_strides(b, k.b_strides);
+  set_strides(c, k.c_strides);
+  k.ab_dtype = int64_t(a.t.dtype);
+  k.c_dtype = int64_t(c.t.dtype);
+  k.bias_dtype = opts.bias ? int64_t(opts.bias->dtype) : -1;
+  k.act = int64_t(opts.act);
+  k.alpha = opts.alpha;
+  k.beta = opts.beta;
+  if (a.t.dtype != DType::f32 && g_force_fallback.load(std::memory_order_relaxed)) {
+    matmul_f32_fallback(ctx, a, b, c, opts);
+    return;
+  }
+  MatmulEntry& e = cached_matmul(k);
+  if (e.fallback) {
+    matmul_f32_fallback(ctx, a, b, c, opts);
+    return;
+  }
+  e.a.set_data_handle(element(a));
+  e.b.set_data_handle(element(b));
+  e.c.set_data_handle(element(c));
+  thread_local dnnl::stream stream(cpu_engine());
+  if (opts.bias) {
+    e.bias.set_data_handle(opts.bias->data);
+    e.prim.execute(stream, {{DNNL_ARG_SRC, e.a},
+                            {DNNL_ARG_WEIGHTS, e.b},
+                            {DNNL_ARG_BIAS, e.bias},
+                            {DNNL_ARG_DST, e.c}});
+  } else {
+    e.prim.execute(stream, {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
+  }
+  stream.wait();
 }
 
 }  // namespace kiln::ops

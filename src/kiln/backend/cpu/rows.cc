@@ -1,56 +1,78 @@
-// backend/cpu/rows.cc — row gathers and scatters (embeddings), attention head layout changes.
+// backend/cpu/rows.cc — row gathers and deterministic scatter-adds (embeddings, masked
+// positions); any float storage.
 #include <algorithm>
 #include <cstring>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
+namespace {
 
-void gather_rows(const float* table, int64_t num, int64_t dim, const int32_t* ids, int64_t n,
-                 float* out) {
-  for (int64_t i = 0; i < n; ++i)
-    if (ids[i] < 0 || ids[i] >= num)
-      throw Error("embedding: id {} at position {} is outside [0, {})", ids[i], i, num);
-#pragma omp parallel for schedule(static) if (n * dim > 8192)
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out + i * dim, table + int64_t(ids[i]) * dim, size_t(dim) * sizeof(float));
+constexpr int64_t kParallelMin = 8192;
+
+// dim of a (rows, dim) tensor and the number of ids; checks the op's shapes.
+void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Tensor& rows) {
+  expect_dtype(op, "ids", ids, {DType::i32});
+  KILN_CHECK(table.rank() == 2 && rows.rank() == 2 && table.dim(1) == rows.dim(1) &&
+                 rows.dim(0) == ids.numel(),
+             "op {}: table {}, ids {}, rows {}", op, shape_str(table.shape),
+             shape_str(ids.shape), shape_str(rows.shape));
+}
+
+}  // namespace
+
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
+  expect_cpu(ctx, "gather_rows", {&table, &ids, &out});
+  check_rows("gather_rows", table, ids, out);
+  const int64_t n = ids.numel(), dim = table.dim(1);
+  const int32_t* id = ids.ptr<int32_t>();
+  if (table.dtype == out.dtype) {
+    const size_t row_bytes = size_t(dim) * dtype_size(table.dtype);
+    const auto* src = static_cast<const std::byte*>(table.data);
+    auto* dst = static_cast<std::byte*>(out.data);
+#pragma omp parallel for schedule(static) if (n * dim > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + size_t(i) * row_bytes, src + size_t(id[i]) * row_bytes, row_bytes);
+    return;
+  }
+  cpu::dispatch_float(table.dtype, "gather_rows", [&]<typename S>(S) {
+    cpu::dispatch_float(out.dtype, "gather_rows", [&]<typename D>(D) {
+#pragma omp parallel for schedule(static) if (n * dim > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) {
+        const S* s = table.ptr<S>() + int64_t(id[i]) * dim;
+        D* d = out.ptr<D>() + i * dim;
+        for (int64_t c = 0; c < dim; ++c) d[c] = cpu::store<D>(cpu::load(s[c]));
+      }
+    });
+  });
 }
 
 // Each task owns a block of columns and adds rows in the order of i, so repeated ids sum in a
 // fixed order whatever the thread count.
-void scatter_add_rows(const float* dy, const int32_t* ids, int64_t n, int64_t dim,
-                      float* dtable) {
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
+  expect_cpu(ctx, "scatter_add_rows", {&dy, &ids, &dtable});
+  check_rows("scatter_add_rows", dtable, ids, dy);
+  const int64_t n = ids.numel(), dim = dtable.dim(1);
+  const int32_t* id = ids.ptr<int32_t>();
   constexpr int64_t kBlock = 64;
   const int64_t blocks = (dim + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n * dim > 8192)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kBlock, w = std::min(kBlock, dim - c0);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* src = dy + i * dim + c0;
-      float* dst = dtable + int64_t(ids[i]) * dim + c0;
+  cpu::dispatch_float(dy.dtype, "scatter_add_rows", [&]<typename S>(S) {
+    cpu::dispatch_float(dtable.dtype, "scatter_add_rows", [&]<typename D>(D) {
+#pragma omp parallel for schedule(static) if (n * dim > kParallelMin)
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        const int64_t c0 = blk * kBlock, w = std::min(kBlock, dim - c0);
+        for (int64_t i = 0; i < n; ++i) {
+          const S* src = dy.ptr<S>() + i * dim + c0;
+          D* dst = dtable.ptr<D>() + int64_t(id[i]) * dim + c0;
 #pragma omp simd
-      for (int64_t c = 0; c < w; ++c) dst[c] += src[c];
-    }
-  }
-}
-
-void split_heads(const float* x, int64_t B, int64_t S, int64_t heads, int64_t d, float* y) {
-#pragma omp parallel for collapse(3) schedule(static) if (B * S * heads * d > 8192)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t s = 0; s < S; ++s)
-        std::memcpy(y + ((b * heads + h) * S + s) * d, x + ((b * S + s) * heads + h) * d,
-                    size_t(d) * sizeof(float));
-}
-
-void merge_heads(const float* x, int64_t B, int64_t S, int64_t heads, int64_t d, float* y) {
-#pragma omp parallel for collapse(3) schedule(static) if (B * S * heads * d > 8192)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s)
-      for (int64_t h = 0; h < heads; ++h)
-        std::memcpy(y + ((b * S + s) * heads + h) * d, x + ((b * heads + h) * S + s) * d,
-                    size_t(d) * sizeof(float));
+          for (int64_t c = 0; c < w; ++c) dst[c] = cpu::store<D>(cpu::load(dst[c]) + cpu::load(src[c]));
+        }
+      }
+    });
+  });
 }
 
 }  // namespace kiln::ops
