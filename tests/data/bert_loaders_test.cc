@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <string>
 #include <set>
 
 #include "data_test_util.h"
+#include "kiln/core/error.h"
 #include "kiln/data/bert/sample_shard.h"
 
 namespace kiln::data {
@@ -126,6 +129,71 @@ TEST(FakeBertBatch, IsDeterministicAndInRange) {
   for (const int32_t id : a.input_ids) EXPECT_TRUE(id >= 0 && id < 100);
   for (const int32_t p : a.masked_positions) EXPECT_TRUE(p >= 0 && p < 16);
   for (const int32_t l : a.nsp_labels) EXPECT_TRUE(l == 0 || l == 1);
+}
+
+// One bad sample (index 2 of 4) in a shard whose header says vocab 100.
+BertSampleSet make_bad_set(const std::filesystem::path& path, const std::function<void(BertSample&)>& spoil) {
+  SampleShardBuilder b(ShardLayout{8, 3, TokenDType::u16}, 100);
+  for (int i = 0; i < 4; ++i) {
+    BertSample s;
+    s.input_ids = {2, 7, 8, 99};
+    s.segment_ids = {0, 0, 1, 1};
+    s.masked_positions = {1, 2};
+    s.masked_ids = {5, 99};
+    s.next_sentence_label = 1;
+    if (i == 2) spoil(s);
+    b.add(s);
+  }
+  b.write(path);
+  return BertSampleSet::open(path);
+}
+
+// The message names the sample and the value; the loss and gather ops assume valid ids.
+void expect_load_error(const BertSampleSet& set, const std::string& what) {
+  BertEvalLoader eval(set, 4);
+  BertBatch batch;
+  try {
+    eval.next(batch);
+    ADD_FAILURE() << "no error for " << what;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("sample 2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(what), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  BertTrainLoader train(set, 4, 1);
+  EXPECT_THROW(train.next(batch), Error) << what;
+}
+
+TEST(BertLoaders, OutOfRangeIdsAndLabelsAreCaughtWhereTheSampleIsRead) {
+  const auto dir = testing::fresh_temp_dir("bad-ids");
+  expect_load_error(make_bad_set(dir / "a.kbs", [](BertSample& s) { s.input_ids[3] = 100; }), "input id 100");
+  expect_load_error(make_bad_set(dir / "b.kbs", [](BertSample& s) { s.masked_ids[1] = 4000; }), "masked id 4000");
+  expect_load_error(make_bad_set(dir / "c.kbs", [](BertSample& s) { s.next_sentence_label = 2; }), "label 2");
+  expect_load_error(make_bad_set(dir / "d.kbs", [](BertSample& s) { s.segment_ids[0] = 3; }), "segment id 3");
+  expect_load_error(make_bad_set(dir / "e.kbs", [](BertSample& s) { s.masked_positions[0] = 9; }),
+                    "masked position 9");
+  // The good rows load, with the largest id the vocab allows.
+  const BertSampleSet good = make_bad_set(dir / "f.kbs", [](BertSample&) {});
+  BertEvalLoader eval(good, 4);
+  BertBatch batch;
+  ASSERT_TRUE(eval.next(batch));
+  EXPECT_EQ(batch.input_ids[3], 99);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BertBatch, CheckRowAcceptsPaddingRowsAndFakeBatches) {
+  BertBatch batch;
+  fill_fake_batch(batch, 3, 16, 4, 50, 1, 2);
+  for (int r = 0; r < 3; ++r) EXPECT_NO_THROW(check_bert_row(batch, r, 50, "fake", r));
+  batch.clear_row(1);
+  EXPECT_NO_THROW(check_bert_row(batch, 1, 50, "fake", 1));
+  batch.input_ids[0] = -1;
+  EXPECT_THROW(check_bert_row(batch, 0, 50, "fake", 0), Error);
+  batch.input_ids[0] = 3;
+  batch.masked_ids[0] = 50;
+  EXPECT_THROW(check_bert_row(batch, 0, 50, "fake", 0), Error);
+  EXPECT_NO_THROW(check_bert_row(batch, 0, 0, "fake", 0));  // vocab not recorded: ids only >= 0
 }
 
 }  // namespace

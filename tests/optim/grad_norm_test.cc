@@ -1,8 +1,11 @@
 #include "kiln/optim/grad_norm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "kiln/core/error.h"
 #include "optim_test_util.h"
@@ -56,6 +59,57 @@ TEST(GradNorm, ScaleGradsMultipliesEveryGradient) {
   const std::vector<float> before = store.grads_vector();
   scale_grads(store, 1.0f / 2048);
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(store.host_grads()[i], before[i] * (1.0f / 2048));
+}
+
+TEST(GradNorm, GlobalNormIsBitwiseIdenticalAtOneAndTwoThreads) {
+  ParamStore store;
+  test::make_store(store, 30000);  // 120000 elements: eight sum chunks
+  test::fill_grads(store, 5);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const double one = global_grad_norm(store);
+  omp_set_num_threads(2);
+  const double two = global_grad_norm(store);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, two);
+  EXPECT_NEAR(one, reference_norm(store), 1e-12 * one);
+}
+
+TEST(GradNorm, ClipNeverScalesByANonFiniteNorm) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    ParamStore store;
+    test::make_store(store);
+    test::fill_grads(store, 6);
+    store.host_grads()[3] = bad;
+    const std::vector<float> before = store.grads_vector();
+    const double norm = clip_grad_norm(store, 1e-3);
+    EXPECT_FALSE(std::isfinite(norm)) << bad;
+    // Untouched (compared bit for bit: NaN != NaN).
+    EXPECT_EQ(std::memcmp(store.grads_vector().data(), before.data(), before.size() * sizeof(float)), 0)
+        << bad;
+  }
+}
+
+TEST(GradNorm, UnscaleDividesByTheLossScaleAndReportsNonFiniteGradients) {
+  ParamStore store;
+  test::make_store(store, 9000);
+  test::fill_grads(store, 7);
+  const std::vector<float> before = store.grads_vector();
+  EXPECT_FALSE(unscale_grads(store, 2048.0f));
+  for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(store.host_grads()[i], before[i] * (1.0f / 2048));
+
+  const ParamSpec& w = store.specs()[0];
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    test::fill_grads(store, 8);
+    store.host_grads()[size_t(w.offset + w.numel - 1)] = bad;  // the last element of the last chunk
+    EXPECT_TRUE(unscale_grads(store, 2048.0f)) << bad;
+  }
+  // A finite gradient that overflows only through the scale factor is found too.
+  test::fill_grads(store, 9);
+  store.host_grads()[0] = 3e38f;
+  EXPECT_TRUE(unscale_grads(store, 0.5f));
+  EXPECT_THROW(unscale_grads(store, 0.0f), Error);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // (reductions run in a fixed order; none use atomics).
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "kiln/core/context.h"
 #include "kiln/core/dtype.h"
@@ -133,15 +134,83 @@ void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& o
 // dtable row ids[i] += dy row i, summed in the order of i (deterministic); any float dtypes.
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
 
-// ---- losses (fp32 inputs, double accumulation) ----
+// ---- losses (typed: double accumulation; labels i32) ----
+// Totals that ops accumulate on the device and the host reads back once (ops::copy into a
+// host view) are f64 values held in i64 tensors: DType has no f64, the bits are a double's.
 
-// Per row of logits (N, V): lse[i] = log sum exp(logits[i]); argmax[i] = first index of the max.
-void logsumexp_rows(const float* logits, int64_t N, int64_t V, float* lse, int32_t* argmax);
-// dlogits[i] = scale * coef[i] * (softmax(logits[i]) - onehot(target[i])), softmax from the
-// saved lse; target < 0 means no onehot.
-void softmax_xent_backward(const float* logits, const float* lse, const int32_t* target,
-                           const float* coef, float scale, int64_t N, int64_t V,
-                           float* dlogits);
+// Softmax cross-entropy over the rows of logits (N, V) (f32, bf16 or f16; arithmetic in f32,
+// sums in double) with targets q_i = (1 - ls)·onehot(label_i) + ls/V.
+// labels (N) i32: in [0, V), or negative for an ignored row (a kiln::Error when >= V; loaders
+// validate labels, this only keeps a bad one from reading out of bounds). weights (N) f32
+// (masked_lm_weights), or an undefined tensor for weight 1 on every row.
+// Writes lse (N) f32, log-sum-exp of each row (saved for backward), and totals (3), f64 in i64:
+//   [0] Σ w_i · (lse_i - (1-ls)·z_i[label_i] - ls·Σ_v z_iv / V)  over rows with label_i >= 0,
+//       summed in row order (deterministic for any thread count)
+//   [1] Σ w_i over rows with label_i >= 0
+//   [2] #{i : label_i >= 0, w_i > 0, first argmax of z_i == label_i}
+void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
+                          const Tensor& weights, float label_smoothing, Tensor& lse,
+                          Tensor& totals);
+// dlogits (N, V) (any float dtype) = c_i · (softmax(z_i) - q_i), softmax from the saved lse,
+// with c_i = scale · f32(w_i / norm) (norm: the loss's divisor, e.g. Σ w + 1e-5); ignored
+// rows get 0. The per-row gradient is written directly; dlogits is overwritten.
+void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                           const Tensor& labels, const Tensor& weights, float label_smoothing,
+                           float scale, double norm, Tensor& dlogits);
+
+// ---- optimizer updates and multi-tensor norms (typed: f32 master weights, gradients and
+// state; double sums) ----
+// A multi-tensor op runs over segments of flat buffers: segment k covers elements
+// [offset, offset + numel) of every flat buffer the op takes (a parameter of a ParamStore;
+// padding between segments is not touched). Sums are taken in double over chunks of
+// kSumChunk elements of a segment, and the chunk sums are added in index order: the result does
+// not depend on the thread count.
+struct TensorSegment {
+  int64_t offset = 0, numel = 0;
+  bool decay = true;  // weight decay (and LARS's trust ratio) applies
+};
+inline constexpr int64_t kSumChunk = 1 << 14;
+
+// sums (n) f64 in i64 (n = segments.size()): Σ a² over segment k; with b defined, sums is (n, 2)
+// and row k holds (Σ a², Σ b²). a, b: flat f32.
+void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
+                         std::span<const TensorSegment> segments, Tensor& sums);
+// x *= factor over every element of x (f32).
+void scale_all(Context& ctx, Tensor& x, float factor);
+// x *= factor, and found (1) i32 = 1 when any element of x is then inf or NaN, else 0.
+void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found);
+
+// One Adam step's scalars; bc1, bc2 = 1 - beta^t (1 without bias correction), rounded to f32.
+struct AdamStep {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
+  float bc1 = 1, bc2 = 1;
+};
+// For every element of every segment, in f32 (wd = weight_decay where decay, else 0):
+//   m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²;  u = (m/bc1) / (sqrt(v/bc2) + eps) + wd·w
+// adamw_update:  w -= lr·u.
+// w, g, m, v: flat f32; w_compute: flat bf16/f16 copy of w refreshed in the same pass
+// (= cast(w)), or undefined.
+void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute);
+// LAMB, pass 1: the moments above, and norms (n, 2) f64 in i64: (Σ w², Σ u²) per segment.
+void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
+// LAMB, pass 2: r = ‖w‖/‖u‖ per segment (1 if either is 0), from pass 1's norms;
+// w -= f32(lr·r)·u with u recomputed from m, v, w; w_compute refreshed as in adamw_update.
+void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
+                 Tensor& w_compute);
+
+struct LarsStep {
+  float lr = 0, momentum = 0.9f, weight_decay = 0, eeta = 0.001f, epsilon = 0;
+};
+// LARS (MLPerf ResNet reference) with norms (n, 2) = (Σ w², Σ g²) per segment from
+// segment_sum_squares(w, g). Per segment: where decay, r = eeta·‖w‖ / (‖g‖ + wd·‖w‖ + epsilon)
+// (1 if ‖w‖ or ‖g‖ is 0) and s = f32(lr·r), wd = weight_decay; elsewhere s = lr, wd = 0. Then
+// per element: v = momentum·v + s·(g + wd·w); w -= v; w_compute refreshed as above.
+void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
+                 Tensor& w_compute);
 
 // ==== CNN ops: convolution, batch norm, pooling, ReLU over NHWC activations ====
 // Typed ops (a Context and tensor views). Activations are (N, H, W, C) in f32, bf16 or f16

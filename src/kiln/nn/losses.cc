@@ -5,72 +5,55 @@
 
 namespace kiln::nn {
 
-LossResult MlmLoss::forward(const Tensor& logits, const int32_t* ids, const float* weights) {
-  KILN_CHECK(logits.rank() == 2, "MlmLoss: logits {} are not (N, V)", shape_str(logits.shape));
-  const int64_t N = logits.dim(0), V = logits.dim(1);
-  for (int64_t i = 0; i < N; ++i)
-    KILN_CHECK(ids[i] >= 0 && ids[i] < V, "MlmLoss: label {} at slot {} is outside [0, {})",
-               ids[i], i, V);
+SoftmaxXentState::Totals SoftmaxXentState::forward(Context& ctx, const Tensor& logits,
+                                                   const int32_t* labels, const float* weights,
+                                                   float label_smoothing) {
+  KILN_CHECK(logits.rank() == 2, "softmax cross-entropy: logits {} are not (N, V)",
+             shape_str(logits.shape));
+  const int64_t N = logits.dim(0);
+  ctx_ = &ctx;
+  label_smoothing_ = label_smoothing;
   logits_ = logits;
-  ids_.assign(ids, ids + N);
-  float* lse = lse_.get({N}).ptr<float>();
-  int32_t* argmax = argmax_.get({N}, DType::i32).ptr<int32_t>();
-  ops::logsumexp_rows(logits.ptr<float>(), N, V, lse, argmax);
-
-  LossResult r;
-  double nll = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    r.count += weights[i];
-    nll -= double(weights[i]) * (double(logits.ptr<float>()[i * V + ids[i]]) - double(lse[i]));
-    if (weights[i] > 0 && argmax[i] == ids[i]) ++r.correct;
+  labels_ = labels_buf_.get({N}, DType::i32);
+  ops::copy(ctx, Tensor::view(const_cast<int32_t*>(labels), {N}, DType::i32), labels_);
+  weights_ = Tensor{};
+  if (weights) {
+    weights_ = weights_buf_.get({N});
+    ops::copy(ctx, Tensor::view(const_cast<float*>(weights), {N}), weights_);
   }
-  const double denom = r.count + 1e-5;
-  r.loss = nll / denom;
-  coef_.resize(size_t(N));
-  for (int64_t i = 0; i < N; ++i) coef_[i] = float(double(weights[i]) / denom);
-  return r;
+  lse_ = lse_buf_.get({N});
+  Tensor totals = totals_buf_.get({3}, DType::i64);
+  ops::softmax_xent_forward(ctx, logits_, labels_, weights_, label_smoothing, lse_, totals);
+  double host[3];
+  Tensor host_view = Tensor::view(host, {3}, DType::i64);
+  ops::copy(ctx, totals, host_view);
+  return {host[0], host[1], int64_t(host[2])};
 }
 
-Tensor MlmLoss::backward(float dloss) {
-  const int64_t N = logits_.dim(0), V = logits_.dim(1);
-  Tensor d = dlogits_.get({N, V});
-  ops::softmax_xent_backward(logits_.ptr<float>(), lse_.get({N}).ptr<float>(), ids_.data(),
-                             coef_.data(), dloss, N, V, d.ptr<float>());
+Tensor SoftmaxXentState::backward(float scale, double norm) {
+  KILN_CHECK(ctx_, "softmax cross-entropy: backward called before forward");
+  Tensor d = dlogits_buf_.get(logits_.shape);
+  ops::softmax_xent_backward(*ctx_, logits_, lse_, labels_, weights_, label_smoothing_, scale,
+                             norm, d);
   return d;
 }
 
-LossResult NspLoss::forward(const Tensor& logits, const int32_t* labels) {
-  KILN_CHECK(logits.rank() == 2, "NspLoss: logits {} are not (B, C)", shape_str(logits.shape));
-  const int64_t B = logits.dim(0), C = logits.dim(1);
-  for (int64_t i = 0; i < B; ++i)
-    KILN_CHECK(labels[i] >= -1 && labels[i] < C, "NspLoss: label {} at row {} is outside [-1, {})",
-               labels[i], i, C);
-  logits_ = logits;
-  labels_.assign(labels, labels + B);
-  float* lse = lse_.get({B}).ptr<float>();
-  int32_t* argmax = argmax_.get({B}, DType::i32).ptr<int32_t>();
-  ops::logsumexp_rows(logits.ptr<float>(), B, C, lse, argmax);
-
-  LossResult r;
-  double nll = 0;
-  for (int64_t i = 0; i < B; ++i) {
-    if (labels[i] < 0) continue;
-    r.count += 1;
-    nll -= double(logits.ptr<float>()[i * C + labels[i]]) - double(lse[i]);
-    if (argmax[i] == labels[i]) ++r.correct;
-  }
-  r.loss = r.count > 0 ? nll / r.count : 0.0;
-  coef_.resize(size_t(B));
-  for (int64_t i = 0; i < B; ++i) coef_[i] = labels[i] < 0 ? 0.0f : float(1.0 / r.count);
-  return r;
+LossResult MlmLoss::forward(const Tensor& logits, const int32_t* ids, const float* weights,
+                            Context& ctx) {
+  const SoftmaxXentState::Totals t = xent_.forward(ctx, logits, ids, weights, 0.0f);
+  denom_ = t.weight_sum + 1e-5;
+  return {t.loss_sum / denom_, t.correct, t.weight_sum};
 }
 
-Tensor NspLoss::backward(float dloss) {
-  const int64_t B = logits_.dim(0), C = logits_.dim(1);
-  Tensor d = dlogits_.get({B, C});
-  ops::softmax_xent_backward(logits_.ptr<float>(), lse_.get({B}).ptr<float>(), labels_.data(),
-                             coef_.data(), dloss, B, C, d.ptr<float>());
-  return d;
+Tensor MlmLoss::backward(float dloss) { return xent_.backward(dloss, denom_); }
+
+LossResult NspLoss::forward(const Tensor& logits, const int32_t* labels, Context& ctx) {
+  const SoftmaxXentState::Totals t = xent_.forward(ctx, logits, labels, nullptr, 0.0f);
+  count_ = t.weight_sum;
+  return {count_ > 0 ? t.loss_sum / count_ : 0.0, t.correct, count_};
 }
+
+// Ignored rows (and every row when none counts) get a zero gradient.
+Tensor NspLoss::backward(float dloss) { return xent_.backward(dloss, count_ > 0 ? count_ : 1.0); }
 
 }  // namespace kiln::nn

@@ -1,16 +1,23 @@
-// optim/grad_norm.h — global gradient norm and clipping over ParamStore::grads. Sums run in double
-// over each parameter's slice in a fixed order, so the result is deterministic.
+// optim/grad_norm.h — global gradient norm, clipping, scaling and the non-finite check over
+// ParamStore::grads, as backend ops (ops::segment_sum_squares, ops::scale_all,
+// ops::scale_check_finite). Sums run in double over each parameter's slice in a fixed order, so
+// the norm is deterministic for any thread count. `ctx` must be the device of the store.
 #pragma once
+#include "kiln/core/context.h"
 #include "kiln/nn/params.h"
 
 namespace kiln::optim {
 
-// sqrt(Σ g²) over all parameters.
-double global_grad_norm(const ParamStore& store);
-// If the global norm exceeds max_norm, multiplies every gradient by max_norm/norm (no epsilon, as the
-// MLPerf BERT reference). Returns the norm before clipping.
-double clip_grad_norm(ParamStore& store, double max_norm);
+// sqrt(Σ g²) over all parameters; inf or NaN when a gradient is.
+double global_grad_norm(const ParamStore& store, Context& ctx = cpu_context());
+// If the global norm is finite and exceeds max_norm, multiplies every gradient by max_norm/norm
+// (no epsilon, as the MLPerf BERT reference). Returns the norm before clipping. A non-finite
+// norm leaves the gradients untouched and is returned as it is: the caller must skip the step.
+double clip_grad_norm(ParamStore& store, double max_norm, Context& ctx = cpu_context());
 // g *= factor for every gradient (e.g. 1/loss_scale).
-void scale_grads(ParamStore& store, float factor);
+void scale_grads(ParamStore& store, float factor, Context& ctx = cpu_context());
+// g *= 1/loss_scale in one pass that also looks for inf/NaN; true when any gradient is then
+// non-finite (the step must be skipped and the loss scale lowered).
+bool unscale_grads(ParamStore& store, float loss_scale, Context& ctx = cpu_context());
 
 }  // namespace kiln::optim

@@ -1,17 +1,15 @@
 #include "kiln/optim/lamb.h"
 
-#include <cmath>
-
 #include "kiln/core/error.h"
-#include "kiln/optim/adam_update.h"
-#include "kiln/optim/reduce.h"
 
 namespace kiln::optim {
 
-Lamb::Lamb(ParamStore& store, LambConfig config) : Optimizer(store), config_(config) {
+Lamb::Lamb(ParamStore& store, LambConfig config, Context& ctx)
+    : Optimizer(store, ctx), config_(config) {
   KILN_CHECK(store.allocated(), "LAMB: the parameter store is not allocated");
-  m_ = Tensor::zeros({store.size()});
-  v_ = Tensor::zeros({store.size()});
+  m_ = zeros_like_store();
+  v_ = zeros_like_store();
+  norms_ = Tensor::empty({int64_t(segments_.size()), 2}, DType::i64, ctx.device);
 }
 
 std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
@@ -19,32 +17,14 @@ std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
 void Lamb::step(float lr) {
   check_layout();
   const double t = double(steps_taken_ + 1);
-  const float b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
-  const float bc1 = config_.bias_correction ? adam_bias_correction(b1, t) : 1.0f;
-  const float bc2 = config_.bias_correction ? adam_bias_correction(b2, t) : 1.0f;
-
-  for (const ParamSpec& spec : store_.specs()) {
-    float* w = store_.values.ptr<float>() + spec.offset;
-    const float* g = store_.grads.ptr<float>() + spec.offset;
-    float* m = m_.ptr<float>() + spec.offset;
-    float* v = v_.ptr<float>() + spec.offset;
-    const float wd = spec.decay ? config_.weight_decay : 0.0f;
-    auto update = [=](int64_t i) { return adam_direction(m[i], v[i], w[i], bc1, bc2, eps, wd); };
-
-    // Pass 1: moments, and ‖w‖², ‖u‖² before w changes.
-    const SumPair sq = deterministic_sum<SumPair>(spec.numel, [&](int64_t i) {
-      adam_moments(g[i], b1, b2, m[i], v[i]);
-      const float u = update(i);
-      return SumPair{double(w[i]) * double(w[i]), double(u) * double(u)};
-    });
-    const double w_norm = std::sqrt(sq.a), u_norm = std::sqrt(sq.b);
-    const double ratio = (w_norm > 0.0 && u_norm > 0.0) ? w_norm / u_norm : 1.0;
-
-    // Pass 2: u is recomputed from the same m, v, w rather than stored.
-    const float scale = float(double(lr) * ratio);
-#pragma omp parallel for schedule(static) if (spec.numel > kReduceChunk)
-    for (int64_t i = 0; i < spec.numel; ++i) w[i] -= scale * update(i);
-  }
+  const bool bc = config_.bias_correction;
+  const ops::AdamStep p{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
+                        bc ? adam_bias_correction(config_.beta1, t) : 1.0f,
+                        bc ? adam_bias_correction(config_.beta2, t) : 1.0f};
+  // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
+  // the same m, v, w rather than storing it.
+  ops::lamb_moments(ctx_, p, segments_, store_.values, store_.grads, m_, v_, norms_);
+  ops::lamb_update(ctx_, p, segments_, norms_, store_.values, m_, v_, store_.compute);
   ++steps_taken_;
 }
 

@@ -24,7 +24,7 @@ struct LambConfig {
 class Lamb : public Optimizer {
  public:
   // The store must be allocated; m and v start at zero.
-  Lamb(ParamStore& store, LambConfig config = {});
+  Lamb(ParamStore& store, LambConfig config = {}, Context& ctx = cpu_context());
   void step(float lr) override;
   std::vector<NamedState> state() override;  // "m", "v"
   const LambConfig& config() const { return config_; }
@@ -32,6 +32,7 @@ class Lamb : public Optimizer {
  private:
   LambConfig config_;
   Tensor m_, v_;  // (store.size())
+  Tensor norms_;  // (parameters, 2) f64 in i64: per-parameter sums of squares
 };
 
 }  // namespace kiln::optim

@@ -26,7 +26,7 @@ struct LarsConfig {
 class Lars : public Optimizer {
  public:
   // The store must be allocated; the momentum buffer starts at zero.
-  Lars(ParamStore& store, LarsConfig config = {});
+  Lars(ParamStore& store, LarsConfig config = {}, Context& ctx = cpu_context());
   void step(float lr) override;
   std::vector<NamedState> state() override;  // "momentum"
   const LarsConfig& config() const { return config_; }
@@ -34,6 +34,7 @@ class Lars : public Optimizer {
  private:
   LarsConfig config_;
   Tensor momentum_;  // (store.size())
+  Tensor norms_;  // (parameters, 2) f64 in i64: per-parameter sums of squares
 };
 
 }  // namespace kiln::optim

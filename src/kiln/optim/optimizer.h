@@ -1,13 +1,18 @@
 // optim/optimizer.h — the optimizer interface over a ParamStore's flat buffers. Every state vector
 // (m, v, ...) has the store's layout, so a parameter's state is the same slice as its weights.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kiln/backend/backend.h"
 #include "kiln/nn/params.h"
 
 namespace kiln::optim {
+
+// 1 - beta^t for step t (counted from 1), computed in double and rounded to fp32.
+inline float adam_bias_correction(float beta, double t) { return float(1.0 - std::pow(double(beta), t)); }
 
 // One state buffer for checkpoints; `data` points into the optimizer and has ParamStore::size()
 // elements. Restoring = overwrite *data, then set_steps_taken().
@@ -16,10 +21,14 @@ struct NamedState {
   Tensor* data;  // (store.size()) f32
 };
 
+// One segment per parameter of the store (registration order), for the multi-tensor ops.
+std::vector<ops::TensorSegment> param_segments(const ParamStore& store);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Updates store.values from store.grads with learning rate lr; grads are left untouched.
+  // Updates store.values from store.grads with learning rate lr, and the weights' compute copy
+  // (store.compute, bf16/f16) in the same fused pass; grads are left untouched.
   virtual void step(float lr) = 0;
   // Number of step() calls so far (restored from a checkpoint by set_steps_taken).
   virtual int64_t steps_taken() const { return steps_taken_; }
@@ -28,11 +37,16 @@ class Optimizer {
   virtual std::vector<NamedState> state() = 0;
 
  protected:
-  explicit Optimizer(ParamStore& store) : store_(store) {}
+  // Ops run on ctx, which must be the device of the store's buffers.
+  Optimizer(ParamStore& store, Context& ctx);
   // Throws unless the store is allocated and every state buffer matches its size.
   void check_layout();
+  // A zeroed f32 state buffer with the store's layout, on the store's device.
+  Tensor zeros_like_store();
 
   ParamStore& store_;
+  Context& ctx_;
+  std::vector<ops::TensorSegment> segments_;  // one per parameter, in registration order
   int64_t steps_taken_ = 0;
 };
 

@@ -144,6 +144,23 @@ TEST_F(ImageLoaderTest, RanksSplitEachGlobalBatch) {
   }
 }
 
+TEST(ImageLoader, LabelOutsideTheClassesIsCaughtNamingTheFile) {
+  ImageFolderDataset data;
+  data.root = "/data/imagenet/train";
+  data.classes = {"n01", "n02"};
+  data.files = {"/data/imagenet/train/n01/a.JPEG", "/data/imagenet/train/n02/b.JPEG"};
+  data.labels = {0, 2};
+  ImageLoaderOptions options;
+  options.threads = 1;
+  const std::string msg = error_of([&] { ImageLoader loader(data, options); });
+  EXPECT_NE(msg.find("b.JPEG"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("label 2"), std::string::npos) << msg;
+  data.labels = {0, -1};
+  EXPECT_THROW((ImageLoader{data, options}), Error);
+  data.labels = {0};
+  EXPECT_THROW((ImageLoader{data, options}), Error);
+}
+
 TEST(ImageDataset, BadImagesFailOrAreSkippedAndCounted) {
   const auto dir = fresh_temp_dir("skip");
   testing::write_class_folders(dir, {"a", "b"}, 5);

@@ -1,36 +1,135 @@
-// backend/cpu/losses.cc — log-sum-exp per row and the softmax cross-entropy gradient.
+// backend/cpu/losses.cc — softmax cross-entropy forward (log-sum-exp, loss, correct count and
+// weight sum) and backward (the per-row gradient, written directly).
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
 
 namespace kiln::ops {
+namespace {
 
-void logsumexp_rows(const float* logits, int64_t N, int64_t V, float* lse, int32_t* argmax) {
-#pragma omp parallel for schedule(static) if (N * V > 8192)
-  for (int64_t i = 0; i < N; ++i) {
-    const float* row = logits + i * V;
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (row[v] > row[best]) best = v;
-    const float mx = row[best];
-    double sum = 0.0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v] - mx));
-    lse[i] = float(double(mx) + std::log(sum));
-    argmax[i] = int32_t(best);
+constexpr int64_t kParallelMin = 8192;
+
+// Shapes shared by forward and backward; throws on a label >= V (it would index out of bounds).
+void check_xent(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& weights,
+                const Tensor& lse) {
+  KILN_CHECK(logits.rank() == 2, "op {}: logits {} are not (N, V)", op, shape_str(logits.shape));
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  expect_dtype(op, "labels", labels, {DType::i32});
+  expect_dtype(op, "lse", lse, {DType::f32});
+  KILN_CHECK(labels.numel() == N && lse.numel() == N,
+             "op {}: logits {} need labels and lse of {} rows, got {} and {}", op,
+             shape_str(logits.shape), N, labels.numel(), lse.numel());
+  if (weights.defined()) {
+    expect_dtype(op, "weights", weights, {DType::f32});
+    KILN_CHECK(weights.numel() == N, "op {}: {} weights for {} rows", op, weights.numel(), N);
   }
+  const int32_t* y = labels.ptr<int32_t>();
+  for (int64_t i = 0; i < N; ++i)
+    KILN_CHECK(y[i] < V, "op {}: label {} at row {} is outside [0, {})", op, y[i], i, V);
 }
 
-void softmax_xent_backward(const float* logits, const float* lse, const int32_t* target,
-                           const float* coef, float scale, int64_t N, int64_t V,
-                           float* dlogits) {
-#pragma omp parallel for schedule(static) if (N * V > 8192)
+}  // namespace
+
+void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
+                          const Tensor& weights, float label_smoothing, Tensor& lse,
+                          Tensor& totals) {
+  expect_cpu(ctx, "softmax_xent_forward", {&logits, &labels, &weights, &lse, &totals});
+  check_xent("softmax_xent_forward", logits, labels, weights, lse);
+  expect_dtype("softmax_xent_forward", "totals", totals, {DType::i64});
+  KILN_CHECK(totals.numel() == 3, "op softmax_xent_forward: totals hold {} values, not 3",
+             totals.numel());
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  const int32_t* y = labels.ptr<int32_t>();
+  const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
+  float* l = lse.ptr<float>();
+  // Per row: its loss term and whether it counts as correct, combined below in row order.
+  Tensor rows = ctx.scratch_tensor({N, 2}, DType::i64);
+  double* row_loss = reinterpret_cast<double*>(rows.data);
+  int64_t* row_correct = rows.ptr<int64_t>() + N;
+  const double ls = label_smoothing;
+
+  cpu::dispatch_float(logits.dtype, "softmax_xent_forward", [&]<typename T>(T) {
+#pragma omp parallel for schedule(static) if (N * V > kParallelMin)
+    for (int64_t i = 0; i < N; ++i) {
+      const T* row = logits.ptr<T>() + i * V;
+      int64_t best = 0;
+      float mx = cpu::load(row[0]);
+      for (int64_t v = 1; v < V; ++v) {
+        const float z = cpu::load(row[v]);
+        if (z > mx) best = v, mx = z;
+      }
+      double sum = 0.0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(cpu::load(row[v]) - mx));
+      l[i] = float(double(mx) + std::log(sum));
+      row_loss[i] = 0.0;
+      row_correct[i] = 0;
+      if (y[i] < 0) continue;
+      const double wi = w ? double(w[i]) : 1.0;
+      // -Σ_v q_v log p_v with log p_v = z_v - lse.
+      double term = double(l[i]) - (1.0 - ls) * double(cpu::load(row[y[i]]));
+      if (ls != 0.0) {
+        double zsum = 0.0;
+        for (int64_t v = 0; v < V; ++v) zsum += cpu::load(row[v]);
+        term -= ls * zsum / double(V);
+      }
+      row_loss[i] = wi * term;
+      row_correct[i] = wi > 0.0 && best == y[i];
+    }
+  });
+
+  double loss = 0.0, weight = 0.0, correct = 0.0;
   for (int64_t i = 0; i < N; ++i) {
-    const float* row = logits + i * V;
-    float* drow = dlogits + i * V;
-    const float k = scale * coef[i], l = lse[i];
-    for (int64_t v = 0; v < V; ++v) drow[v] = k * std::exp(row[v] - l);
-    if (target[i] >= 0) drow[target[i]] -= k;
+    if (y[i] < 0) continue;
+    loss += row_loss[i];
+    weight += w ? double(w[i]) : 1.0;
+    correct += double(row_correct[i]);
   }
+  const double out[3] = {loss, weight, correct};
+  std::memcpy(totals.data, out, sizeof(out));
+}
+
+void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                           const Tensor& labels, const Tensor& weights, float label_smoothing,
+                           float scale, double norm, Tensor& dlogits) {
+  expect_cpu(ctx, "softmax_xent_backward", {&logits, &lse, &labels, &weights, &dlogits});
+  check_xent("softmax_xent_backward", logits, labels, weights, lse);
+  KILN_CHECK(dlogits.shape == logits.shape, "op softmax_xent_backward: dlogits {} for logits {}",
+             shape_str(dlogits.shape), shape_str(logits.shape));
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  const int32_t* y = labels.ptr<int32_t>();
+  const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
+  const float* l = lse.ptr<float>();
+  const float smooth = label_smoothing / float(V), hit = 1.0f - label_smoothing;
+
+  cpu::dispatch_float(logits.dtype, "softmax_xent_backward", [&]<typename T>(T) {
+    cpu::dispatch_float(dlogits.dtype, "softmax_xent_backward", [&]<typename D>(D) {
+#pragma omp parallel for schedule(static) if (N * V > kParallelMin)
+      for (int64_t i = 0; i < N; ++i) {
+        const T* row = logits.ptr<T>() + i * V;
+        D* drow = dlogits.ptr<D>() + i * V;
+        if (y[i] < 0) {
+          for (int64_t v = 0; v < V; ++v) drow[v] = cpu::store<D>(0.0f);
+          continue;
+        }
+        const float k = scale * float((w ? double(w[i]) : 1.0) / norm), li = l[i];
+        if constexpr (std::is_same_v<D, float>) {
+          for (int64_t v = 0; v < V; ++v) drow[v] = k * (std::exp(cpu::load(row[v]) - li) - smooth);
+          drow[y[i]] -= k * hit;
+        } else {
+          for (int64_t v = 0; v < V; ++v) {
+            float d = k * (std::exp(cpu::load(row[v]) - li) - smooth);
+            if (v == y[i]) d -= k * hit;
+            drow[v] = cpu::store<D>(d);
+          }
+        }
+      }
+    });
+  });
 }
 
 }  // namespace kiln::ops

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kiln/core/error.h"
 #include "kiln/core/philox.h"
 
 namespace kiln::data {
@@ -29,6 +30,31 @@ void BertBatch::clear_row(int slot) {
   std::fill_n(masked_ids.begin() + long(p0), max_pred, 0);
   std::fill_n(masked_weights.begin() + long(p0), max_pred, 0.0f);
   nsp_labels[size_t(slot)] = -1;
+}
+
+void check_bert_row(const BertBatch& batch, int slot, int64_t vocab_size, std::string_view source,
+                    int64_t sample_index) {
+  const int64_t vocab = vocab_size > 0 ? vocab_size : int64_t(INT32_MAX) + 1;
+  const size_t s0 = size_t(slot) * size_t(batch.seq_len), p0 = size_t(slot) * size_t(batch.max_pred);
+  auto fail = [&](std::string_view what, int64_t value, int pos, std::string_view range) {
+    throw Error("{}: sample {}: {} {} at position {} is outside {}", source, sample_index, what,
+                value, pos, range);
+  };
+  const std::string ids = vocab_size > 0 ? fmt::format("[0, {}) (the vocab)", vocab_size) : "[0, 2^31)";
+  for (int i = 0; i < batch.seq_len; ++i) {
+    const int32_t id = batch.input_ids[s0 + size_t(i)], seg = batch.segment_ids[s0 + size_t(i)];
+    if (id < 0 || id >= vocab) fail("input id", id, i, ids);
+    if (seg != 0 && seg != 1) fail("segment id", seg, i, "{0, 1}");
+  }
+  for (int k = 0; k < batch.max_pred; ++k) {
+    const int32_t pos = batch.masked_positions[p0 + size_t(k)], id = batch.masked_ids[p0 + size_t(k)];
+    if (pos < 0 || pos >= batch.seq_len) fail("masked position", pos, k, fmt::format("[0, {})", batch.seq_len));
+    if (id < 0 || id >= vocab) fail("masked id", id, k, ids);
+  }
+  const int32_t label = batch.nsp_labels[size_t(slot)];
+  if (label < -1 || label > 1)
+    throw Error("{}: sample {}: next-sentence / sentence-order label {} is not -1, 0 or 1", source,
+                sample_index, label);
 }
 
 void fill_fake_batch(BertBatch& batch, int batch_size, int seq_len, int max_pred, int vocab_size,

@@ -1,6 +1,7 @@
 // data/bert/bert_batch.h — a batch of BERT pretraining samples as dense host arrays.
 #pragma once
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace kiln::data {
@@ -17,6 +18,13 @@ struct BertBatch {
   // Zeroes row `slot` and marks it as padding (weights 0, nsp label -1).
   void clear_row(int slot);
 };
+
+// Checks row `slot` as a loader reads it, so that the model's gathers and losses can assume
+// valid input: input and masked ids in [0, vocab_size) (vocab_size 0: not recorded, ids only
+// >= 0), segment ids 0 or 1, masked positions in [0, seq_len), NSP/SOP label -1, 0 or 1.
+// Throws kiln::Error "<source>: sample <index>: ..." naming the first bad value.
+void check_bert_row(const BertBatch& batch, int slot, int64_t vocab_size, std::string_view source,
+                    int64_t sample_index);
 
 // Random ids and positions for BENCHMARK runs; a pure function of (seed, step) via Philox.
 void fill_fake_batch(BertBatch& batch, int batch_size, int seq_len, int max_pred, int vocab_size,

@@ -18,7 +18,11 @@ int64_t BertTrainLoader::sample_at(uint64_t position) const {
 
 void BertTrainLoader::next(BertBatch& batch) {
   batch.resize(batch_size_, set_->seq_len(), set_->max_pred());
-  for (int slot = 0; slot < batch_size_; ++slot) set_->read(sample_at(position_++), batch, slot);
+  for (int slot = 0; slot < batch_size_; ++slot) {
+    const int64_t index = sample_at(position_++);
+    set_->read(index, batch, slot);
+    check_bert_row(batch, slot, set_->vocab_size(), "BERT training samples", index);
+  }
 }
 
 BertEvalLoader::BertEvalLoader(const BertSampleSet& set, int batch_size)
@@ -31,7 +35,9 @@ bool BertEvalLoader::next(BertBatch& batch) {
   batch.resize(batch_size_, set_->seq_len(), set_->max_pred());
   for (int slot = 0; slot < batch_size_; ++slot) {
     if (position_ < set_->size()) {
-      set_->read(position_++, batch, slot);
+      set_->read(position_, batch, slot);
+      check_bert_row(batch, slot, set_->vocab_size(), "BERT eval samples", position_);
+      ++position_;
     } else {
       batch.clear_row(slot);
     }

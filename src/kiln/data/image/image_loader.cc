@@ -25,6 +25,13 @@ ImageLoader::ImageLoader(const ImageFolderDataset& data, const ImageLoaderOption
              "image loader: rank {} outside world size {}", options.rank, options.world_size);
   KILN_CHECK(options.threads >= 1 && options.prefetch >= 1, "image loader: threads {} and prefetch {} must be at least 1",
              options.threads, options.prefetch);
+  KILN_CHECK(data.labels.size() == data.files.size(), "image loader: dataset {} has {} labels for {} files",
+             data.root.string(), data.labels.size(), data.files.size());
+  // The loss assumes valid labels: catch a bad one here, naming its file.
+  for (size_t i = 0; i < data.files.size(); ++i)
+    KILN_CHECK(data.labels[i] >= 0 && size_t(data.labels[i]) < data.classes.size(),
+               "image loader: {}: label {} outside the {} classes of {}", data.files[i].string(),
+               data.labels[i], data.classes.size(), data.root.string());
   const int64_t global = int64_t(options.batch_size) * options.world_size;
   batches_per_epoch_ = (data.size() + global - 1) / global;
   slots_.resize(size_t(options.prefetch));

@@ -92,7 +92,8 @@ void MegatronBertSplit::get(int64_t index, BertBatch& batch, int slot) const {
     bounds.push_back(text.size());
   }
   for (const int32_t id : text)
-    KILN_CHECK(id >= 0 && id < vocab.size(), "{}: token id {} outside the vocabulary of {} (another vocab?)", name_,
+    KILN_CHECK(id >= 0 && id < vocab.size(),
+               "{}: sample {}: token id {} outside the vocabulary of {} (another vocab?)", name_, index,
                id, vocab.size());
 
   const int64_t n = t.last - t.first;
@@ -146,6 +147,7 @@ void MegatronBertSplit::get(int64_t index, BertBatch& batch, int slot) const {
     batch.masked_weights[p0 + k] = real ? 1.0f : 0.0f;
   }
   batch.nsp_labels[size_t(slot)] = swapped ? 1 : 0;
+  check_bert_row(batch, slot, vocab.size(), name_, index);
 }
 
 MegatronBertDataset::MegatronBertDataset(std::unique_ptr<MegatronBertSplit> single) {

@@ -1,0 +1,257 @@
+// backend/cpu/optim_ops.cc — multi-tensor norms, gradient scaling with a non-finite check, and
+// the fused AdamW / LAMB / LARS updates over segments of the flat parameter buffers.
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/adam_math.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+int64_t chunks_of(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
+
+// Throws unless every segment lies inside each flat buffer and the buffers are f32.
+void check_segments(const char* op, std::span<const TensorSegment> segments,
+                    std::initializer_list<const Tensor*> flat) {
+  for (const Tensor* t : flat) {
+    if (!t->defined()) continue;
+    expect_dtype(op, "flat buffer", *t, {DType::f32});
+    for (const TensorSegment& s : segments)
+      KILN_CHECK(s.offset >= 0 && s.numel >= 0 && s.offset + s.numel <= t->numel(),
+                 "op {}: segment [{}, {}) outside a buffer of {} elements", op, s.offset,
+                 s.offset + s.numel, t->numel());
+  }
+}
+
+void check_compute(const char* op, const Tensor& w, const Tensor& w_compute) {
+  if (!w_compute.defined()) return;
+  expect_dtype(op, "w_compute", w_compute, {DType::bf16, DType::f16});
+  expect_same_numel(op, w, w_compute);
+}
+
+// Calls fn(k, begin, end) for every chunk [begin, end) (offsets inside the segment) of every
+// segment k; chunks run in parallel, each exactly once.
+template <typename F>
+void for_each_chunk(std::span<const TensorSegment> segments, F&& fn) {
+  int64_t total = 0;
+  for (const TensorSegment& s : segments) total += s.numel;
+#pragma omp parallel if (total > kParallelMin)
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const int64_t n = segments[k].numel, chunks = chunks_of(n);
+#pragma omp for schedule(static) nowait
+    for (int64_t c = 0; c < chunks; ++c) fn(k, c, c * kSumChunk, std::min(n, (c + 1) * kSumChunk));
+  }
+}
+
+// Per segment, (Σ_i f(k, i).a, Σ_i f(k, i).b) over its elements: double partial sums per chunk,
+// added in chunk order. f is called exactly once per element, so it may update state there.
+struct Pair {
+  double a = 0, b = 0;
+};
+template <typename F>
+void segment_sums(Context& ctx, std::span<const TensorSegment> segments, F&& f, double* out_a,
+                  double* out_b) {
+  const size_t n = segments.size();
+  Tensor first_t = ctx.scratch_tensor({int64_t(n) + 1}, DType::i64);
+  int64_t* first = first_t.ptr<int64_t>();  // first chunk slot of each segment
+  first[0] = 0;
+  for (size_t k = 0; k < n; ++k) first[k + 1] = first[k] + chunks_of(segments[k].numel);
+  Tensor partial_t = ctx.scratch_tensor({std::max<int64_t>(first[n], 1), 2}, DType::i64);
+  Pair* partial = reinterpret_cast<Pair*>(partial_t.data);
+  for_each_chunk(segments, [&](size_t k, int64_t c, int64_t begin, int64_t end) {
+    Pair s;
+    for (int64_t i = begin; i < end; ++i) {
+      const Pair p = f(k, i);
+      s.a += p.a;
+      s.b += p.b;
+    }
+    partial[first[k] + c] = s;
+  });
+  for (size_t k = 0; k < n; ++k) {
+    Pair total;
+    for (int64_t c = first[k]; c < first[k + 1]; ++c) total.a += partial[c].a, total.b += partial[c].b;
+    out_a[k] = total.a;
+    if (out_b) out_b[k] = total.b;
+  }
+}
+
+// Writes per-segment pair sums as rows (Σa, Σb) of `sums` (n, 2).
+template <typename F>
+void segment_pair_sums(Context& ctx, std::span<const TensorSegment> segments, F&& f, Tensor& sums) {
+  const size_t n = segments.size();
+  Tensor tmp = ctx.scratch_tensor({2 * int64_t(n) + 1}, DType::i64);
+  double* a = reinterpret_cast<double*>(tmp.data);
+  double* b = a + n;
+  segment_sums(ctx, segments, f, a, b);
+  double* out = reinterpret_cast<double*>(sums.data);
+  for (size_t k = 0; k < n; ++k) out[2 * k] = a[k], out[2 * k + 1] = b[k];
+}
+
+void check_sums(const char* op, const Tensor& sums, int64_t want) {
+  expect_dtype(op, "sums", sums, {DType::i64});
+  KILN_CHECK(sums.numel() == want, "op {}: sums hold {} values, {} needed", op, sums.numel(), want);
+}
+
+// Stores w into the compute copy at index i.
+inline void refresh(void* compute, DType dtype, int64_t i, float w) {
+  if (dtype == DType::bf16) static_cast<cpu::bf16_t*>(compute)[i] = cpu::store<cpu::bf16_t>(w);
+  else static_cast<cpu::f16_t*>(compute)[i] = cpu::store<cpu::f16_t>(w);
+}
+
+}  // namespace
+
+void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
+                         std::span<const TensorSegment> segments, Tensor& sums) {
+  expect_cpu(ctx, "segment_sum_squares", {&a, &b, &sums});
+  check_segments("segment_sum_squares", segments, {&a, &b});
+  const int64_t n = int64_t(segments.size());
+  check_sums("segment_sum_squares", sums, b.defined() ? 2 * n : n);
+  const float* x = a.ptr<float>();
+  if (!b.defined()) {
+    segment_sums(ctx, segments, [&](size_t k, int64_t i) {
+      const double v = x[segments[k].offset + i];
+      return Pair{v * v, 0.0};
+    }, reinterpret_cast<double*>(sums.data), nullptr);
+    return;
+  }
+  const float* y = b.ptr<float>();
+  segment_pair_sums(ctx, segments, [&](size_t k, int64_t i) {
+    const int64_t j = segments[k].offset + i;
+    return Pair{double(x[j]) * double(x[j]), double(y[j]) * double(y[j])};
+  }, sums);
+}
+
+void scale_all(Context& ctx, Tensor& x, float factor) {
+  expect_cpu(ctx, "scale_all", {&x});
+  expect_dtype("scale_all", "x", x, {DType::f32});
+  float* p = x.ptr<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+}
+
+void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
+  expect_cpu(ctx, "scale_check_finite", {&x, &found});
+  expect_dtype("scale_check_finite", "x", x, {DType::f32});
+  expect_dtype("scale_check_finite", "found", found, {DType::i32});
+  KILN_CHECK(found.numel() == 1, "op scale_check_finite: found holds {} values, not 1",
+             found.numel());
+  float* p = x.ptr<float>();
+  const int64_t n = x.numel();
+  int bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] *= factor;
+    bad |= !std::isfinite(p[i]);
+  }
+  found.ptr<int32_t>()[0] = bad ? 1 : 0;
+}
+
+void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
+  expect_cpu(ctx, "adamw_update", {&w, &g, &m, &v, &w_compute});
+  check_segments("adamw_update", segments, {&w, &g, &m, &v});
+  check_compute("adamw_update", w, w_compute);
+  float* W = w.ptr<float>();
+  const float* G = g.ptr<float>();
+  float *M = m.ptr<float>(), *V = v.ptr<float>();
+  void* C = w_compute.data;
+  const DType cdt = w_compute.dtype;
+  for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
+    const int64_t o = segments[k].offset;
+    const float wd = segments[k].decay ? p.weight_decay : 0.0f;
+    for (int64_t i = o + begin; i < o + end; ++i) {
+      cpu::adam_moments(G[i], p.beta1, p.beta2, M[i], V[i]);
+      W[i] -= p.lr * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+      if (C) refresh(C, cdt, i, W[i]);
+    }
+  });
+}
+
+void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
+  expect_cpu(ctx, "lamb_moments", {&w, &g, &m, &v, &norms});
+  check_segments("lamb_moments", segments, {&w, &g, &m, &v});
+  check_sums("lamb_moments", norms, 2 * int64_t(segments.size()));
+  const float* W = w.ptr<float>();
+  const float* G = g.ptr<float>();
+  float *M = m.ptr<float>(), *V = v.ptr<float>();
+  segment_pair_sums(ctx, segments, [&](size_t k, int64_t e) {
+    const int64_t i = segments[k].offset + e;
+    const float wd = segments[k].decay ? p.weight_decay : 0.0f;
+    cpu::adam_moments(G[i], p.beta1, p.beta2, M[i], V[i]);
+    const float u = cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+    return Pair{double(W[i]) * double(W[i]), double(u) * double(u)};
+  }, norms);
+}
+
+void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
+                 Tensor& w_compute) {
+  expect_cpu(ctx, "lamb_update", {&norms, &w, &m, &v, &w_compute});
+  check_segments("lamb_update", segments, {&w, &m, &v});
+  check_sums("lamb_update", norms, 2 * int64_t(segments.size()));
+  check_compute("lamb_update", w, w_compute);
+  const double* sq = reinterpret_cast<const double*>(norms.data);
+  float* W = w.ptr<float>();
+  const float *M = m.ptr<float>(), *V = v.ptr<float>();
+  void* C = w_compute.data;
+  const DType cdt = w_compute.dtype;
+  for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
+    const double w_norm = std::sqrt(sq[2 * k]), u_norm = std::sqrt(sq[2 * k + 1]);
+    const double ratio = (w_norm > 0.0 && u_norm > 0.0) ? w_norm / u_norm : 1.0;
+    const float scale = float(double(p.lr) * ratio);
+    const float wd = segments[k].decay ? p.weight_decay : 0.0f;
+    const int64_t o = segments[k].offset;
+    for (int64_t i = o + begin; i < o + end; ++i) {
+      W[i] -= scale * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+      if (C) refresh(C, cdt, i, W[i]);
+    }
+  });
+}
+
+void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
+                 Tensor& w_compute) {
+  expect_cpu(ctx, "lars_update", {&norms, &w, &g, &momentum, &w_compute});
+  check_segments("lars_update", segments, {&w, &g, &momentum});
+  check_sums("lars_update", norms, 2 * int64_t(segments.size()));
+  check_compute("lars_update", w, w_compute);
+  const double* sq = reinterpret_cast<const double*>(norms.data);
+  float* W = w.ptr<float>();
+  const float* G = g.ptr<float>();
+  float* Mo = momentum.ptr<float>();
+  void* C = w_compute.data;
+  const DType cdt = w_compute.dtype;
+  const float mom = p.momentum;
+  for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
+    const bool decay = segments[k].decay;
+    const float wd = decay ? p.weight_decay : 0.0f;
+    float scale = p.lr;  // lr·r
+    if (decay) {
+      const double w_norm = std::sqrt(sq[2 * k]), g_norm = std::sqrt(sq[2 * k + 1]);
+      const double ratio = w_norm > 0.0 && g_norm > 0.0
+                               ? double(p.eeta) * w_norm /
+                                     (g_norm + double(wd) * w_norm + double(p.epsilon))
+                               : 1.0;
+      scale = float(double(p.lr) * ratio);
+    }
+    const int64_t o = segments[k].offset;
+#pragma omp simd
+    for (int64_t i = o + begin; i < o + end; ++i) {
+      Mo[i] = mom * Mo[i] + scale * (G[i] + wd * W[i]);
+      W[i] -= Mo[i];
+    }
+    if (C)
+      for (int64_t i = o + begin; i < o + end; ++i) refresh(C, cdt, i, W[i]);
+  });
+}
+
+}  // namespace kiln::ops
