@@ -7,6 +7,7 @@ cd "$root"
 # Cache hits across clones in different folders (CI builds a fresh clone).
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 bash scripts/setup.sh
+bash scripts/fetch_data.sh >/dev/null   # the pinned test text and vocab, into data/
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build
 # One test at a time: the integration tests each use every core (OpenMP), and two at once

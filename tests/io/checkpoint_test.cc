@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
@@ -65,7 +70,7 @@ TEST(Checkpoint, KeepsOnlyTheNewestAndLeavesNoTempFiles) {
   std::vector<std::string> names;
   for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"iter_0000003", "iter_0000004",
+  EXPECT_EQ(names, (std::vector<std::string>{".kiln.lock", "iter_0000003", "iter_0000004",
                                              "latest_checkpointed_iteration.txt"}));
 }
 
@@ -83,6 +88,95 @@ TEST(Checkpoint, MissingOrMisshapenTensorIsAnErrorNamingIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layer.bias"), std::string::npos) << e.what();
   }
+}
+
+TEST(Checkpoint, SavingAStepAgainReplacesItAndThePointerStaysValid) {
+  const fs::path dir = fresh_dir("ckpt_resave");
+  ParamStore store;
+  make_store(store);
+  CheckpointManager manager(dir, 3);
+  manager.save(5, store, {}, {{"version", 1}});
+  store.host_values()[0] = 42.0f;
+  const fs::path saved = manager.save(5, store, {}, {{"version", 2}});
+  ASSERT_EQ(*latest_checkpoint(dir), saved);
+  ParamStore restored;
+  make_store(restored);
+  EXPECT_EQ(load_checkpoint(saved, restored, {}).at("version").get<int>(), 2);
+  EXPECT_EQ(restored.host_values()[0], 42.0f);
+  EXPECT_FALSE(fs::exists(dir / "iter_0000005.tmp"));
+}
+
+TEST(Checkpoint, KeepNeverDeletesTheCheckpointThePointerNames) {
+  const fs::path dir = fresh_dir("ckpt_keep_pointer");
+  ParamStore store;
+  make_store(store);
+  CheckpointManager manager(dir, 1);
+  manager.save(5, store, {}, {{"step", 5}});
+  const fs::path older = manager.save(3, store, {}, {{"step", 3}});  // e.g. after a rewind
+  ASSERT_TRUE(fs::is_directory(older));
+  EXPECT_EQ(*latest_checkpoint(dir), older);
+}
+
+TEST(Checkpoint, StaleTemporariesOfAKilledSaveAreRemovedOnStart) {
+  const fs::path dir = fresh_dir("ckpt_stale");
+  fs::create_directories(dir / "iter_0000009.tmp");
+  { std::ofstream(dir / "iter_0000009.tmp" / "model.safetensors") << "partial"; }
+  { std::ofstream(dir / "latest_checkpointed_iteration.txt.tmp.12345") << "9"; }
+  CheckpointManager manager(dir, 1);
+  EXPECT_FALSE(fs::exists(dir / "iter_0000009.tmp"));
+  EXPECT_FALSE(fs::exists(dir / "latest_checkpointed_iteration.txt.tmp.12345"));
+}
+
+TEST(Checkpoint, ASecondRunOnTheSameFolderIsRefusedNamingTheFirst) {
+  const fs::path dir = fresh_dir("ckpt_lock");
+  CheckpointManager first(dir, 1);
+  try {
+    CheckpointManager second(dir, 1);
+    FAIL() << "second manager took the lock";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pid " + std::to_string(::getpid())), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Checkpoint, LockIsReleasedWhenTheRunEnds) {
+  const fs::path dir = fresh_dir("ckpt_lock_release");
+  { CheckpointManager first(dir, 1); }
+  EXPECT_NO_THROW(CheckpointManager(dir, 1));
+}
+
+// A disk that fills during a save: the save fails with a message naming the file, and the
+// previous checkpoint and the pointer are untouched. RLIMIT_FSIZE stands in for a full disk.
+TEST(Checkpoint, DiskFullDuringASaveKeepsThePreviousCheckpoint) {
+  const fs::path dir = fresh_dir("ckpt_disk_full");
+  ParamStore store;
+  store.add("big.weight", {64, 1024}, true);  // 256 KiB
+  store.allocate();
+  CheckpointManager manager(dir, 2);
+  const fs::path first = manager.save(1, store, {}, {{"step", 1}});
+
+  struct rlimit saved_limit {};
+  ::getrlimit(RLIMIT_FSIZE, &saved_limit);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved_limit;
+  small.rlim_cur = 64 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    manager.save(2, store, {}, {{"step", 2}});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved_limit);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_NE(message.find("model.safetensors"), std::string::npos) << message;
+  EXPECT_EQ(*latest_checkpoint(dir), first);
+  ParamStore restored;
+  restored.add("big.weight", {64, 1024}, true);
+  restored.allocate();
+  EXPECT_EQ(load_checkpoint(first, restored, {}).at("step").get<int>(), 1);
+  EXPECT_FALSE(fs::exists(dir / "iter_0000002"));
 }
 
 TEST(Checkpoint, UnwritableDirectoryIsAnError) {

@@ -1,5 +1,6 @@
-// Writes MLPerf BERT logs with MlLogger and runs tools/mllog_check.py on them: the compliant sequence
-// must pass, and each kind of broken log must fail naming what is wrong.
+// Writes MLPerf BERT logs with MlLogger and runs the official MLPerf compliance checker
+// (mlperf_logging, tests/testing/mlperf_checker.h) on them: the compliant sequence must pass,
+// and each kind of broken log must fail naming what is wrong.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "kiln/log/bert_mllog.h"
 #include "kiln/log/mllog.h"
 #include "kiln/log/mllog_keys.h"
+#include "tests/testing/mlperf_checker.h"
 
 namespace kiln::log {
 namespace {
@@ -27,21 +29,9 @@ fs::path temp_log(const std::string& name) {
   return p;
 }
 
-struct CheckResult {
-  int exit_code;
-  std::string output;
-};
+using CheckResult = testing::CheckerResult;
 
-CheckResult run_checker(const fs::path& log, const std::string& extra = "") {
-  const fs::path out = log.string() + ".out";
-  const std::string cmd = "python3 " + std::string(KILN_SOURCE_DIR) + "/tools/mllog_check.py --ruleset 5.0.0 "
-                          "--benchmark bert " + extra + " '" + log.string() + "' > '" + out.string() + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
+CheckResult run_checker(const fs::path& log) { return testing::run_compliance_checker(log, "5.0.0"); }
 
 BertRunInfo nvidia_like_run() {
   BertRunInfo info;
@@ -108,7 +98,7 @@ std::vector<std::string> drop_key(std::vector<std::string> lines, std::string_vi
 class MllogCheck : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::system("python3 -c pass > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+    KILN_REQUIRE_MLPERF_CHECKER();
     good_ = temp_log("result_bert_1234.log");
     write_bert_log(good_, {0.69, 0.715, 0.7205}, true);
     lines_ = read_lines(good_);
@@ -120,7 +110,7 @@ class MllogCheck : public ::testing::Test {
     const CheckResult r = run_checker(p);
     EXPECT_EQ(r.exit_code, 1) << name << "\n" << r.output;
     EXPECT_NE(r.output.find(expect), std::string::npos) << name << ": wanted '" << expect << "' in\n" << r.output;
-    EXPECT_EQ(r.output.find("OK\n"), std::string::npos) << name;
+    EXPECT_EQ(r.output.find("SUCCESS"), std::string::npos) << name;
   }
   fs::path good_;
   std::vector<std::string> lines_;
@@ -129,7 +119,7 @@ class MllogCheck : public ::testing::Test {
 TEST_F(MllogCheck, CompliantBertLogPasses) {
   const CheckResult r = run_checker(good_);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output, "OK\n");
+  EXPECT_NE(r.output.find("SUCCESS"), std::string::npos) << r.output;
   // Order: cache_clear, init_start, submission_*, seed, hyper-parameters, init_stop, run_start, ...
   ASSERT_GE(lines_.size(), 30u);
   EXPECT_TRUE(has_key(lines_[0], key::kCacheClear));
@@ -154,7 +144,7 @@ TEST_F(MllogCheck, EvalBelowTargetWithSuccessFails) {
   write_bert_log(p, {0.69, 0.7199}, true);
   const CheckResult r = run_checker(p);
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("eval_accuracy: no occurrence satisfies"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Failed checks for eval_accuracy"), std::string::npos) << r.output;
   // An accuracy of 1.0 or more does not count as reaching the target either.
   const fs::path q = temp_log("accuracy_one.log");
   write_bert_log(q, {0.69, 1.0}, true);
@@ -169,16 +159,15 @@ TEST_F(MllogCheck, AbortedRunBelowTargetStillFailsOnAccuracy) {
   EXPECT_EQ(r.output.find("status success"), std::string::npos) << r.output;
 }
 
-TEST_F(MllogCheck, DuplicatedRunStartFails) {
-  std::vector<std::string> dup = lines_;
-  const auto it = std::find_if(dup.begin(), dup.end(), [](auto& l) { return has_key(l, key::kRunStart); });
-  ASSERT_NE(it, dup.end());
-  dup.insert(it, *it);
-  expect_failure("dup_run_start.log", dup, "exactly one run_start is required, found 2");
-  // The official tool without --werror only warns about an identical repeat.
-  const fs::path p = temp_log("dup_lenient.log");
-  write_lines(p, dup);
-  EXPECT_EQ(run_checker(p, "--allow-identical-repeats").exit_code, 0);
+// A second run appended to the same file (what a re-run into the same output folder did).
+TEST_F(MllogCheck, SecondRunAppendedToTheLogFails) {
+  std::vector<std::string> twice = lines_;
+  for (const auto& l : lines_) {
+    Json j = Json::parse(l.substr(l.find('{')));
+    j["time_ms"] = j["time_ms"].get<int64_t>() + 100000;
+    twice.push_back(":::MLLOG " + mllog_json(j));
+  }
+  expect_failure("twice.log", twice, "EXACTLY_ONE occurrence of 'run_start' but found 2");
 }
 
 TEST_F(MllogCheck, InitLongerThanThirtyMinutesFails) {
@@ -193,7 +182,7 @@ TEST_F(MllogCheck, InitLongerThanThirtyMinutesFails) {
     j["time_ms"] = j["time_ms"].get<int64_t>() + 31 * 60 * 1000;
     l = ":::MLLOG " + mllog_json(j);
   }
-  expect_failure("slow_init.log", lines, "init_stop: CHECK failed: within the init time limit");
+  expect_failure("slow_init.log", lines, "CHECK for 'init_stop' failed");
 }
 
 TEST_F(MllogCheck, DivisionLoggedAfterInitStopFails) {
@@ -205,27 +194,20 @@ TEST_F(MllogCheck, DivisionLoggedAfterInitStopFails) {
   expect_failure("late_division.log", lines, "init_stop");
 }
 
+// (The official checker accepts a float seed, an unknown submission_status and time going
+// backwards; kiln's writer refuses the first two itself, see InvalidRunInfoIsRejected...)
 TEST_F(MllogCheck, MalformedValuesFail) {
-  expect_failure("float_seed.log", edit_key(lines_, key::kSeed, [](Json& j) { j["value"] = 1234.0; }),
-                 "seed 1234.0 is not an int");
   expect_failure("zero_gas.log",
                  edit_key(lines_, key::kGradientAccumulationSteps, [](Json& j) { j["value"] = 0; }),
-                 "gradient_accumulation_steps: CHECK failed");
-  expect_failure("bad_status.log", edit_key(lines_, key::kSubmissionStatus, [](Json& j) { j["value"] = "home"; }),
-                 "submission_status");
+                 "CHECK for 'gradient_accumulation_steps' failed");
   expect_failure("samples_only.log", edit_key(lines_, key::kEvalAccuracy, [](Json& j) {
                    j["metadata"].erase("epoch_num");
                    j["metadata"]["samples_count"] = 150528;
                  }),
-                 "eval_accuracy: CHECK failed: 'epoch_num' in metadata");
+                 "CHECK for 'eval_accuracy' failed");
   std::vector<std::string> garbage = lines_;
   garbage.insert(garbage.begin() + 3, "[rank0]: :::MLLOG {\"key\": \"seed\"");
-  expect_failure("garbage.log", garbage, "cannot parse log line");
-}
-
-TEST_F(MllogCheck, TimeGoingBackwardsFails) {
-  auto lines = edit_key(lines_, key::kRunStop, [](Json& j) { j["time_ms"] = j["time_ms"].get<int64_t>() - 5000; });
-  expect_failure("backwards.log", lines, "earlier than the line before");
+  expect_failure("garbage.log", garbage, "Log lines had parsing errors");
 }
 
 TEST_F(MllogCheck, PrefixedLinesAndOtherOutputAreIgnored) {

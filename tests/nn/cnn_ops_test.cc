@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "../backend/random_fill.h"
@@ -11,6 +12,14 @@ namespace kiln {
 namespace {
 
 using namespace kiln::testing;
+
+// An f32 view of a host vector with the given shape.
+template <typename T>
+Tensor view(const std::vector<T>& v, Shape shape) {
+  return Tensor::view(const_cast<T*>(v.data()), std::move(shape),
+                      std::is_same_v<T, int32_t> ? DType::i32 : DType::f32);
+}
+Context& ctx() { return cpu_context(); }
 
 ops::ConvShape conv_shape(int64_t N, int64_t H, int64_t W, int64_t C, int64_t K, int64_t R,
                           int64_t S, int64_t stride_h, int64_t stride_w, int64_t pad_h,
@@ -71,19 +80,24 @@ TEST(CnnOps, ConvolutionMatchesFloat64ReferenceForwardAndBackward) {
       dw_ref[wi] += double(dy[yi]) * x[xi];
     });
 
+    const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S},
+        ys{s.N, s.P(), s.Q(), s.K};
     std::vector<float> y(static_cast<size_t>(ny)), dx(static_cast<size_t>(nx));
-    ops::conv2d_forward(s, x.data(), w.data(), y.data());
+    Tensor yt = view(y, ys), dxt = view(dx, xs);
+    ops::conv2d_forward(ctx(), s, view(x, xs), view(w, ws), yt);
     EXPECT_LT(max_rel_error(y, y_ref), 1e-5);
-    ops::conv2d_backward_data(s, dy.data(), w.data(), dx.data());
+    ops::conv2d_backward_data(ctx(), s, view(dy, ys), view(w, ws), dxt);
     EXPECT_LT(max_rel_error(dx, dx_ref), 1e-5);
     // Weight gradients accumulate: start from 1 and subtract it again.
     std::vector<float> dw(size_t(nw), 1.0f);
-    ops::conv2d_backward_weights(s, x.data(), dy.data(), dw.data());
+    Tensor dwt = view(dw, ws);
+    ops::conv2d_backward_weights(ctx(), s, view(x, xs), view(dy, ys), dwt);
     for (float& v : dw) v -= 1.0f;
     EXPECT_LT(max_rel_error(dw, dw_ref), 1e-5);
     // A second call on the cached primitives gives the same result.
     std::vector<float> y2(static_cast<size_t>(ny));
-    ops::conv2d_forward(s, x.data(), w.data(), y2.data());
+    Tensor y2t = view(y2, ys);
+    ops::conv2d_forward(ctx(), s, view(x, xs), view(w, ws), y2t);
     EXPECT_EQ(y, y2);
   }
 }
@@ -120,14 +134,16 @@ TEST(CnnOps, BatchNormMatchesFloat64ReferenceInTrainAndEval) {
         v[c] = float(training ? var[c] : var[c] * 1.7);
       }
       std::vector<float> y(un), got_m(uc), got_v(uc);
+      const Shape xs{bc.rows, bc.C}, cs{bc.C};
+      Tensor yt = view(y, xs), got_mt = view(got_m, cs), got_vt = view(got_v, cs);
       if (training) {
-        ops::batchnorm_train_forward(x.data(), gamma.data(), beta.data(), bc.rows, bc.C, eps,
-                                     bc.relu, y.data(), got_m.data(), got_v.data());
+        ops::batchnorm_train_forward(ctx(), view(x, xs), view(gamma, cs), view(beta, cs), eps,
+                                     bc.relu, yt, got_mt, got_vt);
         EXPECT_LT(max_rel_error(got_m, mean), 1e-6);
         EXPECT_LT(max_rel_error(got_v, var), 1e-6);
       } else {
-        ops::batchnorm_eval_forward(x.data(), gamma.data(), beta.data(), m.data(), v.data(),
-                                    bc.rows, bc.C, eps, bc.relu, y.data());
+        ops::batchnorm_eval_forward(ctx(), view(x, xs), view(gamma, cs), view(beta, cs),
+                                    view(m, cs), view(v, cs), eps, bc.relu, yt);
       }
       // Reference forward and backward in double (statistics as double too).
       std::vector<double> mu(uc), sig(uc);
@@ -157,9 +173,10 @@ TEST(CnnOps, BatchNormMatchesFloat64ReferenceInTrainAndEval) {
       std::vector<float> dx(un), dgamma(uc, 0.5f), dbeta(uc, 0.5f);
       const std::vector<float>& stat_m = training ? got_m : m;
       const std::vector<float>& stat_v = training ? got_v : v;
-      ops::batchnorm_backward(x.data(), y.data(), dy.data(), gamma.data(), stat_m.data(),
-                              stat_v.data(), bc.rows, bc.C, eps, bc.relu, training, dx.data(),
-                              dgamma.data(), dbeta.data());
+      Tensor dxt = view(dx, xs), dgt = view(dgamma, cs), dbt = view(dbeta, cs);
+      ops::batchnorm_backward(ctx(), view(x, xs), yt, view(dy, xs), view(gamma, cs),
+                              view(stat_m, cs), view(stat_v, cs), eps, bc.relu, training, dxt,
+                              dgt, dbt);
       EXPECT_LT(max_rel_error(dx, dx_ref), 1e-5);
       for (int64_t c = 0; c < bc.C; ++c) {  // accumulated onto 0.5
         EXPECT_NEAR(dgamma[c] - 0.5, sgx[c], 1e-5 * (1 + std::abs(sgx[c])));
@@ -177,7 +194,9 @@ TEST(CnnOps, MaxPoolMatchesReferenceAndRoutesGradients) {
     const auto x = random_normal(nx, 300), dy = random_normal(ny, 301);
     std::vector<float> y(static_cast<size_t>(ny)), dx(static_cast<size_t>(nx));
     std::vector<int32_t> argmax(static_cast<size_t>(ny));
-    ops::maxpool_forward(s, x.data(), y.data(), argmax.data());
+    const Shape xs{s.N, H, W, s.C}, ys{s.N, s.P(), s.Q(), s.C};
+    Tensor yt = view(y, ys), at = view(argmax, ys), dxt = view(dx, xs);
+    ops::maxpool_forward(ctx(), s, view(x, xs), yt, at);
     std::vector<double> dx_ref(size_t(nx), 0.0);
     for (int64_t n = 0; n < s.N; ++n)
       for (int64_t p = 0; p < s.P(); ++p)
@@ -196,7 +215,7 @@ TEST(CnnOps, MaxPoolMatchesReferenceAndRoutesGradients) {
             EXPECT_EQ(y[yi], float(best));
             dx_ref[at] += dy[yi];
           }
-    ops::maxpool_backward(s, dy.data(), argmax.data(), dx.data());
+    ops::maxpool_backward(ctx(), s, view(dy, ys), at, dxt);
     EXPECT_LT(max_rel_error(dx, dx_ref), 1e-6);
   }
 }
@@ -205,8 +224,9 @@ TEST(CnnOps, GlobalAvgPoolReluAndResidualJoinMatchReference) {
   const int64_t N = 3, HW = 10, C = 7;
   const auto x = random_normal(N * HW * C, 400), dy = random_normal(N * C, 401);
   std::vector<float> y(static_cast<size_t>(N * C)), dx(static_cast<size_t>(N * HW * C));
-  ops::global_avgpool_forward(x.data(), N, HW, C, y.data());
-  ops::global_avgpool_backward(dy.data(), N, HW, C, dx.data());
+  Tensor yt = view(y, {N, C}), dxt = view(dx, {N, 2, HW / 2, C});
+  ops::global_avgpool_forward(ctx(), view(x, {N, 2, HW / 2, C}), yt);
+  ops::global_avgpool_backward(ctx(), view(dy, {N, C}), dxt);
   std::vector<double> y_ref(size_t(N * C), 0.0), dx_ref(static_cast<size_t>(N * HW * C));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < HW; ++i)
@@ -219,9 +239,10 @@ TEST(CnnOps, GlobalAvgPoolReluAndResidualJoinMatchReference) {
 
   const auto a = random_normal(50, 402), b = random_normal(50, 403), g = random_normal(50, 404);
   std::vector<float> r(50), j(50), d(50);
-  ops::relu_forward(a.data(), 50, r.data());
-  ops::add_relu_forward(a.data(), b.data(), 50, j.data());
-  ops::relu_backward(r.data(), g.data(), 50, d.data());
+  Tensor rt = view(r, {50}), jt = view(j, {50}), dt = view(d, {50});
+  ops::relu_forward(ctx(), view(a, {50}), rt);
+  ops::add_relu_forward(ctx(), view(a, {50}), view(b, {50}), jt);
+  ops::relu_backward(ctx(), rt, view(g, {50}), dt);
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(r[i], std::max(a[i], 0.0f));
     EXPECT_EQ(j[i], std::max(a[i] + b[i], 0.0f));

@@ -94,3 +94,87 @@ TEST(BertConfig, InconsistentValuesAreRejected) {
 
 }  // namespace
 }  // namespace kiln::train
+
+namespace kiln::train {
+namespace {
+
+TEST(PrecisionConfig, DefaultIsF32WithoutLossScaling) {
+  Resolved r;
+  resolve(r, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_EQ(r.config.precision.dtype, DType::f32);
+  EXPECT_EQ(r.config.precision.scaler.kind, optim::LossScalerConfig::Kind::none);
+  EXPECT_EQ(r.config.precision.max_skipped_steps, 10);
+}
+
+TEST(PrecisionConfig, Bf16FlagAndDeprecatedMatmulDtypeMeanBf16Compute) {
+  Resolved a;
+  resolve(a, "", {"--fake-data", "--seq-length", "64", "--bf16"});
+  EXPECT_EQ(a.config.precision.dtype, DType::bf16);
+  EXPECT_EQ(a.config.precision.scaler.kind, optim::LossScalerConfig::Kind::none);
+  EXPECT_EQ(a.config.precision.precision, "bf16");
+  Resolved b;
+  resolve(b, "", {"--fake-data", "--seq-length", "64", "--matmul-dtype", "bf16"});
+  EXPECT_EQ(b.config.precision.dtype, DType::bf16);
+}
+
+TEST(PrecisionConfig, MegatronFp16GetsTheDynamicScalerWithItsDefaults) {
+  Resolved r;
+  resolve(r, "", {"--fake-data", "--seq-length", "64", "--fp16"});
+  const optim::LossScalerConfig& s = r.config.precision.scaler;
+  EXPECT_EQ(r.config.precision.dtype, DType::f16);
+  EXPECT_EQ(s.kind, optim::LossScalerConfig::Kind::dynamic);
+  EXPECT_EQ(s.scale, 4294967296.0);
+  EXPECT_EQ(s.min_scale, 1.0);
+  EXPECT_EQ(s.window, 1000);
+  EXPECT_EQ(s.hysteresis, 2);
+  Resolved custom;
+  resolve(custom, "", {"--fake-data", "--seq-length", "64", "--fp16", "--initial-loss-scale", "65536",
+                       "--min-loss-scale", "4", "--loss-scale-window", "50", "--hysteresis", "1"});
+  EXPECT_EQ(custom.config.precision.scaler.scale, 65536.0);
+  EXPECT_EQ(custom.config.precision.scaler.min_scale, 4.0);
+  EXPECT_EQ(custom.config.precision.scaler.window, 50);
+  EXPECT_EQ(custom.config.precision.scaler.hysteresis, 1);
+  Resolved fixed;
+  resolve(fixed, "", {"--fake-data", "--seq-length", "64", "--fp16", "--loss-scale", "128"});
+  EXPECT_EQ(fixed.config.precision.scaler.kind, optim::LossScalerConfig::Kind::constant);
+  EXPECT_EQ(fixed.config.precision.scaler.scale, 128.0);
+}
+
+TEST(PrecisionConfig, TinygradHalfGetsTheStaticLossScaler) {
+  ScopedEnv half("DEFAULT_FLOAT", "HALF");
+  Resolved r;
+  resolve(r, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_EQ(r.config.precision.dtype, DType::f16);
+  EXPECT_EQ(r.config.precision.scaler.kind, optim::LossScalerConfig::Kind::constant);
+  EXPECT_EQ(r.config.precision.scaler.scale, 2048.0);
+  ScopedEnv scaler("LOSS_SCALER", "512");
+  Resolved s;
+  resolve(s, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_EQ(s.config.precision.scaler.scale, 512.0);
+}
+
+TEST(PrecisionConfig, TinygradNamesAndConflictsAreCheckedNamingTheKey) {
+  {
+    ScopedEnv bf16("DEFAULT_FLOAT", "BFLOAT16");
+    Resolved r;
+    resolve(r, "", {"--fake-data", "--seq-length", "64"});
+    EXPECT_EQ(r.config.precision.dtype, DType::bf16);
+  }
+  {
+    ScopedEnv bad("DEFAULT_FLOAT", "INT8");
+    Resolved r;
+    try {
+      resolve(r, "", {"--fake-data", "--seq-length", "64"});
+      FAIL() << "INT8 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DEFAULT_FLOAT"), std::string::npos) << e.what();
+    }
+  }
+  Resolved both;
+  EXPECT_THROW(resolve(both, "", {"--fake-data", "--seq-length", "64", "--bf16", "--fp16"}), Error);
+  Resolved negative;
+  EXPECT_THROW(resolve(negative, "", {"--fake-data", "--seq-length", "64", "--max-skipped-steps", "-1"}), Error);
+}
+
+}  // namespace
+}  // namespace kiln::train

@@ -10,7 +10,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/data/bert/prepare_bert.h"
 #include "kiln/train/bert_config.h"
-#include "kiln/train/bert_trainer.h"
+#include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
 #include "tests/data/data_test_util.h"
 

@@ -11,7 +11,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/train/bert_config.h"
-#include "kiln/train/bert_trainer.h"
+#include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
 
 namespace kiln::train {

@@ -87,9 +87,7 @@ void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 // dx = dy * (1 - y^2); y is the forward output. dx may alias dy.
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
-// f32 pointer forms, kept only for the CNN layers (nn/conv2d.cc, models/resnet.cc) until they
-// move to the typed ops above.
-void add_inplace(float* y, const float* x, int64_t n);  // y += x
+// f32 pointer forms, kept only for nn/conv2d.cc until it moves to the typed ops above.
 void bias_add(float* y, const float* bias, int64_t N, int64_t C);
 void bias_grad(const float* dy, int64_t N, int64_t C, float* db);
 
@@ -143,10 +141,14 @@ void softmax_xent_backward(const float* logits, const float* lse, const int32_t*
                            const float* coef, float scale, int64_t N, int64_t V,
                            float* dlogits);
 
-// ==== CNN ops (issue 4): convolution, batch norm, pooling, ReLU over NHWC activations ====
-// Activations are (N, H, W, C) f32; convolution weights keep PyTorch's (K, C/groups, R, S).
+// ==== CNN ops: convolution, batch norm, pooling, ReLU over NHWC activations ====
+// Typed ops (a Context and tensor views). Activations are (N, H, W, C) in f32, bf16 or f16
+// storage; convolution weights keep PyTorch's (K, C/groups, R, S) in the activations' dtype;
+// weight gradients, BN parameters and BN statistics are f32. Arithmetic is f32 (oneDNN
+// accumulates convolutions in f32; BN sums in double, as below).
 
-// One 2-D convolution: input (N, H, W, C) -> output (N, P, Q, K). Also the primitive cache key.
+// One 2-D convolution's geometry: input (N, H, W, C) -> output (N, P, Q, K). The ops check their
+// tensors against it; it is also the primitive cache key.
 struct ConvShape {
   int64_t N = 1, H = 1, W = 1, C = 1;  // input
   int64_t K = 1, R = 1, S = 1;         // output channels, kernel height, kernel width
@@ -156,31 +158,46 @@ struct ConvShape {
   int64_t Q() const { return (W + 2 * pad_w - dil_w * (S - 1) - 1) / stride_w + 1; }
 };
 
-// oneDNN convolutions, primitives cached by shape (per thread); the weights are reordered from
-// (K, C/groups, R, S) to the primitive's preferred layout on each call.
-// x (N, H, W, C), w (K, C/groups, R, S) -> y (N, P, Q, K), overwritten.
-void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y);
-// dy (N, P, Q, K), w -> dx (N, H, W, C), overwritten.
-void conv2d_backward_data(const ConvShape& s, const float* dy, const float* w, float* dx);
-// x (N, H, W, C), dy (N, P, Q, K) -> dw (K, C/groups, R, S), accumulated.
-void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw);
+// oneDNN convolutions, primitives cached by (shape, dtype) per thread; the weights are
+// reordered from (K, C/groups, R, S) to the primitive's preferred layout on each call. Where
+// oneDNN has no primitive for a low-precision dtype on this CPU (bf16 without AVX-512, f16
+// without AVX-512-FP16), the op says so once on stderr and computes in f32 on converted copies.
+// x (N, H, W, C), w (K, C/groups, R, S) -> y (N, P, Q, K), overwritten; x, w, y one dtype.
+void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& w,
+                    Tensor& y);
+// dy (N, P, Q, K), w -> dx (N, H, W, C), overwritten; dy, w, dx one dtype.
+void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
+                          Tensor& dx);
+// x (N, H, W, C), dy (N, P, Q, K) (one dtype) -> dw (K, C/groups, R, S) f32, accumulated.
+void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
+                             Tensor& dw);
+// Whether oneDNN creates `dtype` convolution primitives on this CPU (false: the f32 fallback).
+bool conv2d_native(DType dtype);
 
-// Batch norm over `rows` = N*H*W rows of C channels, statistics in fp32 with partial sums in
-// double combined in a fixed order. With `relu`, y = max(bn(x), 0) (fused).
+// Batch norm over the rows (N*H*W) of x (N, H, W, C) (any rank: the last dimension is C).
+// gamma, beta, mean, var: (C) f32. Statistics in fp32 with partial sums in double combined in a
+// fixed order. With `relu`, y = max(bn(x), 0) (fused). x, y (and dy, dx) share one dtype.
 // Training: mean (C) and biased var (C) are computed from x and written out.
-void batchnorm_train_forward(const float* x, const float* gamma, const float* beta,
-                             int64_t rows, int64_t C, float eps, bool relu, float* y,
-                             float* mean, float* var);
+void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
+                             const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
+                             Tensor& var);
 // Inference: normalise with the given mean and var (running statistics).
-void batchnorm_eval_forward(const float* x, const float* gamma, const float* beta,
-                            const float* mean, const float* var, int64_t rows, int64_t C,
-                            float eps, bool relu, float* y);
+void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
+                            const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
+                            bool relu, Tensor& y);
 // Backward of either forward; `training` says whether mean/var were batch statistics (their
 // dependence on x is then differentiated). y is the forward output (used for the ReLU mask).
-// dx (rows, C) is overwritten; dgamma, dbeta (C) accumulate.
-void batchnorm_backward(const float* x, const float* y, const float* dy, const float* gamma,
-                        const float* mean, const float* var, int64_t rows, int64_t C, float eps,
-                        bool relu, bool training, float* dx, float* dgamma, float* dbeta);
+// dx is overwritten; dgamma, dbeta (C) f32 accumulate.
+void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
+                        bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+// PyTorch's running statistics after a training forward over `rows` rows (all f32, (C)):
+// running_mean = (1 - momentum) running_mean + momentum mean,
+// running_var = (1 - momentum) running_var + momentum var rows/(rows - 1) (unbiased),
+// num_batches_tracked (1) += 1.
+void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& var, int64_t rows,
+                              float momentum, Tensor& running_mean, Tensor& running_var,
+                              Tensor& num_batches_tracked);
 
 // Max pooling, PyTorch semantics (padding never wins; the first maximum in scan order wins).
 struct PoolShape {
@@ -189,20 +206,26 @@ struct PoolShape {
   int64_t P() const { return (H + 2 * pad_h - R) / stride_h + 1; }
   int64_t Q() const { return (W + 2 * pad_w - S) / stride_w + 1; }
 };
-// x (N, H, W, C) -> y (N, P, Q, C); argmax (N, P, Q, C) holds the winner's h*W + w.
-void maxpool_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax);
-// dx (N, H, W, C) is overwritten with the routed dy (N, P, Q, C).
-void maxpool_backward(const PoolShape& s, const float* dy, const int32_t* argmax, float* dx);
+// x (N, H, W, C) -> y (N, P, Q, C) (same dtype); argmax (N, P, Q, C) i32 holds the winner's
+// h*W + w.
+void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,
+                     Tensor& argmax);
+// dx (N, H, W, C) is overwritten with the routed dy (N, P, Q, C) (same dtype), summed in f32.
+void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const Tensor& argmax,
+                      Tensor& dx);
 
-// Global average pool: x (N, H*W, C) -> y (N, C); backward spreads dy / (H*W), overwriting dx.
-void global_avgpool_forward(const float* x, int64_t N, int64_t HW, int64_t C, float* y);
-void global_avgpool_backward(const float* dy, int64_t N, int64_t HW, int64_t C, float* dx);
+// Global average pool: x (N, H, W, C) -> y (N, C), summed in f32; backward spreads dy / (H*W),
+// overwriting dx (N, H, W, C). Input and output dtypes may differ (a bf16 body, an f32 head).
+void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y);
+void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
 
-// y = max(x, 0) (y may alias x); dx = dy where y > 0, else 0 (dx may alias dy).
-void relu_forward(const float* x, int64_t n, float* y);
-void relu_backward(const float* y, const float* dy, int64_t n, float* dx);
+// y = max(x, 0) (y may alias x); dx = dy where y > 0, else 0 (dx may alias dy). One dtype.
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 // y = max(a + b, 0): the residual join of a ResNet block. y may alias a or b.
-void add_relu_forward(const float* a, const float* b, int64_t n, float* y);
+void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
+// y += x: the shortcut's gradient joining the main branch's at a residual block's input.
+void residual_add(Context& ctx, const Tensor& x, Tensor& y);
 // ==== end of CNN ops ====
 
 }  // namespace kiln::ops

@@ -1,15 +1,16 @@
 // cli/train_command.cc — `kiln train bert|resnet`: resolves the configuration (defaults < preset
 // < environment < flags), runs the trainer, and says where the results are.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
 
 #include "kiln/cli/commands.h"
 #include "kiln/train/bert_config.h"
-#include "kiln/train/bert_trainer.h"
+#include "kiln/train/recipes/bert.h"
 #include "kiln/train/resnet_config.h"
-#include "kiln/train/resnet_trainer.h"
+#include "kiln/train/recipes/resnet.h"
 
 namespace kiln::cli {
 namespace {
@@ -52,18 +53,22 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
     o.extra_flags.emplace_back("data.data_path", joined);
   }
   const auto resolved = o.resolve(&train::finalize_bert_config);
+  o.config.progress = ::isatty(STDOUT_FILENO) != 0;
   const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
   if (o.config.dry_run) return;
   if (!r.evals.empty())
     std::cout << fmt::format("final masked-LM accuracy: {:.4f} (after {} steps{})\n",
                              r.evals.back().mlm_accuracy, r.steps,
                              r.reached_target ? ", target reached" : "");
+  if (r.skipped_steps > 0)
+    std::cout << fmt::format("skipped steps (non-finite loss or gradient norm): {}\n", r.skipped_steps);
   std::cout << fmt::format("MLPerf log: {}\n", r.log_file.string());
   if (!r.checkpoint.empty()) std::cout << fmt::format("checkpoint: {}\n", r.checkpoint.string());
 }
 
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
   const auto resolved = o.resolve(&train::finalize_resnet_config);
+  o.config.progress = ::isatty(STDOUT_FILENO) != 0;
   const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);
   if (!r.eval_top1.empty())
     std::cout << fmt::format("final top-1 accuracy: {:.4f} (after {} epochs{})\n", r.eval_top1.back(),

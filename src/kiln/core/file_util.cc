@@ -32,19 +32,25 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
       out.flush();
       if (!out) throw Error("{}: write failed (disk full?)", path.string());
     }
-    const int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
+    fsync_path(tmp);
     std::error_code ec;
     fs::rename(tmp, path, ec);
     if (ec) throw Error("{}: cannot rename from temp file: {}", path.string(), ec.message());
+    fsync_path(path.has_parent_path() ? path.parent_path() : fs::path("."));
   } catch (...) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
     throw;
   }
+}
+
+void fsync_path(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("{}: cannot open to sync: {}", path.string(), std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error("{}: cannot sync to disk: {}", path.string(), std::strerror(err));
 }
 
 void ensure_writable_dir(const fs::path& dir) {

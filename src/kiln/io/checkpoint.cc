@@ -2,8 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <stdio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "kiln/core/error.h"
@@ -61,10 +66,22 @@ std::string step_name(int64_t step) { return fmt::format("iter_{:07d}", step); }
 
 constexpr const char* kPointerFile = "latest_checkpointed_iteration.txt";
 
+// Leftovers of a save that was killed: checkpoint directories being assembled (iter_*.tmp) and
+// files being written (*.tmp.<pid>). The folder lock guarantees no live save owns them.
+void remove_stale_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool tmp_dir = name.rfind("iter_", 0) == 0 && name.ends_with(".tmp");
+    if (tmp_dir || name.find(".tmp.") != std::string::npos) fs::remove_all(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
-CheckpointManager::CheckpointManager(fs::path dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {
-  ensure_writable_dir(dir_);
+CheckpointManager::CheckpointManager(fs::path dir, int64_t keep)
+    : dir_(std::move(dir)), keep_(keep), lock_(dir_) {
+  remove_stale_temporaries(dir_);
 }
 
 fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
@@ -77,6 +94,7 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
   fs::remove_all(tmp_dir, ec);
   ensure_writable_dir(tmp_dir);
 
+  // Each file is fsynced by write_file_atomic; the directory entries by fsync_path.
   auto model = param_tensors(params, params.values, "");
   for (auto& t : buffer_tensors(buffers)) model.push_back(std::move(t));
   save_safetensors(tmp_dir / "model.safetensors", model);
@@ -85,12 +103,32 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
     for (auto& t : param_tensors(params, *buffer, name + ".")) state.push_back(std::move(t));
   save_safetensors(tmp_dir / "optimizer.safetensors", state);
   write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << meta.dump(2) << "\n"; });
+  fsync_path(tmp_dir);
 
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp_dir, final_dir, ec);
-  if (ec) throw Error("{}: cannot rename checkpoint into place: {}", final_dir.string(), ec.message());
+  publish(tmp_dir, final_dir);
   write_file_atomic(dir_ / kPointerFile, [&](std::ostream& out) { out << step << "\n"; });
+  prune(final_dir);
+  return final_dir;
+}
 
+// Moves the complete checkpoint into place. Replacing an existing step swaps the two
+// directories atomically (renameat2 RENAME_EXCHANGE), so the pointer file never names a
+// missing or partial directory, even for an instant.
+void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_dir) {
+  const bool replace = fs::exists(final_dir);
+  const int rc = replace ? ::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(),
+                                       RENAME_EXCHANGE)
+                         : ::rename(tmp_dir.c_str(), final_dir.c_str());
+  if (rc != 0)
+    throw Error("{}: cannot move checkpoint into place: {}", final_dir.string(), std::strerror(errno));
+  fsync_path(dir_);
+  std::error_code ec;
+  if (replace) fs::remove_all(tmp_dir, ec);  // now holds the replaced checkpoint
+}
+
+// Keeps the newest `keep_` checkpoints and, whatever their order, the one just written (which
+// the pointer names).
+void CheckpointManager::prune(const fs::path& current) {
   std::vector<fs::path> existing;
   for (auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
@@ -98,8 +136,9 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
       existing.push_back(entry.path());
   }
   std::sort(existing.begin(), existing.end());
-  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i) fs::remove_all(existing[i], ec);
-  return final_dir;
+  std::error_code ec;
+  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i)
+    if (existing[i] != current) fs::remove_all(existing[i], ec);
 }
 
 std::optional<fs::path> CheckpointManager::latest() const { return latest_checkpoint(dir_); }

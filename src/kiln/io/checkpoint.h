@@ -4,8 +4,10 @@
 //   DIR/iter_0001000/optimizer.safetensors  "<state>.<param>" slices of each optimizer buffer
 //   DIR/iter_0001000/meta.json              step, samples, loader position, config, version
 //   DIR/latest_checkpointed_iteration.txt   the newest complete iteration, written last
-// A checkpoint directory is assembled under a temporary name and renamed when complete, so a
-// crash never leaves a half-written checkpoint behind the pointer file.
+// A checkpoint directory is assembled under a temporary name, fsynced and renamed when complete
+// (swapped atomically when the step exists), the folder fsynced, then the pointer written: a
+// crash at any instant leaves the pointer naming a complete checkpoint. One run at a time owns
+// the folder (io/folder_lock.h).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/io/folder_lock.h"
 #include "kiln/nn/params.h"
 
 namespace kiln::io {
@@ -24,9 +27,13 @@ using FlatState = std::pair<std::string, Tensor*>;
 
 class CheckpointManager {
  public:
+  // Creates `dir`, takes its lock (throws naming the other run's pid and host when another
+  // kiln holds it) and removes temporaries left by a killed save.
   CheckpointManager(std::filesystem::path dir, int64_t keep);
 
-  // Writes checkpoint `step`, updates the pointer file, deletes all but the newest `keep`.
+  // Writes checkpoint `step`, updates the pointer file, deletes all but the newest `keep` (never
+  // the one the pointer names). On an error (disk full, unwritable) the previous checkpoint and
+  // pointer are untouched.
   // `buffers` (e.g. BatchNorm running statistics) go into model.safetensors as 1-D tensors.
   std::filesystem::path save(int64_t step, const ParamStore& params,
                              const std::vector<FlatState>& optimizer, const nlohmann::json& meta,
@@ -35,8 +42,12 @@ class CheckpointManager {
   std::optional<std::filesystem::path> latest() const;
 
  private:
+  void publish(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir);
+  void prune(const std::filesystem::path& current);
+
   std::filesystem::path dir_;
   int64_t keep_;
+  FolderLock lock_;
 };
 
 // The newest complete checkpoint in `dir`, if any (none when `dir` does not exist); throws if

@@ -68,19 +68,19 @@ class ResNet::Block {
     Tensor h = x;
     for (size_t i = 0; i < convs.size(); ++i) h = bns[i].forward(step, convs[i].forward(step, h));
     const Tensor shortcut = ds_conv ? ds_bn->forward(step, ds_conv->forward(step, x)) : x;
-    out_ = out_buf_.get(h.shape);
-    ops::add_relu_forward(h.ptr<float>(), shortcut.ptr<float>(), h.numel(), out_.ptr<float>());
+    out_ = out_buf_.get(h.shape, h.dtype);
+    ops::add_relu_forward(*step.ctx, h, shortcut, out_);
     return out_;
   }
 
   Tensor backward(const Step& step, const Tensor& dy) {
-    Tensor d = dsum_buf_.get(dy.shape);  // gradient at the join, through the final ReLU
-    ops::relu_backward(out_.ptr<float>(), dy.ptr<float>(), dy.numel(), d.ptr<float>());
+    Tensor d = dsum_buf_.get(dy.shape, dy.dtype);  // gradient at the join, through the final ReLU
+    ops::relu_backward(*step.ctx, out_, dy, d);
     Tensor dmain = d;
     for (size_t i = convs.size(); i-- > 0;)
       dmain = convs[i].backward(step, bns[i].backward(step, dmain));
     const Tensor dshort = ds_conv ? ds_conv->backward(step, ds_bn->backward(step, d)) : d;
-    ops::add_inplace(dmain.ptr<float>(), dshort.ptr<float>(), dmain.numel());  // conv1's buffer
+    ops::residual_add(*step.ctx, dshort, dmain);  // into conv1's buffer
     return dmain;
   }
 
@@ -193,8 +193,12 @@ void ResNet::init(uint64_t seed) {
 
 Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
                        int64_t W) {
-  const Tensor images =
-      Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels});
+  Tensor images = Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels});
+  if (step.compute_dtype != DType::f32) {
+    Tensor low = images_.get(images.shape, step.compute_dtype);
+    ops::cast(*step.ctx, images, low);
+    images = low;
+  }
   Tensor h = bn1_.forward(step, conv1_.forward(step, images));
   if (maxpool_) h = maxpool_->forward(step, h);
   for (auto& block : blocks_) h = block->forward(step, h);

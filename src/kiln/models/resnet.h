@@ -71,8 +71,10 @@ class ResNet {
   // block with zero_init_residual), beta 0; running stats mean 0, var 1, num_batches_tracked 0.
   void init(uint64_t seed);
 
-  // images: (N, H, W, in_channels) f32, kept by pointer until backward -> logits (N, classes),
-  // valid until the next forward. step.training: batch statistics (and running-stat updates).
+  // images: (N, H, W, in_channels) f32, kept by pointer until backward -> logits (N, classes)
+  // f32, valid until the next forward. step.training: batch statistics (and running-stat
+  // updates). The body runs in step.compute_dtype (images cast to it; the store's compute
+  // dtype must match), the head (pooled features, fc, logits) in f32.
   Tensor forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W);
   // dlogits: (N, classes) -> accumulates d/d(param) of the last forward into store.grads.
   void backward(const Step& step, const Tensor& dlogits);
@@ -97,6 +99,7 @@ class ResNet {
   std::vector<std::unique_ptr<Block>> blocks_;
   nn::GlobalAvgPool avgpool_;
   std::optional<nn::Linear> fc_;  // optional only to register it after the blocks
+  nn::Buffer images_;             // the images in a low-precision compute dtype
 
 };
 

@@ -19,8 +19,8 @@ BatchNorm2d::BatchNorm2d(ParamStore& store, const std::string& prefix, int64_t c
       eps(eps),
       momentum(momentum),
       prefix_(prefix),
-      mean_(size_t(channels)),
-      var_(size_t(channels)) {
+      batch_mean_(Tensor::empty({channels})),
+      batch_var_(Tensor::empty({channels})) {
   reset_running_stats();
 }
 
@@ -48,37 +48,35 @@ Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
              channels);
   const int64_t rows = x.numel() / channels;
   x_ = x;
-  y_ = out_.get(x.shape);
+  y_ = out_.get(x.shape, x.dtype);
   training_ = step.training;
+  Context& ctx = *step.ctx;
   if (training_) {
     KILN_CHECK(rows > 1, "BatchNorm2d {}: training needs more than one value per channel, got {}",
                prefix_, shape_str(x.shape));
-    ops::batchnorm_train_forward(x.ptr<float>(), weight.w(), bias.w(), rows, channels, eps, relu,
-                                 y_.ptr<float>(), mean_.data(), var_.data());
-    const float unbias = float(double(rows) / double(rows - 1));
-    float* rm = running_mean.ptr<float>();
-    float* rv = running_var.ptr<float>();
-    for (int64_t c = 0; c < channels; ++c) {
-      rm[c] = (1.0f - momentum) * rm[c] + momentum * mean_[c];
-      rv[c] = (1.0f - momentum) * rv[c] + momentum * var_[c] * unbias;
-    }
-    num_batches_tracked.ptr<float>()[0] += 1.0f;
+    mean_ = batch_mean_;
+    var_ = batch_var_;
+    ops::batchnorm_train_forward(ctx, x, weight.value(), bias.value(), eps, relu, y_, mean_,
+                                 var_);
+    ops::batchnorm_update_running(ctx, mean_, var_, rows, momentum, running_mean, running_var,
+                                  num_batches_tracked);
   } else {
-    mean_.assign(running_mean.ptr<float>(), running_mean.ptr<float>() + channels);
-    var_.assign(running_var.ptr<float>(), running_var.ptr<float>() + channels);
-    ops::batchnorm_eval_forward(x.ptr<float>(), weight.w(), bias.w(), mean_.data(), var_.data(),
-                                rows, channels, eps, relu, y_.ptr<float>());
+    // Unchanged until backward: nothing updates running statistics outside training.
+    mean_ = running_mean;
+    var_ = running_var;
+    ops::batchnorm_eval_forward(ctx, x, weight.value(), bias.value(), mean_, var_, eps, relu, y_);
   }
   return y_;
 }
 
-Tensor BatchNorm2d::backward(const Step&, const Tensor& dy) {
-  KILN_CHECK(dy.shape == x_.shape, "BatchNorm2d {}: gradient {} does not match input {}", prefix_,
-             shape_str(dy.shape), shape_str(x_.shape));
-  Tensor dx = dx_.get(x_.shape);
-  ops::batchnorm_backward(x_.ptr<float>(), y_.ptr<float>(), dy.ptr<float>(), weight.w(),
-                          mean_.data(), var_.data(), x_.numel() / channels, channels, eps, relu,
-                          training_, dx.ptr<float>(), weight.g(), bias.g());
+Tensor BatchNorm2d::backward(const Step& step, const Tensor& dy) {
+  KILN_CHECK(dy.shape == x_.shape && dy.dtype == x_.dtype,
+             "BatchNorm2d {}: gradient {} {} does not match input {} {}", prefix_,
+             dtype_name(dy.dtype), shape_str(dy.shape), dtype_name(x_.dtype), shape_str(x_.shape));
+  Tensor dx = dx_.get(x_.shape, x_.dtype);
+  Tensor dgamma = weight.grad(), dbeta = bias.grad();
+  ops::batchnorm_backward(*step.ctx, x_, y_, dy, weight.value(), mean_, var_, eps, relu,
+                          training_, dx, dgamma, dbeta);
   return dx;
 }
 

@@ -1,7 +1,9 @@
 // nn/batchnorm2d.h — BatchNorm2d over NHWC activations (PyTorch semantics), optionally fused
 // with the ReLU that follows it. Training normalises with the batch's mean and biased variance
 // and updates running_mean / running_var with momentum (running_var takes the unbiased batch
-// variance, like PyTorch); eval normalises with the running statistics.
+// variance, like PyTorch); eval normalises with the running statistics. Activations are in the
+// step's compute dtype; gamma, beta (the f32 master weights: BN parameters live with the f32
+// statistics, as under PyTorch autocast), statistics and running statistics are f32.
 #pragma once
 #include <string>
 #include <utility>
@@ -24,10 +26,12 @@ class BatchNorm2d {
   BatchNorm2d(ParamStore& store, const std::string& prefix, int64_t channels, bool relu = false,
               float eps = 1e-5f, float momentum = 0.1f);
 
-  // x: (N, H, W, C) -> y: (N, H, W, C). step.training picks batch or running statistics.
-  // Keeps handles to x and y (both unchanged until backward). y lives in this layer's buffer.
+  // x: (N, H, W, C) -> y: (N, H, W, C), same dtype. step.training picks batch statistics (and
+  // updates the running ones) or running statistics. Keeps handles to x and y (both unchanged
+  // until backward). y lives in this layer's buffer.
   Tensor forward(const Step& step, const Tensor& x);
-  // dy -> dx (N, H, W, C), in the mode of the last forward; accumulates weight.g(), bias.g().
+  // dy -> dx (N, H, W, C), in the mode of the last forward; accumulates weight.grad(),
+  // bias.grad().
   Tensor backward(const Step& step, const Tensor& dy);
 
   // gamma = gamma_value, beta = 0, running_mean = 0, running_var = 1, num_batches_tracked = 0.
@@ -47,7 +51,8 @@ class BatchNorm2d {
   std::string prefix_;
   Tensor x_, y_;
   bool training_ = true;
-  std::vector<float> mean_, var_;  // (C) statistics the last forward normalised with
+  Tensor batch_mean_, batch_var_;  // (C) f32: a training forward's batch statistics
+  Tensor mean_, var_;              // (C) the statistics the last forward normalised with
   Buffer out_, dx_;
 };
 

@@ -37,29 +37,37 @@ int64_t Conv2d::flops(int64_t H, int64_t W) const {
   return 2 * s.P() * s.Q() * opt.out * (opt.in / opt.groups) * opt.kernel * opt.kernel;
 }
 
-Tensor Conv2d::forward(const Step&, const Tensor& x) {
+Tensor Conv2d::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(x.rank() == 4 && x.dim(3) == opt.in, "Conv2d {}: input {} is not (N, H, W, {})",
              weight.spec().name, shape_str(x.shape), opt.in);
+  const Tensor w = weight.compute();
+  KILN_CHECK(x.dtype == step.compute_dtype && w.dtype == step.compute_dtype,
+             "Conv2d {}: input {} and weights {} are not in the compute dtype {}",
+             weight.spec().name, dtype_name(x.dtype), dtype_name(w.dtype),
+             dtype_name(step.compute_dtype));
+  KILN_CHECK(bias.id < 0 || x.dtype == DType::f32, "Conv2d {}: a bias needs compute dtype f32",
+             weight.spec().name);
   shape_ = shape(x.dim(0), x.dim(1), x.dim(2));
   KILN_CHECK(shape_.P() > 0 && shape_.Q() > 0, "Conv2d {}: input {} is too small",
              weight.spec().name, shape_str(x.shape));
   x_ = x;
-  Tensor y = y_.get({shape_.N, shape_.P(), shape_.Q(), opt.out});  // (N, P, Q, out)
-  ops::conv2d_forward(shape_, x.ptr<float>(), weight.w(), y.ptr<float>());
+  Tensor y = y_.get({shape_.N, shape_.P(), shape_.Q(), opt.out}, x.dtype);  // (N, P, Q, out)
+  ops::conv2d_forward(*step.ctx, shape_, x, w, y);
   if (bias.id >= 0) ops::bias_add(y.ptr<float>(), bias.w(), y.numel() / opt.out, opt.out);
   return y;
 }
 
-Tensor Conv2d::backward(const Step&, const Tensor& dy, bool need_dx) {
+Tensor Conv2d::backward(const Step& step, const Tensor& dy, bool need_dx) {
   KILN_CHECK(dy.rank() == 4 && dy.dim(0) == shape_.N && dy.dim(1) == shape_.P() &&
-                 dy.dim(2) == shape_.Q() && dy.dim(3) == opt.out,
-             "Conv2d {}: gradient {} does not match the output of the last forward",
-             weight.spec().name, shape_str(dy.shape));
-  ops::conv2d_backward_weights(shape_, x_.ptr<float>(), dy.ptr<float>(), weight.g());
+                 dy.dim(2) == shape_.Q() && dy.dim(3) == opt.out && dy.dtype == x_.dtype,
+             "Conv2d {}: gradient {} {} does not match the output of the last forward",
+             weight.spec().name, dtype_name(dy.dtype), shape_str(dy.shape));
+  Tensor dw = weight.grad();
+  ops::conv2d_backward_weights(*step.ctx, shape_, x_, dy, dw);
   if (bias.id >= 0) ops::bias_grad(dy.ptr<float>(), dy.numel() / opt.out, opt.out, bias.g());
   if (!need_dx) return {};
-  Tensor dx = dx_.get(x_.shape);  // (N, H, W, in)
-  ops::conv2d_backward_data(shape_, dy.ptr<float>(), weight.w(), dx.ptr<float>());
+  Tensor dx = dx_.get(x_.shape, dy.dtype);  // (N, H, W, in)
+  ops::conv2d_backward_data(*step.ctx, shape_, dy, weight.compute(), dx);
   return dx;
 }
 

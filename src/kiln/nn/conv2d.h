@@ -23,11 +23,13 @@ class Conv2d {
   // `prefix.bias` (out) without.
   Conv2d(ParamStore& store, const std::string& prefix, const Conv2dOptions& opt);
 
-  // x: (N, H, W, in) -> y: (N, P, Q, out). Keeps a handle to x (unchanged until backward).
-  // The result lives in this layer's buffer until the next forward.
+  // x: (N, H, W, in) in step.compute_dtype -> y: (N, P, Q, out), same dtype, with the weights
+  // of weight.compute(). Keeps a handle to x (unchanged until backward). The result lives in
+  // this layer's buffer until the next forward. A bias needs compute dtype f32.
   Tensor forward(const Step& step, const Tensor& x);
-  // dy: (N, P, Q, out) -> dx: (N, H, W, in), or an undefined tensor when !need_dx (the stem:
-  // saves a backward-data pass). Accumulates weight.g() and bias.g().
+  // dy: (N, P, Q, out) -> dx: (N, H, W, in) in dy's dtype, or an undefined tensor when
+  // !need_dx (the stem: saves a backward-data pass). Accumulates into the f32 weight.grad()
+  // and bias.grad().
   Tensor backward(const Step& step, const Tensor& dy, bool need_dx = true);
 
   ops::ConvShape shape(int64_t N, int64_t H, int64_t W) const;

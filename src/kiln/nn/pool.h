@@ -13,7 +13,8 @@ class MaxPool2d {
   MaxPool2d(int64_t kernel = 3, int64_t stride = 2, int64_t padding = 1)
       : kernel(kernel), stride(stride), padding(padding) {}
 
-  // x: (N, H, W, C) -> y: (N, P, Q, C); saves the argmax of each output for backward.
+  // x: (N, H, W, C) -> y: (N, P, Q, C), same dtype; saves the argmax of each output for
+  // backward.
   Tensor forward(const Step& step, const Tensor& x);
   // dy: (N, P, Q, C) -> dx: (N, H, W, C).
   Tensor backward(const Step& step, const Tensor& dy);
@@ -24,18 +25,20 @@ class MaxPool2d {
 
  private:
   ops::PoolShape shape_;
+  DType x_dtype_ = DType::f32;
   Buffer y_, argmax_, dx_;
 };
 
 class GlobalAvgPool {
  public:
-  // x: (N, H, W, C) -> y: (N, C).
+  // x: (N, H, W, C) in any float dtype -> y: (N, C) f32 (the classifier head runs in f32).
   Tensor forward(const Step& step, const Tensor& x);
-  // dy: (N, C) -> dx: (N, H, W, C).
+  // dy: (N, C) in any float dtype -> dx: (N, H, W, C) in the dtype of the forward's x.
   Tensor backward(const Step& step, const Tensor& dy);
 
  private:
   Shape x_shape_;
+  DType x_dtype_ = DType::f32;
   Buffer y_, dx_;
 };
 

@@ -5,17 +5,18 @@
 
 namespace kiln::nn {
 
-Tensor Relu::forward(const Step&, const Tensor& x) {
-  y_ = out_.get(x.shape);
-  ops::relu_forward(x.ptr<float>(), x.numel(), y_.ptr<float>());
+Tensor Relu::forward(const Step& step, const Tensor& x) {
+  y_ = out_.get(x.shape, x.dtype);
+  ops::relu_forward(*step.ctx, x, y_);
   return y_;
 }
 
-Tensor Relu::backward(const Step&, const Tensor& dy) {
-  KILN_CHECK(dy.shape == y_.shape, "Relu: gradient {} does not match output {}",
-             shape_str(dy.shape), shape_str(y_.shape));
-  Tensor dx = dx_.get(dy.shape);
-  ops::relu_backward(y_.ptr<float>(), dy.ptr<float>(), dy.numel(), dx.ptr<float>());
+Tensor Relu::backward(const Step& step, const Tensor& dy) {
+  KILN_CHECK(dy.shape == y_.shape && dy.dtype == y_.dtype,
+             "Relu: gradient {} {} does not match output {} {}", dtype_name(dy.dtype),
+             shape_str(dy.shape), dtype_name(y_.dtype), shape_str(y_.shape));
+  Tensor dx = dx_.get(dy.shape, dy.dtype);
+  ops::relu_backward(*step.ctx, y_, dy, dx);
   return dx;
 }
 

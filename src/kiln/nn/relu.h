@@ -9,7 +9,8 @@ namespace kiln::nn {
 
 class Relu {
  public:
-  // x: any shape -> y: same shape, in this layer's buffer; y is kept for backward.
+  // x: any shape and float dtype -> y: same shape and dtype, in this layer's buffer; y is kept
+  // for backward.
   Tensor forward(const Step& step, const Tensor& x);
   // dy -> dx = dy where y > 0, else 0.
   Tensor backward(const Step& step, const Tensor& dy);

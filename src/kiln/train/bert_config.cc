@@ -61,7 +61,8 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_int("train.seed", &c.seed, "SEED", {"--seed"}, "seed for init, dropout and data order");
   r.add_int("train.threads", &c.threads, "", {"--threads"}, "CPU threads (0: all cores)");
   r.add_string("train.matmul_dtype", &c.matmul_dtype, "", {"--matmul-dtype"},
-               "f32 or bf16 (AMX) matrix products");
+               "deprecated: bf16 = --bf16");
+  register_precision_config(r, c.precision);
 
   r.add_string("optim.optimizer", &c.optimizer, "", {"--optimizer"}, "lamb or adamw");
   r.add_float("optim.lr", &c.lr, "OPT_BASE_LEARNING_RATE", {"--lr"}, "peak learning rate");
@@ -175,6 +176,9 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   if (c.warmup_steps < 0) throw Error("config: optim.warmup_steps must be >= 0");
   if (c.matmul_dtype != "f32" && c.matmul_dtype != "bf16")
     throw Error("config: train.matmul_dtype must be f32 or bf16, got '{}'", c.matmul_dtype);
+  // --matmul-dtype bf16 was bf16 matrix products; it now means bf16 compute (--bf16).
+  if (c.matmul_dtype == "bf16" && !c.precision.fp16 && !r.was_set("train.precision")) c.precision.bf16 = true;
+  finalize_precision_config(c.precision, r, 2048.0);  // tinygrad BERT: LOSS_SCALER 2^11 with HALF
 
   if (c.eval_batch_size == 0) c.eval_batch_size = c.global_batch_size;
   positive(c.eval_batch_size, "eval.batch_size");

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/precision_config.h"
 
 namespace kiln::train {
 
@@ -35,7 +36,8 @@ struct BertTrainConfig {
   int64_t exit_interval = 0;      // >0: stop after this step (the schedule still spans train_steps)
   int64_t seed = 12345;
   int64_t threads = 0;            // 0: all cores (OpenMP default)
-  std::string matmul_dtype = "f32";
+  std::string matmul_dtype = "f32";  // deprecated: bf16 = --bf16
+  PrecisionConfig precision;       // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
   // [optim]
   std::string optimizer = "lamb";  // lamb | adamw
   double lr = 0;                   // 0: 0.000175 * sqrt(global batch / 96) (tinygrad)
@@ -65,6 +67,8 @@ struct BertTrainConfig {
   std::string tensorboard_dir;    // Megatron's scalars as TensorBoard event files
   std::string log_format = "auto";  // kiln | megatron | auto (megatron with --data-path)
   bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
+  bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only
+  bool progress = false;          // progress line with ETA between console lines (a terminal)
 
   bool megatron_data() const { return !data_path.empty(); }
   // The embedding rows the model allocates: vocab_size rounded up as Megatron pads it.

@@ -40,6 +40,7 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
             "stop after this step, e.g. to resume later");
   r.add_int("train.seed", &c.seed, "SEED", {"--seed"}, "seed for init, augmentation and order");
   r.add_int("train.threads", &c.threads, "", {"--threads"}, "compute threads (0: all cores)");
+  register_precision_config(r, c.precision);
 
   r.add_float("optim.lr", &c.lr, "LR", {"--lr"}, "peak learning rate (0: 7.2 * BS / 1536)");
   r.add_float("optim.end_lr", &c.end_lr, "", {"--end-lr"}, "learning rate at the end (MLPerf: 1e-4)");
@@ -96,6 +97,7 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
     throw Error("config: optim.warmup_epochs must be in [0, train.epochs], got {}", c.warmup_epochs);
   if (c.label_smoothing < 0 || c.label_smoothing >= 1)
     throw Error("config: optim.label_smoothing must be in [0, 1), got {}", c.label_smoothing);
+  finalize_precision_config(c.precision, r, 256.0);  // tinygrad ResNet: LOSS_SCALER 256 with HALF
   if (c.eval_batch_size == 0) c.eval_batch_size = c.batch_size;
   positive(c.eval_batch_size, "eval.batch_size");
   positive(c.eval_freq, "eval.freq");

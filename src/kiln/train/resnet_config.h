@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/precision_config.h"
 
 namespace kiln::train {
 
@@ -31,6 +32,7 @@ struct ResNetTrainConfig {
   int64_t exit_interval = 0;      // >0: stop after this step (the schedule still spans the epochs)
   int64_t seed = 42;
   int64_t threads = 0;
+  PrecisionConfig precision;      // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
   // [optim]
   double lr = 0;                  // 0: 7.2 * batch / 1536 (MLPerf LR scaling rule)
   double end_lr = 1e-4;
@@ -51,6 +53,8 @@ struct ResNetTrainConfig {
   int64_t keep_checkpoints = 5;
   std::string load_dir;
   std::string submission_platform = "kiln-cpu";
+  bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only
+  bool progress = false;          // progress line with ETA between console lines (a terminal)
 };
 
 void register_resnet_config(ConfigRegistry& registry, ResNetTrainConfig& config);

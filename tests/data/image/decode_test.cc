@@ -173,5 +173,38 @@ TEST(ImageDecode, BadFilesAreErrorsNamingThePath) {
   EXPECT_NE(decode_error(dir / "missing.JPEG").find("missing.JPEG: cannot open"), std::string::npos);
 }
 
+// The fuzzer's find: a tiny JPEG whose frame header claims 65000 x 65000 pixels (12.7 GB of
+// RGB). It must be refused before any pixel memory is allocated, naming the file.
+std::vector<uint8_t> jpeg_claiming(int height, int width) {
+  const auto pixels = smooth_pixels(16, 16, 3);
+  auto bytes = encode_jpeg(pixels.data(), 16, 16, 3, 90);
+  for (size_t i = 0; i + 8 < bytes.size(); ++i)
+    if (bytes[i] == 0xff && bytes[i + 1] == 0xc0) {  // SOF0: length(2) precision(1) H(2) W(2)
+      bytes[i + 5] = uint8_t(height >> 8), bytes[i + 6] = uint8_t(height);
+      bytes[i + 7] = uint8_t(width >> 8), bytes[i + 8] = uint8_t(width);
+      return bytes;
+    }
+  ADD_FAILURE() << "no SOF0 marker";
+  return bytes;
+}
+
+TEST(ImageDecode, ImagesClaimingMorePixelsThanTheLimitAreRefusedBeforeAllocating) {
+  const auto dir = fresh_temp_dir("huge");
+  testing::write_bytes(dir / "bomb.JPEG", jpeg_claiming(65000, 65000));
+  const std::string message = decode_error(dir / "bomb.JPEG");
+  EXPECT_NE(message.find((dir / "bomb.JPEG").string()), std::string::npos) << message;
+  EXPECT_NE(message.find("65000 x 65000 pixels exceeds the limit"), std::string::npos) << message;
+
+  // The limit is configurable: a normal image above a lowered limit is refused too (PNG here).
+  const auto pixels = smooth_pixels(40, 30, 3);
+  testing::write_png(dir / "small.png", pixels, 40, 30, PNG_COLOR_TYPE_RGB, 8);
+  const int64_t saved = max_image_pixels();
+  set_max_image_pixels(1000);
+  const std::string png_message = decode_error(dir / "small.png");
+  set_max_image_pixels(saved);
+  EXPECT_NE(png_message.find("30 x 40 pixels exceeds the limit of 1000"), std::string::npos) << png_message;
+  EXPECT_EQ(decode_error(dir / "small.png"), "no error");
+}
+
 }  // namespace
 }  // namespace kiln::data

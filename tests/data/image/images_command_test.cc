@@ -4,6 +4,7 @@
 
 #include "kiln/data/image/decode.h"
 #include "kiln/data/image/idx_to_jpeg.h"
+#include "kiln/data/image/jpeg_encode.h"
 #include "tests/data/image/image_test_util.h"
 #include "tests/testing/run_command.h"
 
@@ -29,6 +30,26 @@ TEST(ImagesCommand, CheckReportsCountsAndUnreadableFiles) {
                      ": file is empty\n"),
             std::string::npos)
       << out;
+}
+
+// A header claiming 65000 x 65000 pixels, checked under a 6 GB address-space limit: reported
+// as unreadable (named), never a crash of a decode thread.
+TEST(ImagesCommand, CheckReportsAnOversizedImageUnderAMemoryLimit) {
+  const auto dir = testing::fresh_temp_dir("check_bomb");
+  testing::write_class_folders(dir / "train", {"cat"}, 2);
+  const auto pixels = testing::smooth_pixels(16, 16, 3);
+  auto bytes = encode_jpeg(pixels.data(), 16, 16, 3, 90);
+  for (size_t i = 0; i + 8 < bytes.size(); ++i)
+    if (bytes[i] == 0xff && bytes[i + 1] == 0xc0) {
+      bytes[i + 5] = bytes[i + 7] = 0xfd;  // 0xfde8 = 65000
+      bytes[i + 6] = bytes[i + 8] = 0xe8;
+      break;
+    }
+  testing::write_bytes(dir / "train" / "cat" / "bomb.JPEG", bytes);
+  auto [rc, out] = run_command("ulimit -v 6000000; " + std::string(KILN_BINARY) +
+                               " images check --threads 2 " + dir.string());
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("bomb.JPEG: 65000 x 65000 pixels exceeds the limit"), std::string::npos) << out;
 }
 
 TEST(ImagesCommand, FromIdxWritesFashionMnistAsGrayJpegFolders) {

@@ -1,14 +1,20 @@
-// backend/cpu/batchnorm.cc — batch norm over NHWC rows with an optional fused ReLU. Channel sums
-// are taken per fixed chunk of rows in double and combined in chunk order, so results do not
-// depend on the thread count.
+// backend/cpu/batchnorm.cc — batch norm over NHWC rows with an optional fused ReLU, written once
+// for f32 / bf16 / f16 activations (statistics and parameters f32). Channel sums are taken per
+// fixed chunk of rows in double and combined in chunk order, so results do not depend on the
+// thread count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
 
 namespace kiln::ops {
 namespace {
+
+using cpu::load;
 
 // Rows per partial sum: depends on `rows` only (at most 256 chunks).
 int64_t chunk_rows(int64_t rows) { return std::max<int64_t>(64, (rows + 255) / 256); }
@@ -36,24 +42,27 @@ void channel_sums(int64_t rows, int64_t C, F f, double* out) {
 }
 
 // y = max?(x * a + b) per channel.
-void scale_shift(const float* x, const float* a, const float* b, int64_t rows, int64_t C,
-                 bool relu, float* y) {
+template <typename T>
+void scale_shift(const T* x, const float* a, const float* b, int64_t rows, int64_t C, bool relu,
+                 T* y) {
 #pragma omp parallel for schedule(static) if (rows * C > 16384)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    float* yr = y + r * C;
+    const T* xr = x + r * C;
+    T* yr = y + r * C;
     if (relu) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = std::max(xr[c] * a[c] + b[c], 0.0f);
+      for (int64_t c = 0; c < C; ++c)
+        yr[c] = cpu::store<T>(std::max(load(xr[c]) * a[c] + b[c], 0.0f));
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * a[c] + b[c];
+      for (int64_t c = 0; c < C; ++c) yr[c] = cpu::store<T>(load(xr[c]) * a[c] + b[c]);
     }
   }
 }
 
-void normalize(const float* x, const float* gamma, const float* beta, const float* mean,
-               const float* var, int64_t rows, int64_t C, float eps, bool relu, float* y) {
+template <typename T>
+void normalize(const T* x, const float* gamma, const float* beta, const float* mean,
+               const float* var, int64_t rows, int64_t C, float eps, bool relu, T* y) {
   std::vector<float> a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
     const double rstd = 1.0 / std::sqrt(double(var[c]) + eps);
@@ -63,77 +72,149 @@ void normalize(const float* x, const float* gamma, const float* beta, const floa
   scale_shift(x, a.data(), b.data(), rows, C, relu, y);
 }
 
+// Checks the shapes and dtypes shared by every batch-norm op; returns the number of rows.
+int64_t check_bn(const char* op, const Tensor& x, const Tensor& y,
+                 std::initializer_list<const Tensor*> channel_vectors) {
+  KILN_CHECK(x.rank() >= 1, "op {}: input has no channel dimension", op);
+  const int64_t C = x.dim(-1);
+  KILN_CHECK(y.shape == x.shape, "op {}: output {} does not match input {}", op,
+             shape_str(y.shape), shape_str(x.shape));
+  KILN_CHECK(y.dtype == x.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(x.dtype),
+             dtype_name(y.dtype));
+  for (const Tensor* t : channel_vectors) {
+    expect_dtype(op, "channel vector", *t, {DType::f32});
+    KILN_CHECK(t->numel() == C, "op {}: channel vector {} does not match {} channels", op,
+               shape_str(t->shape), C);
+  }
+  return C == 0 ? 0 : x.numel() / C;
+}
+
+const float* f32(const Tensor& t) { return t.ptr<float>(); }
+
 }  // namespace
 
-void batchnorm_train_forward(const float* x, const float* gamma, const float* beta,
-                             int64_t rows, int64_t C, float eps, bool relu, float* y,
-                             float* mean, float* var) {
-  std::vector<double> s(static_cast<size_t>(C)), m(static_cast<size_t>(C));
-  channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
-    const float* xr = x + r * C;
+void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
+                             const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
+                             Tensor& var) {
+  expect_cpu(ctx, "batchnorm_train_forward", {&x, &gamma, &beta, &y, &mean, &var});
+  const int64_t rows =
+      check_bn("batchnorm_train_forward", x, y, {&gamma, &beta, &mean, &var});
+  const int64_t C = x.dim(-1);
+  KILN_CHECK(rows > 0, "op batchnorm_train_forward: input {} is empty", shape_str(x.shape));
+  cpu::dispatch_float(x.dtype, "batchnorm_train_forward", [&]<typename T>(T) {
+    const T* xp = x.ptr<T>();
+    std::vector<double> s(static_cast<size_t>(C)), m(static_cast<size_t>(C));
+    channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
+      const T* xr = xp + r * C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) acc[c] += xr[c];
-  }, s.data());
-  for (int64_t c = 0; c < C; ++c) m[c] = s[c] / double(rows);
-  // Second pass around the mean: no cancellation in E[x²] - E[x]².
-  channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
-    const float* xr = x + r * C;
+      for (int64_t c = 0; c < C; ++c) acc[c] += load(xr[c]);
+    }, s.data());
+    for (int64_t c = 0; c < C; ++c) m[c] = s[c] / double(rows);
+    // Second pass around the mean: no cancellation in E[x²] - E[x]².
+    channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
+      const T* xr = xp + r * C;
 #pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        const double d = double(load(xr[c])) - m[c];
+        acc[c] += d * d;
+      }
+    }, s.data());
+    float* mp = mean.ptr<float>();
+    float* vp = var.ptr<float>();
     for (int64_t c = 0; c < C; ++c) {
-      const double d = double(xr[c]) - m[c];
-      acc[c] += d * d;
+      mp[c] = float(m[c]);
+      vp[c] = float(s[c] / double(rows));
     }
-  }, s.data());
-  for (int64_t c = 0; c < C; ++c) {
-    mean[c] = float(m[c]);
-    var[c] = float(s[c] / double(rows));
-  }
-  normalize(x, gamma, beta, mean, var, rows, C, eps, relu, y);
+    normalize(xp, f32(gamma), f32(beta), mp, vp, rows, C, eps, relu, y.ptr<T>());
+  });
 }
 
-void batchnorm_eval_forward(const float* x, const float* gamma, const float* beta,
-                            const float* mean, const float* var, int64_t rows, int64_t C,
-                            float eps, bool relu, float* y) {
-  normalize(x, gamma, beta, mean, var, rows, C, eps, relu, y);
+void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
+                            const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
+                            bool relu, Tensor& y) {
+  expect_cpu(ctx, "batchnorm_eval_forward", {&x, &gamma, &beta, &mean, &var, &y});
+  const int64_t rows = check_bn("batchnorm_eval_forward", x, y, {&gamma, &beta, &mean, &var});
+  cpu::dispatch_float(x.dtype, "batchnorm_eval_forward", [&]<typename T>(T) {
+    normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, x.dim(-1), eps, relu,
+              y.ptr<T>());
+  });
 }
 
-void batchnorm_backward(const float* x, const float* y, const float* dy, const float* gamma,
-                        const float* mean, const float* var, int64_t rows, int64_t C, float eps,
-                        bool relu, bool training, float* dx, float* dgamma, float* dbeta) {
-  // With the fused ReLU, the incoming gradient counts only where the output was positive.
-  auto g = [=](int64_t i) { return relu && !(y[i] > 0.0f) ? 0.0f : dy[i]; };
-  // s[c] = Σ g, s[C + c] = Σ g·(x - mean).
-  std::vector<double> s(static_cast<size_t>(2 * C));
-  channel_sums<2>(rows, C, [&](int64_t r, double* acc) {
-    const float *xr = x + r * C, *yr = y + r * C, *dyr = dy + r * C;
-    double *sum_g = acc, *sum_gx = acc + C;
+void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
+                        bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  const char* op = "batchnorm_backward";
+  expect_cpu(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &dx, &dgamma, &dbeta});
+  const int64_t rows = check_bn(op, x, y, {&gamma, &mean, &var, &dgamma, &dbeta});
+  check_bn(op, x, dy, {});
+  check_bn(op, x, dx, {});
+  const int64_t C = x.dim(-1);
+  cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
+    const T *xp = x.ptr<T>(), *yp = y.ptr<T>(), *dyp = dy.ptr<T>();
+    const float* mp = f32(mean);
+    // With the fused ReLU, the incoming gradient counts only where the output was positive.
+    auto g = [=](int64_t i) { return relu && !(load(yp[i]) > 0.0f) ? 0.0f : load(dyp[i]); };
+    // s[c] = Σ g, s[C + c] = Σ g·(x - mean).
+    std::vector<double> s(static_cast<size_t>(2 * C));
+    channel_sums<2>(rows, C, [&](int64_t r, double* acc) {
+      const T *xr = xp + r * C, *yr = yp + r * C, *dyr = dyp + r * C;
+      double *sum_g = acc, *sum_gx = acc + C;
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const double gi = relu && !(yr[c] > 0.0f) ? 0.0f : dyr[c];
-      sum_g[c] += gi;
-      sum_gx[c] += gi * (double(xr[c]) - mean[c]);
-    }
-  }, s.data());
+      for (int64_t c = 0; c < C; ++c) {
+        const double gi = relu && !(load(yr[c]) > 0.0f) ? 0.0f : load(dyr[c]);
+        sum_g[c] += gi;
+        sum_gx[c] += gi * (double(load(xr[c])) - mp[c]);
+      }
+    }, s.data());
 
-  // dx = k·(g - u - (x - mean)·v) per channel, with u and v zero in eval mode.
-  const size_t nc = static_cast<size_t>(C);
-  std::vector<float> k(nc), u(nc), v(nc);
-  for (int64_t c = 0; c < C; ++c) {
-    const double rstd = 1.0 / std::sqrt(double(var[c]) + eps);
-    dbeta[c] += float(s[c]);
-    dgamma[c] += float(s[C + c] * rstd);
-    k[c] = float(gamma[c] * rstd);
-    u[c] = training ? float(s[c] / double(rows)) : 0.0f;
-    v[c] = training ? float(s[C + c] * rstd * rstd / double(rows)) : 0.0f;
-  }
+    // dx = k·(g - u - (x - mean)·v) per channel, with u and v zero in eval mode.
+    const size_t nc = static_cast<size_t>(C);
+    std::vector<float> k(nc), u(nc), v(nc);
+    const float *gp = f32(gamma), *vp = f32(var);
+    float *dg = dgamma.ptr<float>(), *db = dbeta.ptr<float>();
+    for (int64_t c = 0; c < C; ++c) {
+      const double rstd = 1.0 / std::sqrt(double(vp[c]) + eps);
+      db[c] += float(s[c]);
+      dg[c] += float(s[C + c] * rstd);
+      k[c] = float(gp[c] * rstd);
+      u[c] = training ? float(s[c] / double(rows)) : 0.0f;
+      v[c] = training ? float(s[C + c] * rstd * rstd / double(rows)) : 0.0f;
+    }
+    T* dxp = dx.ptr<T>();
 #pragma omp parallel for schedule(static) if (rows * C > 16384)
-  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t i = r * C + c;
-      dx[i] = k[c] * (g(i) - u[c] - (x[i] - mean[c]) * v[c]);
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t i = r * C + c;
+        dxp[i] = cpu::store<T>(k[c] * (g(i) - u[c] - (load(xp[i]) - mp[c]) * v[c]));
+      }
     }
+  });
+}
+
+void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& var, int64_t rows,
+                              float momentum, Tensor& running_mean, Tensor& running_var,
+                              Tensor& num_batches_tracked) {
+  const char* op = "batchnorm_update_running";
+  expect_cpu(ctx, op, {&mean, &var, &running_mean, &running_var, &num_batches_tracked});
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &var, &running_mean,
+                                                           &running_var, &num_batches_tracked})
+    expect_dtype(op, "statistic", *t, {DType::f32});
+  const int64_t C = mean.numel();
+  KILN_CHECK(var.numel() == C && running_mean.numel() == C && running_var.numel() == C &&
+                 num_batches_tracked.numel() == 1,
+             "op {}: statistics {} {} {} {} do not match {} channels and one counter", op,
+             shape_str(var.shape), shape_str(running_mean.shape), shape_str(running_var.shape),
+             shape_str(num_batches_tracked.shape), C);
+  KILN_CHECK(rows > 1, "op {}: an unbiased variance needs more than one row, got {}", op, rows);
+  const float unbias = float(double(rows) / double(rows - 1));
+  const float *m = mean.ptr<float>(), *v = var.ptr<float>();
+  float *rm = running_mean.ptr<float>(), *rv = running_var.ptr<float>();
+  for (int64_t c = 0; c < C; ++c) {
+    rm[c] = (1.0f - momentum) * rm[c] + momentum * m[c];
+    rv[c] = (1.0f - momentum) * rv[c] + momentum * v[c] * unbias;
   }
+  num_batches_tracked.ptr<float>()[0] += 1.0f;
 }
 
 }  // namespace kiln::ops

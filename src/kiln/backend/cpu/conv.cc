@@ -1,12 +1,19 @@
 // backend/cpu/conv.cc — 2-D convolutions on oneDNN over NHWC activations. Primitives are cached
-// by shape per thread; weights arrive in PyTorch's (K, C/groups, R, S) and are reordered to the
-// layout each primitive prefers (format `any`), which is what lets oneDNN pick its fast kernels.
+// by (shape, dtype) per thread; weights arrive in PyTorch's (K, C/groups, R, S) and are
+// reordered to the layout each primitive prefers (format `any`), which is what lets oneDNN pick
+// its fast kernels. A dtype whose primitives oneDNN cannot create on this CPU (it throws at
+// primitive-descriptor creation) runs in f32 on converted copies, announced once on stderr.
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdio>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cpu/key_hash.h"
+#include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
@@ -18,6 +25,12 @@ using dt = memory::data_type;
 
 static_assert(sizeof(ConvShape) == 14 * 8, "ConvShape must have no padding (it is hashed)");
 
+struct ConvKey {
+  ConvShape shape;
+  int64_t dtype;  // DType of x, w, y
+};
+static_assert(sizeof(ConvKey) == 15 * 8, "ConvKey must have no padding (it is hashed)");
+
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
@@ -26,6 +39,15 @@ dnnl::engine& cpu_engine() {
 dnnl::stream& cpu_stream() {
   thread_local dnnl::stream stream(cpu_engine());
   return stream;
+}
+
+dt dnnl_type(DType d) {
+  switch (d) {
+    case DType::f32: return dt::f32;
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    default: throw Error("conv2d: dtype {} is not f32, bf16 or f16", dtype_name(d));
+  }
 }
 
 // A user-layout tensor and, when the primitive wants another layout, its own copy plus the
@@ -47,8 +69,12 @@ struct Staged {
 };
 
 struct ConvEntry {
-  memory::desc x_md, w_md, y_md;  // user layouts: nhwc, (g)oihw, nhwc
+  memory::desc x_md, w_md, y_md, dw_md;  // user layouts: nhwc, (g)oihw, nhwc, f32 (g)oihw
   memory::dims strides, dilates, pad_l, pad_r;
+  dt type = dt::f32;
+  // Bits of the primitives oneDNN could not create for this dtype (kFwd, kBwdData,
+  // kBwdWeights): those ops run in f32 on copies.
+  unsigned unsupported = 0;
   std::optional<dnnl::convolution_forward::primitive_desc> fwd_pd;
   std::optional<dnnl::convolution_forward> fwd;
   std::optional<Staged> fwd_w;
@@ -58,18 +84,23 @@ struct ConvEntry {
   std::optional<Staged> bwd_dw;  // primitive layout -> user layout, accumulating (sum post-op)
 };
 
-ConvEntry make_entry(const ConvShape& s) {
+memory::desc weights_md(const ConvShape& s, dt type, tag t) {
+  if (s.groups == 1) return memory::desc({s.K, s.C, s.R, s.S}, type, t == tag::any ? t : tag::oihw);
+  return memory::desc({s.groups, s.K / s.groups, s.C / s.groups, s.R, s.S}, type,
+                      t == tag::any ? t : tag::goihw);
+}
+
+ConvEntry make_entry(const ConvShape& s, dt type) {
   KILN_CHECK(s.groups >= 1 && s.C % s.groups == 0 && s.K % s.groups == 0,
              "conv2d: channels {} -> {} are not divisible by groups {}", s.C, s.K, s.groups);
   KILN_CHECK(s.P() > 0 && s.Q() > 0, "conv2d: input {}x{} is too small for kernel {}x{}", s.H,
              s.W, s.R, s.S);
   ConvEntry e;
-  e.x_md = memory::desc({s.N, s.C, s.H, s.W}, dt::f32, tag::nhwc);
-  e.y_md = memory::desc({s.N, s.K, s.P(), s.Q()}, dt::f32, tag::nhwc);
-  e.w_md = s.groups == 1
-               ? memory::desc({s.K, s.C, s.R, s.S}, dt::f32, tag::oihw)
-               : memory::desc({s.groups, s.K / s.groups, s.C / s.groups, s.R, s.S}, dt::f32,
-                              tag::goihw);
+  e.type = type;
+  e.x_md = memory::desc({s.N, s.C, s.H, s.W}, type, tag::nhwc);
+  e.y_md = memory::desc({s.N, s.K, s.P(), s.Q()}, type, tag::nhwc);
+  e.w_md = weights_md(s, type, tag::oihw);
+  e.dw_md = weights_md(s, dt::f32, tag::oihw);
   e.strides = {s.stride_h, s.stride_w};
   e.dilates = {s.dil_h - 1, s.dil_w - 1};  // oneDNN counts dilation from 0
   e.pad_l = {s.pad_h, s.pad_w};
@@ -79,88 +110,188 @@ ConvEntry make_entry(const ConvShape& s) {
   return e;
 }
 
-memory::desc any_weights(const ConvEntry& e) {
-  return memory::desc(e.w_md.dims(), dt::f32, tag::any);
+constexpr unsigned kFwd = 1, kBwdData = 2, kBwdWeights = 4;
+
+// Says once per dtype what runs instead of a missing low-precision convolution.
+void announce_fallback(DType dtype, const char* what) {
+  static std::once_flag once[3];
+  const int i = dtype == DType::bf16 ? 0 : dtype == DType::f16 ? 1 : 2;
+  std::call_once(once[i], [&] {
+    const std::string name(dtype_name(dtype));
+    std::fprintf(stderr,
+                 "kiln: oneDNN has no %s convolution on this CPU (%s); convolutions keep %s "
+                 "storage and compute in f32 on converted copies\n",
+                 name.c_str(), what, name.c_str());
+  });
 }
 
-ConvEntry& entry(const ConvShape& s) {
-  thread_local std::unordered_map<ConvShape, ConvEntry, KeyBytesHash<ConvShape>, KeyBytesEqual<ConvShape>> cache;
-  auto it = cache.find(s);
-  if (it == cache.end()) it = cache.emplace(s, make_entry(s)).first;
-  ConvEntry& e = it->second;
-  if (!e.fwd_pd) {
-    const dnnl::convolution_forward::desc d(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, e.x_md,
-        any_weights(e), e.y_md, e.strides, e.dilates, e.pad_l, e.pad_r);
-    e.fwd_pd.emplace(d, cpu_engine());
+// Runs `create` (primitive-descriptor creation); a dnnl::error marks the entry unsupported for
+// a low-precision dtype (announced once) and is a kiln::Error for f32.
+template <typename F>
+bool try_create(ConvEntry& e, unsigned which, DType dtype, const char* op, F create) {
+  if (e.unsupported & which) return false;
+  try {
+    create();
+    return true;
+  } catch (const dnnl::error& err) {
+    if (dtype == DType::f32) throw Error("{}: oneDNN cannot create the primitive: {}", op, err.what());
+    e.unsupported |= which;
+    announce_fallback(dtype, err.what());
+    return false;
   }
-  return e;
+}
+
+// The cached entry for (s, dtype) with its forward primitive descriptor, or null when oneDNN
+// has no such convolution on this CPU.
+ConvEntry* entry(const ConvShape& s, DType dtype, const char* op) {
+  thread_local std::unordered_map<ConvKey, ConvEntry, KeyBytesHash<ConvKey>, KeyBytesEqual<ConvKey>>
+      cache;
+  const ConvKey key{s, int64_t(dtype)};
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_entry(s, dnnl_type(dtype))).first;
+  ConvEntry& e = it->second;
+  if (!e.fwd_pd && !try_create(e, kFwd, dtype, op, [&] {
+        const dnnl::convolution_forward::desc d(
+            dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, e.x_md,
+            weights_md(s, e.type, tag::any), e.y_md, e.strides, e.dilates, e.pad_l, e.pad_r);
+        e.fwd_pd.emplace(d, cpu_engine());
+      }))
+    return nullptr;
+  return &e;
 }
 
 void run(dnnl::primitive& p, std::unordered_map<int, memory> args) {
   p.execute(cpu_stream(), args);
 }
 
+void check_conv(const char* op, const ConvShape& s, const Tensor& x, const Tensor& w,
+                const Tensor& y, const char* x_name, const char* y_name) {
+  const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S},
+      ys{s.N, s.P(), s.Q(), s.K};
+  KILN_CHECK(x.shape == xs, "op {}: {} is {}, the convolution takes {}", op, x_name,
+             shape_str(x.shape), shape_str(xs));
+  KILN_CHECK(w.shape == ws, "op {}: weights are {}, the convolution takes {}", op,
+             shape_str(w.shape), shape_str(ws));
+  KILN_CHECK(y.shape == ys, "op {}: {} is {}, the convolution makes {}", op, y_name,
+             shape_str(y.shape), shape_str(ys));
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dtype == b.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(a.dtype),
+             dtype_name(b.dtype));
+}
+
+// An f32 copy of t in the context's scratch.
+Tensor to_f32(Context& ctx, const Tensor& t) {
+  Tensor f = ctx.scratch_tensor(t.shape, DType::f32);
+  cast(ctx, t, f);
+  return f;
+}
+
+void* data_of(const Tensor& t) { return const_cast<void*>(t.data); }
+
 }  // namespace
 
-void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y) {
-  ConvEntry& e = entry(s);
-  if (!e.fwd) {
-    e.fwd.emplace(*e.fwd_pd);
-    e.fwd_w.emplace(e.w_md, e.fwd_pd->weights_desc(), true);
+bool conv2d_native(DType dtype) {
+  ConvShape s;
+  s.N = 1, s.H = s.W = 4, s.C = s.K = 16, s.R = s.S = 3, s.pad_h = s.pad_w = 1;
+  return entry(s, dtype, "conv2d") != nullptr;
+}
+
+void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& w,
+                    Tensor& y) {
+  expect_cpu(ctx, "conv2d_forward", {&x, &w, &y});
+  check_same_dtype("conv2d_forward", x, w);
+  check_same_dtype("conv2d_forward", x, y);
+  check_conv("conv2d_forward", s, x, w, y, "input", "output");
+  ConvEntry* e = entry(s, x.dtype, "conv2d_forward");
+  if (e && !e->fwd) {
+    e->fwd.emplace(*e->fwd_pd);
+    e->fwd_w.emplace(e->w_md, e->fwd_pd->weights_desc(), true);
   }
-  memory xm(e.x_md, cpu_engine(), const_cast<float*>(x));
-  memory ym(e.y_md, cpu_engine(), y);
-  e.fwd_w->user.set_data_handle(const_cast<float*>(w));
-  if (e.fwd_w->reorder) e.fwd_w->reorder->execute(cpu_stream(), e.fwd_w->user, e.fwd_w->prim);
-  run(*e.fwd, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, e.fwd_w->prim}, {DNNL_ARG_DST, ym}});
+  if (!e) {
+    Tensor yf = ctx.scratch_tensor(y.shape, DType::f32);
+    conv2d_forward(ctx, s, to_f32(ctx, x), to_f32(ctx, w), yf);
+    cast(ctx, yf, y);
+    return;
+  }
+  memory xm(e->x_md, cpu_engine(), data_of(x));
+  memory ym(e->y_md, cpu_engine(), y.data);
+  e->fwd_w->user.set_data_handle(data_of(w));
+  if (e->fwd_w->reorder) e->fwd_w->reorder->execute(cpu_stream(), e->fwd_w->user, e->fwd_w->prim);
+  run(*e->fwd, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, e->fwd_w->prim}, {DNNL_ARG_DST, ym}});
   cpu_stream().wait();
 }
 
-void conv2d_backward_data(const ConvShape& s, const float* dy, const float* w, float* dx) {
-  ConvEntry& e = entry(s);
-  if (!e.bwd_data) {
-    const dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, e.x_md,
-                                                  any_weights(e), e.y_md, e.strides, e.dilates,
-                                                  e.pad_l, e.pad_r);
-    const dnnl::convolution_backward_data::primitive_desc pd(d, cpu_engine(), *e.fwd_pd);
-    e.bwd_data.emplace(pd);
-    e.bwd_data_w.emplace(e.w_md, pd.weights_desc(), true);
+void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
+                          Tensor& dx) {
+  expect_cpu(ctx, "conv2d_backward_data", {&dy, &w, &dx});
+  check_same_dtype("conv2d_backward_data", dy, w);
+  check_same_dtype("conv2d_backward_data", dy, dx);
+  check_conv("conv2d_backward_data", s, dx, w, dy, "input gradient", "output gradient");
+  ConvEntry* e = entry(s, dy.dtype, "conv2d_backward_data");
+  if (e && !e->bwd_data &&
+      !try_create(*e, kBwdData, dy.dtype, "conv2d_backward_data", [&] {
+        const dnnl::convolution_backward_data::desc d(
+            dnnl::algorithm::convolution_direct, e->x_md, weights_md(s, e->type, tag::any),
+            e->y_md, e->strides, e->dilates, e->pad_l, e->pad_r);
+        const dnnl::convolution_backward_data::primitive_desc pd(d, cpu_engine(), *e->fwd_pd);
+        e->bwd_data.emplace(pd);
+        e->bwd_data_w.emplace(e->w_md, pd.weights_desc(), true);
+      }))
+    e = nullptr;
+  if (!e) {
+    Tensor dxf = ctx.scratch_tensor(dx.shape, DType::f32);
+    conv2d_backward_data(ctx, s, to_f32(ctx, dy), to_f32(ctx, w), dxf);
+    cast(ctx, dxf, dx);
+    return;
   }
-  memory dym(e.y_md, cpu_engine(), const_cast<float*>(dy));
-  memory dxm(e.x_md, cpu_engine(), dx);
-  Staged& ws = *e.bwd_data_w;
-  ws.user.set_data_handle(const_cast<float*>(w));
+  memory dym(e->y_md, cpu_engine(), data_of(dy));
+  memory dxm(e->x_md, cpu_engine(), dx.data);
+  Staged& ws = *e->bwd_data_w;
+  ws.user.set_data_handle(data_of(w));
   if (ws.reorder) ws.reorder->execute(cpu_stream(), ws.user, ws.prim);
-  run(*e.bwd_data,
+  run(*e->bwd_data,
       {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, ws.prim}, {DNNL_ARG_DIFF_SRC, dxm}});
   cpu_stream().wait();
 }
 
-void conv2d_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw) {
-  ConvEntry& e = entry(s);
-  if (!e.bwd_weights) {
-    const dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, e.x_md,
-                                                     any_weights(e), e.y_md, e.strides,
-                                                     e.dilates, e.pad_l, e.pad_r);
-    const dnnl::convolution_backward_weights::primitive_desc pd(d, cpu_engine(), *e.fwd_pd);
-    e.bwd_weights.emplace(pd);
-    // The primitive overwrites its output; a reorder with a sum post-op adds it into dw.
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(sum);
-    e.bwd_dw.emplace(e.w_md, pd.diff_weights_desc(), false, attr);
-    if (!e.bwd_dw->reorder) {  // same layout: still compute into scratch, then add
-      e.bwd_dw->prim = memory(pd.diff_weights_desc(), cpu_engine());
-      e.bwd_dw->reorder = dnnl::reorder(e.bwd_dw->prim, e.bwd_dw->user, attr);
-    }
+void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
+                             Tensor& dw) {
+  expect_cpu(ctx, "conv2d_backward_weights", {&x, &dy, &dw});
+  check_same_dtype("conv2d_backward_weights", x, dy);
+  expect_dtype("conv2d_backward_weights", "weight gradient", dw, {DType::f32});
+  check_conv("conv2d_backward_weights", s, x, dw, dy, "input", "output gradient");
+  ConvEntry* e = entry(s, x.dtype, "conv2d_backward_weights");
+  if (e && !e->bwd_weights &&
+      !try_create(*e, kBwdWeights, x.dtype, "conv2d_backward_weights", [&] {
+        // Low-precision inputs, f32 weight gradient (oneDNN accumulates in f32 either way).
+        const dnnl::convolution_backward_weights::desc d(
+            dnnl::algorithm::convolution_direct, e->x_md, weights_md(s, dt::f32, tag::any),
+            e->y_md, e->strides, e->dilates, e->pad_l, e->pad_r);
+        const dnnl::convolution_backward_weights::primitive_desc pd(d, cpu_engine(), *e->fwd_pd);
+        e->bwd_weights.emplace(pd);
+        // The primitive overwrites its output; a reorder with a sum post-op adds it into dw.
+        dnnl::post_ops sum;
+        sum.append_sum(1.0f);
+        dnnl::primitive_attr attr;
+        attr.set_post_ops(sum);
+        e->bwd_dw.emplace(e->dw_md, pd.diff_weights_desc(), false, attr);
+        if (!e->bwd_dw->reorder) {  // same layout: still compute into scratch, then add
+          e->bwd_dw->prim = memory(pd.diff_weights_desc(), cpu_engine());
+          e->bwd_dw->reorder = dnnl::reorder(e->bwd_dw->prim, e->bwd_dw->user, attr);
+        }
+      }))
+    e = nullptr;
+  if (!e) {
+    conv2d_backward_weights(ctx, s, to_f32(ctx, x), to_f32(ctx, dy), dw);
+    return;
   }
-  memory xm(e.x_md, cpu_engine(), const_cast<float*>(x));
-  memory dym(e.y_md, cpu_engine(), const_cast<float*>(dy));
-  Staged& dws = *e.bwd_dw;
-  dws.user.set_data_handle(dw);
-  run(*e.bwd_weights,
+  memory xm(e->x_md, cpu_engine(), data_of(x));
+  memory dym(e->y_md, cpu_engine(), data_of(dy));
+  Staged& dws = *e->bwd_dw;
+  dws.user.set_data_handle(dw.data);
+  run(*e->bwd_weights,
       {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dws.prim}});
   dws.reorder->execute(cpu_stream(), dws.prim, dws.user);
   cpu_stream().wait();

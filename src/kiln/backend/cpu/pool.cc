@@ -1,84 +1,181 @@
-// backend/cpu/pool.cc — max pooling and global average pooling over NHWC activations. Backward
-// passes run one image per task, so routed gradients are summed in a fixed order.
+// backend/cpu/pool.cc — max pooling and global average pooling over NHWC activations, written
+// once for f32 / bf16 / f16 storage (comparisons and sums in f32). Backward passes run one image
+// per task, so routed gradients are summed in a fixed order.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
 
-void maxpool_forward(const PoolShape& s, const float* x, float* y, int32_t* argmax) {
+using cpu::load;
+
+namespace {
+
+void check_pool(const char* op, const PoolShape& s, const Tensor& x, const char* x_name,
+                const Tensor& y, const char* y_name) {
+  KILN_CHECK(s.P() > 0 && s.Q() > 0, "op {}: input {}x{} is too small for window {}x{}", op, s.H,
+             s.W, s.R, s.S);
+  const Shape xs{s.N, s.H, s.W, s.C}, ys{s.N, s.P(), s.Q(), s.C};
+  KILN_CHECK(x.shape == xs, "op {}: {} is {}, the pool takes {}", op, x_name, shape_str(x.shape),
+             shape_str(xs));
+  KILN_CHECK(y.shape == ys, "op {}: {} is {}, the pool makes {}", op, y_name, shape_str(y.shape),
+             shape_str(ys));
+}
+
+// x (N, HW, C) and y (N, C) for the global average pool; returns HW.
+int64_t check_avgpool(const char* op, const Tensor& x, const Tensor& y) {
+  KILN_CHECK(x.rank() == 4 && y.rank() == 2 && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(3),
+             "op {}: {} and {} are not (N, H, W, C) and (N, C)", op, shape_str(x.shape),
+             shape_str(y.shape));
+  return x.dim(1) * x.dim(2);
+}
+
+}  // namespace
+
+void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,
+                     Tensor& argmax) {
+  const char* op = "maxpool_forward";
+  expect_cpu(ctx, op, {&x, &y, &argmax});
+  check_pool(op, s, x, "input", y, "output");
+  KILN_CHECK(x.dtype == y.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(x.dtype),
+             dtype_name(y.dtype));
+  expect_dtype(op, "argmax", argmax, {DType::i32});
+  KILN_CHECK(argmax.shape == y.shape, "op {}: argmax {} does not match output {}", op,
+             shape_str(argmax.shape), shape_str(y.shape));
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
-  KILN_CHECK(P > 0 && Q > 0, "maxpool: input {}x{} is too small for window {}x{}", s.H, s.W, s.R,
-             s.S);
-#pragma omp parallel for collapse(2) schedule(static) if (s.N * P * Q * C > 16384)
-  for (int64_t n = 0; n < s.N; ++n)
-    for (int64_t p = 0; p < P; ++p) {
-      const float* xn = x + n * s.H * s.W * C;
-      for (int64_t q = 0; q < Q; ++q) {
-        float* yo = y + ((n * P + p) * Q + q) * C;
-        int32_t* ao = argmax + ((n * P + p) * Q + q) * C;
-        std::fill(yo, yo + C, -std::numeric_limits<float>::infinity());
-        std::fill(ao, ao + C, -1);
-        for (int64_t i = 0; i < s.R; ++i) {
-          const int64_t h = p * s.stride_h - s.pad_h + i;
-          if (h < 0 || h >= s.H) continue;
-          for (int64_t j = 0; j < s.S; ++j) {
-            const int64_t w = q * s.stride_w - s.pad_w + j;
-            if (w < 0 || w >= s.W) continue;
-            const float* xi = xn + (h * s.W + w) * C;
-            const int32_t pos = int32_t(h * s.W + w);
-            for (int64_t c = 0; c < C; ++c)
-              if (xi[c] > yo[c] || ao[c] < 0) {
-                yo[c] = xi[c];
-                ao[c] = pos;
+  cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
+    const T* x0 = x.ptr<T>();
+    T* y0 = y.ptr<T>();
+    int32_t* a0 = argmax.ptr<int32_t>();
+#pragma omp parallel
+    {
+      std::vector<float> best(static_cast<size_t>(C));  // per thread: the window's running max
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t n = 0; n < s.N; ++n)
+        for (int64_t p = 0; p < P; ++p) {
+          const T* xn = x0 + n * s.H * s.W * C;
+          for (int64_t q = 0; q < Q; ++q) {
+            T* yo = y0 + ((n * P + p) * Q + q) * C;
+            int32_t* ao = a0 + ((n * P + p) * Q + q) * C;
+            std::fill(best.begin(), best.end(), -std::numeric_limits<float>::infinity());
+            std::fill(ao, ao + C, -1);
+            for (int64_t i = 0; i < s.R; ++i) {
+              const int64_t h = p * s.stride_h - s.pad_h + i;
+              if (h < 0 || h >= s.H) continue;
+              for (int64_t j = 0; j < s.S; ++j) {
+                const int64_t w = q * s.stride_w - s.pad_w + j;
+                if (w < 0 || w >= s.W) continue;
+                const T* xi = xn + (h * s.W + w) * C;
+                const int32_t pos = int32_t(h * s.W + w);
+                for (int64_t c = 0; c < C; ++c) {
+                  const float v = load(xi[c]);
+                  if (v > best[c] || ao[c] < 0) {
+                    best[c] = v;
+                    ao[c] = pos;
+                  }
+                }
               }
+            }
+            for (int64_t c = 0; c < C; ++c) yo[c] = cpu::store<T>(best[c]);
           }
+        }
+    }
+  });
+}
+
+void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const Tensor& argmax,
+                      Tensor& dx) {
+  const char* op = "maxpool_backward";
+  expect_cpu(ctx, op, {&dy, &argmax, &dx});
+  check_pool(op, s, dx, "input gradient", dy, "output gradient");
+  KILN_CHECK(dx.dtype == dy.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(dy.dtype),
+             dtype_name(dx.dtype));
+  expect_dtype(op, "argmax", argmax, {DType::i32});
+  KILN_CHECK(argmax.shape == dy.shape, "op {}: argmax {} does not match gradient {}", op,
+             shape_str(argmax.shape), shape_str(dy.shape));
+  const int64_t P = s.P(), Q = s.Q(), C = s.C, HW = s.H * s.W;
+  cpu::dispatch_float(dy.dtype, op, [&]<typename T>(T) {
+    const T* dy0 = dy.ptr<T>();
+    const int32_t* a0 = argmax.ptr<int32_t>();
+    T* dx0 = dx.ptr<T>();
+#pragma omp parallel
+    {
+      // f32 sums per image; for f32 storage this is dx itself.
+      std::vector<float> acc(std::is_same_v<T, float> ? 0 : static_cast<size_t>(HW * C));
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < s.N; ++n) {
+        float* dxn = std::is_same_v<T, float> ? reinterpret_cast<float*>(dx0 + n * HW * C)
+                                              : acc.data();
+        std::fill(dxn, dxn + HW * C, 0.0f);
+        const T* dyn = dy0 + n * P * Q * C;
+        const int32_t* an = a0 + n * P * Q * C;
+        for (int64_t o = 0; o < P * Q; ++o)
+          for (int64_t c = 0; c < C; ++c) dxn[int64_t(an[o * C + c]) * C + c] += load(dyn[o * C + c]);
+        if constexpr (!std::is_same_v<T, float>) {
+          T* out = dx0 + n * HW * C;
+          for (int64_t i = 0; i < HW * C; ++i) out[i] = cpu::store<T>(dxn[i]);
         }
       }
     }
+  });
 }
 
-void maxpool_backward(const PoolShape& s, const float* dy, const int32_t* argmax, float* dx) {
-  const int64_t P = s.P(), Q = s.Q(), C = s.C, HW = s.H * s.W;
-#pragma omp parallel for schedule(static) if (s.N > 1)
-  for (int64_t n = 0; n < s.N; ++n) {
-    float* dxn = dx + n * HW * C;
-    std::fill(dxn, dxn + HW * C, 0.0f);
-    const float* dyn = dy + n * P * Q * C;
-    const int32_t* an = argmax + n * P * Q * C;
-    for (int64_t o = 0; o < P * Q; ++o)
-      for (int64_t c = 0; c < C; ++c) dxn[int64_t(an[o * C + c]) * C + c] += dyn[o * C + c];
-  }
-}
-
-void global_avgpool_forward(const float* x, int64_t N, int64_t HW, int64_t C, float* y) {
-  const float inv = 1.0f / float(HW);
-#pragma omp parallel for schedule(static) if (N * HW * C > 16384)
-  for (int64_t n = 0; n < N; ++n) {
-    float* yn = y + n * C;
-    std::fill(yn, yn + C, 0.0f);
-    for (int64_t i = 0; i < HW; ++i) {
-      const float* xi = x + (n * HW + i) * C;
+void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const char* op = "global_avgpool_forward";
+  expect_cpu(ctx, op, {&x, &y});
+  const int64_t HW = check_avgpool(op, x, y);
+  const int64_t N = x.dim(0), C = x.dim(3);
+  cpu::dispatch_float(x.dtype, op, [&]<typename S>(S) {
+    cpu::dispatch_float(y.dtype, op, [&]<typename D>(D) {
+      const S* x0 = x.ptr<S>();
+      D* y0 = y.ptr<D>();
+      const float inv = 1.0f / float(HW);
+#pragma omp parallel
+      {
+        std::vector<float> sum(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < N; ++n) {
+          float* yn = sum.data();
+          std::fill(yn, yn + C, 0.0f);
+          for (int64_t i = 0; i < HW; ++i) {
+            const S* xi = x0 + (n * HW + i) * C;
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yn[c] += xi[c];
-    }
+            for (int64_t c = 0; c < C; ++c) yn[c] += load(xi[c]);
+          }
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yn[c] *= inv;
-  }
+          for (int64_t c = 0; c < C; ++c) y0[n * C + c] = cpu::store<D>(yn[c] * inv);
+        }
+      }
+    });
+  });
 }
 
-void global_avgpool_backward(const float* dy, int64_t N, int64_t HW, int64_t C, float* dx) {
-  const float inv = 1.0f / float(HW);
+void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
+  const char* op = "global_avgpool_backward";
+  expect_cpu(ctx, op, {&dy, &dx});
+  const int64_t HW = check_avgpool(op, dx, dy);
+  const int64_t N = dx.dim(0), C = dx.dim(3);
+  cpu::dispatch_float(dy.dtype, op, [&]<typename S>(S) {
+    cpu::dispatch_float(dx.dtype, op, [&]<typename D>(D) {
+      const S* dy0 = dy.ptr<S>();
+      D* dx0 = dx.ptr<D>();
+      const float inv = 1.0f / float(HW);
 #pragma omp parallel for collapse(2) schedule(static) if (N * HW * C > 16384)
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < HW; ++i) {
-      float* dxi = dx + (n * HW + i) * C;
-      const float* dyn = dy + n * C;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < HW; ++i) {
+          D* dxi = dx0 + (n * HW + i) * C;
+          const S* dyn = dy0 + n * C;
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) dxi[c] = dyn[c] * inv;
-    }
+          for (int64_t c = 0; c < C; ++c) dxi[c] = cpu::store<D>(load(dyn[c]) * inv);
+        }
+    });
+  });
 }
 
 }  // namespace kiln::ops

@@ -1,26 +1,75 @@
-// backend/cpu/relu.cc — ReLU and the fused residual add + ReLU.
+// backend/cpu/relu.cc — ReLU, the fused residual add + ReLU and the residual gradient join,
+// written once for f32 / bf16 / f16 storage (arithmetic in f32).
 #include <algorithm>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
 
 namespace kiln::ops {
 namespace {
 constexpr int64_t kParallelMin = 16384;
+
+using cpu::load;
+using cpu::store;
+
+// Every tensor has a's shape and dtype.
+void check_like(const char* op, const Tensor& a, std::initializer_list<const Tensor*> others) {
+  for (const Tensor* t : others)
+    KILN_CHECK(t->shape == a.shape && t->dtype == a.dtype,
+               "op {}: {} {} does not match {} {}", op, dtype_name(t->dtype),
+               shape_str(t->shape), dtype_name(a.dtype), shape_str(a.shape));
+}
+
 }  // namespace
 
-void relu_forward(const float* x, int64_t n, float* y) {
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  expect_cpu(ctx, "relu_forward", {&x, &y});
+  check_like("relu_forward", x, {&y});
+  const int64_t n = x.numel();
+  cpu::dispatch_float(x.dtype, "relu_forward", [&]<typename T>(T) {
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = std::max(x[i], 0.0f);
+    for (int64_t i = 0; i < n; ++i) yp[i] = store<T>(std::max(load(xp[i]), 0.0f));
+  });
 }
 
-void relu_backward(const float* y, const float* dy, int64_t n, float* dx) {
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  expect_cpu(ctx, "relu_backward", {&y, &dy, &dx});
+  check_like("relu_backward", y, {&dy, &dx});
+  const int64_t n = y.numel();
+  cpu::dispatch_float(y.dtype, "relu_backward", [&]<typename T>(T) {
+    const T *yp = y.ptr<T>(), *dyp = dy.ptr<T>();
+    T* dxp = dx.ptr<T>();
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (int64_t i = 0; i < n; ++i) dxp[i] = load(yp[i]) > 0.0f ? dyp[i] : store<T>(0.0f);
+  });
 }
 
-void add_relu_forward(const float* a, const float* b, int64_t n, float* y) {
+void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
+  expect_cpu(ctx, "add_relu_forward", {&a, &b, &y});
+  check_like("add_relu_forward", a, {&b, &y});
+  const int64_t n = a.numel();
+  cpu::dispatch_float(a.dtype, "add_relu_forward", [&]<typename T>(T) {
+    const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
+    T* yp = y.ptr<T>();
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = std::max(a[i] + b[i], 0.0f);
+    for (int64_t i = 0; i < n; ++i) yp[i] = store<T>(std::max(load(ap[i]) + load(bp[i]), 0.0f));
+  });
+}
+
+void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
+  expect_cpu(ctx, "residual_add", {&x, &y});
+  check_like("residual_add", x, {&y});
+  const int64_t n = x.numel();
+  cpu::dispatch_float(x.dtype, "residual_add", [&]<typename T>(T) {
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) yp[i] = store<T>(load(yp[i]) + load(xp[i]));
+  });
 }
 
 }  // namespace kiln::ops

@@ -34,11 +34,14 @@ void cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, int width, bool inverted) {
 // All libjpeg calls live here: nothing with a destructor is created between setjmp and a
 // longjmp, and only memory reached through pointers is used after returning false.
 bool run_decompress(jpeg_decompress_struct* cinfo, JpegErrorManager* err, std::span<const uint8_t> bytes,
-                    Image* out, const MinDecodeSize* min_size, std::vector<uint8_t>* cmyk_row) {
+                    Image* out, const MinDecodeSize* min_size, std::vector<uint8_t>* cmyk_row,
+                    bool* too_large) {
   if (setjmp(err->jump)) return false;
   jpeg_mem_src(cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(cinfo, TRUE);
   const ImageSize stored{int(cinfo->image_height), int(cinfo->image_width)};
+  *too_large = int64_t(stored.height) * stored.width > max_image_pixels();
+  if (*too_large) return false;
   out->orig_height = stored.height;
   out->orig_width = stored.width;
   if (*min_size) {
@@ -81,8 +84,11 @@ void decode_jpeg(std::span<const uint8_t> bytes, const std::string& path, Image&
   err.mgr.emit_message = on_message;
   jpeg_create_decompress(&cinfo);
   thread_local std::vector<uint8_t> cmyk_row;
-  const bool ok = run_decompress(&cinfo, &err, bytes, &out, &min_size, &cmyk_row);
+  bool too_large = false;
+  const bool ok = run_decompress(&cinfo, &err, bytes, &out, &min_size, &cmyk_row, &too_large);
+  const ImageSize stored{int(cinfo.image_height), int(cinfo.image_width)};
   jpeg_destroy_decompress(&cinfo);
+  if (too_large) throw_too_large(path, stored);
   if (!ok) throw Error("image {}: JPEG: {}", path, err.message);
 }
 

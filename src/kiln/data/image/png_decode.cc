@@ -32,9 +32,14 @@ void read_bytes(png_structp png, png_bytep data, png_size_t length) {
 }
 
 // Only plain data and pointers cross the setjmp (see jpeg_decode.cc).
-bool run_read(png_structp png, png_infop info, Image* out, std::vector<png_bytep>* rows) {
+bool run_read(png_structp png, png_infop info, Image* out, std::vector<png_bytep>* rows,
+              bool* too_large) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_read_info(png, info);
+  out->orig_height = int(png_get_image_height(png, info));
+  out->orig_width = int(png_get_image_width(png, info));
+  *too_large = int64_t(out->orig_height) * out->orig_width > max_image_pixels();
+  if (*too_large) return false;
   const int color = png_get_color_type(png, info);
   png_set_expand(png);  // palette -> RGB, gray < 8 bit -> 8 bit, tRNS -> alpha
   png_set_strip_16(png);
@@ -66,8 +71,10 @@ void decode_png(std::span<const uint8_t> bytes, const std::string& path, Image& 
   }
   png_set_read_fn(png, &source, read_bytes);
   thread_local std::vector<png_bytep> rows;
-  const bool ok = run_read(png, info, &out, &rows);
+  bool too_large = false;
+  const bool ok = run_read(png, info, &out, &rows, &too_large);
   png_destroy_read_struct(&png, &info, nullptr);
+  if (too_large) throw_too_large(path, {out.orig_height, out.orig_width});
   if (!ok) throw Error("image {}: PNG: {}", path, source.message);
 }
 

@@ -1,4 +1,5 @@
-// train/bert_trainer.h — `kiln train bert`: the MLPerf BERT training loop on one process.
+// train/recipes/bert.h — `kiln train bert`: MLPerf BERT (and Megatron's BERT) pretraining, a recipe
+// of the shared training loop (train/loop.h).
 #pragma once
 #include <filesystem>
 #include <iosfwd>
@@ -18,7 +19,9 @@ struct EvalResult {
 
 struct BertRunResult {
   int64_t steps = 0;                 // optimizer steps completed (including resumed ones)
-  std::vector<double> losses;        // total loss of each step this process ran
+  std::vector<double> losses;        // total loss of each step this process ran (skipped too)
+  int64_t skipped_steps = 0;         // skipped for a non-finite loss or gradient norm
+  double loss_scale = 1;             // at the end
   std::vector<EvalResult> evals;     // in order
   bool reached_target = false;
   std::filesystem::path log_file;    // result_bert_<seed>.log

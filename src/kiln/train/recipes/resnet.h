@@ -1,4 +1,5 @@
-// train/resnet_trainer.h — `kiln train resnet`: the MLPerf ResNet-50 training loop on one process.
+// train/recipes/resnet.h — `kiln train resnet`: MLPerf ResNet-50 training, a recipe of the shared
+// training loop (train/loop.h).
 #pragma once
 #include <filesystem>
 #include <iosfwd>
@@ -13,7 +14,9 @@ namespace kiln::train {
 struct ResNetRunResult {
   int64_t steps = 0;                 // optimizer steps completed (including resumed ones)
   int64_t epochs = 0;                // epochs completed
-  std::vector<double> losses;        // training loss of each step this process ran
+  std::vector<double> losses;        // training loss of each step this process ran (skipped too)
+  int64_t skipped_steps = 0;         // skipped for a non-finite loss or gradient norm
+  double loss_scale = 1;             // at the end
   std::vector<double> eval_top1;     // in order
   int64_t bad_images = 0;            // unreadable training images skipped
   bool reached_target = false;

@@ -1,0 +1,391 @@
+#include "kiln/train/loop.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <ostream>
+#include <streambuf>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/cpu_features.h"
+#include "kiln/core/error.h"
+#include "kiln/core/timer.h"
+#include "kiln/log/bert_mllog.h"
+#include "kiln/log/mllog_keys.h"
+#include "kiln/log/resnet_mllog.h"
+#include "kiln/log/submission.h"
+#include "kiln/optim/grad_norm.h"
+#include "kiln/train/run_report.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Discards everything (the console of ranks other than 0).
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c == EOF ? 0 : c; }
+  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
+};
+
+struct NullStream : std::ostream {
+  NullStream() : std::ostream(&buffer) {}
+  NullBuffer buffer;
+};
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = int64_t(seconds);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+std::string scale_text(double scale) { return fmt::format("{:.1f}", scale); }
+
+}  // namespace
+
+Sinks::Sinks(bool is_rank0, std::ostream& console, const fs::path& log_file,
+             const std::string& tensorboard_dir)
+    : rank0_(is_rank0), log_file_(log_file) {
+  if (rank0_) {
+    console_ = &console;
+    mllog_.emplace(log_file, false);
+    if (!tensorboard_dir.empty()) tensorboard_.emplace(tensorboard_dir);
+  } else {
+    null_ = std::make_unique<NullStream>();
+    console_ = null_.get();
+  }
+}
+
+Sinks::~Sinks() = default;
+
+NanInjection test_nan_injection() {
+  const char* v = std::getenv("KILN_TEST_NAN_STEP");
+  if (!v || !*v) return {};
+  char* end = nullptr;
+  const long long k = std::strtoll(v, &end, 10);
+  const bool onwards = *end == '+';
+  if (onwards) ++end;
+  if (*end != '\0' || k < 1)
+    throw Error("environment variable KILN_TEST_NAN_STEP: expected a step >= 1 (or 'k+'), got '{}'", v);
+  return {k, onwards};
+}
+
+LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, Sinks& sinks) {
+  std::ostream& console = sinks.console();
+  log::MlLogger* mllog = sinks.mllog();
+  log::TensorBoardWriter* tensorboard = sinks.tensorboard();
+  ParamStore& store = state.store;
+  optim::Optimizer& optimizer = state.optimizer;
+  const bool epochs = c.cadence.kind == Cadence::Kind::epochs;
+  const int64_t steps_per_epoch = std::max<int64_t>(1, c.cadence.steps_per_epoch);
+  const int64_t total_epochs = c.total_steps / steps_per_epoch;
+  KILN_CHECK(c.global_batch % c.micro_batch == 0, "training loop: global batch {} is not a multiple of micro batch {}",
+             c.global_batch, c.micro_batch);
+  const int64_t accumulation = c.global_batch / c.micro_batch;
+  optim::LossScaler scaler(c.loss_scaler);
+  const NanInjection inject_nan = test_nan_injection();
+
+  std::vector<io::FlatState> opt_state;
+  for (auto& s : optimizer.state()) opt_state.emplace_back(s.name, s.data);
+
+  LoopResult result;
+  int64_t start_step = 0;
+  // As Megatron: a --load directory without a checkpoint means "start from scratch".
+  std::optional<fs::path> latest;
+  if (!c.load_dir.empty()) {
+    latest = io::latest_checkpoint(c.load_dir);
+    if (!latest)
+      console << fmt::format("no checkpoint in {} (no latest_checkpointed_iteration.txt): starting from scratch\n",
+                             c.load_dir);
+  }
+  if (latest) {
+    const nlohmann::json meta = io::load_checkpoint(*latest, store, opt_state, state.buffers);
+    start_step = meta.at("step").get<int64_t>();
+    optimizer.set_steps_taken(meta.at("optimizer_steps").get<int64_t>());
+    if (meta.contains("loss_scaler")) scaler.load_state(meta.at("loss_scaler"));
+    recipe.resume(meta, start_step, sinks);
+  }
+  store.refresh_compute();  // the compute copy follows the (initialised or restored) weights
+  std::optional<io::CheckpointManager> checkpoints;
+  if (!c.save_dir.empty() && sinks.is_rank0()) checkpoints.emplace(c.save_dir, c.keep_checkpoints);
+  if (mllog) log::log_run_start(*mllog);
+
+  console << recipe.start_line(start_step);
+  console << precision_note(c.compute_dtype, cpu_features())
+          << (scaler.enabled() ? fmt::format("; loss scaling {}", scaler.describe()) : std::string())
+          << "\n";
+  console.flush();
+
+  // ---- progress line (terminals only) ----
+  bool progress_shown = false;
+  auto clear_progress = [&] {
+    if (progress_shown) console << "\r\033[K";
+    progress_shown = false;
+  };
+
+  auto save = [&](int64_t step) {
+    if (!checkpoints) return;
+    clear_progress();
+    nlohmann::json meta;
+    meta["step"] = step;
+    meta["optimizer_steps"] = optimizer.steps_taken();
+    meta["seed"] = c.seed;
+    meta["kiln_version"] = KILN_VERSION;
+    if (scaler.enabled()) meta["loss_scaler"] = scaler.state();
+    recipe.add_meta(meta);
+    for (auto& [key, value] : c.resolved) meta["config"][key] = value;
+    if (mllog) mllog->start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
+    result.checkpoint = checkpoints->save(step, store, opt_state, meta, state.buffers);
+    if (mllog) mllog->end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});
+    console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
+  };
+  auto evaluate = [&](int64_t done, int64_t epoch) {
+    clear_progress();
+    const double metric = recipe.evaluate(done, epoch, sinks);
+    result.evals.push_back(metric);
+    return metric;
+  };
+  // Loss scale and skipped steps in the MLPerf log: only when a run has either, so the logs of
+  // plain runs keep their content.
+  auto track_stats = [&](int64_t done) {
+    if (mllog && (scaler.enabled() || result.skipped_steps > 0))
+      mllog->event(log::key::kTrackedStats,
+                   {{"loss_scale", scaler.scale()}, {"skipped_steps", result.skipped_steps}},
+                   {{"step", done}});
+  };
+  auto reached = [&](double metric, int64_t done) {
+    if (metric < c.target) return false;
+    result.reached_target = true;
+    console << (epochs ? fmt::format("target {} {} reached after epoch {}\n", recipe.metric_name(), c.target,
+                                     done / steps_per_epoch)
+                       : fmt::format("target {} {} reached at step {} ({} samples)\n", recipe.metric_name(),
+                                     c.target, done, done * c.global_batch));
+    if (mllog) log::log_run_stop(*mllog, true);
+    save(done);
+    return true;
+  };
+
+  int64_t last_step = c.benchmark > 0 ? std::min(c.total_steps, start_step + c.benchmark) : c.total_steps;
+  if (c.exit_interval > 0) last_step = std::min(last_step, c.exit_interval);
+  if (!epochs && c.cadence.eval_at_start && c.benchmark == 0) evaluate(start_step, 0);
+
+  const std::vector<std::string> names = recipe.loss_names();
+  std::vector<double> step_seconds;
+  Timer interval_timer, run_timer;
+  double interval_data = 0, interval_compute = 0;
+  IntervalLosses interval;
+  interval.parts.assign(names.size(), 0.0);
+  int64_t interval_iterations = 0, interval_skipped = 0, interval_nan = 0;
+  int64_t consecutive_hopeless = 0;
+  std::optional<double> last_grad_norm;
+  double lr = 0;
+
+  int64_t block_first_samples = start_step * c.global_batch;
+  const int64_t block_samples = c.cadence.eval_interval * c.global_batch;
+  if (!epochs && mllog) log::log_bert_block_start(*mllog, block_first_samples, block_samples);
+
+  for (int64_t step = start_step; step < last_step; ++step) {
+    if (epochs && mllog && (step % steps_per_epoch == 0 || step == start_step))
+      log::log_resnet_epoch_start(*mllog, step / steps_per_epoch + 1);
+    Timer step_timer;
+    double data_seconds = 0;
+    store.zero_grad();
+    const float grad_scale = float(scaler.scale()) / float(accumulation);
+    MicroBatchLosses sum;
+    sum.parts.assign(names.size(), 0.0);
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      Step s;
+      s.seed = uint64_t(c.seed);
+      s.index = uint64_t(step * accumulation + micro);
+      s.training = true;
+      s.sample_offset = uint64_t(step * c.global_batch + micro * c.micro_batch);
+      s.compute_dtype = c.compute_dtype;
+      Timer data_timer;
+      recipe.load(s);
+      data_seconds += data_timer.seconds();
+      const MicroBatchLosses out = recipe.forward_backward(s, grad_scale);
+      sum.loss += out.loss / double(accumulation);
+      for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i)
+        sum.parts[i] += out.parts[i] / double(accumulation);
+      sum.correct += out.correct;
+      sum.count += out.count;
+    }
+    const int64_t done = step + 1;
+    if (inject_nan.at(done)) {  // test hook: one gradient element becomes NaN
+      Tensor first = Tensor::view(store.grads.data, {1}, store.grads.dtype, store.grads.device);
+      ops::fill(cpu_context(), first, std::numeric_limits<float>::quiet_NaN());
+    }
+    if (scaler.enabled() && scaler.scale() != 1.0) optim::scale_grads(store, float(1.0 / scaler.scale()));
+    const double grad_norm = optim::global_grad_norm(store);
+    lr = state.schedule.lr(optimizer.steps_taken());  // skipped steps do not advance it
+    const bool finite = std::isfinite(sum.loss) && std::isfinite(grad_norm);
+    if (finite) {
+      if (c.clip_grad > 0 && grad_norm > c.clip_grad) optim::scale_grads(store, float(c.clip_grad / grad_norm));
+      optimizer.step(float(lr));
+      scaler.update(false);
+      consecutive_hopeless = 0;
+      last_grad_norm = grad_norm;
+    } else {
+      // Megatron: skipped iterations advance the iteration and the data, not the schedule.
+      const bool hopeless = !scaler.can_lower();
+      ++result.skipped_steps;
+      ++interval_skipped;
+      if (!std::isfinite(sum.loss)) {
+        ++result.nan_steps;
+        ++interval_nan;
+      }
+      scaler.update(true);
+      consecutive_hopeless = hopeless ? consecutive_hopeless + 1 : 0;
+      last_grad_norm.reset();
+      clear_progress();
+      console << fmt::format("warning: step {}: skipped, {} is not finite (loss {}, gradient norm {}); {} "
+                             "step{} skipped so far{}\n",
+                             done, std::isfinite(sum.loss) ? "the gradient norm" : "the loss", sum.loss,
+                             grad_norm, result.skipped_steps, result.skipped_steps == 1 ? "" : "s",
+                             scaler.dynamic() ? fmt::format(", loss scale now {}", scaler.scale()) : "");
+      if (c.max_skipped_steps > 0 && consecutive_hopeless >= c.max_skipped_steps) {
+        if (mllog) log::log_run_stop(*mllog, false);
+        if (tensorboard) tensorboard->flush();
+        throw Error("step {}: {} consecutive steps skipped for a non-finite loss or gradient norm "
+                    "(--max-skipped-steps {}); stopping with the last checkpoint {}; lower the "
+                    "learning rate or check the data",
+                    done, consecutive_hopeless, c.max_skipped_steps,
+                    result.checkpoint.empty() ? std::string("(none written by this run)")
+                                              : result.checkpoint.string());
+      }
+    }
+    const double seconds = step_timer.seconds();
+    step_seconds.push_back(seconds);
+    result.losses.push_back(sum.loss);
+    result.steps = done;
+    interval_data += data_seconds;
+    interval_compute += seconds - data_seconds;
+    ++interval_iterations;
+    if (finite) {
+      ++interval.steps;
+      interval.loss += sum.loss;
+      for (size_t i = 0; i < sum.parts.size(); ++i) interval.parts[i] += sum.parts[i];
+      interval.correct += sum.correct;
+      interval.count += sum.count;
+      interval.last_loss = sum.loss;
+    }
+
+    log::MegatronTrainLog mlog;
+    mlog.iteration = done;
+    mlog.train_iters = c.total_steps;
+    mlog.consumed_samples = done * c.global_batch;
+    mlog.learning_rate = lr;
+    mlog.global_batch_size = c.global_batch;
+    mlog.grad_norm = last_grad_norm;
+    mlog.loss_scale = scaler.scale();
+    auto named = [&](const std::vector<double>& values, double divisor) {
+      log::NamedLosses l;
+      for (size_t i = 0; i < names.size(); ++i) l.emplace_back(names[i], values[i] / divisor);
+      return l;
+    };
+    if (tensorboard && finite) {
+      mlog.losses = named(sum.parts, 1.0);
+      log::write_megatron_train_scalars(*tensorboard, mlog);
+    }
+    const bool epoch_closes = epochs && done % steps_per_epoch == 0;
+    if (done % c.log_interval == 0 || done == last_step || epoch_closes) {
+      clear_progress();
+      const double elapsed = interval_timer.seconds();
+      const double n = double(interval_iterations);
+      const double samples = n * double(c.global_batch);
+      if (c.megatron_log) {
+        const double advanced = double(std::max<int64_t>(1, interval.steps));
+        mlog.losses = interval.steps ? named(interval.parts, advanced) : log::NamedLosses{};
+        mlog.elapsed_ms_per_iteration = 1e3 * elapsed / n;
+        mlog.tflops_per_device = recipe.flops_per_sample() * samples / elapsed / 1e12;
+        mlog.skipped_iterations = interval_skipped;
+        mlog.nan_iterations = interval_nan;
+        console << log::megatron_train_line(mlog) << "\n";
+      } else {
+        const std::string prefix = epochs ? fmt::format("epoch {:>3} ", step / steps_per_epoch + 1) : "";
+        const std::string norm = last_grad_norm ? fmt::format("{:.3f}", *last_grad_norm) : "-";
+        const std::string scaling = scaler.enabled() ? fmt::format(" | loss scale {}", scale_text(scaler.scale())) : "";
+        const std::string skipped =
+            result.skipped_steps > 0 || scaler.enabled() ? fmt::format(" | skipped {}", result.skipped_steps) : "";
+        console << fmt::format(
+            "{}step {:>6}/{} | {} | lr {:.3e} | grad norm {}{}{} | data {:.1f} ms, compute {:.1f} ms | "
+            "{:.1f} {}/s | {:.1f} GFLOP/s | {:.2f} GiB\n",
+            prefix, done, c.total_steps, recipe.loss_text(interval), lr, norm, scaling, skipped,
+            1e3 * interval_data / n, 1e3 * interval_compute / n, samples / elapsed, recipe.sample_unit(),
+            recipe.flops_per_sample() * samples / interval_compute / 1e9, resident_gib());
+      }
+      console.flush();
+      interval_timer.reset();
+      interval_data = interval_compute = 0;
+      interval = IntervalLosses{};
+      interval.parts.assign(names.size(), 0.0);
+      interval_iterations = interval_skipped = interval_nan = 0;
+    } else if (c.progress) {
+      const double per_step = run_timer.seconds() / double(done - start_step);
+      const int64_t left = last_step - done;
+      const int width = 30;
+      const int filled = int(double(width) * double(done) / double(std::max<int64_t>(1, last_step)));
+      console << fmt::format("\r[{}{}] step {}/{} | {:.1f} s/step | ETA {}", std::string(size_t(filled), '#'),
+                             std::string(size_t(width - filled), '.'), done, last_step, per_step,
+                             duration_text(per_step * double(left)));
+      console.flush();
+      progress_shown = true;
+    }
+
+    // ---- evaluation, MLPerf blocks / epochs, checkpoints ----
+    if (!epochs) {
+      const bool eval_now = c.benchmark == 0 && (done % c.cadence.eval_interval == 0 || done == c.total_steps);
+      if (eval_now) {
+        const int64_t samples_seen = done * c.global_batch;
+        if (mllog) log::log_bert_eval_start(*mllog, samples_seen);
+        const double metric = evaluate(done, 0);
+        if (mllog) {
+          log::log_bert_eval_stop(*mllog, samples_seen, metric);
+          track_stats(done);
+          log::log_bert_block_stop(*mllog, block_first_samples);
+        }
+        if (reached(metric, done)) break;
+        if (done < last_step) {
+          block_first_samples = samples_seen;
+          if (mllog) log::log_bert_block_start(*mllog, samples_seen, block_samples);
+        }
+      }
+      if (done % c.cadence.save_interval == 0 || done == last_step) save(done);
+    } else if (epoch_closes) {
+      const int64_t epoch = done / steps_per_epoch;
+      result.epochs = epoch;
+      if (mllog) {
+        track_stats(done);
+        log::log_resnet_epoch_stop(*mllog, epoch);
+      }
+      const bool eval_now = c.benchmark == 0 && ((epoch - c.cadence.eval_start_epoch) % c.cadence.eval_every == 0 ||
+                                                 epoch == total_epochs);
+      if (eval_now) {
+        const double metric = evaluate(done, epoch);
+        if (mllog) log::log_resnet_eval(*mllog, epoch, metric);
+        if (reached(metric, done)) break;
+      }
+      if (epoch % c.cadence.save_interval == 0 || done == last_step) save(done);
+    }
+  }
+  clear_progress();
+  result.loss_scale = scaler.scale();
+
+  if (c.benchmark > 0 && !step_seconds.empty()) {
+    console << estimated_training_time(step_seconds, c.total_steps);
+    evaluate(result.steps, result.epochs);
+  }
+  if (!result.reached_target && c.benchmark == 0 && result.steps == c.total_steps && mllog)
+    log::log_run_stop(*mllog, false);
+  if (tensorboard) tensorboard->flush();
+  console.flush();
+  return result;
+}
+
+}  // namespace kiln::train

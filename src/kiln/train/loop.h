@@ -1,0 +1,180 @@
+// train/loop.h — the one training loop that BERT and ResNet share. A recipe (train/recipes/)
+// says what is specific to a model: how a micro-batch is loaded and run, how it evaluates, what
+// its console line shows. The loop does the rest, the same way for both:
+//
+//   resume from the newest checkpoint (weights, optimizer, loss scaler, data position)
+//   MLPerf run_start; per step:
+//     zero grads; per micro-batch: load (timed as data), forward, backward of loss x scale / M
+//     unscale (1/scale); global grad norm; a non-finite loss or norm skips the step (weights,
+//     optimizer state and the LR schedule's step untouched), counts it, warns, and lowers a
+//     dynamic loss scale; else clip (clip_grad > 0) and optimizer.step(lr(optimizer steps))
+//     `max_skipped_steps` consecutive skips that the scale cannot fix stop the run with an error
+//     naming the step (no checkpoint is written over the last good one)
+//   console line every log_interval steps (kiln or Megatron format), a progress line with ETA on
+//   a terminal, TensorBoard scalars; evaluations, MLPerf blocks (BERT) or epochs (ResNet),
+//   stop at the target, checkpoints; BENCHMARK=N: N steps, the estimated time to train, one eval.
+// Sinks (console, MLPerf log, TensorBoard, checkpoints) write on rank 0 only.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/dtype.h"
+#include "kiln/core/step.h"
+#include "kiln/io/checkpoint.h"
+#include "kiln/log/megatron_log.h"
+#include "kiln/log/mllog.h"
+#include "kiln/log/tensorboard.h"
+#include "kiln/nn/params.h"
+#include "kiln/optim/loss_scaler.h"
+#include "kiln/optim/lr_schedule.h"
+#include "kiln/optim/optimizer.h"
+
+namespace kiln::train {
+
+using ResolvedConfig = std::vector<std::pair<std::string, std::string>>;
+
+// Where a run writes. Every sink is open on rank 0 only: elsewhere the console discards what it
+// is given, and the MLPerf log and TensorBoard writer do not exist.
+class Sinks {
+ public:
+  // `log_file`: result_<model>_<seed>.log; `tensorboard_dir` empty: no TensorBoard.
+  Sinks(bool is_rank0, std::ostream& console, const std::filesystem::path& log_file,
+        const std::string& tensorboard_dir);
+  ~Sinks();
+  bool is_rank0() const { return rank0_; }
+  std::ostream& console() { return *console_; }
+  log::MlLogger* mllog() { return mllog_ ? &*mllog_ : nullptr; }
+  log::TensorBoardWriter* tensorboard() { return tensorboard_ ? &*tensorboard_ : nullptr; }
+  const std::filesystem::path& log_file() const { return log_file_; }
+
+ private:
+  bool rank0_;
+  std::unique_ptr<std::ostream> null_;
+  std::ostream* console_;
+  std::filesystem::path log_file_;
+  std::optional<log::MlLogger> mllog_;
+  std::optional<log::TensorBoardWriter> tensorboard_;
+};
+
+// What one micro-batch's forward and backward report.
+struct MicroBatchLosses {
+  double loss = 0;             // the loss whose gradient was taken
+  std::vector<double> parts;   // the recipe's components, in the order of Recipe::loss_names()
+  int64_t correct = 0, count = 0;  // training accuracy counters (ResNet), else 0
+};
+
+// Sums over the steps of one console interval that were not skipped.
+struct IntervalLosses {
+  int64_t steps = 0;           // advanced (not skipped) steps
+  double loss = 0;             // sums
+  std::vector<double> parts;
+  int64_t correct = 0, count = 0;
+  double last_loss = 0;        // of the newest advanced step
+};
+
+// When evaluations, MLPerf blocks / epochs and checkpoints happen.
+struct Cadence {
+  // blocks (MLPerf BERT): an evaluation every `eval_interval` steps and after the schedule's last
+  //   step, each inside an MLPerf block; a checkpoint every `save_interval` steps and after the
+  //   last step run. `eval_at_start` also evaluates before the first step (not in the MLPerf log).
+  // epochs (MLPerf ResNet): epochs of `steps_per_epoch` steps between epoch_start / epoch_stop;
+  //   after epoch e an evaluation when (e - eval_start_epoch) % eval_every == 0 or e is the last,
+  //   a checkpoint when e % save_interval == 0 or the run stops there; a run that stops inside an
+  //   epoch ends without either.
+  enum class Kind { blocks, epochs };
+  Kind kind = Kind::blocks;
+  int64_t eval_interval = 1;
+  int64_t steps_per_epoch = 1, eval_start_epoch = 0, eval_every = 1;
+  int64_t save_interval = 1;
+  bool eval_at_start = false;
+};
+
+struct LoopConfig {
+  int64_t seed = 0;
+  int64_t total_steps = 1;         // the schedule's length
+  int64_t benchmark = 0;           // > 0: run this many steps, print the estimate, evaluate once
+  int64_t exit_interval = 0;       // > 0: stop after this step
+  int64_t global_batch = 1, micro_batch = 1;
+  int64_t log_interval = 1;
+  double clip_grad = 0;            // global-norm clip; 0: none
+  double target = 1.0;             // the evaluation metric that ends the run
+  DType compute_dtype = DType::f32;
+  optim::LossScalerConfig loss_scaler;
+  int64_t max_skipped_steps = 10;  // consecutive skips that the loss scale cannot fix; 0: no limit
+  Cadence cadence;
+  std::string load_dir, save_dir;
+  int64_t keep_checkpoints = 5;
+  bool megatron_log = false;       // Megatron's console line instead of kiln's
+  bool progress = false;           // a progress line with ETA between console lines (a terminal)
+  ResolvedConfig resolved;               // saved with each checkpoint
+};
+
+class Recipe {
+ public:
+  virtual ~Recipe() = default;
+  // Names of MicroBatchLosses::parts for Megatron's line and TensorBoard ({"lm loss", "sop loss"}).
+  virtual std::vector<std::string> loss_names() const = 0;
+  // Loads the micro-batch that `step` describes (index, sample_offset); the loop times it as data.
+  virtual void load(const Step& step) = 0;
+  // Forward and backward of the loaded micro-batch; the gradient of its loss, multiplied by
+  // `grad_scale` (loss scale / micro-batches), accumulates into the store's gradients.
+  virtual MicroBatchLosses forward_backward(const Step& step, float grad_scale) = 0;
+  // Evaluates after `done` steps (`epoch` with Cadence::epochs, else 0), prints its lines to
+  // `sinks`, and returns the metric compared with LoopConfig::target.
+  virtual double evaluate(int64_t done, int64_t epoch, Sinks& sinks) = 0;
+  // The console line's loss part ("loss 7.1234 (mlm 7.0, nsp 0.69)") and what samples are.
+  virtual std::string loss_text(const IntervalLosses& interval) const = 0;
+  virtual const char* sample_unit() const { return "samples"; }
+  // What evaluate() returns, for the target line ("masked-LM accuracy", "top-1").
+  virtual std::string metric_name() const = 0;
+  virtual double flops_per_sample() const = 0;
+  // After a checkpoint at `step` was restored: move the data to where that step begins.
+  virtual void resume(const nlohmann::json& meta, int64_t step, Sinks& sinks) = 0;
+  // Recipe-specific fields of a checkpoint's meta.json (e.g. samples_consumed).
+  virtual void add_meta(nlohmann::json& meta) const {}
+  // The "training ..." line printed before the first step.
+  virtual std::string start_line(int64_t start_step) const = 0;
+};
+
+struct LoopResult {
+  int64_t steps = 0;                  // iterations completed (including resumed and skipped ones)
+  int64_t epochs = 0;                 // epochs completed (Cadence::epochs)
+  int64_t skipped_steps = 0;          // skipped this run for a non-finite loss or gradient norm
+  int64_t nan_steps = 0;              // of those, the ones whose loss itself was not finite
+  std::vector<double> losses;         // loss of each step this process ran (skipped ones too)
+  std::vector<double> evals;          // evaluation metrics, in order
+  double loss_scale = 1;              // at the end
+  bool reached_target = false;
+  std::filesystem::path checkpoint;   // newest checkpoint written, if any
+};
+
+// The model's state the loop saves and restores.
+struct TrainState {
+  ParamStore& store;
+  optim::Optimizer& optimizer;
+  const optim::LrSchedule& schedule;
+  std::vector<io::FlatState> buffers;  // non-parameter model state (BN running statistics)
+};
+
+// Runs the loop above; MLPerf init_start is logged by the caller before the model is built.
+// Throws kiln::Error when `max_skipped_steps` consecutive steps were skipped.
+LoopResult run_training(const LoopConfig& config, Recipe& recipe, TrainState state, Sinks& sinks);
+
+// KILN_TEST_NAN_STEP=k (test hook): after the backward of step k (1-based), one gradient element
+// becomes NaN; "k+" does so at every step from k on.
+struct NanInjection {
+  int64_t step = 0;        // 0: none
+  bool onwards = false;
+  bool at(int64_t done) const { return step > 0 && (done == step || (onwards && done > step)); }
+};
+NanInjection test_nan_injection();
+
+}  // namespace kiln::train

@@ -1,0 +1,283 @@
+// train/recipes/bert.cc — what is specific to BERT: the model and optimizer from the config, the
+// data source (MLPerf shards or Megatron .bin/.idx), the MLPerf BERT run info, evaluation
+// (masked-LM and NSP/SOP accuracy), the console's loss fields. The loop does the rest.
+#include "kiln/train/recipes/bert.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <memory>
+#include <ostream>
+
+#include "kiln/core/cpu_features.h"
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+#include "kiln/core/timer.h"
+#include "kiln/data/text/vocab.h"
+#include "kiln/log/bert_mllog.h"
+#include "kiln/log/megatron_log.h"
+#include "kiln/models/bert.h"
+#include "kiln/optim/adamw.h"
+#include "kiln/optim/lamb.h"
+#include "kiln/optim/lr_schedule.h"
+#include "kiln/train/bert_data.h"
+#include "kiln/train/dry_run.h"
+#include "kiln/train/loop.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+models::BertConfig model_config(const BertTrainConfig& c) {
+  models::BertConfig m;
+  m.vocab_size = c.padded_vocab_size();
+  m.hidden = c.hidden_size;
+  m.layers = c.num_layers;
+  m.heads = c.num_heads;
+  m.intermediate = c.intermediate_size;
+  m.max_position = c.max_position;
+  m.type_vocab = c.type_vocab;
+  m.hidden_dropout = float(c.hidden_dropout);
+  m.attention_dropout = float(c.attention_dropout);
+  m.layer_norm_eps = float(c.layer_norm_eps);
+  m.pre_ln = c.pre_ln;
+  m.binary_head = !c.no_binary_head;
+  return m;
+}
+
+std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
+  if (c.lr_decay_style == "poly")
+    return std::make_unique<optim::PolyWarmupSchedule>(c.lr, c.warmup_steps, c.lr_decay_iters,
+                                                       c.poly_power, c.min_lr);
+  const auto style = c.lr_decay_style == "cosine" ? optim::DecayStyle::kCosine
+                                                  : optim::DecayStyle::kLinear;
+  return std::make_unique<optim::WarmupDecaySchedule>(style, c.lr, c.min_lr, c.warmup_steps,
+                                                      c.lr_decay_iters);
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, ParamStore& store) {
+  if (c.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(
+        store, optim::AdamWConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
+                                  float(c.weight_decay)});
+  return std::make_unique<optim::Lamb>(
+      store, optim::LambConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
+                               float(c.weight_decay), true});
+}
+
+// The model's embedding must cover every id the vocab file and the data can hold.
+void check_vocab(const BertTrainConfig& c, int64_t data_vocab) {
+  auto check = [&](int64_t ids, const std::string& what) {
+    if (ids > c.padded_vocab_size())
+      throw Error("config: model.vocab_size ({}) is smaller than {} ({} tokens)",
+                  c.padded_vocab_size(), what, ids);
+  };
+  if (!c.vocab_file.empty()) check(data::Vocab::load(c.vocab_file).size(), c.vocab_file);
+  if (data_vocab > 0) check(data_vocab, "the vocab of the data in " + c.data_dir + c.data_path);
+}
+
+class BertRecipe : public Recipe {
+ public:
+  BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining& model,
+             std::vector<EvalResult>& evals, int seq_len, int max_pred, int64_t parameters)
+      : c_(c), data_(data), model_(model), evals_(evals), seq_len_(seq_len), max_pred_(max_pred),
+        parameters_(parameters),
+        second_(c.no_binary_head ? nullptr : (c.megatron_data() ? "sop" : "nsp")) {}
+
+  std::vector<std::string> loss_names() const override {
+    std::vector<std::string> names = {"lm loss"};
+    if (second_) names.push_back(fmt::format("{} loss", second_));
+    return names;
+  }
+
+  void load(const Step&) override { data_.next_train(batch_, int(c_.micro_batch_size)); }
+
+  MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
+    const models::BertOutputs out = model_.forward(step, batch_);
+    model_.backward(step, grad_scale);
+    MicroBatchLosses r;
+    r.loss = out.loss;
+    r.parts = {out.mlm_loss};
+    if (second_) r.parts.push_back(out.nsp_loss);
+    nsp_loss_ = out.nsp_loss;
+    return r;
+  }
+
+  double evaluate(int64_t step, int64_t, Sinks& sinks) override {
+    std::ostream& console = sinks.console();
+    Timer timer;
+    EvalResult r;
+    int64_t correct = 0, nsp_correct = 0, nsp_count = 0, batches = 0;
+    double weight_sum = 0, mlm_loss = 0, nsp_loss = 0;
+    Step eval_step;
+    eval_step.seed = uint64_t(c_.seed);
+    eval_step.training = false;
+    eval_step.compute_dtype = c_.precision.dtype;
+    data_.begin_eval(evals_done_++);
+    while (batches < c_.eval_iters && data_.next_eval(batch_, int(c_.eval_batch_size))) {
+      const models::BertOutputs out = model_.forward(eval_step, batch_);
+      correct += out.mlm_correct;
+      weight_sum += out.mlm_weight_sum;
+      nsp_correct += out.nsp_correct;
+      nsp_count += out.nsp_count;
+      mlm_loss += out.mlm_loss;
+      nsp_loss += out.nsp_loss;
+      ++batches;
+      r.samples += batch_.batch;
+    }
+    r.mlm_accuracy = weight_sum > 0 ? double(correct) / weight_sum : 0;
+    r.mlm_loss = batches ? mlm_loss / double(batches) : 0;
+    r.nsp_accuracy = nsp_count ? double(nsp_correct) / double(nsp_count) : 0;
+    r.nsp_loss = batches ? nsp_loss / double(batches) : 0;
+    log::NamedLosses losses = {{"lm loss", r.mlm_loss}};
+    if (second_) losses.emplace_back(fmt::format("{} loss", second_), r.nsp_loss);
+    if (c_.log_format == "megatron")
+      console << log::megatron_validation_block(fmt::format("iteration {}", step), losses);
+    console << fmt::format(
+        "eval at step {}: masked-LM accuracy {:.4f}, masked-LM loss {:.4f}, {} accuracy {:.4f}, "
+        "{} loss {:.4f} ({} batches, {:.1f} s)\n",
+        step, r.mlm_accuracy, r.mlm_loss, second_ ? second_ : "nsp", r.nsp_accuracy,
+        second_ ? second_ : "nsp", r.nsp_loss, batches, timer.seconds());
+    console.flush();
+    if (log::TensorBoardWriter* tb = sinks.tensorboard()) {
+      log::write_megatron_validation_scalars(*tb, losses, step, data_.position(), true);
+      tb->add_scalar("lm accuracy validation", r.mlm_accuracy, step);
+      if (second_) tb->add_scalar(fmt::format("{} accuracy validation", second_), r.nsp_accuracy, step);
+    }
+    evals_.push_back(r);
+    return r.mlm_accuracy;
+  }
+
+  std::string loss_text(const IntervalLosses& i) const override {
+    if (i.steps == 0) return "loss -";
+    const double n = double(i.steps);
+    return fmt::format("loss {:.4f} (mlm {:.4f}, {} {:.4f})", i.loss / n, i.parts[0] / n,
+                       second_ ? "nsp" : "-", second_ ? i.parts[1] / n : nsp_loss_);
+  }
+  std::string metric_name() const override { return "masked-LM accuracy"; }
+  double flops_per_sample() const override { return double(model_.flops_per_sample(seq_len_, max_pred_)); }
+
+  void resume(const nlohmann::json& meta, int64_t step, Sinks& sinks) override {
+    data_.seek(meta.at("samples_consumed").get<uint64_t>());
+    sinks.console() << fmt::format("resumed from {} at step {} ({} samples consumed)\n",
+                                   io::latest_checkpoint(c_.load_dir)->string(), step, data_.position());
+  }
+  void add_meta(nlohmann::json& meta) const override { meta["samples_consumed"] = data_.position(); }
+
+  std::string start_line(int64_t start_step) const override {
+    const models::BertConfig& mc = model_.config();
+    return fmt::format(
+        "training BERT: {} layers, hidden {}, {} heads, vocab {}, {:.2f}M parameters; global batch {} "
+        "(micro {} x {}), sequence {}, {} steps from step {}\n",
+        c_.num_layers, c_.hidden_size, c_.num_heads, mc.vocab_size,
+        double(parameters_) / 1e6, c_.global_batch_size, c_.micro_batch_size,
+        c_.accumulation_steps(), seq_len_, c_.train_steps, start_step);
+  }
+
+ private:
+  const BertTrainConfig& c_;
+  BertDataSource& data_;
+  models::BertForPretraining& model_;
+  std::vector<EvalResult>& evals_;
+  int seq_len_, max_pred_;
+  int64_t parameters_;
+  const char* second_;
+  data::BertBatch batch_;
+  int64_t evals_done_ = 0;
+  double nsp_loss_ = 0;
+};
+
+}  // namespace
+
+BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
+  if (c.dry_run) {
+    if (!c.is_rank0) return {};
+    console << bert_dry_run(model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size, 1, 1, 1,
+                            c.precision.dtype != DType::f32).text;
+    console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
+            << optim::LossScaler(c.precision.scaler).describe() << "\n";
+    return {};
+  }
+  if (c.threads > 0) omp_set_num_threads(int(c.threads));
+  if (c.is_rank0) ensure_writable_dir(c.output_dir);
+  BertRunResult result;
+  result.log_file = fs::path(c.output_dir) / fmt::format("result_bert_{}.log", c.seed);
+
+  // Data first, so a bad data directory fails before anything is logged as started.
+  std::unique_ptr<BertDataSource> data = open_bert_data(c);
+  check_vocab(c, data->vocab_size());
+  const int seq_len = data->seq_len(), max_pred = data->max_pred();
+  if (seq_len > c.max_position)
+    throw Error("config: sequences of {} tokens exceed model.max_position_embeddings ({})", seq_len,
+                c.max_position);
+
+  Sinks sinks(c.is_rank0, console, result.log_file, c.tensorboard_dir);
+  for (auto& [key, value] : resolved) sinks.console() << fmt::format("HParam: \"{}\": {}\n", key, value);
+  if (c.matmul_dtype == "bf16")
+    sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
+  log::BertRunInfo info;
+  info.seed = c.seed;
+  info.global_batch_size = c.global_batch_size;
+  info.max_sequence_length = seq_len;
+  info.max_predictions_per_seq = max_pred;
+  info.opt_name = c.optimizer;
+  info.opt_base_learning_rate = c.lr;
+  info.opt_lamb_weight_decay_rate = c.weight_decay;
+  info.opt_lamb_beta_1 = c.beta1;
+  info.opt_lamb_beta_2 = c.beta2;
+  info.opt_lamb_learning_rate_decay_poly_power = c.poly_power;
+  info.opt_lamb_epsilon = c.epsilon;
+  info.opt_learning_rate_warmup_steps = c.warmup_steps;
+  info.opt_learning_rate_training_steps = c.train_steps;
+  info.gradient_accumulation_steps = c.accumulation_steps();
+  info.eval_samples = std::max<int64_t>(1, data->eval_samples());
+  info.train_samples = c.global_batch_size * c.train_steps;
+  info.submission.org = "kiln";
+  info.submission.platform = c.submission_platform;
+  if (sinks.mllog()) log::log_bert_init_start(*sinks.mllog(), info);
+
+  ParamStore store;
+  models::BertForPretraining model(model_config(c), store);
+  model.init_mlperf(uint64_t(c.seed));
+  store.set_compute_dtype(c.precision.dtype);
+  auto optimizer = make_optimizer(c, store);
+  auto schedule = make_schedule(c);
+
+  LoopConfig loop;
+  loop.seed = c.seed;
+  loop.total_steps = c.train_steps;
+  loop.benchmark = c.benchmark;
+  loop.exit_interval = c.exit_interval;
+  loop.global_batch = c.global_batch_size;
+  loop.micro_batch = c.micro_batch_size;
+  loop.log_interval = c.log_interval;
+  loop.clip_grad = c.clip_grad;
+  loop.target = c.target;
+  loop.compute_dtype = c.precision.dtype;
+  loop.loss_scaler = c.precision.scaler;
+  loop.max_skipped_steps = c.precision.max_skipped_steps;
+  loop.cadence.kind = Cadence::Kind::blocks;
+  loop.cadence.eval_interval = c.eval_interval;
+  loop.cadence.save_interval = c.save_interval;
+  loop.cadence.eval_at_start = c.eval_at_start;
+  loop.load_dir = c.load_dir;
+  loop.save_dir = c.save_dir;
+  loop.keep_checkpoints = c.keep_checkpoints;
+  loop.megatron_log = c.log_format == "megatron";
+  loop.progress = c.progress;
+  loop.resolved = resolved;
+
+  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size());
+  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}}, sinks);
+  result.steps = r.steps;
+  result.losses = r.losses;
+  result.reached_target = r.reached_target;
+  result.checkpoint = r.checkpoint;
+  result.skipped_steps = r.skipped_steps;
+  result.loss_scale = r.loss_scale;
+  return result;
+}
+
+}  // namespace kiln::train

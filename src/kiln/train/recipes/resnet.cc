@@ -1,0 +1,254 @@
+// train/recipes/resnet.cc — what is specific to ResNet: the image folders (or generated images
+// for BENCHMARK runs), the model, LARS and its schedule, the MLPerf ResNet run info, top-1
+// evaluation, the console's loss and accuracy fields. The loop does the rest.
+#include "kiln/train/recipes/resnet.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <thread>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+#include "kiln/core/philox.h"
+#include "kiln/core/timer.h"
+#include "kiln/data/image/image_dataset.h"
+#include "kiln/data/image/image_loader.h"
+#include "kiln/log/resnet_mllog.h"
+#include "kiln/models/resnet.h"
+#include "kiln/nn/cross_entropy.h"
+#include "kiln/optim/lars.h"
+#include "kiln/optim/lr_schedule.h"
+#include "kiln/train/loop.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+models::ResNetConfig model_config(const ResNetTrainConfig& c, int64_t classes) {
+  models::ResNetConfig m = c.arch == "resnet18"   ? models::ResNetConfig::resnet18(classes)
+                           : c.arch == "resnet34" ? models::ResNetConfig::resnet34(classes)
+                           : c.arch == "resnet50" ? models::ResNetConfig::resnet50(classes)
+                                                  : models::ResNetConfig::resnet101(classes);
+  for (int64_t& w : m.widths) w = w * c.width / 64;
+  m.stem_width = c.width;
+  m.small_images = c.small_images;
+  m.zero_init_residual = c.zero_init_residual;
+  m.init = c.init == "mlperf" ? models::ResNetInit::mlperf : models::ResNetInit::torchvision;
+  return m;
+}
+
+// Generated images for BENCHMARK runs: uniform noise in the normalised range, labels from Philox.
+void fill_fake_images(data::ImageBatch& b, int batch, int size, int classes, uint64_t seed,
+                      uint64_t step) {
+  b.batch = batch;
+  b.height = b.width = size;
+  b.real = batch;
+  b.images.resize(size_t(batch) * size * size * 3);
+  b.labels.resize(size_t(batch));
+  const RngStream rng{seed, rng_stream(RngPurpose::fake_data, 0, step)};
+  for (size_t i = 0; i < b.images.size(); ++i) b.images[i] = 128.0f * rng.uniform(i) - 64.0f;
+  for (int i = 0; i < batch; ++i) b.labels[size_t(i)] = int32_t(rng.below(b.images.size() + size_t(i), uint64_t(classes)));
+}
+
+class ResNetRecipe : public Recipe {
+ public:
+  ResNetRecipe(const ResNetTrainConfig& c, models::ResNet& model, data::ImageLoader* train_loader,
+               data::ImageLoader* val_loader, int64_t classes, int64_t steps_per_epoch, int64_t parameters,
+               int workers)
+      : c_(c), model_(model), train_loader_(train_loader), val_loader_(val_loader), classes_(classes),
+        steps_per_epoch_(steps_per_epoch), parameters_(parameters), workers_(workers),
+        loss_fn_(float(c.label_smoothing)) {}
+
+  std::vector<std::string> loss_names() const override { return {"loss"}; }
+
+  void load(const Step& step) override {
+    if (train_loader_) train_loader_->next(batch_);
+    else fill_fake_images(batch_, int(c_.batch_size), int(c_.image_size), int(classes_), uint64_t(c_.seed), step.index);
+  }
+
+  MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
+    const Tensor logits = model_.forward(step, batch_.images.data(), batch_.batch, batch_.height, batch_.width);
+    const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data());
+    model_.backward(step, loss_fn_.backward(grad_scale));
+    return {r.loss, {r.loss}, r.correct, int64_t(r.count)};
+  }
+
+  double evaluate(int64_t, int64_t, Sinks& sinks) override {
+    Timer timer;
+    int64_t correct = 0, counted = 0;
+    double loss = 0;
+    Step s;
+    s.seed = uint64_t(c_.seed);
+    s.training = false;
+    s.compute_dtype = c_.precision.dtype;
+    const int64_t size = c_.image_size;
+    const int64_t batches = val_loader_ ? val_loader_->batches_per_epoch() : std::min<int64_t>(c_.benchmark, 10);
+    if (val_loader_) val_loader_->seek({0, 0});
+    for (int64_t i = 0; i < batches; ++i) {
+      if (val_loader_) val_loader_->next(batch_);
+      else fill_fake_images(batch_, int(c_.eval_batch_size), int(size), int(classes_), uint64_t(c_.seed) + 1, uint64_t(i));
+      const Tensor logits = model_.forward(s, batch_.images.data(), batch_.batch, batch_.height, batch_.width);
+      const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data());
+      correct += r.correct;
+      counted += int64_t(r.count);
+      loss += r.loss * r.count;
+    }
+    const double top1 = counted ? double(correct) / double(counted) : 0;
+    sinks.console() << fmt::format("eval: top-1 {:.4f} ({} / {} images), loss {:.4f}, {:.1f} s\n", top1,
+                                   correct, counted, counted ? loss / double(counted) : 0, timer.seconds());
+    sinks.console().flush();
+    return top1;
+  }
+
+  std::string loss_text(const IntervalLosses& i) const override {
+    if (i.steps == 0) return "loss - | acc -";
+    return fmt::format("loss {:.4f} | acc {:.3f}", i.last_loss,
+                       i.count ? double(i.correct) / double(i.count) : 0.0);
+  }
+  const char* sample_unit() const override { return "images"; }
+  std::string metric_name() const override { return "top-1"; }
+  double flops_per_sample() const override {
+    return 3.0 * double(model_.flops_per_image(c_.image_size, c_.image_size));
+  }
+
+  void resume(const nlohmann::json&, int64_t step, Sinks& sinks) override {
+    if (train_loader_) train_loader_->seek({step / steps_per_epoch_, step % steps_per_epoch_});
+    sinks.console() << fmt::format("resumed from {} at step {}\n", io::latest_checkpoint(c_.load_dir)->string(), step);
+  }
+
+  std::string start_line(int64_t start_step) const override {
+    return fmt::format(
+        "training {} ({} classes, {:.2f}M parameters) on {}x{} images: batch {}, {} steps per epoch, "
+        "{} epochs, {} decode threads, from step {}\n",
+        c_.arch, classes_, double(parameters_) / 1e6, c_.image_size, c_.image_size, c_.batch_size,
+        steps_per_epoch_, c_.epochs, workers_, start_step);
+  }
+
+ private:
+  const ResNetTrainConfig& c_;
+  models::ResNet& model_;
+  data::ImageLoader* train_loader_;
+  data::ImageLoader* val_loader_;
+  int64_t classes_, steps_per_epoch_, parameters_;
+  int workers_;
+  nn::SoftmaxCrossEntropy loss_fn_;
+  data::ImageBatch batch_;
+};
+
+}  // namespace
+
+ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
+  if (c.threads > 0) omp_set_num_threads(int(c.threads));
+  if (c.is_rank0) ensure_writable_dir(c.output_dir);
+
+  std::optional<data::ImageFolderDataset> train_set, val_set;
+  int64_t classes = c.num_classes;
+  if (!c.fake_data) {
+    train_set = data::ImageFolderDataset::open(fs::path(c.data_dir) / "train");
+    val_set = c.val_labels.empty()
+                  ? data::ImageFolderDataset::open(fs::path(c.data_dir) / "val", &train_set->classes)
+                  : data::ImageFolderDataset::open_flat(fs::path(c.data_dir) / "val", c.val_labels,
+                                                        train_set->classes);
+    const int64_t found = int64_t(train_set->classes.size());
+    if (classes != 0 && classes != found)
+      throw Error("config: model.num_classes is {} but {} has {} class folders", classes,
+                  (fs::path(c.data_dir) / "train").string(), found);
+    classes = found;
+  }
+  const int workers = c.workers > 0 ? int(c.workers) : int(std::max(1u, std::thread::hardware_concurrency()));
+  auto loader_options = [&](bool train) {
+    data::ImageLoaderOptions o;
+    o.batch_size = int(train ? c.batch_size : c.eval_batch_size);
+    o.train = train;
+    o.image_size = int(c.image_size);
+    o.resize = int(c.eval_resize);
+    o.normalize_std = c.normalize_std;
+    o.seed = uint64_t(c.seed);
+    o.threads = workers;
+    o.skip_bad_images = train && c.skip_bad_images;
+    return o;
+  };
+  std::unique_ptr<data::ImageLoader> train_loader, val_loader;
+  if (train_set) {
+    train_loader = std::make_unique<data::ImageLoader>(*train_set, loader_options(true));
+    val_loader = std::make_unique<data::ImageLoader>(*val_set, loader_options(false));
+  }
+  const int64_t steps_per_epoch =
+      train_loader ? train_loader->batches_per_epoch() : std::max<int64_t>(1, 1281167 / c.batch_size);
+  const int64_t total_steps = steps_per_epoch * c.epochs;
+  const int64_t warmup_steps = int64_t(std::llround(c.warmup_epochs * double(steps_per_epoch)));
+
+  ResNetRunResult result;
+  result.log_file = fs::path(c.output_dir) / fmt::format("result_resnet_{}.log", c.seed);
+  Sinks sinks(c.is_rank0, console, result.log_file, "");
+  for (auto& [key, value] : resolved) sinks.console() << fmt::format("HParam: \"{}\": {}\n", key, value);
+  log::ResNetRunInfo info;
+  info.seed = c.seed;
+  info.global_batch_size = c.batch_size;
+  info.train_samples = train_set ? train_set->size() : 1281167;
+  info.eval_samples = val_set ? val_set->size() : 50000;
+  info.base_learning_rate = c.lr;
+  info.end_learning_rate = c.end_lr;
+  info.decay_steps = total_steps - warmup_steps + 1;
+  info.warmup_epochs = c.warmup_epochs;
+  info.momentum = c.momentum;
+  info.weight_decay = c.weight_decay;
+  info.submission.org = "kiln";
+  info.submission.platform = c.submission_platform;
+  if (sinks.mllog()) log::log_resnet_init_start(*sinks.mllog(), info);
+
+  ParamStore store;
+  models::ResNet model(model_config(c, classes), store);
+  model.init(uint64_t(c.seed));
+  store.set_compute_dtype(c.precision.dtype);
+  optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f});
+  const optim::PolyWarmupSchedule schedule(c.lr, warmup_steps, total_steps, 2.0, c.end_lr);
+  std::vector<io::FlatState> buffers;
+  for (auto& b : model.buffers()) buffers.emplace_back(b.first, b.second);
+
+  LoopConfig loop;
+  loop.seed = c.seed;
+  loop.total_steps = total_steps;
+  loop.benchmark = c.benchmark;
+  loop.exit_interval = c.exit_interval;
+  loop.global_batch = loop.micro_batch = c.batch_size;
+  loop.log_interval = c.log_interval;
+  loop.target = c.target;
+  loop.compute_dtype = c.precision.dtype;
+  loop.loss_scaler = c.precision.scaler;
+  loop.max_skipped_steps = c.precision.max_skipped_steps;
+  loop.cadence.kind = Cadence::Kind::epochs;
+  loop.cadence.steps_per_epoch = steps_per_epoch;
+  loop.cadence.eval_start_epoch = c.eval_start_epoch;
+  loop.cadence.eval_every = c.eval_freq;
+  loop.cadence.save_interval = c.save_interval;
+  loop.load_dir = c.load_dir;
+  loop.save_dir = c.save_dir;
+  loop.keep_checkpoints = c.keep_checkpoints;
+  loop.progress = c.progress;
+  loop.resolved = resolved;
+
+  ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
+                      workers);
+  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers}, sinks);
+  result.steps = r.steps;
+  result.epochs = r.epochs;
+  result.losses = r.losses;
+  result.eval_top1 = r.evals;
+  result.reached_target = r.reached_target;
+  result.checkpoint = r.checkpoint;
+  result.skipped_steps = r.skipped_steps;
+  result.loss_scale = r.loss_scale;
+  if (train_loader) result.bad_images = train_loader->bad_images();
+  if (result.bad_images > 0)
+    sinks.console() << fmt::format("skipped {} unreadable training images\n", result.bad_images);
+  return result;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,60 @@
+// tests/testing/mlperf_checker.h — runs the official MLPerf compliance checker (the
+// mlperf_logging package of mlcommons/logging) on a log. The package is found, in order, at
+// $KILN_MLPERF_LOGGING (the folder holding setup.py), at ../shared/tools/mlperf_logging beside
+// the source tree, or installed (`pip install` of mlcommons/logging).
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "tests/testing/run_command.h"
+
+namespace kiln::testing {
+
+// PYTHONPATH to reach mlperf_logging ("" when it is installed); nullopt when it is nowhere.
+inline std::optional<std::string> mlperf_logging_path() {
+  namespace fs = std::filesystem;
+  static const std::optional<std::string> found = []() -> std::optional<std::string> {
+    std::vector<fs::path> candidates;
+    if (const char* env = std::getenv("KILN_MLPERF_LOGGING")) candidates.emplace_back(env);
+    candidates.push_back(fs::path(KILN_SOURCE_DIR) / ".." / "shared" / "tools" / "mlperf_logging");
+    for (const fs::path& c : candidates)
+      if (fs::is_directory(c / "mlperf_logging" / "compliance_checker")) return fs::canonical(c).string();
+    if (run_command("python3 -c 'import mlperf_logging.compliance_checker'").first == 0) return "";
+    return std::nullopt;
+  }();
+  return found;
+}
+
+struct CheckerResult {
+  int exit_code = -1;  // 0: SUCCESS
+  std::string output;
+};
+
+// `python3 -m mlperf_logging.compliance_checker --ruleset RULESET LOG`, run in a scratch folder
+// (the checker writes compliance_checker.log into its working directory).
+inline CheckerResult run_compliance_checker(const std::filesystem::path& log, const std::string& ruleset) {
+  const auto path = mlperf_logging_path();
+  if (!path) return {-1, "mlperf_logging not found"};
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_checker_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string env = path->empty() ? "" : "PYTHONPATH='" + *path + "' ";
+  auto [rc, out] = run_command("cd '" + dir.string() + "' && " + env +
+                               "python3 -m mlperf_logging.compliance_checker --ruleset " + ruleset + " '" +
+                               log.string() + "'");
+  return {rc, out};
+}
+
+}  // namespace kiln::testing
+
+// In a test body: skips (saying why) when the official checker is not installed anywhere.
+#define KILN_REQUIRE_MLPERF_CHECKER()                                                           \
+  do {                                                                                          \
+    if (!::kiln::testing::mlperf_logging_path())                                                \
+      GTEST_SKIP() << "the official mlperf_logging package is not installed (pip install "      \
+                      "git+https://github.com/mlcommons/logging or set KILN_MLPERF_LOGGING)";   \
+  } while (0)
