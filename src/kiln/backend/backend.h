@@ -88,9 +88,7 @@ void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 // dx = dy * (1 - y^2); y is the forward output. dx may alias dy.
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
-// f32 pointer forms, kept only for the CNN layers (nn/conv2d.cc, models/resnet.cc) until they
-// move to the typed ops above.
-void add_inplace(float* y, const float* x, int64_t n);  // y += x
+// f32 pointer forms, kept only for nn/conv2d.cc until it moves to the typed ops above.
 void bias_add(float* y, const float* bias, int64_t N, int64_t C);
 void bias_grad(const float* dy, int64_t N, int64_t C, float* db);
 

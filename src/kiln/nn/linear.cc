@@ -4,6 +4,19 @@
 #include "kiln/core/error.h"
 
 namespace kiln::nn {
+namespace {
+
+// The weights in the input's dtype: the compute copy, or the f32 master weights for an f32
+// input under mixed precision (e.g. a classifier head kept in f32).
+Tensor weights_for(const Param& p, DType dtype) {
+  const Tensor c = p.compute();
+  if (c.dtype == dtype) return c;
+  KILN_CHECK(dtype == DType::f32, "Linear {}: input is {} but the weights compute in {}",
+             p.spec().name, dtype_name(dtype), dtype_name(c.dtype));
+  return p.value();
+}
+
+}  // namespace
 
 Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias)
     : weight(store.add(prefix + ".weight", {out, in}, true)), in(in), out(out) {
@@ -13,14 +26,12 @@ Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t
 Tensor Linear::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(x.rank() == 2 && x.dim(1) == in, "Linear {}: input {} does not match in={}",
              weight.spec().name, shape_str(x.shape), in);
-  const Tensor w = weight.compute();
-  KILN_CHECK(x.dtype == w.dtype, "Linear {}: input is {} but the weights compute in {}",
-             weight.spec().name, dtype_name(x.dtype), dtype_name(w.dtype));
+  const Tensor w = weights_for(weight, x.dtype);
   const int64_t N = x.dim(0);
   x_ = x;
   Tensor y = y_.get({N, out}, x.dtype);  // (N, out)
   ops::MatmulOpts o;
-  const Tensor b = bias.id >= 0 ? bias.compute() : Tensor{};
+  const Tensor b = bias.id >= 0 ? weights_for(bias, x.dtype) : Tensor{};
   if (bias.id >= 0) o.bias = &b;
   ops::matmul(*step.ctx, ops::mat(x), ops::mat(w, true), ops::mat(y), o);
   return y;
@@ -50,7 +61,8 @@ void Linear::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool 
   }
   ops::MatmulOpts o;
   o.beta = accumulate ? 1.0f : 0.0f;
-  ops::matmul(ctx, ops::mat(dy), ops::mat(weight.compute()), ops::mat(dx.reshape({N, in})), o);
+  ops::matmul(ctx, ops::mat(dy), ops::mat(weights_for(weight, dy.dtype)),
+              ops::mat(dx.reshape({N, in})), o);
 }
 
 }  // namespace kiln::nn

@@ -14,8 +14,8 @@ class Linear {
   // Registers `prefix.weight` (out, in) with decay and, if `bias`, `prefix.bias` (out) without.
   Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
 
-  // x: (N, in) in the weights' compute dtype -> y: (N, out) in the same dtype; the bias is
-  // added by the matmul. Keeps a handle to x for backward (x must stay unchanged until then).
+  // x: (N, in) in the weights' compute dtype (or f32: then the f32 master weights are used)
+  // -> y: (N, out) in x's dtype; the bias is added by the matmul. Keeps a handle to x for backward (x must stay unchanged until then).
   // The result lives in this layer's buffer until the next forward.
   Tensor forward(const Step& step, const Tensor& x);
   // dy: (N, out) in x's dtype -> dx: (N, in); accumulates weight.grad() += dy^T x and

@@ -104,11 +104,6 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
   });
 }
 
-void add_inplace(float* y, const float* x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
 void bias_add(float* y, const float* bias, int64_t N, int64_t C) {
   Tensor t = Tensor::view(y, {N, C}), b = Tensor::view(const_cast<float*>(bias), {C});
   bias_add(cpu_context(), t, b);
