@@ -124,6 +124,28 @@ TEST(NonFiniteSteps, ConsecutiveSkipsStopTheRunNamingTheStep) {
             read_file(dir / "ckpt" / "iter_0000001" / "model.safetensors"));
 }
 
+// A loss scale forced far too high overflows the scaled gradients (in f32 as in f16): those
+// steps are skipped, each skip halves the scale (hysteresis 1), and no weight becomes NaN.
+TEST(NonFiniteSteps, LossScaleForcedTooHighIsLoweredBySkippedSteps) {
+  const fs::path dir = fresh("scale");
+  std::ostringstream console;
+  const double initial = 1e39;  // beyond float: the scaled loss gradient overflows at once
+  const BertRunResult r = train_bert(
+      fake_tiny(dir / "run", {"--train-iters", "10", "--fp16", "--initial-loss-scale", "1e39", "--hysteresis", "1",
+                              "--save", (dir / "ckpt").string(), "--save-interval", "100"}),
+      {}, console);
+  EXPECT_EQ(r.steps, 10);
+  EXPECT_GE(r.skipped_steps, 1) << console.str();
+  EXPECT_EQ(r.loss_scale, initial / std::ldexp(1.0, int(r.skipped_steps))) << console.str();
+  EXPECT_NE(console.str().find("loss scale now"), std::string::npos) << console.str();
+  const io::SafetensorsFile weights = io::SafetensorsFile::open(dir / "ckpt" / "iter_0000010" / "model.safetensors");
+  for (const auto& name : weights.names())
+    for (float x : to_float_vector(weights.get(name))) ASSERT_TRUE(std::isfinite(x)) << name;
+  const auto meta = nlohmann::json::parse(read_file(dir / "ckpt" / "iter_0000010" / "meta.json"));
+  EXPECT_EQ(meta.at("optimizer_steps").get<int64_t>(), 10 - r.skipped_steps);
+  EXPECT_EQ(meta.at("loss_scaler").at("scale").get<double>(), r.loss_scale);
+}
+
 TEST(NonFiniteSteps, StartLineAndDryRunReportThePrecision) {
   const fs::path dir = fresh("precision");
   std::ostringstream run;
