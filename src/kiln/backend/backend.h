@@ -88,10 +88,6 @@ void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 // dx = dy * (1 - y^2); y is the forward output. dx may alias dy.
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
-// f32 pointer forms, kept only for nn/conv2d.cc until it moves to the typed ops above.
-void bias_add(float* y, const float* bias, int64_t N, int64_t C);
-void bias_grad(const float* dy, int64_t N, int64_t C, float* db);
-
 // Dropout keyed by sample: x is SAMPLE-MAJOR — its elements are `samples` equal consecutive
 // blocks (first dimension B, or B*S rows ordered (b, s)), block j belonging to the run's sample
 // sample_offset + j. Element i of that block is dropped when the Philox stream `rng` at counter

@@ -45,15 +45,16 @@ Tensor Conv2d::forward(const Step& step, const Tensor& x) {
              "Conv2d {}: input {} and weights {} are not in the compute dtype {}",
              weight.spec().name, dtype_name(x.dtype), dtype_name(w.dtype),
              dtype_name(step.compute_dtype));
-  KILN_CHECK(bias.id < 0 || x.dtype == DType::f32, "Conv2d {}: a bias needs compute dtype f32",
-             weight.spec().name);
   shape_ = shape(x.dim(0), x.dim(1), x.dim(2));
   KILN_CHECK(shape_.P() > 0 && shape_.Q() > 0, "Conv2d {}: input {} is too small",
              weight.spec().name, shape_str(x.shape));
   x_ = x;
   Tensor y = y_.get({shape_.N, shape_.P(), shape_.Q(), opt.out}, x.dtype);  // (N, P, Q, out)
   ops::conv2d_forward(*step.ctx, shape_, x, w, y);
-  if (bias.id >= 0) ops::bias_add(y.ptr<float>(), bias.w(), y.numel() / opt.out, opt.out);
+  if (bias.id >= 0) {
+    Tensor rows = y.reshape({y.numel() / opt.out, opt.out});  // (N*P*Q, out)
+    ops::bias_add(*step.ctx, rows, bias.value());
+  }
   return y;
 }
 
@@ -64,7 +65,10 @@ Tensor Conv2d::backward(const Step& step, const Tensor& dy, bool need_dx) {
              weight.spec().name, dtype_name(dy.dtype), shape_str(dy.shape));
   Tensor dw = weight.grad();
   ops::conv2d_backward_weights(*step.ctx, shape_, x_, dy, dw);
-  if (bias.id >= 0) ops::bias_grad(dy.ptr<float>(), dy.numel() / opt.out, opt.out, bias.g());
+  if (bias.id >= 0) {
+    Tensor db = bias.grad();
+    ops::bias_grad(*step.ctx, dy.reshape({dy.numel() / opt.out, opt.out}), db);
+  }
   if (!need_dx) return {};
   Tensor dx = dx_.get(x_.shape, dy.dtype);  // (N, H, W, in)
   ops::conv2d_backward_data(*step.ctx, shape_, dy, weight.compute(), dx);

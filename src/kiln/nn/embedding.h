@@ -25,7 +25,8 @@ class Embedding {
   int64_t num, dim;
 
  private:
-  std::vector<int32_t> ids_;
+  Tensor ids_;  // (n) i32, a copy of the last forward's ids
+  Buffer ids_buf_;
   Buffer y_;
 };
 

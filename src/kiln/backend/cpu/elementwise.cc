@@ -104,17 +104,6 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
   });
 }
 
-void bias_add(float* y, const float* bias, int64_t N, int64_t C) {
-  Tensor t = Tensor::view(y, {N, C}), b = Tensor::view(const_cast<float*>(bias), {C});
-  bias_add(cpu_context(), t, b);
-}
-
-void bias_grad(const float* dy, int64_t N, int64_t C, float* db) {
-  const Tensor g = Tensor::view(const_cast<float*>(dy), {N, C});
-  Tensor d = Tensor::view(db, {C});
-  bias_grad(cpu_context(), g, d);
-}
-
 namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
