@@ -67,6 +67,9 @@ TEST(DryRun, SingleRankHoldsEverything) {
   EXPECT_DOUBLE_EQ(fp32.bytes_per_rank_weights_grads_optimizer, 16.0 * double(fp32.parameters));
   const DryRunReport bf16 = bert_dry_run(c, 512, 4, 32, 1, 1, 1, true);
   EXPECT_DOUBLE_EQ(bf16.bytes_per_rank_weights_grads_optimizer, 18.0 * double(bf16.parameters));
+  // One rank, no pipeline: one micro-batch of activations in flight.
+  EXPECT_DOUBLE_EQ(fp32.bytes_tensors_peak,
+                   fp32.bytes_per_rank_weights_grads_optimizer + fp32.bytes_activations_per_microbatch);
 }
 
 TEST(DryRun, TensorParallelSplitsOnlyTheShardedWeights) {
@@ -122,6 +125,7 @@ TEST(DryRun, TextSummarisesTheNumbers) {
   EXPECT_NE(r.text.find("3869260674"), std::string::npos) << r.text;
   EXPECT_NE(r.text.find("30522 padded to 30592"), std::string::npos) << r.text;
   EXPECT_NE(r.text.find("8 micro-batches"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("tensors peak per rank"), std::string::npos) << r.text;
   EXPECT_EQ(r.text.back(), '\n');
 }
 

@@ -50,7 +50,7 @@ Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
 
 }  // namespace
 
-BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& store)
+BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& store, Context& ctx)
     : config_(config),
       store_(store),
       word_(store, "bert.embeddings.word_embeddings.weight", config.vocab_size, config.hidden),
@@ -83,7 +83,7 @@ BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& sto
     layer->attention_norm.eps = c.layer_norm_eps;
     layer->output_norm.eps = c.layer_norm_eps;
   }
-  store.allocate();
+  store.allocate(ctx);
 }
 
 void BertForPretraining::init_mlperf(uint64_t seed) {
@@ -138,7 +138,7 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
       ops::cast(ctx, nsp_logits_, f);
       nsp_logits_ = f;
     }
-    const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data());
+    const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data(), ctx);
     out.nsp_loss = r.loss;
     out.nsp_correct = r.correct;
     out.nsp_count = int64_t(r.count);
@@ -159,7 +159,7 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
   ops::matmul(ctx, ops::mat(transformed_), ops::mat(word_.weight.compute(), true),
               ops::mat(mlm_logits_), o);
   const nn::LossResult m =
-      mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data());
+      mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data(), ctx);
   out.mlm_loss = m.loss;
   out.mlm_correct = m.correct;
   out.mlm_weight_sum = m.count;

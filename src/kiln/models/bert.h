@@ -50,8 +50,9 @@ struct BertOutputs {
 class BertForPretraining {
  public:
   // Registers every parameter in `store` (which must not be allocated yet) and allocates it.
-  // Parameter values start at 0; call init_mlperf or load them.
-  BertForPretraining(const BertConfig& config, ParamStore& store);
+  // Parameter values start at 0; call init_mlperf or load them. `ctx`: the store's device and
+  // the context its own ops run on (ParamStore::allocate).
+  BertForPretraining(const BertConfig& config, ParamStore& store, Context& ctx = cpu_context());
 
   // MLPerf initialisation: every Linear / Embedding weight (the parameters with decay) =
   // init_std x truncated_normal(seed, parameter name, element) (core/init.h); biases 0;

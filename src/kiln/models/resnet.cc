@@ -115,7 +115,7 @@ nn::Conv2dOptions stem_options(const ResNetConfig& c) {
 
 }  // namespace
 
-ResNet::ResNet(const ResNetConfig& config, ParamStore& store)
+ResNet::ResNet(const ResNetConfig& config, ParamStore& store, Context& ctx)
     : config_(config),
       store_(store),
       conv1_(store, "conv1", stem_options(config)),
@@ -138,7 +138,7 @@ ResNet::ResNet(const ResNetConfig& config, ParamStore& store)
     }
   }
   fc_.emplace(store, "fc", in, config.num_classes, true);
-  store.allocate();
+  store.allocate(ctx);
   init(0);
 }
 

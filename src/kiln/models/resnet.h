@@ -62,8 +62,8 @@ struct ResNetConfig {
 class ResNet {
  public:
   // Registers every parameter in `store` (which must not be allocated yet), in torchvision's
-  // state_dict order, allocates it and calls init(0).
-  ResNet(const ResNetConfig& config, ParamStore& store);
+  // state_dict order, allocates it on `ctx` (ParamStore::allocate) and calls init(0).
+  ResNet(const ResNetConfig& config, ParamStore& store, Context& ctx = cpu_context());
   ~ResNet();
 
   // config.init's initialisation (see ResNetInit), drawn from Philox streams keyed by the

@@ -84,6 +84,7 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   const int64_t microbatches = global_batch / (micro_batch * dp);
   const int64_t world = int64_t(tp) * pp * dp;
   const double in_flight = double(std::min<int64_t>(pp, microbatches));
+  r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + in_flight * r.bytes_activations_per_microbatch;
   std::string& x = r.text;
   x += fmt::format("dry run: BERT {} layers x {} hidden, {} heads, FFN {}, {}, seq length {}\n",
                    c.layers, h, c.heads, I, c.pre_ln ? "pre-LN" : "post-LN", seq_length);
@@ -101,6 +102,8 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                    "recompute), up to {} in flight: {}\n",
                    gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32", in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
+  x += fmt::format("  tensors peak per rank (estimate; the console reports the measured 'tensors ... "
+                   "(peak ...)'): {}\n", gib(r.bytes_tensors_peak));
   x += fmt::format("  FLOPs per step: {:.3e} (Megatron's formula; {:.3e} per sequence, {:.3e} per "
                    "rank)\n", r.flops_per_step, r.flops_per_step / double(global_batch),
                    r.flops_per_step / double(world));

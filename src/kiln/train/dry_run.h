@@ -18,6 +18,9 @@
 // (e = 2, I = 4h gives the paper's s b h (10 + 24/t + 5 a s/(h t))), times the layers of one
 // stage. Embeddings, heads and logits are not counted. With 1F1B the first stage holds up to
 // min(PP, micro-batches) micro-batches of activations at once.
+// Tensors peak (the name the console's memory field uses): weights + grads + optimizer +
+// activations in flight. The measured peak adds what the estimate leaves out (embeddings,
+// heads, logits, per-op scratch); RSS adds the program, libraries and the data pipeline.
 // FLOPs per step: Megatron's model-FLOPs formula (specs/megatron-bert.md 7.2), B = global batch:
 //   B s [ 6 (4h^2) L + 6 (2 h I) L + 6 h V ] + 6 B s^2 h L
 // (= 72 B s L h^2 (1 + s/(12h) + V/(12 L h)) for I = 4h). Its attention term assumes a causal
@@ -33,6 +36,9 @@ namespace kiln::train {
 struct DryRunReport {
   int64_t parameters = 0, parameters_per_rank = 0;
   double bytes_per_rank_weights_grads_optimizer = 0, bytes_activations_per_microbatch = 0;
+  // Weights + grads + optimizer + the activations in flight: the estimate of the console's
+  // "tensors ... (peak ...)" (train/run_report.h MemoryUse::tensors_peak) for one rank.
+  double bytes_tensors_peak = 0;
   double flops_per_step = 0;
   std::string text;  // the human-readable summary, several lines, ending in '\n'
 };

@@ -82,6 +82,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   log::TensorBoardWriter* tensorboard = sinks.tensorboard();
   ParamStore& store = state.store;
   optim::Optimizer& optimizer = state.optimizer;
+  RunContext& run = state.run;
+  Context& ctx = run.ctx;
   const bool epochs = c.cadence.kind == Cadence::Kind::epochs;
   const int64_t steps_per_epoch = std::max<int64_t>(1, c.cadence.steps_per_epoch);
   const int64_t total_epochs = c.total_steps / steps_per_epoch;
@@ -200,7 +202,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     MicroBatchLosses sum;
     sum.parts.assign(names.size(), 0.0);
     for (int64_t micro = 0; micro < accumulation; ++micro) {
+      run.scratch.reset();  // scratch never outlives an op: every micro-batch starts empty
       Step s;
+      s.ctx = &ctx;
       s.seed = uint64_t(c.seed);
       s.index = uint64_t(step * accumulation + micro);
       s.training = true;
@@ -219,14 +223,14 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     const int64_t done = step + 1;
     if (inject_nan.at(done)) {  // test hook: one gradient element becomes NaN
       Tensor first = Tensor::view(store.grads.data, {1}, store.grads.dtype, store.grads.device);
-      ops::fill(cpu_context(), first, std::numeric_limits<float>::quiet_NaN());
+      ops::fill(ctx, first, std::numeric_limits<float>::quiet_NaN());
     }
-    if (scaler.enabled() && scaler.scale() != 1.0) optim::scale_grads(store, float(1.0 / scaler.scale()));
-    const double grad_norm = optim::global_grad_norm(store);
+    if (scaler.enabled() && scaler.scale() != 1.0) optim::scale_grads(store, float(1.0 / scaler.scale()), ctx);
+    const double grad_norm = optim::global_grad_norm(store, ctx);
     lr = state.schedule.lr(optimizer.steps_taken());  // skipped steps do not advance it
     const bool finite = std::isfinite(sum.loss) && std::isfinite(grad_norm);
     if (finite) {
-      if (c.clip_grad > 0 && grad_norm > c.clip_grad) optim::scale_grads(store, float(c.clip_grad / grad_norm));
+      if (c.clip_grad > 0 && grad_norm > c.clip_grad) optim::scale_grads(store, float(c.clip_grad / grad_norm), ctx);
       optimizer.step(float(lr));
       scaler.update(false);
       consecutive_hopeless = 0;
@@ -315,10 +319,10 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
             result.skipped_steps > 0 || scaler.enabled() ? fmt::format(" | skipped {}", result.skipped_steps) : "";
         console << fmt::format(
             "{}step {:>6}/{} | {} | lr {:.3e} | grad norm {}{}{} | data {:.1f} ms, compute {:.1f} ms | "
-            "{:.1f} {}/s | {:.1f} GFLOP/s | {:.2f} GiB\n",
+            "{:.1f} {}/s | {:.1f} GFLOP/s | {}\n",
             prefix, done, c.total_steps, recipe.loss_text(interval), lr, norm, scaling, skipped,
             1e3 * interval_data / n, 1e3 * interval_compute / n, samples / elapsed, recipe.sample_unit(),
-            recipe.flops_per_sample() * samples / interval_compute / 1e9, resident_gib());
+            recipe.flops_per_sample() * samples / interval_compute / 1e9, memory_text(memory_use()));
       }
       console.flush();
       interval_timer.reset();

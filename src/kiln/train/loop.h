@@ -156,12 +156,27 @@ struct LoopResult {
   std::filesystem::path checkpoint;   // newest checkpoint written, if any
 };
 
-// The model's state the loop saves and restores.
+// A run's execution context: one Context whose scratch is the run's Arena. Made before the
+// model and optimizer, so that ParamStore::allocate, the optimizer (constructor argument), the
+// norms, the losses and every micro-step's ops (Step::ctx) run on it. The loop resets the arena
+// at the start of every micro-batch; after the first one it holds a single block of the
+// measured high-water size, so the steady-state step allocates nothing and sees stable
+// addresses. Not copyable: `ctx.scratch` points into it.
+struct RunContext {
+  Arena scratch;
+  Context ctx{Device::cpu(), nullptr, &scratch};
+  RunContext() = default;
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+};
+
+// The model's state the loop saves and restores, and the context it runs on.
 struct TrainState {
   ParamStore& store;
   optim::Optimizer& optimizer;
   const optim::LrSchedule& schedule;
   std::vector<io::FlatState> buffers;  // non-parameter model state (BN running statistics)
+  RunContext& run;                     // the one the store and optimizer were made with
 };
 
 // Runs the loop above; MLPerf init_start is logged by the caller before the model is built.

@@ -1,20 +1,34 @@
 #include "kiln/train/run_report.h"
 
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+
+#include "kiln/core/allocator.h"
 
 namespace kiln::train {
 
-double resident_gib() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1 << 30);
+MemoryUse memory_use() {
+  MemoryUse m;
+  m.tensors = host_bytes_in_use();
+  m.tensors_peak = host_bytes_peak();
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    size_t* field = line.rfind("VmRSS:", 0) == 0 ? &m.rss : line.rfind("VmHWM:", 0) == 0 ? &m.rss_peak : nullptr;
+    if (field) *field = size_t(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;  // "  1234 kB"
+  }
+  return m;
+}
+
+std::string memory_text(const MemoryUse& m) {
+  const auto g = [](size_t bytes) { return double(bytes) / double(int64_t(1) << 30); };
+  return fmt::format("tensors {:.2f} GiB (peak {:.2f}), RSS {:.2f} GiB (peak {:.2f})", g(m.tensors),
+                     g(m.tensors_peak), g(m.rss), g(m.rss_peak));
 }
 
 std::string estimated_training_time(std::vector<double> step_seconds, int64_t total_steps) {

@@ -6,8 +6,17 @@
 
 namespace kiln::train {
 
-// Resident memory of this process, GiB (/proc/self/statm).
-double resident_gib();
+// Memory of this process, bytes. `tensors`: held through core/allocator (host_bytes_in_use;
+// weights, gradients, optimizer state, layer buffers, the scratch arena); `tensors_peak`: the
+// most held at once (host_bytes_peak), what `--dry-run` estimates as "tensors peak". `rss`,
+// `rss_peak`: resident set now and at its highest (/proc/self/status VmRSS, VmHWM), which adds
+// the program, libraries, oneDNN's scratchpads and the data pipeline.
+struct MemoryUse {
+  size_t tensors = 0, tensors_peak = 0, rss = 0, rss_peak = 0;
+};
+MemoryUse memory_use();
+// "tensors 0.12 GiB (peak 0.15), RSS 0.31 GiB (peak 0.33)"
+std::string memory_text(const MemoryUse& m);
 
 // BENCHMARK's closing line: "Estimated training time: XhYm (N steps at a median M ms/step)",
 // from the median of the measured step times (tinygrad's estimate). `step_seconds` non-empty.

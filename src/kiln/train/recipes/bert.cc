@@ -57,14 +57,14 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
                                                       c.lr_decay_iters);
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, ParamStore& store) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, ParamStore& store, Context& ctx) {
   if (c.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
         store, optim::AdamWConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
-                                  float(c.weight_decay)});
+                                  float(c.weight_decay)}, ctx);
   return std::make_unique<optim::Lamb>(
       store, optim::LambConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
-                               float(c.weight_decay), true});
+                               float(c.weight_decay), true}, ctx);
 }
 
 // The model's embedding must cover every id the vocab file and the data can hold.
@@ -238,11 +238,12 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   info.submission.platform = c.submission_platform;
   if (sinks.mllog()) log::log_bert_init_start(*sinks.mllog(), info);
 
+  RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
-  models::BertForPretraining model(model_config(c), store);
+  models::BertForPretraining model(model_config(c), store, run.ctx);
   model.init_mlperf(uint64_t(c.seed));
   store.set_compute_dtype(c.precision.dtype);
-  auto optimizer = make_optimizer(c, store);
+  auto optimizer = make_optimizer(c, store, run.ctx);
   auto schedule = make_schedule(c);
 
   LoopConfig loop;
@@ -270,7 +271,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.resolved = resolved;
 
   BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size());
-  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}}, sinks);
+  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run}, sinks);
   result.steps = r.steps;
   result.losses = r.losses;
   result.reached_target = r.reached_target;

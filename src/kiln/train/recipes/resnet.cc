@@ -74,7 +74,7 @@ class ResNetRecipe : public Recipe {
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
     const Tensor logits = model_.forward(step, batch_.images.data(), batch_.batch, batch_.height, batch_.width);
-    const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data());
+    const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data(), *step.ctx);
     model_.backward(step, loss_fn_.backward(grad_scale));
     return {r.loss, {r.loss}, r.correct, int64_t(r.count)};
   }
@@ -203,11 +203,13 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   info.submission.platform = c.submission_platform;
   if (sinks.mllog()) log::log_resnet_init_start(*sinks.mllog(), info);
 
+  RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
-  models::ResNet model(model_config(c, classes), store);
+  models::ResNet model(model_config(c, classes), store, run.ctx);
   model.init(uint64_t(c.seed));
   store.set_compute_dtype(c.precision.dtype);
-  optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f});
+  optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f},
+                        run.ctx);
   const optim::PolyWarmupSchedule schedule(c.lr, warmup_steps, total_steps, 2.0, c.end_lr);
   std::vector<io::FlatState> buffers;
   for (auto& b : model.buffers()) buffers.emplace_back(b.first, b.second);
@@ -236,7 +238,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
                       workers);
-  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers}, sinks);
+  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run}, sinks);
   result.steps = r.steps;
   result.epochs = r.epochs;
   result.losses = r.losses;
