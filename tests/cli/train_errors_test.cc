@@ -12,7 +12,7 @@
 namespace {
 namespace fs = std::filesystem;
 using kiln::data::testing::fresh_temp_dir;
-using kiln::data::testing::shared_vocab;
+using kiln::data::testing::test_vocab;
 
 struct Outcome {
   int code;
@@ -52,7 +52,7 @@ TEST(TrainErrors, EmptyVocabFileIsNamed) {
 TEST(TrainErrors, ConfigVocabSmallerThanVocabFileIsNamed) {
   const fs::path dir = fresh_temp_dir("small-vocab");
   const Outcome o = run(kTrain + " --output-dir " + dir.string() + " --vocab-size 1000 --vocab " +
-                        shared_vocab().string());
+                        test_vocab().string());
   expect_one_line_error(o, "model.vocab_size");
   EXPECT_NE(o.output.find("30522"), std::string::npos) << o.output;
 }
@@ -76,9 +76,9 @@ TEST(TrainErrors, UnwritableOutputDirectoryIsNamed) {
 
 TEST(TrainErrors, CorruptShardIsNamedAndPreparedDataIsUntouched) {
   const fs::path dir = fresh_temp_dir("corrupt-shard");
-  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::wikitext_sentences(60000));
+  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(60000));
   const Outcome prepared = run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
-                               " --vocab " + shared_vocab().string() + " --output " + (dir / "data").string() +
+                               " --vocab " + test_vocab().string() + " --output " + (dir / "data").string() +
                                " --max-seq-length 32 --max-predictions 5 --dupe-factor 1 --eval-samples 16");
   ASSERT_EQ(prepared.code, 0) << prepared.output;
   const fs::path shard = dir / "data/train/part-00000.kbs";
@@ -94,9 +94,9 @@ TEST(TrainErrors, CorruptShardIsNamedAndPreparedDataIsUntouched) {
 
 TEST(PrepareErrors, UnwritableOutputDirectoryIsNamed) {
   const fs::path dir = fresh_temp_dir("prepare-unwritable");
-  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::wikitext_sentences(20000));
+  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(20000));
   expect_one_line_error(run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
-                            " --vocab " + shared_vocab().string() + " --output /proc/kiln-cannot-write"),
+                            " --vocab " + test_vocab().string() + " --output /proc/kiln-cannot-write"),
                         "/proc/kiln-cannot-write");
 }
 

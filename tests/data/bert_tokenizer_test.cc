@@ -8,12 +8,12 @@
 namespace kiln::data {
 namespace {
 
-using testing::shared_vocab;
+using testing::test_vocab;
 using Ids = std::vector<int32_t>;
 using Strings = std::vector<std::string>;
 
 const BertTokenizer& uncased() {
-  static const BertTokenizer tokenizer(Vocab::load(shared_vocab()));
+  static const BertTokenizer tokenizer(Vocab::load(test_vocab()));
   return tokenizer;
 }
 
@@ -70,7 +70,7 @@ TEST(BertTokenizer, LowerCasesAndStripsAccents) {
   EXPECT_EQ(uncased().encode("He\xCC\x81llo"), (Ids{7592}));
   // A word-final capital sigma lower-cases to the final form, as Python's str.lower().
   EXPECT_EQ(uncased().tokenize("ΟΔΟΣ"), (Strings{"ο", "##δ", "##ος"}));
-  const BertTokenizer cased(Vocab::load(shared_vocab()), false);
+  const BertTokenizer cased(Vocab::load(test_vocab()), false);
   EXPECT_EQ(cased.basic_tokenize("Héllo, World"), (Strings{"Héllo", ",", "World"}));
 }
 

@@ -13,7 +13,7 @@ namespace kiln::data {
 namespace {
 
 struct Corpus {
-  BertTokenizer tokenizer{Vocab::load(testing::shared_vocab())};
+  BertTokenizer tokenizer{Vocab::load(testing::test_vocab())};
   std::vector<Document> documents;
   std::vector<std::vector<int32_t>> flat;  // each document's tokens, concatenated
 };
@@ -21,7 +21,7 @@ struct Corpus {
 const Corpus& corpus() {
   static const Corpus c = [] {
     Corpus c;
-    const std::string text = testing::wikitext_sentences(120000);
+    const std::string text = testing::sotu_sentences(120000, 10);
     for (const auto& span : scan_documents(text, 0)) {
       Document d = tokenize_document(std::string_view(text).substr(span.begin, span.end - span.begin), c.tokenizer);
       if (d.empty()) continue;

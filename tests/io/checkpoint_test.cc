@@ -10,13 +10,14 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint.h"
+#include "tests/testing/temp_dir.h"
 
 namespace kiln::io {
 namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_" + name);
+  const fs::path dir = kiln::testing::unique_temp_path(name);
   fs::remove_all(dir);
   return dir;
 }

@@ -7,6 +7,7 @@
 #include "kiln/core/error.h"
 #include "kiln/train/bert_config.h"
 #include "tests/testing/config_flags.h"
+#include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
 namespace {
@@ -20,7 +21,7 @@ struct Resolved {
 void resolve(Resolved& r, const std::string& toml, std::vector<std::string> args) {
   register_bert_config(r.registry, r.config);
   if (!toml.empty()) {
-    const auto path = std::filesystem::temp_directory_path() / "kiln_config_test.toml";
+    const auto path = testing::unique_temp_path("config_test.toml");
     std::ofstream(path) << toml;
     r.registry.apply_toml(path);
   }

@@ -15,6 +15,7 @@
 #include "kiln/train/bert_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
+#include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
 namespace {
@@ -45,10 +46,7 @@ BertTrainConfig fake_tiny(const fs::path& run, std::vector<std::string> extra) {
 }
 
 fs::path fresh(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_nonfinite_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::unique_temp_dir("nonfinite_" + name);
 }
 
 TEST(NonFiniteSteps, NanGradientSkipsExactlyThatStep) {

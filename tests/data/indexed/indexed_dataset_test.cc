@@ -25,7 +25,7 @@ using kiln::data::IndexedDataset;
 using kiln::data::IndexedDatasetWriter;
 using kiln::data::PrepareIndexedOptions;
 using kiln::data::testing::fresh_temp_dir;
-using kiln::data::testing::shared_vocab;
+using kiln::data::testing::test_vocab;
 using kiln::data::testing::write_text;
 using kiln::testing::error_of;
 using kiln::testing::run_command;
@@ -35,7 +35,7 @@ const fs::path kGolden = fs::path(KILN_SOURCE_DIR) / "tests" / "golden" / "index
 PrepareIndexedOptions golden_options(const fs::path& out_dir, bool split, int workers) {
   PrepareIndexedOptions o;
   o.input = kGolden / "corpus.jsonl";
-  o.vocab = shared_vocab();
+  o.vocab = test_vocab();
   o.output_prefix = (out_dir / "corpus").string();
   o.split_sentences = split;
   o.workers = workers;
@@ -92,7 +92,7 @@ TEST(IndexedDataset, OutputIsByteIdenticalForAnyWorkerCount) {
   const fs::path dir = fresh_temp_dir("indexed-workers");
   kiln::data::testing::write_text(dir / "many.jsonl", [] {
     std::string s;
-    const std::string text = kiln::data::testing::wikitext_sentences(120000);
+    const std::string text = kiln::data::testing::sotu_sentences(120000);
     for (size_t pos = 0, k = 0; pos < text.size(); pos += 700, ++k)
       s += nlohmann::json{{"text", text.substr(pos, 700)}, {"k", k}}.dump() + "\n";
     return s;
@@ -127,7 +127,7 @@ TEST(IndexedDataset, IndependentPythonReaderAgrees) {
   const auto dump = nlohmann::json::parse(kiln::read_file(dir / "dump.json"));
   EXPECT_EQ(dump["dtype"], 8);
 
-  const kiln::data::BertTokenizer tokenizer(kiln::data::Vocab::load(shared_vocab()));
+  const kiln::data::BertTokenizer tokenizer(kiln::data::Vocab::load(test_vocab()));
   std::ifstream corpus(kGolden / "corpus.jsonl");
   std::vector<std::vector<std::vector<int32_t>>> expected;
   for (std::string line; std::getline(corpus, line);) {
@@ -236,7 +236,7 @@ TEST(PrepareIndexed, BadJsonLinesAreOneLineErrorsNamingTheLine) {
 
 TEST(PrepareIndexed, CommandLineWritesFilesAndReportsErrorsOnOneLine) {
   const fs::path dir = fresh_temp_dir("indexed-cli");
-  const std::string vocab = shared_vocab().string();
+  const std::string vocab = test_vocab().string();
   auto [rc, out] = run_command(std::string(KILN_BINARY) + " prepare indexed --input " + (kGolden / "corpus.jsonl").string() +
                                " --vocab " + vocab + " --output-prefix " + (dir / "c").string() + " --split-sentences --workers 2");
   ASSERT_EQ(rc, 0) << out;

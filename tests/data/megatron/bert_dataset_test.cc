@@ -17,15 +17,15 @@ namespace {
 namespace fs = std::filesystem;
 using namespace kiln::data::megatron;
 using kiln::data::BertBatch;
-using kiln::data::testing::shared_vocab_loaded;
-using kiln::data::testing::wikitext_indexed_prefix;
+using kiln::data::testing::test_vocab_loaded;
+using kiln::data::testing::sotu_indexed_prefix;
 using kiln::testing::error_of;
 
-MegatronDataConfig wiki_config(int64_t train_samples) {
+MegatronDataConfig sotu_config(int64_t train_samples) {
   MegatronDataConfig c;
-  c.data = parse_data_path({wikitext_indexed_prefix()});
+  c.data = parse_data_path({sotu_indexed_prefix()});
   c.seq_length = 128;
-  c.vocab = &shared_vocab_loaded();
+  c.vocab = &test_vocab_loaded();
   c.seed = 1234;
   c.train_samples = train_samples;
   c.valid_samples = 50;
@@ -40,8 +40,8 @@ BertBatch batch_of(const MegatronBertDataset& ds, int64_t begin, int64_t end, in
   return b;
 }
 
-const MegatronBertDatasets& wiki_datasets() {
-  static const MegatronBertDatasets ds = build_megatron_bert_datasets(wiki_config(3000));
+const MegatronBertDatasets& sotu_datasets() {
+  static const MegatronBertDatasets ds = build_megatron_bert_datasets(sotu_config(3000));
   return ds;
 }
 
@@ -64,20 +64,20 @@ TEST(MegatronDataPath, ParsesPlainAndWeightedForms) {
 }
 
 TEST(MegatronBertDataset, BuildsSplitsWithTheRequestedSizes) {
-  const auto& ds = wiki_datasets();
+  const auto& ds = sotu_datasets();
   ASSERT_TRUE(ds.train && ds.valid);
   EXPECT_EQ(ds.test, nullptr);  // no test samples requested
   EXPECT_GE(ds.train->size(), 3000);
   EXPECT_GE(ds.valid->size(), 50);
-  EXPECT_EQ(wiki_config(1).max_predictions(), 18);  // floor(0.15 * 125)
+  EXPECT_EQ(sotu_config(1).max_predictions(), 18);  // floor(0.15 * 125)
   EXPECT_EQ(max_masked_predictions(0.15, 512), 76);
 }
 
 TEST(MegatronBertDataset, SamplesHaveBertLayoutAndSopLabelsNearHalf) {
-  const auto& ds = *wiki_datasets().train;
-  const int P = wiki_config(1).max_predictions();
+  const auto& ds = *sotu_datasets().train;
+  const int P = sotu_config(1).max_predictions();
   const BertBatch b = batch_of(ds, 0, 3000, 128, P);
-  const auto& v = shared_vocab_loaded();
+  const auto& v = test_vocab_loaded();
   int64_t swapped = 0;
   for (int r = 0; r < b.batch; ++r) {
     const int32_t* ids = &b.input_ids[size_t(r) * 128];
@@ -101,10 +101,10 @@ TEST(MegatronBertDataset, SamplesHaveBertLayoutAndSopLabelsNearHalf) {
 }
 
 TEST(MegatronBertDataset, MaskingMatchesTheSpecStatistics) {
-  const auto& ds = *wiki_datasets().train;
-  const int P = wiki_config(1).max_predictions();
+  const auto& ds = *sotu_datasets().train;
+  const int P = sotu_config(1).max_predictions();
   const BertBatch b = batch_of(ds, 0, 3000, 128, P);
-  const auto& v = shared_vocab_loaded();
+  const auto& v = test_vocab_loaded();
   int64_t masked = 0, tokens = 0, as_mask = 0, kept = 0, randomised = 0;
   double cap_sum = 0;
   for (int r = 0; r < b.batch; ++r) {
@@ -155,7 +155,7 @@ TEST(MegatronBertDataset, MaskingMatchesTheSpecStatistics) {
 }
 
 TEST(MegatronMasking, NgramLengthsAreDrawnWithProbabilityProportionalToOneOverN) {
-  const auto& v = shared_vocab_loaded();
+  const auto& v = test_vocab_loaded();
   MaskingTrace trace;
   std::vector<int32_t> positions, labels;
   for (uint32_t seed = 0; seed < 3000; ++seed) {
@@ -178,8 +178,8 @@ TEST(MegatronMasking, NgramLengthsAreDrawnWithProbabilityProportionalToOneOverN)
 }
 
 TEST(MegatronBertDataset, SameSeedSameSamplesOnAnyThreadCount) {
-  const auto& ds = *wiki_datasets().train;
-  const int P = wiki_config(1).max_predictions();
+  const auto& ds = *sotu_datasets().train;
+  const int P = sotu_config(1).max_predictions();
   const BertBatch serial = batch_of(ds, 0, 400, 128, P);
   BertBatch parallel;
   parallel.resize(400, 128, P);
@@ -193,13 +193,13 @@ TEST(MegatronBertDataset, SameSeedSameSamplesOnAnyThreadCount) {
   EXPECT_EQ(serial.masked_positions, parallel.masked_positions);
   EXPECT_EQ(serial.nsp_labels, parallel.nsp_labels);
 
-  const auto rebuilt = build_megatron_bert_datasets(wiki_config(3000));
+  const auto rebuilt = build_megatron_bert_datasets(sotu_config(3000));
   const BertBatch again = batch_of(*rebuilt.train, 0, 400, 128, P);
   EXPECT_EQ(serial.input_ids, again.input_ids);
   EXPECT_EQ(serial.masked_ids, again.masked_ids);
   EXPECT_EQ(serial.segment_ids, again.segment_ids);
 
-  MegatronDataConfig other = wiki_config(3000);
+  MegatronDataConfig other = sotu_config(3000);
   other.seed = 4321;
   const BertBatch different = batch_of(*build_megatron_bert_datasets(other).train, 0, 400, 128, P);
   EXPECT_NE(serial.input_ids, different.input_ids);
@@ -208,11 +208,11 @@ TEST(MegatronBertDataset, SameSeedSameSamplesOnAnyThreadCount) {
 // tests/data/megatron/megatron_sample_ref.py builds the same samples with numpy's RandomState
 // from the spec; kiln's emulation must agree token for token.
 TEST(MegatronBertDataset, MatchesNumpyReferenceImplementation) {
-  const auto& ds = *wiki_datasets().train;
-  const int P = wiki_config(1).max_predictions();
+  const auto& ds = *sotu_datasets().train;
+  const int P = sotu_config(1).max_predictions();
   const fs::path dir = kiln::data::testing::fresh_temp_dir("megatron-ref");
-  nlohmann::json req{{"prefix", wikitext_indexed_prefix()},
-                     {"vocab", kiln::data::testing::shared_vocab().string()},
+  nlohmann::json req{{"prefix", sotu_indexed_prefix()},
+                     {"vocab", kiln::data::testing::test_vocab().string()},
                      {"seed", 1234},
                      {"seq_length", 128},
                      {"mask_prob", 0.15},
@@ -247,9 +247,9 @@ TEST(MegatronBertDataset, MatchesNumpyReferenceImplementation) {
 }
 
 TEST(MegatronBertDataset, BlendsTwoPrefixesByWeight) {
-  MegatronDataConfig c = wiki_config(2000);
+  MegatronDataConfig c = sotu_config(2000);
   c.valid_samples = 0;
-  c.data = parse_data_path({"0.3", wikitext_indexed_prefix(), "0.7", wikitext_indexed_prefix()});
+  c.data = parse_data_path({"0.3", sotu_indexed_prefix(), "0.7", sotu_indexed_prefix()});
   const auto ds = build_megatron_bert_datasets(c);
   ASSERT_TRUE(ds.train);
   EXPECT_EQ(ds.valid, nullptr);
@@ -261,15 +261,15 @@ TEST(MegatronBertDataset, BlendsTwoPrefixesByWeight) {
   EXPECT_GE(ds.train->part(1).size(), 1407);  // ceil(1400 * 1.005)
   EXPECT_EQ(error_of([&] { ds.train->locate(2000); }), "Megatron BERT dataset: sample 2000 out of range [0, 2000)");
 
-  c.data = parse_data_path({wikitext_indexed_prefix(), wikitext_indexed_prefix()});  // weighted by length
+  c.data = parse_data_path({sotu_indexed_prefix(), sotu_indexed_prefix()});  // weighted by length
   const auto unweighted = build_megatron_bert_datasets(c);
   EXPECT_EQ(unweighted.train->size(), std::min<int64_t>(2000, 2 * unweighted.train->part(0).size()));
 }
 
 TEST(MegatronBertDataset, FailsFastOnUnusableSplitsAndConfig) {
-  MegatronDataConfig c = wiki_config(100);
-  c.test_samples = 10;  // 1 per mille of ~60 documents is no document at all
-  const std::string p = wikitext_indexed_prefix();
+  MegatronDataConfig c = sotu_config(100);
+  c.test_samples = 10;  // 1 per mille of ~33 addresses is no document at all
+  const std::string p = sotu_indexed_prefix();
   EXPECT_TRUE(error_of([&] { build_megatron_bert_datasets(c); }).starts_with(p + " (test split): no documents ("))
       << error_of([&] { build_megatron_bert_datasets(c); });
   c.test_samples = 0;
@@ -283,14 +283,14 @@ TEST(MegatronBertDataset, FailsFastOnUnusableSplitsAndConfig) {
 
   // Documents prepared without --split-sentences have one sentence: no SOP samples.
   const fs::path dir = kiln::data::testing::fresh_temp_dir("megatron-docs");
-  kiln::data::testing::write_wikitext_jsonl(dir / "w.jsonl", "test.txt", 100000);
+  kiln::data::testing::write_sotu_jsonl(dir / "w.jsonl", 100000, 5000000);
   kiln::data::PrepareIndexedOptions o;
   o.input = dir / "w.jsonl";
-  o.vocab = kiln::data::testing::shared_vocab();
+  o.vocab = kiln::data::testing::test_vocab();
   o.output_prefix = (dir / "w").string();
   o.progress = false;
   const std::string doc_prefix = kiln::data::prepare_indexed(o).prefixes[0];
-  c = wiki_config(100);
+  c = sotu_config(100);
   c.data = parse_data_path({doc_prefix});
   c.valid_samples = 0;
   EXPECT_TRUE(error_of([&] { build_megatron_bert_datasets(c); })

@@ -1,9 +1,7 @@
-// tests/data/megatron/megatron_test_util.h — a wikitext-2 JSON-lines corpus prepared once into
-// an indexed dataset for the Megatron dataset tests.
+// tests/data/megatron/megatron_test_util.h — a State of the Union JSON-lines corpus (one address
+// per line) prepared once into an indexed dataset for the Megatron dataset tests.
 #pragma once
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "kiln/data/indexed/prepare_indexed.h"
@@ -12,33 +10,15 @@
 
 namespace kiln::data::testing {
 
-// wikitext-2 `file` (first `max_bytes`) as JSON lines: each " = Heading = " starts a document.
-inline void write_wikitext_jsonl(const std::filesystem::path& out, const std::string& file, size_t max_bytes) {
-  std::ifstream in(std::filesystem::path(KILN_SHARED_DATA_DIR) / "wikitext-2" / file);
-  std::ofstream jsonl(out);
-  std::string line, doc;
-  size_t read = 0;
-  auto flush = [&] {
-    if (doc.find_first_not_of(' ') != std::string::npos) jsonl << nlohmann::json{{"text", doc}}.dump() << "\n";
-    doc.clear();
-  };
-  while (read < max_bytes && std::getline(in, line)) {
-    read += line.size() + 1;
-    if (line.starts_with(" = ") && !line.starts_with(" = = ")) flush();
-    else if (!line.starts_with(" = = ")) doc += line;
-  }
-  flush();
-}
-
-// Prefix of the prepared wikitext corpus (sentence-split), built once per test process.
-inline const std::string& wikitext_indexed_prefix() {
+// Prefix of the prepared State of the Union corpus (sentence-split), built once per test process.
+inline const std::string& sotu_indexed_prefix() {
   static const std::string prefix = [] {
     const auto dir = fresh_temp_dir("megatron-corpus");
-    write_wikitext_jsonl(dir / "wiki.jsonl", "valid.txt", 600000);
+    write_sotu_jsonl(dir / "sotu.jsonl", 600000);
     PrepareIndexedOptions o;
-    o.input = dir / "wiki.jsonl";
-    o.vocab = shared_vocab();
-    o.output_prefix = (dir / "wiki").string();
+    o.input = dir / "sotu.jsonl";
+    o.vocab = test_vocab();
+    o.output_prefix = (dir / "sotu").string();
     o.split_sentences = true;
     o.workers = 2;
     o.progress = false;
@@ -47,8 +27,8 @@ inline const std::string& wikitext_indexed_prefix() {
   return prefix;
 }
 
-inline const Vocab& shared_vocab_loaded() {
-  static const Vocab vocab = Vocab::load(shared_vocab());
+inline const Vocab& test_vocab_loaded() {
+  static const Vocab vocab = Vocab::load(test_vocab());
   return vocab;
 }
 
