@@ -105,11 +105,12 @@ TEST(MegatronBert, LmAccuracyRisesAboveTheMostFrequentTokenAndTensorBoardReadsBa
 }
 
 // Eight sentences in the same order in every document: the order is learnable, so the SOP head
-// must beat always predicting the majority label (about half of the eval set) by far within a
-// few hundred steps, and the masked-LM head the most frequent masked token; both baselines are
-// measured here on the same eval set. Before the engine redesign (dac0337) this run ended at SOP
-// accuracy 0.805 (loss 0.397): the old 0.9 threshold never held for it; since 896a081 the SOP
-// head does not learn here at all (0.49, loss 0.692), a regression this test reports.
+// must beat always predicting the majority label (about half of the eval set, measured here on
+// the same eval set) by far within a few hundred steps. Before the engine redesign (dac0337) this
+// run ended at SOP accuracy 0.805 (loss 0.397; majority 0.508): the old 0.9 threshold never held
+// for it; at 896a081 the SOP head does not learn here at all (0.492, loss 0.692), a regression
+// this test reports. The masked-LM head only reaches the most frequent masked token (".", 0.143)
+// in these 300 steps, in both, so it is reported, not asserted.
 TEST(MegatronBert, SopAccuracyRisesOnAnOrderedCorpus) {
   const fs::path dir = fresh("sop");
   {
@@ -141,10 +142,8 @@ TEST(MegatronBert, SopAccuracyRisesOnAnOrderedCorpus) {
   std::cout << report << "\n";
   ASSERT_EQ(base.labelled_rows, 128) << report;
   EXPECT_LT(r.evals.front().nsp_accuracy, 0.7) << report << "\n" << console.str();
-  // The margins: SOP 20 points above the majority label, masked-LM 10 points above the most
-  // frequent token.
+  // The margin: SOP 20 points above the majority label.
   EXPECT_GT(after.nsp_accuracy, base.nsp_majority + 0.20) << report << "\n" << console.str();
-  EXPECT_GT(after.mlm_accuracy, base.mlm_most_frequent + 0.10) << report << "\n" << console.str();
 }
 
 TEST(MegatronBert, ResumeFromMegatronCheckpointContinuesTheDataStream) {
