@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PrepareIndexedOptions o;
   o.input = kiln::fuzz::write_temp("input.jsonl", data, size);
   o.json_keys = {"text"};
-  o.vocab = KILN_SHARED_DATA_DIR "/bert-base-uncased-vocab.txt";
+  o.vocab = KILN_TEST_DATA_DIR "/vocab/bert-base-uncased-vocab.txt";
   o.output_prefix = (kiln::fuzz::temp_dir() / "out").string();
   o.progress = false;
   o.split_sentences = size % 2 == 1;

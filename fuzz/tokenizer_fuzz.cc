@@ -8,7 +8,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using kiln::data::BertTokenizer;
   using kiln::data::Vocab;
-  static const Vocab vocab = Vocab::load(KILN_SHARED_DATA_DIR "/bert-base-uncased-vocab.txt");
+  static const Vocab vocab = Vocab::load(KILN_TEST_DATA_DIR "/vocab/bert-base-uncased-vocab.txt");
   static const BertTokenizer uncased(vocab, true), cased(vocab, false);
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {

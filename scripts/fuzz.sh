@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 build=build-fuzz
+bash scripts/fetch_data.sh >/dev/null   # the tokenizer targets load data/vocab
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DKILN_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build" -j"${BUILD_JOBS:-2}" fuzz_all

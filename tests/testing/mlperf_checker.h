@@ -1,7 +1,7 @@
 // tests/testing/mlperf_checker.h — runs the official MLPerf compliance checker (the
-// mlperf_logging package of mlcommons/logging) on a log. The package is found, in order, at
-// $KILN_MLPERF_LOGGING (the folder holding setup.py), at ../shared/tools/mlperf_logging beside
-// the source tree, or installed (`pip install` of mlcommons/logging).
+// mlperf_logging package of mlcommons/logging) on a log. The package is found at
+// $KILN_MLPERF_LOGGING (a checkout of mlcommons/logging: the folder holding setup.py) or
+// installed (`pip install git+https://github.com/mlcommons/logging`).
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,11 +19,9 @@ namespace kiln::testing {
 inline std::optional<std::string> mlperf_logging_path() {
   namespace fs = std::filesystem;
   static const std::optional<std::string> found = []() -> std::optional<std::string> {
-    std::vector<fs::path> candidates;
-    if (const char* env = std::getenv("KILN_MLPERF_LOGGING")) candidates.emplace_back(env);
-    candidates.push_back(fs::path(KILN_SOURCE_DIR) / ".." / "shared" / "tools" / "mlperf_logging");
-    for (const fs::path& c : candidates)
-      if (fs::is_directory(c / "mlperf_logging" / "compliance_checker")) return fs::canonical(c).string();
+    const char* env = std::getenv("KILN_MLPERF_LOGGING");
+    if (env && fs::is_directory(fs::path(env) / "mlperf_logging" / "compliance_checker"))
+      return fs::canonical(env).string();
     if (run_command("python3 -c 'import mlperf_logging.compliance_checker'").first == 0) return "";
     return std::nullopt;
   }();
