@@ -35,6 +35,8 @@ Param ParamStore::add(std::string name, Shape shape, bool decay) {
 
 void ParamStore::allocate(Context& ctx) {
   ctx_ = &ctx;
+  segments_.clear();
+  for (const ParamSpec& s : specs_) segments_.push_back({s.offset, s.numel, s.decay});
   values = Tensor::empty({size_}, DType::f32, ctx.device);
   grads = Tensor::empty({size_}, DType::f32, ctx.device);
   ops::fill(ctx, values, 0.0f);

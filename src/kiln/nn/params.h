@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/backend/backend.h"
 #include "kiln/core/context.h"
 #include "kiln/core/tensor.h"
 
@@ -58,6 +59,8 @@ class ParamStore {
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const ParamSpec* find(const std::string& name) const;
   int64_t size() const { return size_; }
+  // One segment per parameter, in registration order (fused optimizer and norm ops take them).
+  const std::vector<ops::TensorSegment>& segments() const { return segments_; }
   void zero_grad();
 
   // Host access to the flat buffers of a CPU store.
@@ -72,6 +75,7 @@ class ParamStore {
 
  private:
   std::vector<ParamSpec> specs_;
+  std::vector<ops::TensorSegment> segments_;
   int64_t size_ = 0;
   DType compute_dtype_ = DType::f32;
   Context* ctx_ = &cpu_context();

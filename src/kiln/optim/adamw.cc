@@ -21,7 +21,7 @@ void AdamW::step(float lr) {
   const ops::AdamStep p{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
                         adam_bias_correction(config_.beta1, t),
                         adam_bias_correction(config_.beta2, t)};
-  ops::adamw_update(ctx_, p, segments_, store_.values, store_.grads, m_, v_, store_.compute);
+  ops::adamw_update(ctx_, p, store_.segments(), store_.values, store_.grads, m_, v_, store_.compute);
   ++steps_taken_;
 }
 

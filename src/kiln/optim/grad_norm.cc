@@ -10,7 +10,7 @@
 namespace kiln::optim {
 
 double global_grad_norm(const ParamStore& store, Context& ctx) {
-  const std::vector<ops::TensorSegment> segments = param_segments(store);
+  const std::vector<ops::TensorSegment>& segments = store.segments();
   const int64_t n = int64_t(segments.size());
   Tensor sums = ctx.scratch_tensor({n}, DType::i64);
   ops::segment_sum_squares(ctx, store.grads, Tensor{}, segments, sums);

@@ -9,7 +9,7 @@ Lamb::Lamb(ParamStore& store, LambConfig config, Context& ctx)
   KILN_CHECK(store.allocated(), "LAMB: the parameter store is not allocated");
   m_ = zeros_like_store();
   v_ = zeros_like_store();
-  norms_ = Tensor::empty({int64_t(segments_.size()), 2}, DType::i64, ctx.device);
+  norms_ = Tensor::empty({int64_t(store_.segments().size()), 2}, DType::i64, ctx.device);
 }
 
 std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
@@ -23,8 +23,8 @@ void Lamb::step(float lr) {
                         bc ? adam_bias_correction(config_.beta2, t) : 1.0f};
   // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
   // the same m, v, w rather than storing it.
-  ops::lamb_moments(ctx_, p, segments_, store_.values, store_.grads, m_, v_, norms_);
-  ops::lamb_update(ctx_, p, segments_, norms_, store_.values, m_, v_, store_.compute);
+  ops::lamb_moments(ctx_, p, store_.segments(), store_.values, store_.grads, m_, v_, norms_);
+  ops::lamb_update(ctx_, p, store_.segments(), norms_, store_.values, m_, v_, store_.compute);
   ++steps_taken_;
 }
 

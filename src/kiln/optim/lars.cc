@@ -8,7 +8,7 @@ Lars::Lars(ParamStore& store, LarsConfig config, Context& ctx)
     : Optimizer(store, ctx), config_(config) {
   KILN_CHECK(store.allocated(), "LARS: the parameter store is not allocated");
   momentum_ = zeros_like_store();
-  norms_ = Tensor::empty({int64_t(segments_.size()), 2}, DType::i64, ctx.device);
+  norms_ = Tensor::empty({int64_t(store_.segments().size()), 2}, DType::i64, ctx.device);
 }
 
 std::vector<NamedState> Lars::state() { return {{"momentum", &momentum_}}; }
@@ -17,8 +17,8 @@ void Lars::step(float lr) {
   check_layout();
   const ops::LarsStep p{lr, config_.momentum, config_.weight_decay, config_.eeta,
                         config_.epsilon};
-  ops::segment_sum_squares(ctx_, store_.values, store_.grads, segments_, norms_);
-  ops::lars_update(ctx_, p, segments_, norms_, store_.values, store_.grads, momentum_,
+  ops::segment_sum_squares(ctx_, store_.values, store_.grads, store_.segments(), norms_);
+  ops::lars_update(ctx_, p, store_.segments(), norms_, store_.values, store_.grads, momentum_,
                    store_.compute);
   ++steps_taken_;
 }

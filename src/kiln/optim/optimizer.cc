@@ -4,15 +4,8 @@
 
 namespace kiln::optim {
 
-std::vector<ops::TensorSegment> param_segments(const ParamStore& store) {
-  std::vector<ops::TensorSegment> segments;
-  segments.reserve(store.specs().size());
-  for (const ParamSpec& spec : store.specs()) segments.push_back({spec.offset, spec.numel, spec.decay});
-  return segments;
-}
-
 Optimizer::Optimizer(ParamStore& store, Context& ctx)
-    : store_(store), ctx_(ctx), segments_(param_segments(store)) {}
+    : store_(store), ctx_(ctx) {}
 
 Tensor Optimizer::zeros_like_store() {
   Tensor t = Tensor::empty({store_.size()}, DType::f32, ctx_.device);

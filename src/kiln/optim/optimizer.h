@@ -21,9 +21,6 @@ struct NamedState {
   Tensor* data;  // (store.size()) f32
 };
 
-// One segment per parameter of the store (registration order), for the multi-tensor ops.
-std::vector<ops::TensorSegment> param_segments(const ParamStore& store);
-
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -46,7 +43,6 @@ class Optimizer {
 
   ParamStore& store_;
   Context& ctx_;
-  std::vector<ops::TensorSegment> segments_;  // one per parameter, in registration order
   int64_t steps_taken_ = 0;
 };
 
