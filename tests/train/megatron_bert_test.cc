@@ -63,19 +63,19 @@ fs::path fresh(const std::string& name) {
 
 // Learning, not luck: the masked-LM accuracy must beat always predicting the most frequent
 // masked token of the same (second) eval set, measured here; a model that learned only token
-// frequencies cannot. On 2026-11-30 (896a081) 300 steps scored 0.0753, exactly "the"'s 0.0753,
-// and SOP stayed at the majority label: this run is too short to show learning and fails until
-// it is lengthened (issue 8, point 9).
-// KNOWN FAILURE, disabled so that the rest of the engine redesign can land: on the SOTU text
-// 300 steps end exactly at the most-frequent-token baseline (0.0753) and SOP at the majority
-// label, the same SOP regression as below. Run with --gtest_also_run_disabled_tests.
-TEST(MegatronBert, DISABLED_LmAccuracyRisesAboveTheMostFrequentTokenAndTensorBoardReadsBack) {
+// frequencies cannot. At lr 0.002 and 300 steps this pre-LN + Adam run stalled at exactly that
+// baseline (0.0753; see the learning-rate note on the SOP test below); at lr 0.001 it needs about
+// 400 steps to pass it and a slow decay to keep going (on the first eval set, baseline 0.083:
+// 0.076, 0.100, 0.120 at steps 200, 400, 600 decaying over 1000 steps), so the run decays over
+// 2000 steps and stops at 600. The margin: 2 points above the baseline.
+TEST(MegatronBert, LmAccuracyRisesAboveTheMostFrequentTokenAndTensorBoardReadsBack) {
   KILN_REQUIRE_TEST_DATA();
   const fs::path dir = fresh("sotu");
   const std::string data = prepare_indexed(sotu_jsonl(dir), dir / "sotu");
   const BertTrainConfig c =
-      megatron_tiny(data, dir / "run", {"--seq-length", "64", "--global-batch-size", "32", "--lr", "0.002",
-                                        "--train-iters", "300", "--eval-interval", "300", "--eval-iters", "8",
+      megatron_tiny(data, dir / "run", {"--seq-length", "64", "--global-batch-size", "32", "--lr", "0.001",
+                                        "--train-iters", "600", "--lr-decay-iters", "2000", "--eval-interval", "600",
+                                        "--eval-iters", "8",
                                         "--eval-at-start", "--tensorboard-dir", (dir / "tb").string()});
   EXPECT_EQ(c.padded_vocab_size(), 30592);  // 30522 padded to a multiple of 128
   const testing::EvalBaselines base = testing::eval_baselines(c, 1);  // Megatron's evals differ
@@ -91,9 +91,9 @@ TEST(MegatronBert, DISABLED_LmAccuracyRisesAboveTheMostFrequentTokenAndTensorBoa
   std::cout << report << "\n";
   ASSERT_GT(base.masked_tokens, 2000) << report;
   EXPECT_LT(r.evals.front().mlm_accuracy, 0.01) << report << "\n" << console.str();
-  EXPECT_GT(after, base.mlm_most_frequent) << report << "\n" << console.str();
-  EXPECT_NE(console.str().find("validation loss at iteration 300 | lm loss value:"), std::string::npos);
-  EXPECT_NE(console.str().find("| consumed samples:         9600 |"), std::string::npos) << console.str();
+  EXPECT_GT(after, base.mlm_most_frequent + 0.02) << report << "\n" << console.str();
+  EXPECT_NE(console.str().find("validation loss at iteration 600 | lm loss value:"), std::string::npos);
+  EXPECT_NE(console.str().find("| consumed samples:        19200 |"), std::string::npos) << console.str();
 
   // The independent reader verifies every CRC and prints "tag step value" lines.
   const fs::path listing = dir / "tb.txt";
@@ -101,23 +101,22 @@ TEST(MegatronBert, DISABLED_LmAccuracyRisesAboveTheMostFrequentTokenAndTensorBoa
                               (dir / "tb").string() + "/events.out.tfevents.* > " + listing.string();
   ASSERT_EQ(std::system(command.c_str()), 0);
   const std::string scalars = read_file(listing);
-  EXPECT_NE(scalars.find("lm loss 300 "), std::string::npos);
+  EXPECT_NE(scalars.find("lm loss 600 "), std::string::npos);
   EXPECT_NE(scalars.find("sop loss 1 "), std::string::npos);
-  EXPECT_NE(scalars.find("learning-rate 300 "), std::string::npos);
-  EXPECT_NE(scalars.find("lm loss validation 300 "), std::string::npos);
+  EXPECT_NE(scalars.find("learning-rate 600 "), std::string::npos);
+  EXPECT_NE(scalars.find("lm loss validation 600 "), std::string::npos);
 }
 
 // Eight sentences in the same order in every document: the order is learnable, so the SOP head
 // must beat always predicting the majority label (about half of the eval set, measured here on
-// the same eval set) by far within a few hundred steps. Before the engine redesign (dac0337) this
-// run ended at SOP accuracy 0.805 (loss 0.397; majority 0.508): the old 0.9 threshold never held
-// for it; at 896a081 the SOP head does not learn here at all (0.492, loss 0.692), a regression
-// this test reports. The masked-LM head only reaches the most frequent masked token (".", 0.143)
-// in these 300 steps, in both, so it is reported, not asserted.
-// KNOWN REGRESSION, disabled so that the rest of the engine redesign can land: since the typed
-// ops merged, the SOP head stays at chance here (0.49). Run it with
-// --gtest_also_run_disabled_tests; it must pass again before the redesign is called done.
-TEST(MegatronBert, DISABLED_SopAccuracyRisesOnAnOrderedCorpus) {
+// the same eval set) by far within a few hundred steps.
+// The learning rate: at 0.003 pre-LN bert-tiny with Adam sits at the edge of stability here. The
+// masked-LM loss stalls near 3.15 by step 40 for every seed tried, and SOP ends anywhere from
+// chance (0.49, the default seed since init became keyed by parameter name) to 0.98 (seeds 1, 2,
+// 3, 7: 0.95, 0.87, 0.98, 0.91). At 0.001 seeds 1, 2 and the default all reach SOP >= 0.98 and
+// masked-LM accuracy >= 0.39. Three LAMB steps of the same pre-LN model match PyTorch
+// (BertGolden.PreLnThreeLambStepsMatchPyTorch), so the stall was the step size, not the engine.
+TEST(MegatronBert, SopAccuracyRisesOnAnOrderedCorpus) {
   const fs::path dir = fresh("sop");
   {
     std::ofstream out(dir / "ordered.jsonl");
@@ -132,7 +131,7 @@ TEST(MegatronBert, DISABLED_SopAccuracyRisesOnAnOrderedCorpus) {
   }
   const std::string data = prepare_indexed(dir / "ordered.jsonl", dir / "ordered");
   const BertTrainConfig c =
-      megatron_tiny(data, dir / "run", {"--seq-length", "32", "--global-batch-size", "32", "--lr", "0.003",
+      megatron_tiny(data, dir / "run", {"--seq-length", "32", "--global-batch-size", "32", "--lr", "0.001",
                                         "--train-iters", "300", "--eval-interval", "300", "--eval-iters", "4",
                                         "--eval-at-start", "--disable-dropout"});
   const testing::EvalBaselines base = testing::eval_baselines(c, 1);
