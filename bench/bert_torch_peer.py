@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """PyTorch peer for kiln's BERT training step: the same model (post-LN BERT, MLM head only at
 the masked positions, NSP head), the same batch shapes, forward + backward + global-norm clip
-+ a LAMB step, fp32 on the CPU. Prints the median step time over the timed steps.
++ a LAMB step, fp32 or CPU autocast bf16. Prints the median step time over the timed steps and the peak RSS.
 
 Usage: bert_torch_peer.py --layers 2 --hidden 128 --heads 2 --intermediate 512 --batch 32
-       --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2]
+       --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2] [--dtype f32|bf16]
 """
 import argparse
+import copy
+import resource
 import math
 import statistics
 import time
@@ -14,6 +16,11 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# Debian's torch 1.13 rejects this model under CPU autocast (LayerNorm: "expected scalar type
+# BFloat16 but found Float"), so bf16 is explicit: a bf16 copy of the model computes, its
+# gradients are widened onto fp32 master weights, which LAMB updates and copies back.
+MODE = {"f32": "fp32", "bf16": "bf16 model copy, fp32 master weights and LAMB"}
 
 
 class Layer(nn.Module):
@@ -53,7 +60,7 @@ class Bert(nn.Module):
     def forward(self, ids, seg, mask, pos, mids, mw, nsp_labels):
         B, S = ids.shape
         x = self.drop(self.ln(self.word(ids) + self.pos.weight[:S][None] + self.seg(seg)))
-        mask_add = ((1.0 - mask.float()) * -10000.0)[:, None, None, :]
+        mask_add = ((1.0 - mask.float()) * -10000.0)[:, None, None, :].to(x.dtype)
         for layer in self.layers:
             x = layer(x, mask_add)
         nsp = self.nsp(torch.tanh(self.pool(x[:, 0])))
@@ -86,11 +93,13 @@ def main():
     for k, v in dict(layers=2, hidden=128, heads=2, intermediate=512, batch=32, seq=128, pred=20,
                      threads=2, steps=7, warmup=2, vocab=30522).items():
         a.add_argument("--" + k, type=int, default=v)
+    a.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     args = a.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = Bert(args.vocab, args.hidden, args.layers, args.heads, args.intermediate)
     params = list(model.named_parameters())
+    compute = copy.deepcopy(model).bfloat16() if args.dtype == "bf16" else model
     state = {"t": 0, **{n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in params}}
     B, S, P = args.batch, args.seq, args.pred
     ids = torch.randint(0, args.vocab, (B, S))
@@ -102,13 +111,23 @@ def main():
     for step in range(args.warmup + args.steps):
         start = time.perf_counter()
         model.zero_grad(set_to_none=True)
-        loss = model(ids, seg, mask, pos, mids, mw, labels)
+        compute.zero_grad(set_to_none=True)
+        loss = compute(ids, seg, mask, pos, mids, mw, labels)
         loss.backward()
+        if compute is not model:
+            for (_, p), c in zip(params, compute.parameters()):
+                p.grad = c.grad.float()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         lamb_step(params, state, 1e-4)
+        if compute is not model:
+            with torch.no_grad():
+                for (_, p), c in zip(params, compute.parameters()):
+                    c.copy_(p)
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
-    print(f"torch {torch.__version__} threads {args.threads}: median {1e3 * statistics.median(times):.1f} ms/step")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"torch {torch.__version__} threads {args.threads} {args.dtype} ({MODE[args.dtype]}): "
+          f"median {1e3 * statistics.median(times):.1f} ms/step, peak RSS {rss:.2f} GiB")
 
 
 if __name__ == "__main__":

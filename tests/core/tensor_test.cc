@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "kiln/core/dtype.h"
@@ -33,10 +34,25 @@ TEST(DType, F16RoundTripsEveryHalfValue) {
     const float f = f16_to_f32(uint16_t(h));
     if (std::isnan(f)) continue;
     EXPECT_EQ(f32_to_f16(f), h) << h;
+    EXPECT_EQ(f16_to_f32_portable(uint16_t(h)), f) << h;
   }
   EXPECT_EQ(f16_to_f32(f32_to_f16(65504.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(70000.0f))));
   EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 1.0f / 4096)), 1.0f);  // tie to even
+}
+
+// The portable conversion rounds exactly as the build's (F16C where compiled in): every f32
+// with the low 13 mantissa bits at the rounding boundaries, over the whole exponent range.
+TEST(DType, F16PortableRoundingMatchesTheBuildsConversion) {
+  for (uint32_t hi = 0; hi < (1u << 19); ++hi) {
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x1fffu}) {
+      const uint32_t bits = (hi << 13) | lo;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      if (std::isnan(f)) continue;
+      ASSERT_EQ(f32_to_f16_portable(f), f32_to_f16(f)) << std::hex << bits;
+    }
+  }
 }
 
 TEST(Philox, MatchesPublishedKnownAnswer) {

@@ -10,52 +10,20 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
-#include "kiln/train/bert_config.h"
 #include "kiln/train/recipes/bert.h"
-#include "tests/data/data_test_util.h"
-#include "tests/testing/config_flags.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_data.h"
 #include "tests/train/bert_baselines.h"
+#include "tests/train/megatron_test_util.h"
 
 namespace kiln::train {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string kVocab = kiln::testing::test_vocab().string();
-
-// `kiln prepare indexed --split-sentences` on `jsonl`; returns the dataset prefix.
-std::string prepare_indexed(const fs::path& jsonl, const fs::path& prefix) {
-  const std::string command = std::string(KILN_BINARY) + " prepare indexed --quiet --split-sentences --input " +
-                              jsonl.string() + " --vocab " + kVocab + " --output-prefix " + prefix.string();
-  if (std::system(command.c_str()) != 0) throw Error("{} failed", command);
-  return prefix.string() + "_text_sentence";
-}
-
-// The first 1.1 MB of the State of the Union addresses as JSON lines, one address per line.
-fs::path sotu_jsonl(const fs::path& dir) {
-  data::testing::write_sotu_jsonl(dir / "sotu.jsonl", 1100000);
-  return dir / "sotu.jsonl";
-}
-
-BertTrainConfig megatron_tiny(const std::string& data_path, const fs::path& run, std::vector<std::string> extra,
-                              std::vector<std::pair<std::string, std::string>>* resolved = nullptr) {
-  BertTrainConfig c;
-  ConfigRegistry registry;
-  register_bert_config(registry, c);
-  registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
-  registry.set("data.data_path", data_path, "test");
-  testing::apply_flag_list(registry, testing::concat({"--vocab-file", kVocab, "--split", "90,5,5", "--pre-ln",
-                                                      "--optimizer", "adam", "--lr-decay-style", "linear",
-                                                      "--lr-warmup-fraction", "0.05", "--output-dir",
-                                                      run.string(), "--log-interval", "1000"},
-                                                     extra));
-  finalize_bert_config(c, registry);
-  if (resolved) *resolved = registry.resolved();
-  return c;
-}
+using testing::megatron_tiny;
+using testing::prepare_indexed;
+using testing::sotu_jsonl;
 
 fs::path fresh(const std::string& name) {
   return testing::unique_temp_dir("megatron_" + name);

@@ -11,10 +11,11 @@ void check_devices(const Context& ctx, const char* op, std::initializer_list<con
                shape_str(t->shape), t->device.str(), ctx.device.str());
 }
 
-void expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
+OpScope expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
   check_devices(ctx, op, tensors);
   KILN_CHECK(ctx.device.is_cpu(), "op {}: no backend for {} is compiled into this kiln", op,
              ctx.device.str());
+  return OpScope(op);
 }
 
 void expect_dtype(const char* op, const char* what, const Tensor& t,

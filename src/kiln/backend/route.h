@@ -7,13 +7,15 @@
 
 #include "kiln/core/context.h"
 #include "kiln/core/tensor.h"
+#include "kiln/backend/profile.h"
 
 namespace kiln::ops {
 
 // Throws unless ctx.device and every defined tensor in `tensors` are the same device.
 void check_devices(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);
-// check_devices, then throws unless that device is the CPU.
-void expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);
+// check_devices, then throws unless that device is the CPU. The op holds the returned scope for
+// its whole body, so that KILN_PROFILE times it (profile.h).
+[[nodiscard]] OpScope expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);
 // Throws unless t.dtype is one of `allowed`.
 void expect_dtype(const char* op, const char* what, const Tensor& t,
                   std::initializer_list<DType> allowed);

@@ -38,7 +38,7 @@ DType dtype_from_name(std::string_view n) {
   throw Error("unknown dtype '{}' (expected f32, bf16, f16, i32, i64, u16 or u8)", n);
 }
 
-uint16_t f32_to_f16(float f) {
+uint16_t f32_to_f16_portable(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
@@ -62,7 +62,7 @@ uint16_t f32_to_f16(float f) {
   return uint16_t(sign | h);
 }
 
-float f16_to_f32(uint16_t h) {
+float f16_to_f32_portable(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;

@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace kiln {
 
@@ -26,8 +29,17 @@ inline float bf16_to_f32(uint16_t h) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-// IEEE half precision, round to nearest even, with subnormals, inf and NaN.
-uint16_t f32_to_f16(float f);
-float f16_to_f32(uint16_t h);
+// IEEE half precision, round to nearest even, with subnormals, inf and NaN. The portable
+// versions are always built (and tested against the F16C instructions where both exist);
+// f32_to_f16 / f16_to_f32 are one instruction each where the build targets F16C.
+uint16_t f32_to_f16_portable(float f);
+float f16_to_f32_portable(uint16_t h);
+#if defined(__F16C__)
+inline uint16_t f32_to_f16(float f) { return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+inline float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+#else
+inline uint16_t f32_to_f16(float f) { return f32_to_f16_portable(f); }
+inline float f16_to_f32(uint16_t h) { return f16_to_f32_portable(h); }
+#endif
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 #include <streambuf>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/profile.h"
 #include "kiln/core/cpu_features.h"
 #include "kiln/core/error.h"
 #include "kiln/core/timer.h"
@@ -187,6 +188,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   int64_t consecutive_hopeless = 0;
   std::optional<double> last_grad_norm;
   double lr = 0;
+  const bool profiling = ops::profile_requested();  // KILN_PROFILE: every step after the first
+  double profiled_seconds = 0;
+  int64_t profiled_steps = 0;
 
   int64_t block_first_samples = start_step * c.global_batch;
   const int64_t block_samples = c.cadence.eval_interval * c.global_batch;
@@ -196,6 +200,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     if (epochs && mllog && (step % steps_per_epoch == 0 || step == start_step))
       log::log_resnet_epoch_start(*mllog, step / steps_per_epoch + 1);
     Timer step_timer;
+    ops::set_profile_recording(profiling && step > start_step);
     double data_seconds = 0;
     store.zero_grad();
     const float grad_scale = float(scaler.scale()) / float(accumulation);
@@ -265,6 +270,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       }
     }
     const double seconds = step_timer.seconds();
+    ops::set_profile_recording(false);
+    if (profiling && step > start_step) profiled_seconds += seconds, ++profiled_steps;
     step_seconds.push_back(seconds);
     result.losses.push_back(sum.loss);
     result.steps = done;
@@ -380,6 +387,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   }
   clear_progress();
   result.loss_scale = scaler.scale();
+  if (profiling) console << ops::profile_report(profiled_seconds, profiled_steps);
 
   if (c.benchmark > 0 && !step_seconds.empty()) {
     console << estimated_training_time(step_seconds, c.total_steps);

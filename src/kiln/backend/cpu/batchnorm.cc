@@ -96,7 +96,7 @@ const float* f32(const Tensor& t) { return t.ptr<float>(); }
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
                              Tensor& var) {
-  expect_cpu(ctx, "batchnorm_train_forward", {&x, &gamma, &beta, &y, &mean, &var});
+  const OpScope scope = expect_cpu(ctx, "batchnorm_train_forward", {&x, &gamma, &beta, &y, &mean, &var});
   const int64_t rows =
       check_bn("batchnorm_train_forward", x, y, {&gamma, &beta, &mean, &var});
   const int64_t C = x.dim(-1);
@@ -132,7 +132,7 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
                             bool relu, Tensor& y) {
-  expect_cpu(ctx, "batchnorm_eval_forward", {&x, &gamma, &beta, &mean, &var, &y});
+  const OpScope scope = expect_cpu(ctx, "batchnorm_eval_forward", {&x, &gamma, &beta, &mean, &var, &y});
   const int64_t rows = check_bn("batchnorm_eval_forward", x, y, {&gamma, &beta, &mean, &var});
   cpu::dispatch_float(x.dtype, "batchnorm_eval_forward", [&]<typename T>(T) {
     normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, x.dim(-1), eps, relu,
@@ -144,7 +144,7 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
                         const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
                         bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const char* op = "batchnorm_backward";
-  expect_cpu(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &dx, &dgamma, &dbeta});
+  const OpScope scope = expect_cpu(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &dx, &dgamma, &dbeta});
   const int64_t rows = check_bn(op, x, y, {&gamma, &mean, &var, &dgamma, &dbeta});
   check_bn(op, x, dy, {});
   check_bn(op, x, dx, {});
@@ -196,7 +196,7 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
                               float momentum, Tensor& running_mean, Tensor& running_var,
                               Tensor& num_batches_tracked) {
   const char* op = "batchnorm_update_running";
-  expect_cpu(ctx, op, {&mean, &var, &running_mean, &running_var, &num_batches_tracked});
+  const OpScope scope = expect_cpu(ctx, op, {&mean, &var, &running_mean, &running_var, &num_batches_tracked});
   for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &var, &running_mean,
                                                            &running_var, &num_batches_tracked})
     expect_dtype(op, "statistic", *t, {DType::f32});

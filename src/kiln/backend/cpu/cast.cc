@@ -12,7 +12,7 @@ constexpr int64_t kParallelMin = 1 << 15;
 }  // namespace
 
 void fill(Context& ctx, Tensor& t, float value) {
-  expect_cpu(ctx, "fill", {&t});
+  const OpScope scope = expect_cpu(ctx, "fill", {&t});
   const int64_t n = t.numel();
   if (value == 0.0f) {
     std::memset(t.data, 0, t.nbytes());
@@ -42,7 +42,7 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst) {
 }
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {
-  expect_cpu(ctx, "cast", {&src, &dst});
+  const OpScope scope = expect_cpu(ctx, "cast", {&src, &dst});
   expect_same_numel("cast", src, dst);
   const int64_t n = src.numel();
   if (src.dtype == dst.dtype) {

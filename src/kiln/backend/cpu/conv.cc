@@ -200,7 +200,7 @@ bool conv2d_native(DType dtype) {
 
 void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& w,
                     Tensor& y) {
-  expect_cpu(ctx, "conv2d_forward", {&x, &w, &y});
+  const OpScope scope = expect_cpu(ctx, "conv2d_forward", {&x, &w, &y});
   check_same_dtype("conv2d_forward", x, w);
   check_same_dtype("conv2d_forward", x, y);
   check_conv("conv2d_forward", s, x, w, y, "input", "output");
@@ -225,7 +225,7 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
 
 void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
                           Tensor& dx) {
-  expect_cpu(ctx, "conv2d_backward_data", {&dy, &w, &dx});
+  const OpScope scope = expect_cpu(ctx, "conv2d_backward_data", {&dy, &w, &dx});
   check_same_dtype("conv2d_backward_data", dy, w);
   check_same_dtype("conv2d_backward_data", dy, dx);
   check_conv("conv2d_backward_data", s, dx, w, dy, "input gradient", "output gradient");
@@ -258,7 +258,7 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
                              Tensor& dw) {
-  expect_cpu(ctx, "conv2d_backward_weights", {&x, &dy, &dw});
+  const OpScope scope = expect_cpu(ctx, "conv2d_backward_weights", {&x, &dy, &dw});
   check_same_dtype("conv2d_backward_weights", x, dy);
   expect_dtype("conv2d_backward_weights", "weight gradient", dw, {DType::f32});
   check_conv("conv2d_backward_weights", s, x, dw, dy, "input", "output gradient");

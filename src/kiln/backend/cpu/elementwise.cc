@@ -36,7 +36,7 @@ int64_t rows_of(const char* op, const Tensor& y, const Tensor& bias) {
 }  // namespace
 
 void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
-  expect_cpu(ctx, "add", {&a, &b, &out});
+  const OpScope scope = expect_cpu(ctx, "add", {&a, &b, &out});
   expect_same_numel("add", a, out);
   expect_same_numel("add", b, out);
   const int64_t n = out.numel();
@@ -50,7 +50,7 @@ void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
-  expect_cpu(ctx, "scale", {&x, &y});
+  const OpScope scope = expect_cpu(ctx, "scale", {&x, &y});
   expect_same_numel("scale", x, y);
   const int64_t n = y.numel();
   cpu::dispatch_float(x.dtype, "scale", [&]<typename X>(X) {
@@ -64,7 +64,7 @@ void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
 }
 
 void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
-  expect_cpu(ctx, "bias_add", {&y, &bias});
+  const OpScope scope = expect_cpu(ctx, "bias_add", {&y, &bias});
   const int64_t N = rows_of("bias_add", y, bias), C = bias.numel();
   cpu::dispatch_float(y.dtype, "bias_add", [&]<typename Y>(Y) {
     cpu::dispatch_float(bias.dtype, "bias_add", [&]<typename Bt>(Bt) {
@@ -83,7 +83,7 @@ void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
 // Each task owns a block of columns and walks all rows in order, so the sum does not depend
 // on the thread count.
 void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
-  expect_cpu(ctx, "bias_grad", {&dy, &db});
+  const OpScope scope = expect_cpu(ctx, "bias_grad", {&dy, &db});
   expect_dtype("bias_grad", "db", db, {DType::f32});
   const int64_t N = rows_of("bias_grad", dy, db), C = db.numel();
   const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
@@ -114,7 +114,7 @@ constexpr float kGeluCubic = 0.044715f;
 // y[i] = f(x[i]) over two tensors of one numel and any float dtypes.
 template <typename F>
 void unary(Context& ctx, const char* op, const Tensor& x, Tensor& y, F f) {
-  expect_cpu(ctx, op, {&x, &y});
+  const OpScope scope = expect_cpu(ctx, op, {&x, &y});
   expect_same_numel(op, x, y);
   const int64_t n = y.numel();
   cpu::dispatch_float(x.dtype, op, [&]<typename X>(X) {
@@ -130,7 +130,7 @@ void unary(Context& ctx, const char* op, const Tensor& x, Tensor& y, F f) {
 // dx[i] = f(s[i], dy[i]) where s is the saved forward tensor.
 template <typename F>
 void binary(Context& ctx, const char* op, const Tensor& s, const Tensor& dy, Tensor& dx, F f) {
-  expect_cpu(ctx, op, {&s, &dy, &dx});
+  const OpScope scope = expect_cpu(ctx, op, {&s, &dy, &dx});
   expect_same_numel(op, s, dx);
   expect_same_numel(op, dy, dx);
   const int64_t n = dx.numel();
@@ -187,7 +187,7 @@ namespace {
 void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
                         const RngStream& rng, uint64_t sample_offset, int64_t samples,
                         Tensor& out) {
-  expect_cpu(ctx, op, {&in, &out});
+  const OpScope scope = expect_cpu(ctx, op, {&in, &out});
   expect_same_numel(op, in, out);
   KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
   const int64_t n = in.numel();

@@ -33,7 +33,7 @@ int64_t check_shapes(const char* op, const Tensor& x, const Tensor& w, const Ten
 
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  expect_cpu(ctx, "layernorm_forward", {&x, &w, &b, &y, &mean, &rstd});
+  const OpScope scope = expect_cpu(ctx, "layernorm_forward", {&x, &w, &b, &y, &mean, &rstd});
   const int64_t N = check_shapes("layernorm_forward", x, w, b, mean, rstd), C = w.numel();
   expect_same_numel("layernorm_forward", x, y);
   KILN_CHECK(w.dtype == b.dtype, "op layernorm_forward: weight {} and bias {}",
@@ -75,7 +75,7 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx) {
-  expect_cpu(ctx, "layernorm_backward", {&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
+  const OpScope scope = expect_cpu(ctx, "layernorm_backward", {&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
   const int64_t N = check_shapes("layernorm_backward", x, w, db, mean, rstd), C = w.numel();
   expect_same_numel("layernorm_backward", x, dy);
   expect_same_numel("layernorm_backward", x, dx);

@@ -38,7 +38,7 @@ void check_xent(const char* op, const Tensor& logits, const Tensor& labels, cons
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
                           const Tensor& weights, float label_smoothing, Tensor& lse,
                           Tensor& totals) {
-  expect_cpu(ctx, "softmax_xent_forward", {&logits, &labels, &weights, &lse, &totals});
+  const OpScope scope = expect_cpu(ctx, "softmax_xent_forward", {&logits, &labels, &weights, &lse, &totals});
   check_xent("softmax_xent_forward", logits, labels, weights, lse);
   expect_dtype("softmax_xent_forward", "totals", totals, {DType::i64});
   KILN_CHECK(totals.numel() == 3, "op softmax_xent_forward: totals hold {} values, not 3",
@@ -96,7 +96,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
                            float scale, double norm, Tensor& dlogits) {
-  expect_cpu(ctx, "softmax_xent_backward", {&logits, &lse, &labels, &weights, &dlogits});
+  const OpScope scope = expect_cpu(ctx, "softmax_xent_backward", {&logits, &lse, &labels, &weights, &dlogits});
   check_xent("softmax_xent_backward", logits, labels, weights, lse);
   KILN_CHECK(dlogits.shape == logits.shape, "op softmax_xent_backward: dlogits {} for logits {}",
              shape_str(dlogits.shape), shape_str(logits.shape));

@@ -274,7 +274,7 @@ MatView per_head(const Tensor& x, bool trans) {
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts) {
   static const Tensor no_bias;
-  expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
+  const OpScope scope = expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
   check_view(a, "A");
   check_view(b, "B");
   check_view(c, "C");

@@ -109,7 +109,7 @@ inline void refresh(void* compute, DType dtype, int64_t i, float w) {
 
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
                          std::span<const TensorSegment> segments, Tensor& sums) {
-  expect_cpu(ctx, "segment_sum_squares", {&a, &b, &sums});
+  const OpScope scope = expect_cpu(ctx, "segment_sum_squares", {&a, &b, &sums});
   check_segments("segment_sum_squares", segments, {&a, &b});
   const int64_t n = int64_t(segments.size());
   check_sums("segment_sum_squares", sums, b.defined() ? 2 * n : n);
@@ -129,7 +129,7 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
 }
 
 void scale_all(Context& ctx, Tensor& x, float factor) {
-  expect_cpu(ctx, "scale_all", {&x});
+  const OpScope scope = expect_cpu(ctx, "scale_all", {&x});
   expect_dtype("scale_all", "x", x, {DType::f32});
   float* p = x.ptr<float>();
   const int64_t n = x.numel();
@@ -138,7 +138,7 @@ void scale_all(Context& ctx, Tensor& x, float factor) {
 }
 
 void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
-  expect_cpu(ctx, "scale_check_finite", {&x, &found});
+  const OpScope scope = expect_cpu(ctx, "scale_check_finite", {&x, &found});
   expect_dtype("scale_check_finite", "x", x, {DType::f32});
   expect_dtype("scale_check_finite", "found", found, {DType::i32});
   KILN_CHECK(found.numel() == 1, "op scale_check_finite: found holds {} values, not 1",
@@ -156,7 +156,7 @@ void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
 
 void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
-  expect_cpu(ctx, "adamw_update", {&w, &g, &m, &v, &w_compute});
+  const OpScope scope = expect_cpu(ctx, "adamw_update", {&w, &g, &m, &v, &w_compute});
   check_segments("adamw_update", segments, {&w, &g, &m, &v});
   check_compute("adamw_update", w, w_compute);
   float* W = w.ptr<float>();
@@ -177,7 +177,7 @@ void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment
 
 void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
-  expect_cpu(ctx, "lamb_moments", {&w, &g, &m, &v, &norms});
+  const OpScope scope = expect_cpu(ctx, "lamb_moments", {&w, &g, &m, &v, &norms});
   check_segments("lamb_moments", segments, {&w, &g, &m, &v});
   check_sums("lamb_moments", norms, 2 * int64_t(segments.size()));
   const float* W = w.ptr<float>();
@@ -195,7 +195,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment
 void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
                  Tensor& w_compute) {
-  expect_cpu(ctx, "lamb_update", {&norms, &w, &m, &v, &w_compute});
+  const OpScope scope = expect_cpu(ctx, "lamb_update", {&norms, &w, &m, &v, &w_compute});
   check_segments("lamb_update", segments, {&w, &m, &v});
   check_sums("lamb_update", norms, 2 * int64_t(segments.size()));
   check_compute("lamb_update", w, w_compute);
@@ -220,7 +220,7 @@ void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment>
 void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
                  Tensor& w_compute) {
-  expect_cpu(ctx, "lars_update", {&norms, &w, &g, &momentum, &w_compute});
+  const OpScope scope = expect_cpu(ctx, "lars_update", {&norms, &w, &g, &momentum, &w_compute});
   check_segments("lars_update", segments, {&w, &g, &momentum});
   check_sums("lars_update", norms, 2 * int64_t(segments.size()));
   check_compute("lars_update", w, w_compute);

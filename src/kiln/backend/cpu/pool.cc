@@ -41,7 +41,7 @@ int64_t check_avgpool(const char* op, const Tensor& x, const Tensor& y) {
 void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,
                      Tensor& argmax) {
   const char* op = "maxpool_forward";
-  expect_cpu(ctx, op, {&x, &y, &argmax});
+  const OpScope scope = expect_cpu(ctx, op, {&x, &y, &argmax});
   check_pool(op, s, x, "input", y, "output");
   KILN_CHECK(x.dtype == y.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(x.dtype),
              dtype_name(y.dtype));
@@ -92,7 +92,7 @@ void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& 
 void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const Tensor& argmax,
                       Tensor& dx) {
   const char* op = "maxpool_backward";
-  expect_cpu(ctx, op, {&dy, &argmax, &dx});
+  const OpScope scope = expect_cpu(ctx, op, {&dy, &argmax, &dx});
   check_pool(op, s, dx, "input gradient", dy, "output gradient");
   KILN_CHECK(dx.dtype == dy.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(dy.dtype),
              dtype_name(dx.dtype));
@@ -128,7 +128,7 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
 
 void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y) {
   const char* op = "global_avgpool_forward";
-  expect_cpu(ctx, op, {&x, &y});
+  const OpScope scope = expect_cpu(ctx, op, {&x, &y});
   const int64_t HW = check_avgpool(op, x, y);
   const int64_t N = x.dim(0), C = x.dim(3);
   cpu::dispatch_float(x.dtype, op, [&]<typename S>(S) {
@@ -158,7 +158,7 @@ void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y) {
 
 void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
   const char* op = "global_avgpool_backward";
-  expect_cpu(ctx, op, {&dy, &dx});
+  const OpScope scope = expect_cpu(ctx, op, {&dy, &dx});
   const int64_t HW = check_avgpool(op, dx, dy);
   const int64_t N = dx.dim(0), C = dx.dim(3);
   cpu::dispatch_float(dy.dtype, op, [&]<typename S>(S) {

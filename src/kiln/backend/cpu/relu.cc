@@ -25,7 +25,7 @@ void check_like(const char* op, const Tensor& a, std::initializer_list<const Ten
 }  // namespace
 
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
-  expect_cpu(ctx, "relu_forward", {&x, &y});
+  const OpScope scope = expect_cpu(ctx, "relu_forward", {&x, &y});
   check_like("relu_forward", x, {&y});
   const int64_t n = x.numel();
   cpu::dispatch_float(x.dtype, "relu_forward", [&]<typename T>(T) {
@@ -37,7 +37,7 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
 }
 
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  expect_cpu(ctx, "relu_backward", {&y, &dy, &dx});
+  const OpScope scope = expect_cpu(ctx, "relu_backward", {&y, &dy, &dx});
   check_like("relu_backward", y, {&dy, &dx});
   const int64_t n = y.numel();
   cpu::dispatch_float(y.dtype, "relu_backward", [&]<typename T>(T) {
@@ -49,7 +49,7 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 }
 
 void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
-  expect_cpu(ctx, "add_relu_forward", {&a, &b, &y});
+  const OpScope scope = expect_cpu(ctx, "add_relu_forward", {&a, &b, &y});
   check_like("add_relu_forward", a, {&b, &y});
   const int64_t n = a.numel();
   cpu::dispatch_float(a.dtype, "add_relu_forward", [&]<typename T>(T) {
@@ -61,7 +61,7 @@ void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y)
 }
 
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
-  expect_cpu(ctx, "residual_add", {&x, &y});
+  const OpScope scope = expect_cpu(ctx, "residual_add", {&x, &y});
   check_like("residual_add", x, {&y});
   const int64_t n = x.numel();
   cpu::dispatch_float(x.dtype, "residual_add", [&]<typename T>(T) {

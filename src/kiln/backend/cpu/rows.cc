@@ -25,7 +25,7 @@ void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Te
 }  // namespace
 
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
-  expect_cpu(ctx, "gather_rows", {&table, &ids, &out});
+  const OpScope scope = expect_cpu(ctx, "gather_rows", {&table, &ids, &out});
   check_rows("gather_rows", table, ids, out);
   const int64_t n = ids.numel(), dim = table.dim(1);
   const int32_t* id = ids.ptr<int32_t>();
@@ -53,7 +53,7 @@ void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& o
 // Each task owns a block of columns and adds rows in the order of i, so repeated ids sum in a
 // fixed order whatever the thread count.
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
-  expect_cpu(ctx, "scatter_add_rows", {&dy, &ids, &dtable});
+  const OpScope scope = expect_cpu(ctx, "scatter_add_rows", {&dy, &ids, &dtable});
   check_rows("scatter_add_rows", dtable, ids, dy);
   const int64_t n = ids.numel(), dim = dtable.dim(1);
   const int32_t* id = ids.ptr<int32_t>();

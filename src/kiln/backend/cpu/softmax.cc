@@ -39,7 +39,7 @@ int64_t last_dim(const char* op, const Tensor& t) {
 }  // namespace
 
 void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
-  expect_cpu(ctx, "softmax_forward", {&x, &y});
+  const OpScope scope = expect_cpu(ctx, "softmax_forward", {&x, &y});
   expect_same_numel("softmax_forward", x, y);
   const int64_t cols = last_dim("softmax_forward", x), rows = x.numel() / cols;
   cpu::dispatch_float(x.dtype, "softmax_forward", [&]<typename X>(X) {
@@ -56,7 +56,7 @@ void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
 }
 
 void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx) {
-  expect_cpu(ctx, "softmax_backward", {&y, &dy, &dx});
+  const OpScope scope = expect_cpu(ctx, "softmax_backward", {&y, &dy, &dx});
   expect_same_numel("softmax_backward", y, dy);
   expect_same_numel("softmax_backward", y, dx);
   const int64_t cols = last_dim("softmax_backward", y), rows = y.numel() / cols;
@@ -82,7 +82,7 @@ void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float sca
 
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs) {
-  expect_cpu(ctx, "attention_softmax_forward", {&scores, &mask, &probs});
+  const OpScope scope = expect_cpu(ctx, "attention_softmax_forward", {&scores, &mask, &probs});
   expect_same_numel("attention_softmax_forward", scores, probs);
   expect_dtype("attention_softmax_forward", "mask", mask, {DType::i32});
   KILN_CHECK(scores.rank() == 4 && mask.rank() == 2 && mask.dim(0) == scores.dim(0) &&
