@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
 #include "kiln/core/philox.h"
 
@@ -281,6 +282,44 @@ TEST(Bert, DropoutMicroBatchesOf8Match1MicroBatchOf32) {
     }
     EXPECT_NEAR(loss, f.loss, 1e-5 * f.loss) << "pre_ln=" << pre_ln;
     expect_grads_close(store, g_full, 1e-4, pre_ln ? "pre-LN" : "post-LN");
+  }
+}
+
+// --recompute-activations (selective: the attention core) changes where the attention scores,
+// probs and dropout mask live, not what is computed: losses and gradients are bitwise those of
+// the run that keeps them, with dropout on, in both layouts; and the model's tensors take less
+// memory (one shared (B, heads, S, S) set instead of one per layer).
+TEST(Bert, RecomputedAttentionGivesBitwiseTheSameGradientsInLessMemory) {
+  for (bool pre_ln : {false, true}) {
+    std::vector<float> grads[2];
+    double loss[2];
+    size_t bytes[2];
+    for (bool recompute : {false, true}) {
+      BertConfig c = tiny_config();
+      c.pre_ln = pre_ln;
+      c.layers = 4;
+      c.init_std = 0.2f;
+      c.hidden_dropout = c.attention_dropout = 0.1f;
+      c.recompute_attention = recompute;
+      const size_t before = host_bytes_in_use();
+      ParamStore store;
+      BertForPretraining model(c, store);
+      model.init_mlperf(5);
+      const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, 9);
+      const Step step{3, 7, true};
+      loss[recompute] = model.forward(step, batch).loss;
+      model.backward(step, 1.0f);
+      grads[recompute] = store.grads_vector();
+      bytes[recompute] = host_bytes_in_use() - before;
+    }
+    const char* layout = pre_ln ? "pre-LN" : "post-LN";
+    EXPECT_EQ(loss[1], loss[0]) << layout;
+    ASSERT_EQ(grads[1].size(), grads[0].size());
+    EXPECT_EQ(std::memcmp(grads[1].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0) << layout;
+    // Per layer, the core held scores/probs (f32, one buffer), dropped probs, their gradients
+    // and the dropout gradient: 4 x B*heads*S*S floats = 4 x 32768 x 4 bytes; 3 of 4 layers' go.
+    const size_t core = 4 * size_t(8 * 4 * 32 * 32) * 4;
+    EXPECT_LE(bytes[1] + 3 * core - core / 8, bytes[0]) << layout << ": " << bytes[1] << " vs " << bytes[0];
   }
 }
 

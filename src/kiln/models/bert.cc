@@ -70,7 +70,8 @@ BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& sto
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
         c.hidden_dropout, c.attention_dropout, c.pre_ln,
-        c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf, uint32_t(n)));
+        c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf, uint32_t(n),
+        c.recompute_attention ? &shared_attention_ : nullptr));
   if (c.pre_ln) final_norm_.emplace(store, "bert.encoder.LayerNorm", c.hidden, c.layer_norm_eps);
   if (c.binary_head) pooler_.emplace(store, "bert.pooler.dense", c.hidden, c.hidden);
   transform_.emplace(store, "cls.predictions.transform.dense", c.hidden, c.hidden);

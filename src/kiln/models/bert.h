@@ -38,6 +38,9 @@ struct BertConfig {
         init_std = 0.02f;
   bool pre_ln = false;
   bool binary_head = true;  // pooler + next-sentence head; without it nsp_loss is 0
+  // Megatron's selective recomputation: one set of attention-core buffers (B, heads, S, S)
+  // for all layers instead of one per layer; backward recomputes the core.
+  bool recompute_attention = false;
 };
 
 struct BertOutputs {
@@ -90,6 +93,7 @@ class BertForPretraining {
   nn::Embedding word_, position_, token_type_;
   std::optional<nn::LayerNorm> embedding_norm_;  // post-LN only
   nn::Dropout embedding_dropout_;
+  nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
   std::optional<nn::LayerNorm> final_norm_;  // pre-LN only
   std::optional<nn::Linear> pooler_, seq_relationship_;

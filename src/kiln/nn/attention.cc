@@ -8,16 +8,20 @@
 namespace kiln::nn {
 
 SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden,
-                             int64_t heads, float attn_dropout, uint32_t layer_id)
+                             int64_t heads, float attn_dropout, uint32_t layer_id,
+                             AttentionBuffers* recompute)
     : query(store, prefix + ".query", hidden, hidden),
       key(store, prefix + ".key", hidden, hidden),
       value(store, prefix + ".value", hidden, hidden),
       hidden(hidden),
       heads(heads),
       head_dim(hidden / heads),
-      dropout_(attn_dropout, layer_id) {
+      dropout_(attn_dropout, layer_id),
+      core_(recompute ? recompute : &own_),
+      recompute_(recompute != nullptr) {
   KILN_CHECK(heads > 0 && hidden % heads == 0, "{}: hidden size {} is not a multiple of {} heads",
              prefix, hidden, heads);
+  dropout_.use_buffers(core_->dropped, core_->ddropped);
 }
 
 Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& mask) {
@@ -31,25 +35,31 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   Context& ctx = *step.ctx;
   B_ = B;
   S_ = S;
+  mask_ = mask;
   q_ = query.forward(step, x);
   k_ = key.forward(step, x);
   v_ = value.forward(step, x);
-
-  // probs (B, heads, S, S) = softmax(q k^T / sqrt(d) + key bias); scores in f32, probs in the
-  // compute dtype (the same buffer when that is f32).
-  Tensor scores = scores_.get({B, heads, S, S}, DType::f32);
-  ops::MatmulOpts o;
-  o.alpha = 1.0f / std::sqrt(float(head_dim));
-  ops::matmul(ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads, true),
-              ops::per_head(scores), o);
-  probs_ = x.dtype == DType::f32 ? scores : probs_buf_.get({B, heads, S, S}, x.dtype);
-  ops::attention_softmax_forward(ctx, scores, mask, probs_);
-  dropped_ = dropout_.forward(step, probs_);
+  core_forward(step);
 
   Tensor context = ctx_.get({B * S, hidden}, x.dtype);  // dropped probs v, head by head
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
               ops::heads_view(context, B, S, heads));
   return context;
+}
+
+void SelfAttention::core_forward(const Step& step) {
+  // probs (B, heads, S, S) = softmax(q k^T / sqrt(d) + key bias); scores in f32, probs in the
+  // compute dtype (the same buffer when that is f32).
+  const int64_t B = B_, S = S_;
+  Context& ctx = *step.ctx;
+  Tensor scores = core_->scores.get({B, heads, S, S}, DType::f32);
+  ops::MatmulOpts o;
+  o.alpha = 1.0f / std::sqrt(float(head_dim));
+  ops::matmul(ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads, true),
+              ops::per_head(scores), o);
+  probs_ = q_.dtype == DType::f32 ? scores : core_->probs.get({B, heads, S, S}, q_.dtype);
+  ops::attention_softmax_forward(ctx, scores, mask_, probs_);
+  dropped_ = dropout_.forward(step, probs_);
 }
 
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
@@ -67,6 +77,7 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
              dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, hidden, dtype_name(q_.dtype));
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
+  if (recompute_) core_forward(step);  // the shared buffers hold another layer's core
   const auto heads_of = [&](const Tensor& t, bool trans = false) {
     return ops::heads_view(t, B, S, heads, trans);
   };
@@ -74,11 +85,11 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   // dv = dropped^T dctx;  d(dropped) = dctx v^T (f32)
   Tensor dv = dv_.get({B * S, hidden}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  Tensor dprobs = dprobs_.get({B, heads, S, S}, DType::f32);
+  Tensor dprobs = core_->dprobs.get({B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
   Tensor dp = dropout_.backward(step, dprobs);
   // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype (over dprobs when that is f32)
-  Tensor dscores = dt == DType::f32 ? dprobs : dscores_.get({B, heads, S, S}, dt);
+  Tensor dscores = dt == DType::f32 ? dprobs : core_->dscores.get({B, heads, S, S}, dt);
   ops::softmax_backward(ctx, probs_, dp, 1.0f / std::sqrt(float(head_dim)), dscores);
   Tensor dq = dq_.get({B * S, hidden}, dt), dk = dk_.get({B * S, hidden}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));

@@ -5,6 +5,9 @@
 // Heads are read straight out of the (B*S, hidden) layouts of q, k, v and the context is
 // written straight into one (strided matmul views): no head split/merge copies.
 // Dropout on probs uses stream id `layer_id` (see nn/dropout.h).
+// The attention core's (B, heads, S, S) tensors live in AttentionBuffers: each layer's own, or,
+// with selective recomputation (Megatron's --recompute-activations), one set shared by all
+// layers, and backward recomputes scores, probs and the dropout mask from the saved q and k.
 #pragma once
 #include <string>
 
@@ -17,15 +20,25 @@
 
 namespace kiln::nn {
 
+// The attention core's (B, heads, S, S) tensors.
+struct AttentionBuffers {
+  Buffer scores, probs, dropped, dprobs, dscores, ddropped;
+};
+
 class SelfAttention {
  public:
   // Registers prefix.query / prefix.key / prefix.value .{weight (hidden, hidden), bias (hidden)}.
+  // `recompute`: the attention core's buffers, shared with other layers; backward recomputes
+  // what forward computed there. Null: the layer keeps its own and saves them.
   SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t heads,
-                float attn_dropout, uint32_t layer_id);
+                float attn_dropout, uint32_t layer_id, AttentionBuffers* recompute = nullptr);
+  SelfAttention(const SelfAttention&) = delete;  // core_ may point at its own buffers
+  SelfAttention& operator=(const SelfAttention&) = delete;
 
   // x: (B*S, hidden) in the compute dtype, rows ordered (b, s); mask: (B, S) i32 with
-  // 1 = token, 0 = padding (read during forward only) -> context: (B*S, hidden). Saves q, k, v
-  // (B*S, hidden), probs and dropped probs (B, heads, S, S) in the compute dtype.
+  // 1 = token, 0 = padding (read again by a recomputing backward) -> context: (B*S, hidden).
+  // Saves q, k, v (B*S, hidden), and unless recomputing, probs and dropped probs
+  // (B, heads, S, S) in the compute dtype.
   Tensor forward(const Step& step, const Tensor& x, const Tensor& mask);
   // dctx: (B*S, hidden) -> dx: (B*S, hidden); accumulates q/k/v weight and bias grads.
   Tensor backward(const Step& step, const Tensor& dctx);
@@ -36,12 +49,18 @@ class SelfAttention {
   int64_t hidden, heads, head_dim;
 
  private:
+  // probs_ and dropped_ (B, heads, S, S) from q_, k_ and mask_.
+  void core_forward(const Step& step);
+
   Dropout dropout_;
+  AttentionBuffers own_;
+  AttentionBuffers* core_;
+  bool recompute_;
   int64_t B_ = 0, S_ = 0;
   Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
+  Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
-  Buffer scores_, probs_buf_, ctx_;
-  Buffer dprobs_, dscores_, dq_, dk_, dv_, dx_;
+  Buffer ctx_, dq_, dk_, dv_, dx_;
 };
 
 }  // namespace kiln::nn

@@ -18,6 +18,8 @@ namespace kiln::nn {
 class Dropout {
  public:
   Dropout(float p, uint32_t layer_id);
+  Dropout(const Dropout&) = delete;  // y_ / dx_ may point at its own buffers
+  Dropout& operator=(const Dropout&) = delete;
 
   // x: (B, ...) sample-major -> y: same shape and dtype (x itself when inactive). Remembers
   // the mask's key.
@@ -26,6 +28,8 @@ class Dropout {
   Tensor forward(const Step& step, const Tensor& x, int64_t samples);
   // dy -> dx with the mask of the last forward (dy itself when that forward was inactive).
   Tensor backward(const Step& step, const Tensor& dy);
+  // Writes y and dx into these buffers (e.g. ones shared among layers) instead of its own.
+  void use_buffers(Buffer& y, Buffer& dx) { y_ = &y, dx_ = &dx; }
 
   float p;
   uint32_t layer_id;
@@ -35,7 +39,9 @@ class Dropout {
   RngStream rng_{0, 0};
   uint64_t sample_offset_ = 0;
   int64_t samples_ = 0;
-  Buffer y_, dx_;
+  Buffer own_y_, own_dx_;
+  Buffer* y_ = &own_y_;
+  Buffer* dx_ = &own_dx_;
 };
 
 }  // namespace kiln::nn

@@ -7,8 +7,10 @@ namespace kiln::nn {
 TransformerLayer::TransformerLayer(ParamStore& store, const std::string& prefix, int64_t hidden,
                                    int64_t heads, int64_t intermediate_size,
                                    float hidden_dropout, float attn_dropout, bool pre_ln,
-                                   GeluKind gelu_kind, uint32_t layer_id)
-    : attention(store, prefix + ".attention.self", hidden, heads, attn_dropout, 4 * layer_id + 1),
+                                   GeluKind gelu_kind, uint32_t layer_id,
+                                   AttentionBuffers* recompute_attention)
+    : attention(store, prefix + ".attention.self", hidden, heads, attn_dropout, 4 * layer_id + 1,
+                recompute_attention),
       attention_output(store, prefix + ".attention.output.dense", hidden, hidden),
       attention_norm(store, prefix + ".attention.output.LayerNorm", hidden),
       intermediate(store, prefix + ".intermediate.dense", hidden, intermediate_size),

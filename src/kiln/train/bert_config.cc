@@ -30,6 +30,9 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_int("model.make_vocab_size_divisible_by", &c.make_vocab_size_divisible_by, "",
             {"--make-vocab-size-divisible-by"}, "pad the vocab to a multiple of this");
   r.add_float("model.layer_norm_eps", &c.layer_norm_eps, "", {"--norm-epsilon"}, "LayerNorm epsilon");
+  r.add_bool("model.recompute_activations", &c.recompute_activations, "", {"--recompute-activations"},
+             "recompute the attention core (scores, softmax, dropout) in backward instead of keeping it "
+             "per layer (Megatron's selective recomputation)");
   r.add_string("model.attention_backend", &c.attention_backend, "", {"--attention-backend"},
                "auto, local, unfused, fused or flash");
 

@@ -19,6 +19,7 @@ struct BertTrainConfig {
   int64_t make_vocab_size_divisible_by = 1;  // Megatron pads the vocab (128 on the Megatron path)
   double layer_norm_eps = 1e-12;
   std::string attention_backend = "auto";    // auto | local | unfused | fused | flash
+  bool recompute_activations = false;  // Megatron's selective recomputation: the attention core
   // [data]
   std::string data_dir;       // output of `kiln prepare bert`: train/ and eval.kbs
   std::string vocab_file;     // optional: checked against vocab_size

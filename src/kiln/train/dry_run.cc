@@ -76,9 +76,11 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
 
   const double e = bf16 ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
                a = double(c.heads), td = double(tp);
-  const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td) +
-                           a * s * s * b * (2 * e + 1) / td;
-  r.bytes_activations_per_microbatch = double(stage_layers) * per_layer;
+  const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td);
+  const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
+  // Recomputing the attention core keeps one (shared) copy of it instead of one per layer.
+  r.bytes_activations_per_microbatch = double(stage_layers) * per_layer +
+                                       (c.recompute_attention ? 1.0 : double(stage_layers)) * attention_core;
   r.flops_per_step = megatron_bert_flops(c, seq_length, global_batch);
 
   const int64_t microbatches = global_batch / (micro_batch * dp);
@@ -98,9 +100,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   x += fmt::format("  memory per rank: weights + grads + Adam {} ({} bytes/param{})\n",
                    gib(r.bytes_per_rank_weights_grads_optimizer), bf16 ? 18 : 16,
                    bf16 ? ": bf16 copy, fp32 master, grad, m, v" : ": fp32 weight, grad, m, v");
-  x += fmt::format("                   activations {} per micro-batch ({} activations, no "
-                   "recompute), up to {} in flight: {}\n",
-                   gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32", in_flight,
+  x += fmt::format("                   activations {} per micro-batch ({} activations, {}), up to {} "
+                   "in flight: {}\n",
+                   gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32",
+                   c.recompute_attention ? "attention core recomputed" : "no recompute", in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
   x += fmt::format("  tensors peak per rank (estimate; the console reports the measured 'tensors ... "
                    "(peak ...)'): {}\n", gib(r.bytes_tensors_peak));

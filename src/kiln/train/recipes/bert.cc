@@ -44,6 +44,7 @@ models::BertConfig model_config(const BertTrainConfig& c) {
   m.layer_norm_eps = float(c.layer_norm_eps);
   m.pre_ln = c.pre_ln;
   m.binary_head = !c.no_binary_head;
+  m.recompute_attention = c.recompute_activations;
   return m;
 }
 

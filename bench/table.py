@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""kiln and its PyTorch peer on the same training steps, in one invocation: BERT-base seq 128,
+BERT-large seq 512 and ResNet-50 224, each in f32 and bf16, same shapes and threads, kiln and
+the peer alternating per workload. Prints a markdown table: median ms/step, samples/s, the
+kiln/torch time ratio, kiln's GFLOP/s and its share of the measured matmul peak of the same
+dtype, and the peak RSS of both. Called by `bench/run.sh table`; see docs/PERFORMANCE.md.
+
+Usage: table.py ROOT [--threads N] [--only bert-base,bert-large,resnet50] [--dtypes f32,bf16]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+BERT = {  # name: (config, layers, hidden, heads, intermediate, batch, seq, pred, kiln steps, torch steps)
+    "bert-base": ("bert-base", 12, 768, 12, 3072, 8, 128, 20, 6, 4),
+    "bert-large": ("bert-large", 24, 1024, 16, 4096, 2, 512, 76, 4, 3),
+}
+RESNET_BATCH, VOCAB = 16, 30522
+RESNET50_FLOPS_PER_IMAGE = 3 * 8.18e9  # forward + backward, 2 x multiply-adds of every conv and fc
+
+
+def run(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def bert_flops(layers, h, inter, seq, pred):  # per sample, as BertForPretraining::flops_per_sample
+    return 6 * (seq * layers * (4 * h * h + 2 * h * inter) + pred * (h * h + h * VOCAB) + h * h + 2 * h) \
+        + 12 * layers * seq * seq * h
+
+
+def kiln_numbers(text):
+    median = float(re.search(r"median ([0-9.]+) ms/step", text).group(1))
+    rss = max(float(x) for x in re.findall(r"RSS [0-9.]+ GiB \(peak ([0-9.]+)\)", text))
+    return median, rss
+
+
+def torch_numbers(text):
+    m = re.search(r"median ([0-9.]+) ms/step, peak RSS ([0-9.]+) GiB", text)
+    return float(m.group(1)), float(m.group(2))
+
+
+def measure(root, name, dtype, threads, out_dir):
+    kiln, py = os.path.join(root, "build/kiln"), "/usr/bin/python3"
+    low = ["--bf16"] if dtype == "bf16" else []
+    if name in BERT:
+        cfg, L, H, A, I, B, S, P, ksteps, tsteps = BERT[name]
+        k = run([kiln, "train", "bert", "--config", f"{root}/configs/{cfg}.toml", "--benchmark", str(ksteps),
+                 "--global-batch-size", str(B), "--seq-length", str(S), "--max-predictions", str(P),
+                 "--threads", str(threads), "--output-dir", out_dir, *low])
+        t = run([py, f"{root}/bench/bert_torch_peer.py", "--layers", str(L), "--hidden", str(H), "--heads", str(A),
+                 "--intermediate", str(I), "--batch", str(B), "--seq", str(S), "--pred", str(P),
+                 "--threads", str(threads), "--steps", str(tsteps), "--warmup", "1", "--dtype", dtype])
+        return B, B * bert_flops(L, H, I, S, P), kiln_numbers(k), torch_numbers(t)
+    k = run([kiln, "train", "resnet", "--benchmark", "5", "--batch-size", str(RESNET_BATCH), "--threads",
+             str(threads), "--output-dir", out_dir, *low])
+    t = run([py, f"{root}/bench/resnet_torch_peer.py", "--batch", str(RESNET_BATCH), "--threads", str(threads),
+             "--steps", "3", "--warmup", "1", "--dtype", dtype])
+    return RESNET_BATCH, RESNET_BATCH * RESNET50_FLOPS_PER_IMAGE, kiln_numbers(k), torch_numbers(t)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("root")
+    a.add_argument("--threads", type=int, default=os.cpu_count())
+    a.add_argument("--only", default="bert-base,bert-large,resnet50")
+    a.add_argument("--dtypes", default="f32,bf16")
+    args = a.parse_args()
+    peaks = {m.group(1): float(m.group(2)) for m in
+             re.finditer(r"matmul \d+\^3 (\w+): [0-9.]+ ms, ([0-9.]+) GFLOP/s", run([f"{args.root}/build/matmul_peak"]))}
+    print(f"matmul peak (GFLOP/s): {peaks}; threads {args.threads}")
+    print("| workload | dtype | kiln ms/step | torch ms/step | kiln / torch time | kiln samples/s | "
+          "kiln GFLOP/s | % of matmul peak | peak RSS kiln / torch (GiB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as out_dir:
+        for name in args.only.split(","):
+            for dtype in args.dtypes.split(","):
+                batch, flops, (k_ms, k_rss), (t_ms, t_rss) = measure(args.root, name, dtype, args.threads, out_dir)
+                gflops = flops / (k_ms * 1e-3) / 1e9
+                peak = peaks.get(dtype)
+                share = f"{100 * gflops / peak:.0f}%" if peak else "n/a"
+                print(f"| {name} | {dtype} | {k_ms:.0f} | {t_ms:.0f} | {k_ms / t_ms:.2f} | {batch / (k_ms * 1e-3):.2f} | "
+                      f"{gflops:.0f} | {share} | {k_rss:.2f} / {t_rss:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
