@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 
@@ -59,6 +60,24 @@ TEST(ResNetInit, MlperfDiffersFromTorchvisionAndIsReproducible) {
   EXPECT_EQ(conv1(ResNetInit::mlperf, 5), conv1(ResNetInit::mlperf, 5));
   EXPECT_NE(conv1(ResNetInit::mlperf, 5), conv1(ResNetInit::mlperf, 6));
   EXPECT_NE(conv1(ResNetInit::mlperf, 5), conv1(ResNetInit::torchvision, 5));
+}
+
+// resnet.h: initialisation is keyed by parameter and element, so thread count changes nothing.
+TEST(ResNetInit, EveryWeightIsTheSameAtOneAndTwoThreads) {
+  for (ResNetInit kind : {ResNetInit::mlperf, ResNetInit::torchvision}) {
+    auto all = [&](int threads) {
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      ResNetConfig config = ResNetConfig::resnet18(10);
+      config.init = kind;
+      ParamStore store;
+      ResNet model(config, store);
+      model.init(5);
+      omp_set_num_threads(saved);
+      return store.values_vector();
+    };
+    EXPECT_EQ(all(1), all(2));
+  }
 }
 
 }  // namespace
