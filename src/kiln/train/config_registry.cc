@@ -41,6 +41,15 @@ bool parse_bool(const std::string& text, const std::string& key, const std::stri
   throw Error("{}: {}: expected true/false or 1/0, got '{}'", source, key, text);
 }
 
+// PATH for keys that name files or folders, judged by the key's last part (data.dir,
+// checkpoint.load, data.vocab_file, ...); TEXT otherwise.
+std::string string_type_name(const std::string& key) {
+  const std::string last = key.substr(key.rfind('.') + 1);
+  for (const char* word : {"dir", "path", "file", "load", "save", "vocab", "prefix"})
+    if (last.find(word) != std::string::npos) return "PATH";
+  return "TEXT";
+}
+
 }  // namespace
 
 void ConfigRegistry::add(ConfigKey key) {
@@ -56,7 +65,7 @@ void ConfigRegistry::add_int(std::string key, int64_t* field, std::string env,
        [field, name](const std::string& t, const std::string& src) {
          *field = parse_int(t, name, src);
        },
-       [field] { return std::to_string(*field); }});
+       [field] { return std::to_string(*field); }, false, "INT"});
 }
 
 void ConfigRegistry::add_float(std::string key, double* field, std::string env,
@@ -66,7 +75,7 @@ void ConfigRegistry::add_float(std::string key, double* field, std::string env,
        [field, name](const std::string& t, const std::string& src) {
          *field = parse_float(t, name, src);
        },
-       [field] { return fmt::format("{}", *field); }});
+       [field] { return fmt::format("{}", *field); }, false, "FLOAT"});
 }
 
 void ConfigRegistry::add_bool(std::string key, bool* field, std::string env,
@@ -81,9 +90,10 @@ void ConfigRegistry::add_bool(std::string key, bool* field, std::string env,
 
 void ConfigRegistry::add_string(std::string key, std::string* field, std::string env,
                                 std::vector<std::string> flags, std::string help) {
+  const std::string type_name = string_type_name(key);
   add({std::move(key), std::move(env), std::move(flags), std::move(help),
        [field](const std::string& t, const std::string&) { *field = t; },
-       [field] { return *field; }});
+       [field] { return *field; }, false, type_name});
 }
 
 void ConfigRegistry::set(const std::string& key, const std::string& text,
@@ -101,7 +111,7 @@ void ConfigRegistry::add_flags(CLI::App& app) {
     for (auto& f : k.flags) names += (names.empty() ? "" : ",") + f;
     const std::string help = k.help + " [" + k.key + (k.env.empty() ? "" : ", env " + k.env) + "]";
     flag_options_[k.key] = k.is_switch ? app.add_flag(names, help)
-                                       : app.add_option(names, flag_values_[k.key], help);
+                                       : app.add_option(names, flag_values_[k.key], help)->type_name(k.type_name);
   }
 }
 

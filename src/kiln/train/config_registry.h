@@ -23,6 +23,7 @@ struct ConfigKey {
   std::function<void(const std::string& text, const std::string& source)> set;
   std::function<std::string()> get;
   bool is_switch = false;          // a boolean flag given without a value
+  std::string type_name = "TEXT";  // what --help shows: INT, FLOAT, PATH or TEXT
 };
 
 class ConfigRegistry {

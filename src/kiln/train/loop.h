@@ -36,10 +36,10 @@
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/optimizer.h"
+#include "kiln/train/resolved_config.h"
 
 namespace kiln::train {
 
-using ResolvedConfig = std::vector<std::pair<std::string, std::string>>;
 
 // Where a run writes. Every sink is open on rank 0 only: elsewhere the console discards what it
 // is given, and the MLPerf log and TensorBoard writer do not exist.

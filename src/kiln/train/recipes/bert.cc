@@ -174,7 +174,12 @@ class BertRecipe : public Recipe {
         "(micro {} x {}), sequence {}, {} steps from step {}\n",
         c_.num_layers, c_.hidden_size, c_.num_heads, mc.vocab_size,
         double(parameters_) / 1e6, c_.global_batch_size, c_.micro_batch_size,
-        c_.accumulation_steps(), seq_len_, c_.train_steps, start_step);
+        c_.accumulation_steps(), seq_len_, c_.train_steps, start_step) +
+           fmt::format("  data {}; {} lr {} ({} decay, {} warmup steps); logs in {}, checkpoints {}\n",
+                       c_.fake_data ? std::string("generated (fake)")
+                                    : c_.megatron_data() ? "Megatron " + c_.data_path : c_.data_dir,
+                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, c_.output_dir,
+                       c_.save_dir.empty() ? std::string("not saved") : c_.save_dir);
   }
 
  private:
@@ -215,7 +220,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
                 c.max_position);
 
   Sinks sinks(c.is_rank0, console, result.log_file, c.tensorboard_dir);
-  for (auto& [key, value] : resolved) sinks.console() << fmt::format("HParam: \"{}\": {}\n", key, value);
+  report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   if (c.matmul_dtype == "bf16")
     sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
   log::BertRunInfo info;

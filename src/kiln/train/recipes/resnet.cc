@@ -127,7 +127,10 @@ class ResNetRecipe : public Recipe {
         "training {} ({} classes, {:.2f}M parameters) on {}x{} images: batch {}, {} steps per epoch, "
         "{} epochs, {} decode threads, from step {}\n",
         c_.arch, classes_, double(parameters_) / 1e6, c_.image_size, c_.image_size, c_.batch_size,
-        steps_per_epoch_, c_.epochs, workers_, start_step);
+        steps_per_epoch_, c_.epochs, workers_, start_step) +
+           fmt::format("  data {}; LARS lr {}, {} warmup epochs; logs in {}, checkpoints {}\n",
+                       c_.fake_data ? std::string("generated (fake)") : c_.data_dir, c_.lr, c_.warmup_epochs,
+                       c_.output_dir, c_.save_dir.empty() ? std::string("not saved") : c_.save_dir);
   }
 
  private:
@@ -187,7 +190,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   ResNetRunResult result;
   result.log_file = fs::path(c.output_dir) / fmt::format("result_resnet_{}.log", c.seed);
   Sinks sinks(c.is_rank0, console, result.log_file, "");
-  for (auto& [key, value] : resolved) sinks.console() << fmt::format("HParam: \"{}\": {}\n", key, value);
+  report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   log::ResNetRunInfo info;
   info.seed = c.seed;
   info.global_batch_size = c.batch_size;
