@@ -185,28 +185,29 @@ TEST(Checkpoint, DiskFullDuringASaveKeepsThePreviousCheckpoint) {
   EXPECT_FALSE(fs::exists(dir / "iter_0000002"));
 }
 
-// KILN_TEST_KILL_IN_SAVE kills the saving process at each phase of a save: the pointer always
-// names a complete checkpoint that loads, and the next manager cleans up the temporaries.
+// KILN_TEST_KILL_IN_SAVE kills the saving process at each phase of a save (keeping one
+// checkpoint, so the save prunes the previous one): the pointer always names a complete
+// checkpoint that loads, and the next manager cleans up the temporaries.
 TEST(Checkpoint, KilledAtEveryPhaseOfASaveThePointerNamesACompleteCheckpoint) {
-  for (const std::string phase : {"model", "optimizer", "meta", "publish", "pointer"}) {
+  for (const std::string phase : {"model", "optimizer", "meta", "publish", "pointer", "prune"}) {
     SCOPED_TRACE(phase);
     const fs::path dir = fresh_dir("ckpt_kill_" + phase);
     ParamStore store;
     make_store(store);
     Tensor m = Tensor::zeros({store.size()});
-    { CheckpointManager(dir, 2).save(1, store, {{"m", &m}}, {{"step", 1}}); }
+    { CheckpointManager(dir, 1).save(1, store, {{"m", &m}}, {{"step", 1}}); }
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
       ::setenv("KILN_TEST_KILL_IN_SAVE", ("2:" + phase).c_str(), 1);
       store.host_values()[0] = 5.0f;
-      CheckpointManager(dir, 2).save(2, store, {{"m", &m}}, {{"step", 2}});
+      CheckpointManager(dir, 1).save(2, store, {{"m", &m}}, {{"step", 2}});  // keeps 1: prunes step 1
       ::_exit(0);  // not reached
     }
     int status = 0;
     ::waitpid(child, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
-    const int64_t expected = phase == "pointer" ? 2 : 1;
+    const int64_t expected = phase == "pointer" || phase == "prune" ? 2 : 1;
     ASSERT_EQ(*latest_checkpoint(dir), dir / fmt::format("iter_{:07d}", expected));
     ParamStore restored;
     make_store(restored);
@@ -214,9 +215,12 @@ TEST(Checkpoint, KilledAtEveryPhaseOfASaveThePointerNamesACompleteCheckpoint) {
     load_checkpoint(*latest_checkpoint(dir), restored, {{"m", &m2}});
     EXPECT_EQ(CheckpointMeta::read(*latest_checkpoint(dir)).integer("step"), expected);
     EXPECT_EQ(restored.host_values()[0], expected == 2 ? 5.0f : store.host_values()[0]);
-    EXPECT_EQ(fs::exists(dir / "iter_0000002"), phase == "publish" || phase == "pointer");
-    CheckpointManager next(dir, 2);  // removes what the killed save left half-written
+    EXPECT_EQ(fs::exists(dir / "iter_0000002"), phase == "publish" || phase == "pointer" || phase == "prune");
+    // Pruning renamed step 1 away before deleting it: never a checkpoint's name on a partial folder.
+    EXPECT_EQ(fs::exists(dir / "iter_0000001"), phase != "prune");
+    CheckpointManager next(dir, 1);  // removes what the killed save left half-written or half-deleted
     EXPECT_FALSE(fs::exists(dir / "iter_0000002.tmp"));
+    EXPECT_FALSE(fs::exists(dir / "iter_0000001.tmp"));
   }
 }
 

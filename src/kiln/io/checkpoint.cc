@@ -93,9 +93,9 @@ void test_kill_point(int64_t step, std::string_view phase) {
   char* end = nullptr;
   const long long s = std::strtoll(spec.c_str(), &end, 10);
   if (colon == std::string::npos || end != spec.c_str() + colon || s < 0 ||
-      (p != "model" && p != "optimizer" && p != "meta" && p != "publish" && p != "pointer"))
+      (p != "model" && p != "optimizer" && p != "meta" && p != "publish" && p != "pointer" && p != "prune"))
     throw Error("environment variable KILN_TEST_KILL_IN_SAVE: expected STEP:PHASE with PHASE model, optimizer, "
-                "meta, publish or pointer, got '{}'", spec);
+                "meta, publish, pointer or prune, got '{}'", spec);
   if (s == step && p == phase) std::raise(SIGKILL);
 }
 
@@ -136,7 +136,7 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
   test_kill_point(step, "publish");
   write_file_atomic(dir_ / kPointerFile, [&](std::ostream& out) { out << step << "\n"; });
   test_kill_point(step, "pointer");
-  prune(final_dir);
+  prune(final_dir, step);
   return final_dir;
 }
 
@@ -156,8 +156,10 @@ void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_d
 }
 
 // Keeps the newest `keep_` checkpoints and, whatever their order, the one just written (which
-// the pointer names).
-void CheckpointManager::prune(const fs::path& current) {
+// the pointer names). The others are renamed to temporaries before they are deleted, so a kill
+// while deleting leaves a temporary (removed at the next start), never a checkpoint's name on a
+// half-deleted folder.
+void CheckpointManager::prune(const fs::path& current, int64_t step) {
   std::vector<fs::path> existing;
   for (auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
@@ -166,8 +168,18 @@ void CheckpointManager::prune(const fs::path& current) {
   }
   std::sort(existing.begin(), existing.end());
   std::error_code ec;
-  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i)
-    if (existing[i] != current) fs::remove_all(existing[i], ec);
+  std::vector<fs::path> doomed;
+  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i) {
+    if (existing[i] == current) continue;
+    const fs::path tmp = existing[i].string() + ".tmp";
+    fs::remove_all(tmp, ec);
+    fs::rename(existing[i], tmp, ec);
+    if (!ec) doomed.push_back(tmp);
+  }
+  if (doomed.empty()) return;
+  fsync_path(dir_);
+  test_kill_point(step, "prune");
+  for (const fs::path& tmp : doomed) fs::remove_all(tmp, ec);
 }
 
 std::optional<fs::path> CheckpointManager::latest() const { return latest_checkpoint(dir_); }

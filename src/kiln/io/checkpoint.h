@@ -7,8 +7,15 @@
 //   DIR/latest_checkpointed_iteration.txt   the newest complete iteration, written last
 // A checkpoint directory is assembled under a temporary name, fsynced and renamed when complete
 // (swapped atomically when the step exists), the folder fsynced, then the pointer written: a
-// crash at any instant leaves the pointer naming a complete checkpoint. One run at a time owns
-// the folder (io/folder_lock.h).
+// crash at any instant leaves the pointer naming a complete checkpoint; a folder with a
+// checkpoint's name is always complete (old ones are renamed to temporaries before deletion).
+// One run at a time owns the folder (io/folder_lock.h).
+//
+// KILN_TEST_KILL_IN_SAVE=STEP:PHASE (test hook, the kill drills): the save of checkpoint STEP
+// kills its own process (SIGKILL) right after PHASE: model, optimizer, meta (files written, the
+// folder still a temporary), publish (moved into place, the pointer not yet updated), pointer
+// (before pruning) or prune (old checkpoints renamed for deletion, not yet deleted; only when
+// there is one to prune).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -45,7 +52,7 @@ class CheckpointManager {
 
  private:
   void publish(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir);
-  void prune(const std::filesystem::path& current);
+  void prune(const std::filesystem::path& current, int64_t step);
 
   std::filesystem::path dir_;
   int64_t keep_;
