@@ -201,8 +201,9 @@ void run_drill(const Drill& d) {
             const char* phases[] = {"model", "optimizer", "meta", "publish", "pointer", "prune"};
             env.push_back(fmt::format("KILN_TEST_KILL_IN_SAVE={}:{}", step, phases[rng() % 6]));
           }
-        } else {  // at a random moment of what an uninterrupted run takes
-          kill_after = std::uniform_real_distribution<double>(0.0, 1.2 * ref_seconds)(rng);
+        } else {  // at a random moment of what the rest of the run should take (startup about a fifth)
+          const double left = double(final_step - latest_step(dir / "ckpt")) / double(final_step);
+          kill_after = std::uniform_real_distribution<double>(0.0, ref_seconds * (0.2 + 0.8 * left))(rng);
         }
       }
       const Exit e = run_kiln(d.name, args(dir, extra), env, dir.string() + ".out", kill_after);
