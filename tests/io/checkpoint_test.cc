@@ -1,6 +1,8 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -10,6 +12,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint.h"
+#include "kiln/io/checkpoint_meta.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::io {
@@ -52,8 +55,8 @@ TEST(Checkpoint, RoundTripsParametersOptimizerStateAndMeta) {
   Tensor m2_t = Tensor::zeros({restored.size()}), v2_t = Tensor::zeros({restored.size()});
   const float* m2 = m2_t.ptr<float>();
   const float* v2 = v2_t.ptr<float>();
-  const auto meta = load_checkpoint(saved, restored, {{"m", &m2_t}, {"v", &v2_t}});
-  EXPECT_EQ(meta.at("step").get<int>(), 7);
+  load_checkpoint(saved, restored, {{"m", &m2_t}, {"v", &v2_t}});
+  EXPECT_EQ(CheckpointMeta::read(saved).integer("step"), 7);
   for (const ParamSpec& s : store.specs())
     for (int64_t i = 0; i < s.numel; ++i) {
       EXPECT_EQ(restored.host_values()[s.offset + i], store.host_values()[s.offset + i]);
@@ -102,7 +105,8 @@ TEST(Checkpoint, SavingAStepAgainReplacesItAndThePointerStaysValid) {
   ASSERT_EQ(*latest_checkpoint(dir), saved);
   ParamStore restored;
   make_store(restored);
-  EXPECT_EQ(load_checkpoint(saved, restored, {}).at("version").get<int>(), 2);
+  load_checkpoint(saved, restored, {});
+  EXPECT_EQ(CheckpointMeta::read(saved).integer("version"), 2);
   EXPECT_EQ(restored.host_values()[0], 42.0f);
   EXPECT_FALSE(fs::exists(dir / "iter_0000005.tmp"));
 }
@@ -176,8 +180,64 @@ TEST(Checkpoint, DiskFullDuringASaveKeepsThePreviousCheckpoint) {
   ParamStore restored;
   restored.add("big.weight", {64, 1024}, true);
   restored.allocate();
-  EXPECT_EQ(load_checkpoint(first, restored, {}).at("step").get<int>(), 1);
+  load_checkpoint(first, restored, {});
+  EXPECT_EQ(CheckpointMeta::read(first).integer("step"), 1);
   EXPECT_FALSE(fs::exists(dir / "iter_0000002"));
+}
+
+// KILN_TEST_KILL_IN_SAVE kills the saving process at each phase of a save (keeping one
+// checkpoint, so the save prunes the previous one): the pointer always names a complete
+// checkpoint that loads, and the next manager cleans up the temporaries.
+TEST(Checkpoint, KilledAtEveryPhaseOfASaveThePointerNamesACompleteCheckpoint) {
+  for (const std::string phase : {"model", "optimizer", "meta", "publish", "pointer", "prune"}) {
+    SCOPED_TRACE(phase);
+    const fs::path dir = fresh_dir("ckpt_kill_" + phase);
+    ParamStore store;
+    make_store(store);
+    Tensor m = Tensor::zeros({store.size()});
+    { CheckpointManager(dir, 1).save(1, store, {{"m", &m}}, {{"step", 1}}); }
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::setenv("KILN_TEST_KILL_IN_SAVE", ("2:" + phase).c_str(), 1);
+      store.host_values()[0] = 5.0f;
+      CheckpointManager(dir, 1).save(2, store, {{"m", &m}}, {{"step", 2}});  // keeps 1: prunes step 1
+      ::_exit(0);  // not reached
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    const int64_t expected = phase == "pointer" || phase == "prune" ? 2 : 1;
+    ASSERT_EQ(*latest_checkpoint(dir), dir / fmt::format("iter_{:07d}", expected));
+    ParamStore restored;
+    make_store(restored);
+    Tensor m2 = Tensor::zeros({restored.size()});
+    load_checkpoint(*latest_checkpoint(dir), restored, {{"m", &m2}});
+    EXPECT_EQ(CheckpointMeta::read(*latest_checkpoint(dir)).integer("step"), expected);
+    EXPECT_EQ(restored.host_values()[0], expected == 2 ? 5.0f : store.host_values()[0]);
+    EXPECT_EQ(fs::exists(dir / "iter_0000002"), phase == "publish" || phase == "pointer" || phase == "prune");
+    // Pruning renamed step 1 away before deleting it: never a checkpoint's name on a partial folder.
+    EXPECT_EQ(fs::exists(dir / "iter_0000001"), phase != "prune");
+    CheckpointManager next(dir, 1);  // removes what the killed save left half-written or half-deleted
+    EXPECT_FALSE(fs::exists(dir / "iter_0000002.tmp"));
+    EXPECT_FALSE(fs::exists(dir / "iter_0000001.tmp"));
+  }
+}
+
+TEST(Checkpoint, KillHookWithABadValueIsAnErrorNamingTheVariable) {
+  const fs::path dir = fresh_dir("ckpt_kill_bad");
+  ParamStore store;
+  make_store(store);
+  ::setenv("KILN_TEST_KILL_IN_SAVE", "2:halfway", 1);
+  std::string message;
+  try {
+    CheckpointManager(dir, 1).save(1, store, {}, {{"step", 1}});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::unsetenv("KILN_TEST_KILL_IN_SAVE");
+  EXPECT_NE(message.find("KILN_TEST_KILL_IN_SAVE: expected STEP:PHASE"), std::string::npos) << message;
+  EXPECT_NE(message.find("'2:halfway'"), std::string::npos) << message;
 }
 
 TEST(Checkpoint, UnwritableDirectoryIsAnError) {

@@ -76,8 +76,8 @@ TEST(MlLogger, SourceFileIsRelativeToSrc) {
   EXPECT_EQ(mllog_source_file("other/x.cc"), "other/x.cc");
 }
 
-TEST(MlLogger, AppendsAndFlushesEveryLine) {
-  const fs::path p = temp_log("append.log");
+TEST(MlLogger, FlushesEveryLineAndANewLoggerReplacesTheFile) {
+  const fs::path p = temp_log("replace.log");
   {
     MlLogger first(p, false);
     first.event(key::kCacheClear, true);
@@ -86,9 +86,59 @@ TEST(MlLogger, AppendsAndFlushesEveryLine) {
   MlLogger second(p, false);
   second.start(key::kInitStart);
   const auto lines = read_lines(p);
-  ASSERT_EQ(lines.size(), 2u);
-  EXPECT_NE(lines[0].find("\"cache_clear\", \"value\": true"), std::string::npos);
-  EXPECT_NE(lines[1].find("\"init_start\""), std::string::npos);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("\"init_start\""), std::string::npos);
+}
+
+// A resumed run: the position recorded with a checkpoint; the killed run wrote more (a partial
+// line too); the continued log is the lines up to the position, then the new ones.
+TEST(MlLogger, ContinuesAtARecordedPositionDroppingWhatFollowed) {
+  const fs::path p = temp_log("continue.log");
+  MlLogPosition at;
+  {
+    MlLogger first(p, false);
+    first.event(key::kCacheClear, true);
+    first.start(key::kRunStart);
+    at = first.position();
+    first.start(key::kBlockStart);
+  }
+  { std::ofstream(p, std::ios::app) << ":::MLLOG {\"namespace\": \"\", \"ti"; }
+  EXPECT_EQ(at.bytes, read_lines(p)[0].size() + read_lines(p)[1].size() + 2);
+  MlLogger resumed(p, false, at);
+  EXPECT_EQ(resumed.position().bytes, at.bytes);
+  EXPECT_EQ(resumed.position().crc32c, at.crc32c);
+  resumed.end(key::kRunStop);
+  const auto lines = read_lines(p);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[1].find("\"run_start\""), std::string::npos);
+  EXPECT_NE(lines[2].find("\"run_stop\""), std::string::npos);
+  EXPECT_EQ(resumed.position().bytes, fs::file_size(p));
+}
+
+TEST(MlLogger, ContinuingALogThatIsMissingShorterOrDifferentIsAnErrorNamingIt) {
+  const fs::path p = temp_log("other.log");
+  MlLogPosition at;
+  {
+    MlLogger first(p, false);
+    first.event(key::kCacheClear, true);
+    at = first.position();
+  }
+  auto error = [&](MlLogPosition pos) {
+    try {
+      MlLogger resumed(p, false, pos);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error({at.bytes + 1, at.crc32c}).find(p.string() + ": has " + std::to_string(at.bytes) + " bytes"),
+            std::string::npos);
+  EXPECT_NE(error({at.bytes, at.crc32c ^ 1}).find(p.string() + ": its first " + std::to_string(at.bytes) +
+                                                  " bytes are not the log to continue"),
+            std::string::npos);
+  EXPECT_EQ(fs::file_size(p), at.bytes);  // a refused continuation leaves the file as it was
+  fs::remove(p);
+  EXPECT_NE(error(at).find(p.string() + ": cannot open to continue it"), std::string::npos);
 }
 
 TEST(MlLogger, UnwritablePathThrowsNamingIt) {

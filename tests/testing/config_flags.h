@@ -27,4 +27,24 @@ inline std::vector<std::string> concat(std::vector<std::string> a, const std::ve
   return a;
 }
 
+// `flags` with `overrides` applied: a flag given in both takes the value from `overrides` (in
+// place), others are appended. A flag is "--name value", or "--name" alone (a switch) when the
+// next word is another flag. CLI11 refuses a flag given twice, hence this.
+inline std::vector<std::string> with_flags(std::vector<std::string> flags, const std::vector<std::string>& overrides) {
+  auto is_flag = [](const std::string& w) { return w.size() > 2 && w.rfind("--", 0) == 0; };
+  for (size_t i = 0; i < overrides.size(); ++i) {
+    const bool has_value = i + 1 < overrides.size() && !is_flag(overrides[i + 1]);
+    size_t at = 0;
+    while (at < flags.size() && flags[at] != overrides[i]) ++at;
+    if (at == flags.size()) {
+      flags.push_back(overrides[i]);
+      if (has_value) flags.push_back(overrides[i + 1]);
+    } else if (has_value) {
+      flags[at + 1] = overrides[i + 1];
+    }
+    if (has_value) ++i;
+  }
+  return flags;
+}
+
 }  // namespace kiln::testing

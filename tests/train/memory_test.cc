@@ -75,7 +75,7 @@ class CountingRecipe : public Recipe {
   std::string loss_text(const IntervalLosses&) const override { return "loss"; }
   std::string metric_name() const override { return "none"; }
   double flops_per_sample() const override { return 1; }
-  void resume(const nlohmann::json&, int64_t, Sinks&) override {}
+  void resume(const io::CheckpointMeta&, int64_t, Sinks&) override {}
   std::string start_line(int64_t) const override { return "memory test\n"; }
 
   Counts counts;
@@ -167,9 +167,9 @@ TEST(TrainingMemory, BertTinySteadyStateStepAllocatesNothing) {
   const optim::PolyWarmupSchedule schedule(1e-3, 1, kSteps, 1.0, 0.0);
   BertRecipe recipe(run, model);
   std::ostringstream console;
-  Sinks sinks(false, console, "", "");
+  Sinks sinks(false, console, "", "", 1);
   const LoopResult r = run_training(loop_config(Cadence::Kind::blocks), recipe,
-                                    {store, optimizer, schedule, {}, run}, sinks);
+                                    {store, optimizer, schedule, {}, run}, sinks, {});
   ASSERT_EQ(r.steps, kSteps);
   expect_steady_state_allocates_nothing(recipe.counts, "bert-tiny");
 }
@@ -215,9 +215,9 @@ TEST(TrainingMemory, TinyResNetSteadyStateStepAllocatesNothing) {
   const optim::PolyWarmupSchedule schedule(0.1, 1, kSteps, 2.0, 0.0);
   ResNetRecipe recipe(run, model);
   std::ostringstream console;
-  Sinks sinks(false, console, "", "");
+  Sinks sinks(false, console, "", "", 1);
   const LoopResult r = run_training(loop_config(Cadence::Kind::epochs), recipe,
-                                    {store, optimizer, schedule, {}, run}, sinks);
+                                    {store, optimizer, schedule, {}, run}, sinks, {});
   ASSERT_EQ(r.steps, kSteps);
   expect_steady_state_allocates_nothing(recipe.counts, "tiny ResNet");
 }

@@ -5,14 +5,19 @@
 #include <fcntl.h>
 #include <stdio.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
+#include "kiln/io/checkpoint_meta.h"
 #include "kiln/io/safetensors.h"
 
 namespace kiln::io {
@@ -77,6 +82,23 @@ void remove_stale_temporaries(const fs::path& dir) {
   }
 }
 
+// The test hook of the header: KILN_TEST_KILL_IN_SAVE=STEP:PHASE (read at every call, so a forked
+// test child can set it).
+void test_kill_point(int64_t step, std::string_view phase) {
+  const char* v = std::getenv("KILN_TEST_KILL_IN_SAVE");
+  if (!v || !*v) return;
+  const std::string spec = v;
+  const size_t colon = spec.find(':');
+  const std::string p = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  char* end = nullptr;
+  const long long s = std::strtoll(spec.c_str(), &end, 10);
+  if (colon == std::string::npos || end != spec.c_str() + colon || s < 0 ||
+      (p != "model" && p != "optimizer" && p != "meta" && p != "publish" && p != "pointer" && p != "prune"))
+    throw Error("environment variable KILN_TEST_KILL_IN_SAVE: expected STEP:PHASE with PHASE model, optimizer, "
+                "meta, publish, pointer or prune, got '{}'", spec);
+  if (s == step && p == phase) std::raise(SIGKILL);
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(fs::path dir, int64_t keep)
@@ -98,16 +120,23 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
   auto model = param_tensors(params, params.values, "");
   for (auto& t : buffer_tensors(buffers)) model.push_back(std::move(t));
   save_safetensors(tmp_dir / "model.safetensors", model);
+  test_kill_point(step, "model");
   std::vector<std::pair<std::string, Tensor>> state;
   for (auto& [name, buffer] : optimizer)
     for (auto& t : param_tensors(params, *buffer, name + ".")) state.push_back(std::move(t));
   save_safetensors(tmp_dir / "optimizer.safetensors", state);
-  write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << meta.dump(2) << "\n"; });
+  test_kill_point(step, "optimizer");
+  nlohmann::json with_format = meta;
+  with_format["format"] = kCheckpointFormat;
+  write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << with_format.dump(2) << "\n"; });
   fsync_path(tmp_dir);
+  test_kill_point(step, "meta");
 
   publish(tmp_dir, final_dir);
+  test_kill_point(step, "publish");
   write_file_atomic(dir_ / kPointerFile, [&](std::ostream& out) { out << step << "\n"; });
-  prune(final_dir);
+  test_kill_point(step, "pointer");
+  prune(final_dir, step);
   return final_dir;
 }
 
@@ -127,8 +156,10 @@ void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_d
 }
 
 // Keeps the newest `keep_` checkpoints and, whatever their order, the one just written (which
-// the pointer names).
-void CheckpointManager::prune(const fs::path& current) {
+// the pointer names). The others are renamed to temporaries before they are deleted, so a kill
+// while deleting leaves a temporary (removed at the next start), never a checkpoint's name on a
+// half-deleted folder.
+void CheckpointManager::prune(const fs::path& current, int64_t step) {
   std::vector<fs::path> existing;
   for (auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
@@ -137,8 +168,18 @@ void CheckpointManager::prune(const fs::path& current) {
   }
   std::sort(existing.begin(), existing.end());
   std::error_code ec;
-  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i)
-    if (existing[i] != current) fs::remove_all(existing[i], ec);
+  std::vector<fs::path> doomed;
+  for (size_t i = 0; i + size_t(keep_) < existing.size(); ++i) {
+    if (existing[i] == current) continue;
+    const fs::path tmp = existing[i].string() + ".tmp";
+    fs::remove_all(tmp, ec);
+    fs::rename(existing[i], tmp, ec);
+    if (!ec) doomed.push_back(tmp);
+  }
+  if (doomed.empty()) return;
+  fsync_path(dir_);
+  test_kill_point(step, "prune");
+  for (const fs::path& tmp : doomed) fs::remove_all(tmp, ec);
 }
 
 std::optional<fs::path> CheckpointManager::latest() const { return latest_checkpoint(dir_); }
@@ -158,22 +199,16 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   return path;
 }
 
-nlohmann::json load_checkpoint(const fs::path& checkpoint, ParamStore& params,
-                               const std::vector<FlatState>& optimizer,
-                               const std::vector<FlatState>& buffers) {
+void load_checkpoint(const fs::path& checkpoint, ParamStore& params, const std::vector<FlatState>& optimizer,
+                     const std::vector<FlatState>& buffers) {
   const fs::path model_file = checkpoint / "model.safetensors";
   const SafetensorsFile model = SafetensorsFile::open(model_file);
   restore(model, model_file, params, params.values, "");
   restore_buffers(model, model_file, buffers);
+  if (optimizer.empty()) return;
   const fs::path opt_file = checkpoint / "optimizer.safetensors";
   const SafetensorsFile opt = SafetensorsFile::open(opt_file);
   for (auto& [name, buffer] : optimizer) restore(opt, opt_file, params, *buffer, name + ".");
-  const fs::path meta_file = checkpoint / "meta.json";
-  try {
-    return nlohmann::json::parse(read_file(meta_file));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("{}: invalid JSON: {}", meta_file.string(), e.what());
-  }
 }
 
 void save_model(const fs::path& file, const ParamStore& params) {

@@ -2,12 +2,20 @@
 // scripts that read `latest_checkpointed_iteration.txt` keep working) with kiln's files inside:
 //   DIR/iter_0001000/model.safetensors      every parameter (and model buffer) by name, fp32
 //   DIR/iter_0001000/optimizer.safetensors  "<state>.<param>" slices of each optimizer buffer
-//   DIR/iter_0001000/meta.json              step, samples, loader position, config, version
+//   DIR/iter_0001000/meta.json              step, data position, settings, MLPerf log position,
+//                                           format (io/checkpoint_meta.h)
 //   DIR/latest_checkpointed_iteration.txt   the newest complete iteration, written last
 // A checkpoint directory is assembled under a temporary name, fsynced and renamed when complete
 // (swapped atomically when the step exists), the folder fsynced, then the pointer written: a
-// crash at any instant leaves the pointer naming a complete checkpoint. One run at a time owns
-// the folder (io/folder_lock.h).
+// crash at any instant leaves the pointer naming a complete checkpoint; a folder with a
+// checkpoint's name is always complete (old ones are renamed to temporaries before deletion).
+// One run at a time owns the folder (io/folder_lock.h).
+//
+// KILN_TEST_KILL_IN_SAVE=STEP:PHASE (test hook, the kill drills): the save of checkpoint STEP
+// kills its own process (SIGKILL) right after PHASE: model, optimizer, meta (files written, the
+// folder still a temporary), publish (moved into place, the pointer not yet updated), pointer
+// (before pruning) or prune (old checkpoints renamed for deletion, not yet deleted; only when
+// there is one to prune).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -34,7 +42,8 @@ class CheckpointManager {
   // Writes checkpoint `step`, updates the pointer file, deletes all but the newest `keep` (never
   // the one the pointer names). On an error (disk full, unwritable) the previous checkpoint and
   // pointer are untouched.
-  // `buffers` (e.g. BatchNorm running statistics) go into model.safetensors as 1-D tensors.
+  // `buffers` (e.g. BatchNorm running statistics) go into model.safetensors as 1-D tensors;
+  // meta.json is `meta` with "format": kCheckpointFormat added.
   std::filesystem::path save(int64_t step, const ParamStore& params,
                              const std::vector<FlatState>& optimizer, const nlohmann::json& meta,
                              const std::vector<FlatState>& buffers = {});
@@ -43,7 +52,7 @@ class CheckpointManager {
 
  private:
   void publish(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir);
-  void prune(const std::filesystem::path& current);
+  void prune(const std::filesystem::path& current, int64_t step);
 
   std::filesystem::path dir_;
   int64_t keep_;
@@ -54,11 +63,11 @@ class CheckpointManager {
 // the pointer file names a missing one.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 
-// Restores parameters and optimizer buffers; returns meta.json. Every parameter and state in
-// the store must be present with the right shape, else kiln::Error naming the tensor.
-nlohmann::json load_checkpoint(const std::filesystem::path& checkpoint, ParamStore& params,
-                               const std::vector<FlatState>& optimizer,
-                               const std::vector<FlatState>& buffers = {});
+// Restores parameters, model buffers and the `optimizer` buffers given (none: the optimizer is
+// not loaded). Every one must be present with the right shape, else kiln::Error naming the
+// tensor. meta.json is read by CheckpointMeta::read (io/checkpoint_meta.h).
+void load_checkpoint(const std::filesystem::path& checkpoint, ParamStore& params,
+                     const std::vector<FlatState>& optimizer, const std::vector<FlatState>& buffers = {});
 
 // Writes just the model parameters (for export / evaluation).
 void save_model(const std::filesystem::path& file, const ParamStore& params);

@@ -1,11 +1,17 @@
 #include "kiln/log/mllog.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/log/crc32c.h"
 
 namespace kiln::log {
 namespace {
@@ -60,8 +66,40 @@ std::string_view mllog_source_file(std::string_view path) {
 
 MlLogger::MlLogger(const std::filesystem::path& file, bool echo_stdout)
     : path_(file), echo_stdout_(echo_stdout) {
-  file_ = std::fopen(file.c_str(), "a");
-  if (!file_) throw Error("mllog file {}: cannot open for appending: {}", file.string(), std::strerror(errno));
+  file_ = std::fopen(file.c_str(), "w");
+  if (!file_) throw Error("mllog file {}: cannot create: {}", file.string(), std::strerror(errno));
+}
+
+MlLogger::MlLogger(const std::filesystem::path& file, bool echo_stdout, MlLogPosition at)
+    : path_(file), echo_stdout_(echo_stdout) {
+  file_ = std::fopen(file.c_str(), "r+");
+  if (!file_) throw Error("mllog file {}: cannot open to continue it: {}", file.string(), std::strerror(errno));
+  std::vector<char> buffer(1 << 16);
+  while (position_.bytes < at.bytes) {
+    const size_t want = size_t(std::min<uint64_t>(buffer.size(), at.bytes - position_.bytes));
+    const size_t got = std::fread(buffer.data(), 1, want, file_);
+    position_.crc32c = crc32c(buffer.data(), got, position_.crc32c);
+    position_.bytes += got;
+    if (got < want) break;
+  }
+  const auto fail = [&](const std::string& why) {
+    std::fclose(file_);
+    file_ = nullptr;
+    throw Error("mllog file {}: {}", file.string(), why);
+  };
+  if (position_.bytes < at.bytes)
+    fail(fmt::format("has {} bytes, the log to continue had {}", position_.bytes, at.bytes));
+  if (position_.crc32c != at.crc32c)
+    fail(fmt::format("its first {} bytes are not the log to continue (CRC-32C {:08x}, expected {:08x})", at.bytes,
+                     position_.crc32c, at.crc32c));
+  if (::ftruncate(::fileno(file_), off_t(at.bytes)) != 0 ||
+      std::fseek(file_, 0, SEEK_END) != 0)
+    fail(fmt::format("cannot cut it back to {} bytes: {}", at.bytes, std::strerror(errno)));
+}
+
+MlLogPosition MlLogger::position() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return position_;
 }
 
 MlLogger::~MlLogger() {
@@ -109,6 +147,8 @@ void MlLogger::write(std::string_view event_type, std::string_view key, const Js
   std::lock_guard<std::mutex> lock(mutex_);
   if (std::fputs(text.c_str(), file_) < 0 || std::fflush(file_) != 0)
     throw Error("mllog file {}: write failed: {}", path_.string(), std::strerror(errno));
+  position_.bytes += text.size();
+  position_.crc32c = crc32c(text.data(), text.size(), position_.crc32c);
   if (echo_stdout_) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);

@@ -3,8 +3,11 @@
 //             "key": "run_start", "value": null, "metadata": {"file": "kiln/train/x.cc", "lineno": 9}}
 // (one line; keys in that order, ", " and ": " separators, non-ASCII escaped, doubles shortest
 // round-trip). Lines are appended to a file and flushed one by one, so a crash loses none; log from
-// one rank only.
+// one rank only. A run resumed from a checkpoint continues its log: the checkpoint records the
+// log's position (length and CRC-32C), and the resumed logger cuts the file back to it, dropping
+// what the killed run wrote after the checkpoint.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -24,10 +27,20 @@ std::string mllog_json(const Json& value);
 // ("/work/main/src/kiln/train/bert_trainer.cc" -> "kiln/train/bert_trainer.cc"), else unchanged.
 std::string_view mllog_source_file(std::string_view path);
 
+// How far a log was written: its length and the CRC-32C of those bytes.
+struct MlLogPosition {
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
 class MlLogger {
  public:
-  // Opens `file` for appending (creating it); throws kiln::Error naming it when that fails.
+  // Creates `file` empty, replacing any file there; throws kiln::Error naming it when that fails.
   MlLogger(const std::filesystem::path& file, bool echo_stdout);
+  // Continues `file` at `at`: its first at.bytes bytes must be the log as it was then (their
+  // CRC-32C is at.crc32c); what follows is cut off. Throws kiln::Error naming the file when it
+  // is missing, shorter or different.
+  MlLogger(const std::filesystem::path& file, bool echo_stdout, MlLogPosition at);
   ~MlLogger();
   MlLogger(const MlLogger&) = delete;
   MlLogger& operator=(const MlLogger&) = delete;
@@ -42,6 +55,7 @@ class MlLogger {
            std::source_location where = std::source_location::current());
 
   const std::filesystem::path& path() const { return path_; }
+  MlLogPosition position() const;
 
  private:
   void write(std::string_view event_type, std::string_view key, const Json& value, const Json& metadata,
@@ -50,7 +64,8 @@ class MlLogger {
   std::filesystem::path path_;
   bool echo_stdout_;
   std::FILE* file_ = nullptr;
-  std::mutex mutex_;
+  MlLogPosition position_;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace kiln::log

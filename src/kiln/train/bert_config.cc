@@ -109,6 +109,7 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "newest checkpoints kept");
   r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
                "resume from the newest checkpoint in this directory");
+  register_resume_flags(r, c.resume);
   r.add_string("run.tensorboard_dir", &c.tensorboard_dir, "", {"--tensorboard-dir"},
                "write TensorBoard event files here");
   r.add_string("run.log_format", &c.log_format, "", {"--log-format"},

@@ -5,6 +5,7 @@
 
 #include "kiln/train/config_registry.h"
 #include "kiln/train/precision_config.h"
+#include "kiln/train/resume_flags.h"
 
 namespace kiln::train {
 
@@ -64,6 +65,7 @@ struct BertTrainConfig {
   int64_t save_interval = 1000;
   int64_t keep_checkpoints = 5;
   std::string load_dir;          // resume from the newest checkpoint here
+  ResumeFlags resume;            // --no-load-optim, --no-load-rng, --finetune
   std::string submission_platform = "kiln-cpu";
   std::string tensorboard_dir;    // Megatron's scalars as TensorBoard event files
   std::string log_format = "auto";  // kiln | megatron | auto (megatron with --data-path)

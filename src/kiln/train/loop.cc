@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <ostream>
-#include <streambuf>
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/profile.h"
@@ -20,23 +18,11 @@
 #include "kiln/log/submission.h"
 #include "kiln/optim/grad_norm.h"
 #include "kiln/train/run_report.h"
+#include "kiln/train/test_hooks.h"
 
 namespace kiln::train {
-namespace fs = std::filesystem;
 
 namespace {
-
-// Discards everything (the console of ranks other than 0).
-class NullBuffer : public std::streambuf {
- protected:
-  int overflow(int c) override { return c == EOF ? 0 : c; }
-  std::streamsize xsputn(const char*, std::streamsize n) override { return n; }
-};
-
-struct NullStream : std::ostream {
-  NullStream() : std::ostream(&buffer) {}
-  NullBuffer buffer;
-};
 
 std::string duration_text(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -50,34 +36,8 @@ std::string scale_text(double scale) { return fmt::format("{:.1f}", scale); }
 
 }  // namespace
 
-Sinks::Sinks(bool is_rank0, std::ostream& console, const fs::path& log_file,
-             const std::string& tensorboard_dir)
-    : rank0_(is_rank0), log_file_(log_file) {
-  if (rank0_) {
-    console_ = &console;
-    mllog_.emplace(log_file, false);
-    if (!tensorboard_dir.empty()) tensorboard_.emplace(tensorboard_dir);
-  } else {
-    null_ = std::make_unique<NullStream>();
-    console_ = null_.get();
-  }
-}
-
-Sinks::~Sinks() = default;
-
-NanInjection test_nan_injection() {
-  const char* v = std::getenv("KILN_TEST_NAN_STEP");
-  if (!v || !*v) return {};
-  char* end = nullptr;
-  const long long k = std::strtoll(v, &end, 10);
-  const bool onwards = *end == '+';
-  if (onwards) ++end;
-  if (*end != '\0' || k < 1)
-    throw Error("environment variable KILN_TEST_NAN_STEP: expected a step >= 1 (or 'k+'), got '{}'", v);
-  return {k, onwards};
-}
-
-LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, Sinks& sinks) {
+LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, Sinks& sinks,
+                        const ResumePoint& resume) {
   std::ostream& console = sinks.console();
   log::MlLogger* mllog = sinks.mllog();
   log::TensorBoardWriter* tensorboard = sinks.tensorboard();
@@ -93,31 +53,43 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   const int64_t accumulation = c.global_batch / c.micro_batch;
   optim::LossScaler scaler(c.loss_scaler);
   const NanInjection inject_nan = test_nan_injection();
+  LossLog loss_log;
 
   std::vector<io::FlatState> opt_state;
   for (auto& s : optimizer.state()) opt_state.emplace_back(s.name, s.data);
 
   LoopResult result;
   int64_t start_step = 0;
-  // As Megatron: a --load directory without a checkpoint means "start from scratch".
-  std::optional<fs::path> latest;
-  if (!c.load_dir.empty()) {
-    latest = io::latest_checkpoint(c.load_dir);
-    if (!latest)
-      console << fmt::format("no checkpoint in {} (no latest_checkpointed_iteration.txt): starting from scratch\n",
-                             c.load_dir);
+  int64_t skipped_before = 0;  // by the processes this run resumed from
+  if (resume.checkpoint) {
+    const io::CheckpointMeta& meta = *resume.checkpoint;
+    io::load_checkpoint(meta.dir(), store, resume.loads_optimizer() ? opt_state : std::vector<io::FlatState>{},
+                        state.buffers);
+    if (resume.continues_run()) {
+      start_step = meta.integer("step");
+      skipped_before = meta.integer("skipped_steps");
+      if (resume.loads_optimizer()) {
+        optimizer.set_steps_taken(meta.integer("optimizer_steps"));
+        if (meta.contains("loss_scaler")) scaler.load_state(meta.at("loss_scaler"));
+      } else {
+        console << "--no-load-optim: the optimizer starts fresh (moments, step count, learning-rate schedule)\n";
+      }
+      recipe.resume(meta, start_step, sinks);
+    } else {
+      console << fmt::format("--finetune: loaded the weights of {}; starting at step 0 with a fresh optimizer\n",
+                             meta.dir().string());
+    }
   }
-  if (latest) {
-    const nlohmann::json meta = io::load_checkpoint(*latest, store, opt_state, state.buffers);
-    start_step = meta.at("step").get<int64_t>();
-    optimizer.set_steps_taken(meta.at("optimizer_steps").get<int64_t>());
-    if (meta.contains("loss_scaler")) scaler.load_state(meta.at("loss_scaler"));
-    recipe.resume(meta, start_step, sinks);
-  }
+  result.steps = start_step;
+  result.epochs = epochs ? start_step / steps_per_epoch : 0;
   store.refresh_compute();  // the compute copy follows the (initialised or restored) weights
-  std::optional<io::CheckpointManager> checkpoints;
-  if (!c.save_dir.empty() && sinks.is_rank0()) checkpoints.emplace(c.save_dir, c.keep_checkpoints);
-  if (mllog) log::log_run_start(*mllog);
+  io::CheckpointManager* checkpoints = sinks.checkpoints();
+  if (resume.continues_run() && resume.checkpoint->boolean("target_reached")) {
+    result.reached_target = true;  // its MLPerf log already ends with run_stop
+    console << fmt::format("the run reached its target at step {}: nothing left to train\n", start_step);
+    return result;
+  }
+  if (mllog && !resume.continues_run()) log::log_run_start(*mllog);
 
   console << recipe.start_line(start_step);
   console << precision_note(c.compute_dtype, cpu_features())
@@ -138,12 +110,19 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     nlohmann::json meta;
     meta["step"] = step;
     meta["optimizer_steps"] = optimizer.steps_taken();
-    meta["seed"] = c.seed;
+    meta["skipped_steps"] = skipped_before + result.skipped_steps;
+    meta["target_reached"] = result.reached_target;
     meta["kiln_version"] = KILN_VERSION;
     if (scaler.enabled()) meta["loss_scaler"] = scaler.state();
     recipe.add_meta(meta);
+    add_run_settings(meta, c.settings);
     for (auto& [key, value] : c.resolved) meta["config"][key] = value;
-    if (mllog) mllog->start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
+    if (mllog) {
+      // A run resumed from this checkpoint cuts the log back to here and continues it.
+      const log::MlLogPosition at = mllog->position();
+      meta["mllog"] = {{"file", mllog->path().filename().string()}, {"bytes", at.bytes}, {"crc32c", at.crc32c}};
+      mllog->start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
+    }
     result.checkpoint = checkpoints->save(step, store, opt_state, meta, state.buffers);
     if (mllog) mllog->end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});
     console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
@@ -157,9 +136,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   // Loss scale and skipped steps in the MLPerf log: only when a run has either, so the logs of
   // plain runs keep their content.
   auto track_stats = [&](int64_t done) {
-    if (mllog && (scaler.enabled() || result.skipped_steps > 0))
-      mllog->event(log::key::kTrackedStats,
-                   {{"loss_scale", scaler.scale()}, {"skipped_steps", result.skipped_steps}},
+    const int64_t skipped = skipped_before + result.skipped_steps;
+    if (mllog && (scaler.enabled() || skipped > 0))
+      mllog->event(log::key::kTrackedStats, {{"loss_scale", scaler.scale()}, {"skipped_steps", skipped}},
                    {{"step", done}});
   };
   auto reached = [&](double metric, int64_t done) {
@@ -192,13 +171,19 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   double profiled_seconds = 0;
   int64_t profiled_steps = 0;
 
-  int64_t block_first_samples = start_step * c.global_batch;
+  // MLPerf blocks open before their first step. A run resumed inside a block (or epoch) continues
+  // the one its log holds.
   const int64_t block_samples = c.cadence.eval_interval * c.global_batch;
-  if (!epochs && mllog) log::log_bert_block_start(*mllog, block_first_samples, block_samples);
+  bool block_open = !epochs && start_step % c.cadence.eval_interval != 0;
+  int64_t block_first_samples = start_step / c.cadence.eval_interval * c.cadence.eval_interval * c.global_batch;
 
   for (int64_t step = start_step; step < last_step; ++step) {
-    if (epochs && mllog && (step % steps_per_epoch == 0 || step == start_step))
-      log::log_resnet_epoch_start(*mllog, step / steps_per_epoch + 1);
+    if (!epochs && !block_open) {
+      block_first_samples = step * c.global_batch;
+      if (mllog) log::log_bert_block_start(*mllog, block_first_samples, block_samples);
+      block_open = true;
+    }
+    if (epochs && mllog && step % steps_per_epoch == 0) log::log_resnet_epoch_start(*mllog, step / steps_per_epoch + 1);
     Timer step_timer;
     ops::set_profile_recording(profiling && step > start_step);
     double data_seconds = 0;
@@ -274,6 +259,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     if (profiling && step > start_step) profiled_seconds += seconds, ++profiled_steps;
     step_seconds.push_back(seconds);
     result.losses.push_back(sum.loss);
+    loss_log.add(done, sum.loss);
     result.steps = done;
     interval_data += data_seconds;
     interval_compute += seconds - data_seconds;
@@ -361,11 +347,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
           track_stats(done);
           log::log_bert_block_stop(*mllog, block_first_samples);
         }
+        block_open = false;
         if (reached(metric, done)) break;
-        if (done < last_step) {
-          block_first_samples = samples_seen;
-          if (mllog) log::log_bert_block_start(*mllog, samples_seen, block_samples);
-        }
       }
       if (done % c.cadence.save_interval == 0 || done == last_step) save(done);
     } else if (epoch_closes) {
@@ -383,6 +366,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
         if (reached(metric, done)) break;
       }
       if (epoch % c.cadence.save_interval == 0 || done == last_step) save(done);
+    } else if (done == last_step) {
+      save(done);  // stopped inside an epoch (--exit-interval): a resumed run continues from here
     }
   }
   clear_progress();

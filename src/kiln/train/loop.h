@@ -2,8 +2,8 @@
 // says what is specific to a model: how a micro-batch is loaded and run, how it evaluates, what
 // its console line shows. The loop does the rest, the same way for both:
 //
-//   resume from the newest checkpoint (weights, optimizer, loss scaler, data position)
-//   MLPerf run_start; per step:
+//   resume from the checkpoint the recipe found (train/resume.h): weights, optimizer, loss
+//   scaler, data position; MLPerf run_start unless the run continues its log; per step:
 //     zero grads; per micro-batch: load (timed as data), forward, backward of loss x scale / M
 //     unscale (1/scale); global grad norm; a non-finite loss or norm skips the step (weights,
 //     optimizer state and the LR schedule's step untouched), counts it, warns, and lowers a
@@ -13,7 +13,9 @@
 //   console line every log_interval steps (kiln or Megatron format), a progress line with ETA on
 //   a terminal, TensorBoard scalars; evaluations, MLPerf blocks (BERT) or epochs (ResNet),
 //   stop at the target, checkpoints; BENCHMARK=N: N steps, the estimated time to train, one eval.
-// Sinks (console, MLPerf log, TensorBoard, checkpoints) write on rank 0 only.
+// Sinks (console, MLPerf log, TensorBoard, checkpoints; train/sinks.h) write on rank 0 only.
+// A checkpoint records the MLPerf log's position, so a resumed run continues the log where the
+// checkpoint was: the block (BERT) or epoch (ResNet) open then stays open, no second run_start.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -29,40 +31,18 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/step.h"
 #include "kiln/io/checkpoint.h"
+#include "kiln/io/checkpoint_meta.h"
 #include "kiln/log/megatron_log.h"
-#include "kiln/log/mllog.h"
-#include "kiln/log/tensorboard.h"
 #include "kiln/nn/params.h"
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/train/resolved_config.h"
+#include "kiln/train/resume.h"
+#include "kiln/train/sinks.h"
 
 namespace kiln::train {
 
-
-// Where a run writes. Every sink is open on rank 0 only: elsewhere the console discards what it
-// is given, and the MLPerf log and TensorBoard writer do not exist.
-class Sinks {
- public:
-  // `log_file`: result_<model>_<seed>.log; `tensorboard_dir` empty: no TensorBoard.
-  Sinks(bool is_rank0, std::ostream& console, const std::filesystem::path& log_file,
-        const std::string& tensorboard_dir);
-  ~Sinks();
-  bool is_rank0() const { return rank0_; }
-  std::ostream& console() { return *console_; }
-  log::MlLogger* mllog() { return mllog_ ? &*mllog_ : nullptr; }
-  log::TensorBoardWriter* tensorboard() { return tensorboard_ ? &*tensorboard_ : nullptr; }
-  const std::filesystem::path& log_file() const { return log_file_; }
-
- private:
-  bool rank0_;
-  std::unique_ptr<std::ostream> null_;
-  std::ostream* console_;
-  std::filesystem::path log_file_;
-  std::optional<log::MlLogger> mllog_;
-  std::optional<log::TensorBoardWriter> tensorboard_;
-};
 
 // What one micro-batch's forward and backward report.
 struct MicroBatchLosses {
@@ -88,7 +68,7 @@ struct Cadence {
   // epochs (MLPerf ResNet): epochs of `steps_per_epoch` steps between epoch_start / epoch_stop;
   //   after epoch e an evaluation when (e - eval_start_epoch) % eval_every == 0 or e is the last,
   //   a checkpoint when e % save_interval == 0 or the run stops there; a run that stops inside an
-  //   epoch ends without either.
+  //   epoch (--exit-interval) saves a checkpoint there, without an evaluation.
   enum class Kind { blocks, epochs };
   Kind kind = Kind::blocks;
   int64_t eval_interval = 1;
@@ -110,11 +90,10 @@ struct LoopConfig {
   optim::LossScalerConfig loss_scaler;
   int64_t max_skipped_steps = 10;  // consecutive skips that the loss scale cannot fix; 0: no limit
   Cadence cadence;
-  std::string load_dir, save_dir;
-  int64_t keep_checkpoints = 5;
   bool megatron_log = false;       // Megatron's console line instead of kiln's
   bool progress = false;           // a progress line with ETA between console lines (a terminal)
-  ResolvedConfig resolved;               // saved with each checkpoint
+  ResolvedConfig resolved;         // saved with each checkpoint
+  RunSettings settings;            // saved with each checkpoint; a resumed run must match them
 };
 
 class Recipe {
@@ -136,8 +115,9 @@ class Recipe {
   // What evaluate() returns, for the target line ("masked-LM accuracy", "top-1").
   virtual std::string metric_name() const = 0;
   virtual double flops_per_sample() const = 0;
-  // After a checkpoint at `step` was restored: move the data to where that step begins.
-  virtual void resume(const nlohmann::json& meta, int64_t step, Sinks& sinks) = 0;
+  // After a checkpoint at `step` was restored to continue its run: move the data to where that
+  // step begins (not called for --finetune, which starts at step 0).
+  virtual void resume(const io::CheckpointMeta& meta, int64_t step, Sinks& sinks) = 0;
   // Recipe-specific fields of a checkpoint's meta.json (e.g. samples_consumed).
   virtual void add_meta(nlohmann::json& meta) const {}
   // The "training ..." line printed before the first step.
@@ -147,7 +127,7 @@ class Recipe {
 struct LoopResult {
   int64_t steps = 0;                  // iterations completed (including resumed and skipped ones)
   int64_t epochs = 0;                 // epochs completed (Cadence::epochs)
-  int64_t skipped_steps = 0;          // skipped this run for a non-finite loss or gradient norm
+  int64_t skipped_steps = 0;          // skipped by this process for a non-finite loss or gradient norm
   int64_t nan_steps = 0;              // of those, the ones whose loss itself was not finite
   std::vector<double> losses;         // loss of each step this process ran (skipped ones too)
   std::vector<double> evals;          // evaluation metrics, in order
@@ -179,17 +159,10 @@ struct TrainState {
   RunContext& run;                     // the one the store and optimizer were made with
 };
 
-// Runs the loop above; MLPerf init_start is logged by the caller before the model is built.
-// Throws kiln::Error when `max_skipped_steps` consecutive steps were skipped.
-LoopResult run_training(const LoopConfig& config, Recipe& recipe, TrainState state, Sinks& sinks);
-
-// KILN_TEST_NAN_STEP=k (test hook): after the backward of step k (1-based), one gradient element
-// becomes NaN; "k+" does so at every step from k on.
-struct NanInjection {
-  int64_t step = 0;        // 0: none
-  bool onwards = false;
-  bool at(int64_t done) const { return step > 0 && (done == step || (onwards && done > step)); }
-};
-NanInjection test_nan_injection();
+// Runs the loop above from `resume` (find_resume_point). The caller opened the MLPerf log
+// (Sinks::open_mllog) and, unless the run continues its log, logged init_start before building
+// the model. Throws kiln::Error when `max_skipped_steps` consecutive steps were skipped.
+LoopResult run_training(const LoopConfig& config, Recipe& recipe, TrainState state, Sinks& sinks,
+                        const ResumePoint& resume);
 
 }  // namespace kiln::train

@@ -67,6 +67,7 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
             "newest checkpoints kept");
   r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
                "resume from the newest checkpoint in this directory");
+  register_resume_flags(r, c.resume);
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
 }

@@ -5,6 +5,7 @@
 
 #include "kiln/train/config_registry.h"
 #include "kiln/train/precision_config.h"
+#include "kiln/train/resume_flags.h"
 
 namespace kiln::train {
 
@@ -52,6 +53,7 @@ struct ResNetTrainConfig {
   int64_t save_interval = 1;      // epochs between checkpoints
   int64_t keep_checkpoints = 5;
   std::string load_dir;
+  ResumeFlags resume;             // --no-load-optim, --no-load-rng, --finetune
   std::string submission_platform = "kiln-cpu";
   bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only
   bool progress = false;          // progress line with ETA between console lines (a terminal)

@@ -24,6 +24,7 @@
 #include "kiln/train/bert_data.h"
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/resume.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -66,6 +67,25 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, Param
   return std::make_unique<optim::Lamb>(
       store, optim::LambConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
                                float(c.weight_decay), true}, ctx);
+}
+
+// What a resumed run must share with its checkpoint (train/resume.h).
+RunSettings run_settings(const BertTrainConfig& c, int seq_len) {
+  using Waiver = RunSetting::Waiver;
+  return {{"recipe", "bert"},
+          {"model.vocab_size", c.padded_vocab_size()},
+          {"model.hidden_size", c.hidden_size},
+          {"model.num_layers", c.num_layers},
+          {"model.num_attention_heads", c.num_heads},
+          {"model.intermediate_size", c.intermediate_size},
+          {"model.max_position_embeddings", c.max_position},
+          {"model.type_vocab_size", c.type_vocab},
+          {"model.pre_ln", c.pre_ln},
+          {"model.bert_no_binary_head", c.no_binary_head},
+          {"data.seq_length", seq_len, Waiver::finetune},
+          {"train.global_batch_size", c.global_batch_size, Waiver::finetune},
+          {"train.seed", c.seed, Waiver::no_load_rng},
+          {"optim.optimizer", c.optimizer, Waiver::no_load_optim}};
 }
 
 // The model's embedding must cover every id the vocab file and the data can hold.
@@ -160,12 +180,16 @@ class BertRecipe : public Recipe {
   std::string metric_name() const override { return "masked-LM accuracy"; }
   double flops_per_sample() const override { return double(model_.flops_per_sample(seq_len_, max_pred_)); }
 
-  void resume(const nlohmann::json& meta, int64_t step, Sinks& sinks) override {
-    data_.seek(meta.at("samples_consumed").get<uint64_t>());
-    sinks.console() << fmt::format("resumed from {} at step {} ({} samples consumed)\n",
-                                   io::latest_checkpoint(c_.load_dir)->string(), step, data_.position());
+  void resume(const io::CheckpointMeta& meta, int64_t step, Sinks& sinks) override {
+    data_.seek(uint64_t(meta.integer("samples_consumed")));
+    evals_done_ = meta.integer("evaluations");  // Megatron's validation samples follow it
+    sinks.console() << fmt::format("resumed from {} at step {} ({} samples consumed)\n", meta.dir().string(), step,
+                                   data_.position());
   }
-  void add_meta(nlohmann::json& meta) const override { meta["samples_consumed"] = data_.position(); }
+  void add_meta(nlohmann::json& meta) const override {
+    meta["samples_consumed"] = data_.position();
+    meta["evaluations"] = evals_done_;
+  }
 
   std::string start_line(int64_t start_step) const override {
     const models::BertConfig& mc = model_.config();
@@ -209,7 +233,6 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   if (c.threads > 0) omp_set_num_threads(int(c.threads));
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
   BertRunResult result;
-  result.log_file = fs::path(c.output_dir) / fmt::format("result_bert_{}.log", c.seed);
 
   // Data first, so a bad data directory fails before anything is logged as started.
   std::unique_ptr<BertDataSource> data = open_bert_data(c);
@@ -219,10 +242,13 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     throw Error("config: sequences of {} tokens exceed model.max_position_embeddings ({})", seq_len,
                 c.max_position);
 
-  Sinks sinks(c.is_rank0, console, result.log_file, c.tensorboard_dir);
+  Sinks sinks(c.is_rank0, console, c.tensorboard_dir, c.save_dir, c.keep_checkpoints);
   report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   if (c.matmul_dtype == "bf16")
     sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
+  const RunSettings settings = run_settings(c, seq_len);
+  const ResumePoint resume = find_resume_point(c.load_dir, c.resume, settings, sinks.console());
+  result.log_file = sinks.open_mllog(c.output_dir, fmt::format("result_bert_{}.log", c.seed), resume);
   log::BertRunInfo info;
   info.seed = c.seed;
   info.global_batch_size = c.global_batch_size;
@@ -242,7 +268,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   info.train_samples = c.global_batch_size * c.train_steps;
   info.submission.org = "kiln";
   info.submission.platform = c.submission_platform;
-  if (sinks.mllog()) log::log_bert_init_start(*sinks.mllog(), info);
+  if (sinks.mllog() && !resume.continues_run()) log::log_bert_init_start(*sinks.mllog(), info);
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
@@ -269,15 +295,13 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.cadence.eval_interval = c.eval_interval;
   loop.cadence.save_interval = c.save_interval;
   loop.cadence.eval_at_start = c.eval_at_start;
-  loop.load_dir = c.load_dir;
-  loop.save_dir = c.save_dir;
-  loop.keep_checkpoints = c.keep_checkpoints;
   loop.megatron_log = c.log_format == "megatron";
   loop.progress = c.progress;
   loop.resolved = resolved;
+  loop.settings = settings;
 
   BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size());
-  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run}, sinks);
+  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run}, sinks, resume);
   result.steps = r.steps;
   result.losses = r.losses;
   result.reached_target = r.reached_target;

@@ -24,6 +24,7 @@
 #include "kiln/optim/lars.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/resume.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -41,6 +42,19 @@ models::ResNetConfig model_config(const ResNetTrainConfig& c, int64_t classes) {
   m.zero_init_residual = c.zero_init_residual;
   m.init = c.init == "mlperf" ? models::ResNetInit::mlperf : models::ResNetInit::torchvision;
   return m;
+}
+
+// What a resumed run must share with its checkpoint (train/resume.h).
+RunSettings run_settings(const ResNetTrainConfig& c, int64_t classes) {
+  using Waiver = RunSetting::Waiver;
+  return {{"recipe", "resnet"},
+          {"model.arch", c.arch},
+          {"model.width", c.width},
+          {"model.num_classes", classes},
+          {"model.small_images", c.small_images},
+          {"data.image_size", c.image_size, Waiver::finetune},
+          {"train.batch_size", c.batch_size, Waiver::finetune},
+          {"train.seed", c.seed, Waiver::no_load_rng}};
 }
 
 // Generated images for BENCHMARK runs: uniform noise in the normalised range, labels from Philox.
@@ -117,9 +131,9 @@ class ResNetRecipe : public Recipe {
     return 3.0 * double(model_.flops_per_image(c_.image_size, c_.image_size));
   }
 
-  void resume(const nlohmann::json&, int64_t step, Sinks& sinks) override {
+  void resume(const io::CheckpointMeta& meta, int64_t step, Sinks& sinks) override {
     if (train_loader_) train_loader_->seek({step / steps_per_epoch_, step % steps_per_epoch_});
-    sinks.console() << fmt::format("resumed from {} at step {}\n", io::latest_checkpoint(c_.load_dir)->string(), step);
+    sinks.console() << fmt::format("resumed from {} at step {}\n", meta.dir().string(), step);
   }
 
   std::string start_line(int64_t start_step) const override {
@@ -188,9 +202,11 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   const int64_t warmup_steps = int64_t(std::llround(c.warmup_epochs * double(steps_per_epoch)));
 
   ResNetRunResult result;
-  result.log_file = fs::path(c.output_dir) / fmt::format("result_resnet_{}.log", c.seed);
-  Sinks sinks(c.is_rank0, console, result.log_file, "");
+  Sinks sinks(c.is_rank0, console, "", c.save_dir, c.keep_checkpoints);
   report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
+  const RunSettings settings = run_settings(c, classes);
+  const ResumePoint resume = find_resume_point(c.load_dir, c.resume, settings, sinks.console());
+  result.log_file = sinks.open_mllog(c.output_dir, fmt::format("result_resnet_{}.log", c.seed), resume);
   log::ResNetRunInfo info;
   info.seed = c.seed;
   info.global_batch_size = c.batch_size;
@@ -204,7 +220,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   info.weight_decay = c.weight_decay;
   info.submission.org = "kiln";
   info.submission.platform = c.submission_platform;
-  if (sinks.mllog()) log::log_resnet_init_start(*sinks.mllog(), info);
+  if (sinks.mllog() && !resume.continues_run()) log::log_resnet_init_start(*sinks.mllog(), info);
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
@@ -233,15 +249,13 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.cadence.eval_start_epoch = c.eval_start_epoch;
   loop.cadence.eval_every = c.eval_freq;
   loop.cadence.save_interval = c.save_interval;
-  loop.load_dir = c.load_dir;
-  loop.save_dir = c.save_dir;
-  loop.keep_checkpoints = c.keep_checkpoints;
   loop.progress = c.progress;
   loop.resolved = resolved;
+  loop.settings = settings;
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
                       workers);
-  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run}, sinks);
+  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run}, sinks, resume);
   result.steps = r.steps;
   result.epochs = r.epochs;
   result.losses = r.losses;

@@ -1,0 +1,36 @@
+// train/test_hooks.h — environment variables with which tests reach paths a healthy run never
+// takes, or see exactly what it computed:
+//   KILN_TEST_NAN_STEP=k     after the backward of step k (1-based) one gradient element becomes
+//                            NaN; "k+": at every step from k on (tests/train/nonfinite_test.cc)
+//   KILN_TEST_LOSS_LOG=FILE  every step appends "STEP LOSS\n" to FILE, the loss in hexadecimal
+//                            floating point (exact), so the kill drills compare the losses of
+//                            killed and resumed runs bit for bit (tests/train/kill_drill_test.cc)
+// io/checkpoint.h has KILN_TEST_KILL_IN_SAVE.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+
+namespace kiln::train {
+
+struct NanInjection {
+  int64_t step = 0;        // 0: none
+  bool onwards = false;
+  bool at(int64_t done) const { return step > 0 && (done == step || (onwards && done > step)); }
+};
+// KILN_TEST_NAN_STEP; throws kiln::Error naming the variable when its value is malformed.
+NanInjection test_nan_injection();
+
+// KILN_TEST_LOSS_LOG; does nothing when it is not set.
+class LossLog {
+ public:
+  LossLog();  // throws kiln::Error naming the file when it cannot be opened
+  ~LossLog();
+  LossLog(const LossLog&) = delete;
+  LossLog& operator=(const LossLog&) = delete;
+  void add(int64_t step, double loss);
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace kiln::train
