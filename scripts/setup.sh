@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers libomp-dev
   zlib1g-dev libjpeg62-turbo-dev libpng-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin   # optional: multi-process training (mpirun)
   clang libclang-rt-14-dev   # libFuzzer + ASan/UBSan for the fuzz targets (scripts/fuzz.sh)
   python3 python3-numpy python3-yaml
   dataset-fashion-mnist

@@ -57,6 +57,15 @@ TEST(TrainErrors, ConfigVocabSmallerThanVocabFileIsNamed) {
   EXPECT_NE(o.output.find("30522"), std::string::npos) << o.output;
 }
 
+TEST(TrainErrors, TensorAndPipelineParallelTrainingAreRefusedInOneLine) {
+  const fs::path dir = fresh_temp_dir("tp-pp");
+  expect_one_line_error(run(kTrain + " --output-dir " + dir.string() + " --tensor-model-parallel-size 2"),
+                        "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1: tensor- and "
+                        "pipeline-parallel training is not implemented yet");
+  expect_one_line_error(run(kTrain + " --output-dir " + dir.string() + " --pipeline-model-parallel-size 2"),
+                        "--pipeline-model-parallel-size 2");
+}
+
 TEST(TrainErrors, UnknownConfigKeyIsNamed) {
   const fs::path dir = fresh_temp_dir("unknown-key");
   std::ofstream(dir / "bad.toml") << "[optim]\nlearning_rate = 0.1\n";

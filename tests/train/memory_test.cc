@@ -168,8 +168,9 @@ TEST(TrainingMemory, BertTinySteadyStateStepAllocatesNothing) {
   BertRecipe recipe(run, model);
   std::ostringstream console;
   Sinks sinks(false, console, "", "", 1);
+  dist::SingleProcess one_process;
   const LoopResult r = run_training(loop_config(Cadence::Kind::blocks), recipe,
-                                    {store, optimizer, schedule, {}, run}, sinks, {});
+                                    {store, optimizer, schedule, {}, run, one_process}, sinks, {});
   ASSERT_EQ(r.steps, kSteps);
   expect_steady_state_allocates_nothing(recipe.counts, "bert-tiny");
 }
@@ -216,8 +217,9 @@ TEST(TrainingMemory, TinyResNetSteadyStateStepAllocatesNothing) {
   ResNetRecipe recipe(run, model);
   std::ostringstream console;
   Sinks sinks(false, console, "", "", 1);
+  dist::SingleProcess one_process;
   const LoopResult r = run_training(loop_config(Cadence::Kind::epochs), recipe,
-                                    {store, optimizer, schedule, {}, run}, sinks, {});
+                                    {store, optimizer, schedule, {}, run, one_process}, sinks, {});
   ASSERT_EQ(r.steps, kSteps);
   expect_steady_state_allocates_nothing(recipe.counts, "tiny ResNet");
 }

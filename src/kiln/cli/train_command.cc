@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "kiln/cli/commands.h"
+#include "kiln/core/error.h"
+#include "kiln/dist/world.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "kiln/train/resnet_config.h"
@@ -53,9 +55,10 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
     o.extra_flags.emplace_back("data.data_path", joined);
   }
   const auto resolved = o.resolve(&train::finalize_bert_config);
-  o.config.progress = ::isatty(STDOUT_FILENO) != 0;
+  o.config.is_rank0 = dist::world().rank() == 0;
+  o.config.progress = o.config.is_rank0 && ::isatty(STDOUT_FILENO) != 0;
   const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
-  if (o.config.dry_run) return;
+  if (o.config.dry_run || !o.config.is_rank0) return;
   if (!r.evals.empty())
     std::cout << fmt::format("final masked-LM accuracy: {:.4f} (after {} steps{})\n",
                              r.evals.back().mlm_accuracy, r.steps,
@@ -67,6 +70,9 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
 }
 
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
+  if (dist::world().size() > 1)
+    throw Error("kiln train resnet runs in one process for now: data parallel over MPI is implemented for "
+                "kiln train bert only (issue 9)");
   const auto resolved = o.resolve(&train::finalize_resnet_config);
   o.config.progress = ::isatty(STDOUT_FILENO) != 0;
   const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);

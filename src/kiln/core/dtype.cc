@@ -7,7 +7,7 @@ namespace kiln {
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::i64: case DType::f64: return 8;
     case DType::bf16: case DType::f16: case DType::u16: return 2;
     case DType::u8: return 1;
   }
@@ -23,6 +23,7 @@ std::string_view dtype_name(DType t) {
     case DType::i64: return "i64";
     case DType::u16: return "u16";
     case DType::u8: return "u8";
+    case DType::f64: return "f64";
   }
   return "?";
 }
@@ -35,7 +36,8 @@ DType dtype_from_name(std::string_view n) {
   if (n == "i64" || n == "I64" || n == "int64") return DType::i64;
   if (n == "u16" || n == "U16" || n == "uint16") return DType::u16;
   if (n == "u8" || n == "U8" || n == "uint8") return DType::u8;
-  throw Error("unknown dtype '{}' (expected f32, bf16, f16, i32, i64, u16 or u8)", n);
+  if (n == "f64" || n == "F64" || n == "float64") return DType::f64;
+  throw Error("unknown dtype '{}' (expected f32, bf16, f16, i32, i64, u16, u8 or f64)", n);
 }
 
 uint16_t f32_to_f16_portable(float f) {

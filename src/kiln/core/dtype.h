@@ -9,7 +9,7 @@
 
 namespace kiln {
 
-enum class DType : uint8_t { f32, bf16, f16, i32, i64, u16, u8 };
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, u16, u8, f64 };  // f64: host-side sums (dist/)
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);     // "f32", "bf16", ... (safetensors uses upper case)

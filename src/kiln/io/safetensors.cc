@@ -29,6 +29,7 @@ const char* safetensors_dtype(DType t) {
     case DType::i64: return "I64";
     case DType::u16: return "U16";
     case DType::u8: return "U8";
+    case DType::f64: return "F64";
   }
   return "?";
 }

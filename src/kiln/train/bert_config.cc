@@ -55,6 +55,10 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "samples per optimizer step");
   r.add_int("train.micro_batch_size", &c.micro_batch_size, "", {"--micro-batch-size"},
             "samples per forward/backward");
+  r.add_int("parallel.tensor_model_parallel_size", &c.tensor_parallel, "", {"--tensor-model-parallel-size"},
+            "tensor-parallel ranks (--dry-run only for now; training needs 1)");
+  r.add_int("parallel.pipeline_model_parallel_size", &c.pipeline_parallel, "", {"--pipeline-model-parallel-size"},
+            "pipeline stages (--dry-run only for now; training needs 1)");
   r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},
             "optimizer steps (schedule length)");
   r.add_int("train.benchmark", &c.benchmark, "BENCHMARK", {"--benchmark"},
@@ -157,6 +161,8 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   if (!c.fake_data && c.data_dir.empty() && !c.megatron_data())
     throw Error("config: no data (use --data DIR, --data-path PREFIX, or --fake-data / BENCHMARK=N)");
 
+  positive(c.tensor_parallel, "parallel.tensor_model_parallel_size");
+  positive(c.pipeline_parallel, "parallel.pipeline_model_parallel_size");
   if (c.global_batch_size == 0) c.global_batch_size = 8;
   positive(c.global_batch_size, "train.global_batch_size");
   if (c.micro_batch_size == 0) c.micro_batch_size = c.global_batch_size;

@@ -40,6 +40,8 @@ struct BertTrainConfig {
   int64_t threads = 0;            // 0: all cores (OpenMP default)
   std::string matmul_dtype = "f32";  // deprecated: bf16 = --bf16
   PrecisionConfig precision;       // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
+  // [parallel] data parallel is the world size (mpirun -np N) over TP x PP
+  int64_t tensor_parallel = 1, pipeline_parallel = 1;
   // [optim]
   std::string optimizer = "lamb";  // lamb | adamw
   double lr = 0;                   // 0: 0.000175 * sqrt(global batch / 96) (tinygrad)

@@ -31,7 +31,6 @@ class ShardData : public BertDataSource {
     vocab_size_ = train_set_.vocab_size();
   }
   void next_train(data::BertBatch& batch, int) override { loader_.next(batch); }
-  uint64_t position() const override { return loader_.position(); }
   void seek(uint64_t position) override { loader_.seek(position); }
   void begin_eval(int64_t) override { seen_ = 0; eval_.reset(); }
   bool next_eval(data::BertBatch& batch, int batch_size) override {
@@ -81,7 +80,6 @@ class MegatronData : public BertDataSource {
     fill(*sets_.train, consumed_, batch, batch_size);
     consumed_ += uint64_t(batch_size);
   }
-  uint64_t position() const override { return consumed_; }
   void seek(uint64_t position) override { consumed_ = position; }
   void begin_eval(int64_t index) override {
     eval_next_ = uint64_t(index * eval_samples_);
@@ -107,7 +105,7 @@ class MegatronData : public BertDataSource {
   int64_t eval_batches_ = 0, eval_left_ = 0;
 };
 
-// Random batches, a pure function of (seed, step).
+// Random batches, a pure function of (seed, position / batch size).
 class FakeData : public BertDataSource {
  public:
   explicit FakeData(const BertTrainConfig& c) : c_(c) {
@@ -118,9 +116,9 @@ class FakeData : public BertDataSource {
   }
   void next_train(data::BertBatch& batch, int batch_size) override {
     data::fill_fake_batch(batch, batch_size, seq_len_, max_pred_, int(c_.vocab_size),
-                          uint64_t(c_.seed), position_++);
+                          uint64_t(c_.seed), position_ / uint64_t(batch_size));
+    position_ += uint64_t(batch_size);
   }
-  uint64_t position() const override { return position_; }
   void seek(uint64_t position) override { position_ = position; }
   void begin_eval(int64_t) override { eval_step_ = 0; }
   bool next_eval(data::BertBatch& batch, int batch_size) override {

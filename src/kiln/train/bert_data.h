@@ -20,9 +20,9 @@ class BertDataSource {
   // Largest token id the data can hold + 1 (0: unknown).
   int64_t vocab_size() const { return vocab_size_; }
 
-  // The next `batch_size` training samples; position() counts the samples consumed.
+  // The next `batch_size` training samples, from the position in the run's sample order that
+  // seek() set (each micro-batch seeks to its first sample's global index).
   virtual void next_train(data::BertBatch& batch, int batch_size) = 0;
-  virtual uint64_t position() const = 0;
   virtual void seek(uint64_t position) = 0;
 
   // Evaluation number `index` (0, 1, ...): begin_eval, then next_eval until it returns false.

@@ -17,6 +17,7 @@
 #include "kiln/log/resnet_mllog.h"
 #include "kiln/log/submission.h"
 #include "kiln/optim/grad_norm.h"
+#include "kiln/train/data_parallel.h"
 #include "kiln/train/run_report.h"
 #include "kiln/train/test_hooks.h"
 
@@ -50,7 +51,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   const int64_t total_epochs = c.total_steps / steps_per_epoch;
   KILN_CHECK(c.global_batch % c.micro_batch == 0, "training loop: global batch {} is not a multiple of micro batch {}",
              c.global_batch, c.micro_batch);
-  const int64_t accumulation = c.global_batch / c.micro_batch;
+  DataParallel dp(state.comm, c.global_batch, c.micro_batch);
+  const int64_t accumulation = dp.micro_batches_per_rank();
+  const int64_t slots = dp.slots();  // micro-batches per global batch, all ranks together
   optim::LossScaler scaler(c.loss_scaler);
   const NanInjection inject_nan = test_nan_injection();
   LossLog loss_log;
@@ -82,6 +85,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   }
   result.steps = start_step;
   result.epochs = epochs ? start_step / steps_per_epoch : 0;
+  if (dp.ranks() > 1) dp.broadcast_weights(store);
   store.refresh_compute();  // the compute copy follows the (initialised or restored) weights
   io::CheckpointManager* checkpoints = sinks.checkpoints();
   if (resume.continues_run() && resume.checkpoint->boolean("target_reached")) {
@@ -127,6 +131,12 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     if (mllog) mllog->end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});
     console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
   };
+  // Only rank 0 saves; the others wait for it, so that an error on another rank cannot end rank 0
+  // (MPI_Abort) in the middle of writing the checkpoint.
+  auto save_all = [&](int64_t step) {
+    save(step);
+    if (dp.ranks() > 1) dp.barrier();
+  };
   auto evaluate = [&](int64_t done, int64_t epoch) {
     clear_progress();
     const double metric = recipe.evaluate(done, epoch, sinks);
@@ -149,7 +159,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
                        : fmt::format("target {} {} reached at step {} ({} samples)\n", recipe.metric_name(),
                                      c.target, done, done * c.global_batch));
     if (mllog) log::log_run_stop(*mllog, true);
-    save(done);
+    save_all(done);
     return true;
   };
 
@@ -188,7 +198,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     ops::set_profile_recording(profiling && step > start_step);
     double data_seconds = 0;
     store.zero_grad();
-    const float grad_scale = float(scaler.scale()) / float(accumulation);
+    const float grad_scale = float(scaler.scale()) / float(slots);
     MicroBatchLosses sum;
     sum.parts.assign(names.size(), 0.0);
     for (int64_t micro = 0; micro < accumulation; ++micro) {
@@ -196,19 +206,30 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       Step s;
       s.ctx = &ctx;
       s.seed = uint64_t(c.seed);
-      s.index = uint64_t(step * accumulation + micro);
+      const int64_t slot = dp.slot(micro);
+      s.index = uint64_t(step * slots + slot);
       s.training = true;
-      s.sample_offset = uint64_t(step * c.global_batch + micro * c.micro_batch);
+      s.sample_offset = uint64_t(step * c.global_batch + slot * c.micro_batch);
       s.compute_dtype = c.compute_dtype;
       Timer data_timer;
       recipe.load(s);
       data_seconds += data_timer.seconds();
       const MicroBatchLosses out = recipe.forward_backward(s, grad_scale);
-      sum.loss += out.loss / double(accumulation);
+      sum.loss += out.loss / double(slots);
       for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i)
-        sum.parts[i] += out.parts[i] / double(accumulation);
+        sum.parts[i] += out.parts[i] / double(slots);
       sum.correct += out.correct;
       sum.count += out.count;
+    }
+    if (dp.ranks() > 1) {
+      dp.reduce_gradients(store);
+      std::vector<double> totals = {sum.loss, double(sum.correct), double(sum.count)};
+      totals.insert(totals.end(), sum.parts.begin(), sum.parts.end());
+      dp.reduce(totals);
+      sum.loss = totals[0];
+      sum.correct = int64_t(totals[1]);
+      sum.count = int64_t(totals[2]);
+      std::copy(totals.begin() + 3, totals.end(), sum.parts.begin());
     }
     const int64_t done = step + 1;
     if (inject_nan.at(done)) {  // test hook: one gradient element becomes NaN
@@ -259,7 +280,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     if (profiling && step > start_step) profiled_seconds += seconds, ++profiled_steps;
     step_seconds.push_back(seconds);
     result.losses.push_back(sum.loss);
-    loss_log.add(done, sum.loss);
+    if (sinks.is_rank0()) loss_log.add(done, sum.loss);
     result.steps = done;
     interval_data += data_seconds;
     interval_compute += seconds - data_seconds;
@@ -350,7 +371,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
         block_open = false;
         if (reached(metric, done)) break;
       }
-      if (done % c.cadence.save_interval == 0 || done == last_step) save(done);
+      if (done % c.cadence.save_interval == 0 || done == last_step) save_all(done);
     } else if (epoch_closes) {
       const int64_t epoch = done / steps_per_epoch;
       result.epochs = epoch;
@@ -365,9 +386,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
         if (mllog) log::log_resnet_eval(*mllog, epoch, metric);
         if (reached(metric, done)) break;
       }
-      if (epoch % c.cadence.save_interval == 0 || done == last_step) save(done);
+      if (epoch % c.cadence.save_interval == 0 || done == last_step) save_all(done);
     } else if (done == last_step) {
-      save(done);  // stopped inside an epoch (--exit-interval): a resumed run continues from here
+      save_all(done);  // stopped inside an epoch (--exit-interval): a resumed run continues from here
     }
   }
   clear_progress();
@@ -380,6 +401,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   }
   if (!result.reached_target && c.benchmark == 0 && result.steps == c.total_steps && mllog)
     log::log_run_stop(*mllog, false);
+  if (dp.ranks() > 1) console << dp.check_replicas(store) << "\n";
   if (tensorboard) tensorboard->flush();
   console.flush();
   return result;

@@ -5,6 +5,8 @@
 //   resume from the checkpoint the recipe found (train/resume.h): weights, optimizer, loss
 //   scaler, data position; MLPerf run_start unless the run continues its log; per step:
 //     zero grads; per micro-batch: load (timed as data), forward, backward of loss x scale / M
+//     (M: micro-batches per global batch over all data-parallel ranks; train/data_parallel.h)
+//     with several ranks: gradients, losses and counters summed across them
 //     unscale (1/scale); global grad norm; a non-finite loss or norm skips the step (weights,
 //     optimizer state and the LR schedule's step untouched), counts it, warns, and lowers a
 //     dynamic loss scale; else clip (clip_grad > 0) and optimizer.step(lr(optimizer steps))
@@ -14,6 +16,8 @@
 //   a terminal, TensorBoard scalars; evaluations, MLPerf blocks (BERT) or epochs (ResNet),
 //   stop at the target, checkpoints; BENCHMARK=N: N steps, the estimated time to train, one eval.
 // Sinks (console, MLPerf log, TensorBoard, checkpoints; train/sinks.h) write on rank 0 only.
+// With several data-parallel ranks, every rank starts from rank 0's weights, and the run ends by
+// checking that all ranks hold bitwise the same weights (a console line says so).
 // A checkpoint records the MLPerf log's position, so a resumed run continues the log where the
 // checkpoint was: the block (BERT) or epoch (ResNet) open then stays open, no second run_start.
 #pragma once
@@ -30,6 +34,7 @@
 
 #include "kiln/core/dtype.h"
 #include "kiln/core/step.h"
+#include "kiln/dist/communicator.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/log/megatron_log.h"
@@ -157,6 +162,7 @@ struct TrainState {
   const optim::LrSchedule& schedule;
   std::vector<io::FlatState> buffers;  // non-parameter model state (BN running statistics)
   RunContext& run;                     // the one the store and optimizer were made with
+  dist::Communicator& comm;            // the data-parallel ranks (dist::world())
 };
 
 // Runs the loop above from `resume` (find_resume_point). The caller opened the MLPerf log

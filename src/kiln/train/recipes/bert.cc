@@ -15,6 +15,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/core/timer.h"
 #include "kiln/data/text/vocab.h"
+#include "kiln/dist/world.h"
 #include "kiln/log/bert_mllog.h"
 #include "kiln/log/megatron_log.h"
 #include "kiln/models/bert.h"
@@ -102,9 +103,10 @@ void check_vocab(const BertTrainConfig& c, int64_t data_vocab) {
 class BertRecipe : public Recipe {
  public:
   BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining& model,
-             std::vector<EvalResult>& evals, int seq_len, int max_pred, int64_t parameters)
+             std::vector<EvalResult>& evals, int seq_len, int max_pred, int64_t parameters,
+             dist::Communicator& comm)
       : c_(c), data_(data), model_(model), evals_(evals), seq_len_(seq_len), max_pred_(max_pred),
-        parameters_(parameters),
+        parameters_(parameters), comm_(comm),
         second_(c.no_binary_head ? nullptr : (c.megatron_data() ? "sop" : "nsp")) {}
 
   std::vector<std::string> loss_names() const override {
@@ -113,7 +115,14 @@ class BertRecipe : public Recipe {
     return names;
   }
 
-  void load(const Step&) override { data_.next_train(batch_, int(c_.micro_batch_size)); }
+  // The samples of the micro-batch's slot in the global order (train/data_parallel.h): with
+  // several ranks each reads only its own slots.
+  void load(const Step& step) override {
+    data_.seek(step.sample_offset);
+    data_.next_train(batch_, int(c_.micro_batch_size));
+    const uint64_t global = uint64_t(c_.global_batch_size);
+    consumed_ = (step.sample_offset / global + 1) * global;
+  }
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
     const models::BertOutputs out = model_.forward(step, batch_);
@@ -126,31 +135,39 @@ class BertRecipe : public Recipe {
     return r;
   }
 
+  // Sharded: rank r evaluates batches r, r + ranks, ...; the sums are then added across ranks
+  // (weighted sums, not means of means), so every rank gets the single-process metrics.
   double evaluate(int64_t step, int64_t, Sinks& sinks) override {
     std::ostream& console = sinks.console();
     Timer timer;
     EvalResult r;
-    int64_t correct = 0, nsp_correct = 0, nsp_count = 0, batches = 0;
-    double weight_sum = 0, mlm_loss = 0, nsp_loss = 0;
+    // correct, weight sum, nsp correct, nsp count, mlm loss, nsp loss, batches, samples
+    std::vector<double> sums(8, 0.0);
     Step eval_step;
     eval_step.seed = uint64_t(c_.seed);
     eval_step.training = false;
     eval_step.compute_dtype = c_.precision.dtype;
     data_.begin_eval(evals_done_++);
-    while (batches < c_.eval_iters && data_.next_eval(batch_, int(c_.eval_batch_size))) {
+    for (int64_t b = 0; b < c_.eval_iters && data_.next_eval(batch_, int(c_.eval_batch_size)); ++b) {
+      if (b % comm_.size() != comm_.rank()) continue;
       const models::BertOutputs out = model_.forward(eval_step, batch_);
-      correct += out.mlm_correct;
-      weight_sum += out.mlm_weight_sum;
-      nsp_correct += out.nsp_correct;
-      nsp_count += out.nsp_count;
-      mlm_loss += out.mlm_loss;
-      nsp_loss += out.nsp_loss;
-      ++batches;
-      r.samples += batch_.batch;
+      sums[0] += double(out.mlm_correct);
+      sums[1] += out.mlm_weight_sum;
+      sums[2] += double(out.nsp_correct);
+      sums[3] += double(out.nsp_count);
+      sums[4] += out.mlm_loss;
+      sums[5] += out.nsp_loss;
+      sums[6] += 1;
+      sums[7] += double(batch_.batch);
     }
-    r.mlm_accuracy = weight_sum > 0 ? double(correct) / weight_sum : 0;
+    dist::all_reduce_sum(comm_, sums);
+    const double correct = sums[0], weight_sum = sums[1], nsp_correct = sums[2], nsp_count = sums[3];
+    const double mlm_loss = sums[4], nsp_loss = sums[5];
+    const int64_t batches = int64_t(sums[6]);
+    r.samples = int64_t(sums[7]);
+    r.mlm_accuracy = weight_sum > 0 ? correct / weight_sum : 0;
     r.mlm_loss = batches ? mlm_loss / double(batches) : 0;
-    r.nsp_accuracy = nsp_count ? double(nsp_correct) / double(nsp_count) : 0;
+    r.nsp_accuracy = nsp_count > 0 ? nsp_correct / nsp_count : 0;
     r.nsp_loss = batches ? nsp_loss / double(batches) : 0;
     log::NamedLosses losses = {{"lm loss", r.mlm_loss}};
     if (second_) losses.emplace_back(fmt::format("{} loss", second_), r.nsp_loss);
@@ -163,7 +180,7 @@ class BertRecipe : public Recipe {
         second_ ? second_ : "nsp", r.nsp_loss, batches, timer.seconds());
     console.flush();
     if (log::TensorBoardWriter* tb = sinks.tensorboard()) {
-      log::write_megatron_validation_scalars(*tb, losses, step, data_.position(), true);
+      log::write_megatron_validation_scalars(*tb, losses, step, consumed_, true);
       tb->add_scalar("lm accuracy validation", r.mlm_accuracy, step);
       if (second_) tb->add_scalar(fmt::format("{} accuracy validation", second_), r.nsp_accuracy, step);
     }
@@ -181,13 +198,13 @@ class BertRecipe : public Recipe {
   double flops_per_sample() const override { return double(model_.flops_per_sample(seq_len_, max_pred_)); }
 
   void resume(const io::CheckpointMeta& meta, int64_t step, Sinks& sinks) override {
-    data_.seek(uint64_t(meta.integer("samples_consumed")));
+    consumed_ = uint64_t(meta.integer("samples_consumed"));
     evals_done_ = meta.integer("evaluations");  // Megatron's validation samples follow it
     sinks.console() << fmt::format("resumed from {} at step {} ({} samples consumed)\n", meta.dir().string(), step,
-                                   data_.position());
+                                   consumed_);
   }
   void add_meta(nlohmann::json& meta) const override {
-    meta["samples_consumed"] = data_.position();
+    meta["samples_consumed"] = consumed_;
     meta["evaluations"] = evals_done_;
   }
 
@@ -213,9 +230,11 @@ class BertRecipe : public Recipe {
   std::vector<EvalResult>& evals_;
   int seq_len_, max_pred_;
   int64_t parameters_;
+  dist::Communicator& comm_;
   const char* second_;
   data::BertBatch batch_;
   int64_t evals_done_ = 0;
+  uint64_t consumed_ = 0;  // samples of the global batches begun so far (all ranks)
   double nsp_loss_ = 0;
 };
 
@@ -224,12 +243,18 @@ class BertRecipe : public Recipe {
 BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   if (c.dry_run) {
     if (!c.is_rank0) return {};
-    console << bert_dry_run(model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size, 1, 1, 1,
+    const int64_t dp = std::max<int64_t>(1, dist::world().size() / (c.tensor_parallel * c.pipeline_parallel));
+    console << bert_dry_run(model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
+                            int(c.tensor_parallel), int(c.pipeline_parallel), int(dp),
                             c.precision.dtype != DType::f32).text;
     console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     return {};
   }
+  if (c.tensor_parallel != 1 || c.pipeline_parallel != 1)
+    throw Error("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}: tensor- and pipeline-parallel "
+                "training is not implemented yet (issue 9); train with 1 and 1 (data parallel: mpirun -np N)",
+                c.tensor_parallel, c.pipeline_parallel);
   if (c.threads > 0) omp_set_num_threads(int(c.threads));
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
   BertRunResult result;
@@ -300,8 +325,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.resolved = resolved;
   loop.settings = settings;
 
-  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size());
-  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run}, sinks, resume);
+  dist::Communicator& world = dist::world();
+  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), world);
+  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, world}, sinks, resume);
   result.steps = r.steps;
   result.losses = r.losses;
   result.reached_target = r.reached_target;

@@ -23,6 +23,7 @@
 #include "kiln/nn/cross_entropy.h"
 #include "kiln/optim/lars.h"
 #include "kiln/optim/lr_schedule.h"
+#include "kiln/dist/world.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/resume.h"
 
@@ -255,7 +256,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
                       workers);
-  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run}, sinks, resume);
+  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run, dist::world()}, sinks, resume);
   result.steps = r.steps;
   result.epochs = r.epochs;
   result.losses = r.losses;

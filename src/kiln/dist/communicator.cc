@@ -1,0 +1,35 @@
+#include "kiln/dist/communicator.h"
+
+#include <cstring>
+
+#include "kiln/core/error.h"
+
+namespace kiln::dist {
+
+void check_collective_tensor(const Tensor& t, const char* op) {
+  KILN_CHECK(t.device.is_cpu(), "{}: tensors must be on the host, got {}", op, t.device.str());
+  KILN_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i64,
+             "{}: dtype {} is not supported (f32, f64, i64)", op, dtype_name(t.dtype));
+}
+
+void SingleProcess::all_reduce_sum(Tensor& t) { check_collective_tensor(t, "all_reduce_sum"); }
+
+void SingleProcess::broadcast(Tensor& t, int root) {
+  check_collective_tensor(t, "broadcast");
+  KILN_CHECK(root == 0, "broadcast: root {} outside world size 1", root);
+}
+
+void SingleProcess::all_gather(const Tensor& in, Tensor& out) {
+  check_collective_tensor(in, "all_gather");
+  KILN_CHECK(out.dtype == in.dtype && out.numel() == in.numel(),
+             "all_gather: output has {} elements of {}, expected {} of {}", out.numel(),
+             dtype_name(out.dtype), in.numel(), dtype_name(in.dtype));
+  if (out.data != in.data) std::memcpy(out.data, in.data, in.nbytes());
+}
+
+void all_reduce_sum(Communicator& comm, std::span<double> values) {
+  Tensor t = Tensor::view(values.data(), {int64_t(values.size())}, DType::f64);
+  comm.all_reduce_sum(t);
+}
+
+}  // namespace kiln::dist

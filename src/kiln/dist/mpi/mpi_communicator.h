@@ -1,0 +1,27 @@
+// dist/mpi/mpi_communicator.h — the Communicator over MPI_COMM_WORLD (compiled only when CMake
+// finds MPI). all_reduce_sum gathers each chunk to rank 0, which adds the ranks' values in rank
+// order and broadcasts the sum: MPI_Allreduce is not used, because MPI does not promise an
+// order of addition (it may change with the message size and the number of processes).
+#pragma once
+#include <vector>
+
+#include "kiln/dist/communicator.h"
+
+namespace kiln::dist {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator();  // after MPI_Init
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(Tensor& t) override;
+  void broadcast(Tensor& t, int root) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void barrier() override;
+
+ private:
+  int rank_ = 0, size_ = 1;
+  std::vector<std::byte> gathered_;  // rank 0: one chunk from every rank
+};
+
+}  // namespace kiln::dist

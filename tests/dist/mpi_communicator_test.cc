@@ -1,0 +1,80 @@
+// The MPI communicator on 2 ranks: this test runs itself under `mpirun -np 2` (the outer run
+// launches, each rank checks). Skipped, saying why, without mpirun or MPI. Label `mpi`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kiln/dist/world.h"
+#include "tests/testing/run_command.h"
+
+namespace kiln {
+namespace {
+
+// Rank r's value of element i: different on each rank, with f32 sums that must round.
+float value(int rank, int64_t i) {
+  return float((rank + 1) * ((i % 7) - 3)) * (rank == 0 ? 3e7f : 1.1f) + 0.37f * float(i % 5);
+}
+
+void check_on_this_rank() {
+  int argc = 0;
+  char** argv = nullptr;
+  dist::init(argc, argv);
+  dist::Communicator& comm = dist::world();
+  ASSERT_EQ(comm.size(), 2);
+  const int rank = comm.rank();
+
+  // f32 over more than one 2^20-element chunk: the rank-order sum in f64, rounded, bit for bit.
+  const int64_t n = (int64_t(1) << 20) + 3;
+  Tensor t = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = value(rank, i);
+  comm.all_reduce_sum(t);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(t.ptr<float>()[i], float(double(value(0, i)) + double(value(1, i)))) << "rank " << rank << " element " << i;
+
+  std::vector<double> d = {0.1 * (rank + 1), 1e300 * rank};
+  dist::all_reduce_sum(comm, d);
+  EXPECT_EQ(d, (std::vector<double>{0.1 + 0.2, 1e300}));
+
+  std::vector<int64_t> counts = {int64_t(rank) + 5, -7}, gathered(4, 0);
+  Tensor tc = Tensor::view(counts.data(), {2}, DType::i64), tg = Tensor::view(gathered.data(), {4}, DType::i64);
+  comm.all_gather(tc, tg);
+  EXPECT_EQ(gathered, (std::vector<int64_t>{5, -7, 6, -7}));
+  comm.all_reduce_sum(tc);
+  EXPECT_EQ(counts, (std::vector<int64_t>{11, -14}));
+
+  std::vector<float> b = {float(rank), 2.5f * float(rank)};
+  Tensor tb = Tensor::view(b.data(), {2});
+  comm.broadcast(tb, 1);
+  EXPECT_EQ(b, (std::vector<float>{1.0f, 2.5f}));
+  comm.barrier();
+  dist::finalize();
+}
+
+TEST(MpiCommunicator, SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks) {
+  if (dist::launcher_world_size() > 0) return check_on_this_rank();  // a rank started by the outer run
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found: install openmpi-bin";
+#ifndef KILN_TEST_MPI
+  GTEST_SKIP() << "kiln was built without MPI: install libopenmpi-dev and reconfigure";
+#endif
+  char self[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(length, 0);
+  self[length] = '\0';
+  const std::string command = std::string("OMP_NUM_THREADS=1 mpirun -np 2 --oversubscribe --bind-to none") +
+                              (::geteuid() == 0 ? " --allow-run-as-root" : "") + " " + self +
+                              " --gtest_color=no --gtest_filter=MpiCommunicator.SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks";
+  const auto [status, output] = testing::run_command(command);
+  EXPECT_EQ(status, 0) << output;
+  size_t passed = 0;
+  for (size_t at = output.find("[  PASSED  ] 1 test"); at != std::string::npos;
+       at = output.find("[  PASSED  ] 1 test", at + 1))
+    ++passed;
+  EXPECT_EQ(passed, 2u) << output;
+}
+
+}  // namespace
+}  // namespace kiln
