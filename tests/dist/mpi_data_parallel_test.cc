@@ -95,6 +95,7 @@ std::string missing() {
 
 TEST(MpiDataParallel, TwoRanksTrainBertLikeOneProcessAtTheSameGlobalBatch) {
   if (const std::string why = missing(); !why.empty()) GTEST_SKIP() << why;
+  KILN_REQUIRE_TEST_DATA();
   const fs::path root = testing::unique_temp_dir("mpi_data_parallel");
   const fs::path data = prepared_data(root);
   const TrainRun one = train("env " + environment(root / "one"), data, root / "one");

@@ -246,8 +246,10 @@ void run_drill(const Drill& d) {
     const std::vector<std::string> events = testing::mllog_events(dir / d.log_name);
     EXPECT_EQ(events, testing::mllog_events(ref / d.log_name));
     EXPECT_EQ(testing::count_key(events, "run_start"), 1);
-    const testing::CheckerResult check = testing::run_compliance_checker(dir / d.log_name, d.ruleset);
-    EXPECT_EQ(check.exit_code, 0) << check.output;
+    if (testing::mlperf_logging_path()) {  // the rest of the drill runs without the checker
+      const testing::CheckerResult check = testing::run_compliance_checker(dir / d.log_name, d.ruleset);
+      EXPECT_EQ(check.exit_code, 0) << check.output;
+    }
     std::cout << "[ drill    ] " << d.name << " cycle " << cycle << ": " << segments.size() << " runs, "
               << final_step << " steps, identical to the uninterrupted run\n";
   }
@@ -256,7 +258,6 @@ void run_drill(const Drill& d) {
 }
 
 TEST(KillDrill, BertKilledAndResumedEndsBitwiseAsAnUninterruptedRun) {
-  KILN_REQUIRE_MLPERF_CHECKER();
   const testing::TinyBert data = testing::tiny_bert(testing::unique_temp_dir("drill_bert_data"));
   const int64_t batch = 8, save_interval = 3;
   // Samples per epoch are not a multiple of the batch: epochs end inside steps. The first run is
@@ -270,7 +271,6 @@ TEST(KillDrill, BertKilledAndResumedEndsBitwiseAsAnUninterruptedRun) {
 }
 
 TEST(KillDrill, ResNetKilledAndResumedEndsBitwiseAsAnUninterruptedRun) {
-  KILN_REQUIRE_MLPERF_CHECKER();
   const testing::TinyResNet data = testing::tiny_resnet(testing::unique_temp_dir("drill_resnet_data"));
   const int64_t epoch = data.steps_per_epoch;
   // Checkpoints at every epoch's end, and where a run stops: the first run stops inside epoch 2,
