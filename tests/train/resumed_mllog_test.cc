@@ -58,7 +58,6 @@ BertRunResult bert(const fs::path& run, const std::vector<std::string>& extra, s
 
 // Stopped at step 22, inside the block of steps 21-25 (an evaluation every 5 steps).
 TEST(ResumedMlLog, BertLogContinuesTheOpenBlockAndPassesTheOfficialChecker) {
-  KILN_REQUIRE_MLPERF_CHECKER();
   const fs::path dir = testing::unique_temp_dir("mllog_resume_bert");
   std::ostringstream console;
   const testing::ThreadsRestored threads;
@@ -77,12 +76,13 @@ TEST(ResumedMlLog, BertLogContinuesTheOpenBlockAndPassesTheOfficialChecker) {
   EXPECT_EQ(resumed, mllog_events(full.log_file));
   for (const char* key : {"cache_clear", "init_start", "init_stop", "run_start", "submission_org", "seed", "run_stop"})
     EXPECT_EQ(count_key(resumed, key), 1) << key;
-  const testing::CheckerResult check = testing::run_compliance_checker(second.log_file, "5.0.0");
-  EXPECT_EQ(check.exit_code, 0) << check.output;
+  if (testing::mlperf_logging_path()) {  // the event checks above run without it
+    const testing::CheckerResult check = testing::run_compliance_checker(second.log_file, "5.0.0");
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+  }
 }
 
 TEST(ResumedMlLog, ResNetLogContinuesTheOpenEpochAndPassesTheOfficialChecker) {
-  KILN_REQUIRE_MLPERF_CHECKER();
   const fs::path dir = testing::unique_temp_dir("mllog_resume_resnet");
   const testing::TinyResNet data = testing::tiny_resnet(dir / "images");
   auto resnet = [&](const fs::path& run, const std::vector<std::string>& extra) {
@@ -113,8 +113,10 @@ TEST(ResumedMlLog, ResNetLogContinuesTheOpenEpochAndPassesTheOfficialChecker) {
   EXPECT_EQ(resumed, mllog_events(full.log_file));
   EXPECT_EQ(count_key(resumed, "run_start"), 1);
   EXPECT_EQ(count_key(resumed, "epoch_start"), count_key(resumed, "epoch_stop"));
-  const testing::CheckerResult check = testing::run_compliance_checker(second.log_file, "4.0.0");
-  EXPECT_EQ(check.exit_code, 0) << check.output;
+  if (testing::mlperf_logging_path()) {  // the event checks above run without it
+    const testing::CheckerResult check = testing::run_compliance_checker(second.log_file, "4.0.0");
+    EXPECT_EQ(check.exit_code, 0) << check.output;
+  }
 }
 
 TEST(ResumedMlLog, AFreshRunReplacesTheLogOfAnEarlierRun) {
