@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <new>
 #include <sstream>
+#include <utility>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/philox.h"
@@ -151,6 +152,20 @@ class BertRecipe : public CountingRecipe {
   data::BertBatch b_;
 };
 
+dist::Communicator& one_process() {
+  static dist::SingleProcess comm;
+  return comm;
+}
+
+// kSteps of the shared loop with silent sinks, then the allocation counts of `recipe`.
+void expect_loop_allocates_nothing(CountingRecipe& recipe, TrainState state, Cadence::Kind kind, const char* model) {
+  std::ostringstream console;
+  Sinks sinks(false, console, "", "", 1);
+  const LoopResult r = run_training(loop_config(kind), recipe, std::move(state), sinks, {});
+  ASSERT_EQ(r.steps, kSteps);
+  expect_steady_state_allocates_nothing(recipe.counts, model);
+}
+
 TEST(TrainingMemory, BertTinySteadyStateStepAllocatesNothing) {
   RunContext run;
   ParamStore store;
@@ -166,13 +181,8 @@ TEST(TrainingMemory, BertTinySteadyStateStepAllocatesNothing) {
   optim::Lamb optimizer(store, optim::LambConfig{}, run.ctx);
   const optim::PolyWarmupSchedule schedule(1e-3, 1, kSteps, 1.0, 0.0);
   BertRecipe recipe(run, model);
-  std::ostringstream console;
-  Sinks sinks(false, console, "", "", 1);
-  dist::SingleProcess one_process;
-  const LoopResult r = run_training(loop_config(Cadence::Kind::blocks), recipe,
-                                    {store, optimizer, schedule, {}, run, one_process}, sinks, {});
-  ASSERT_EQ(r.steps, kSteps);
-  expect_steady_state_allocates_nothing(recipe.counts, "bert-tiny");
+  expect_loop_allocates_nothing(recipe, {store, optimizer, schedule, {}, run, one_process()},
+                                Cadence::Kind::blocks, "bert-tiny");
 }
 
 class ResNetRecipe : public CountingRecipe {
@@ -215,13 +225,8 @@ TEST(TrainingMemory, TinyResNetSteadyStateStepAllocatesNothing) {
   optim::Lars optimizer(store, optim::LarsConfig{}, run.ctx);
   const optim::PolyWarmupSchedule schedule(0.1, 1, kSteps, 2.0, 0.0);
   ResNetRecipe recipe(run, model);
-  std::ostringstream console;
-  Sinks sinks(false, console, "", "", 1);
-  dist::SingleProcess one_process;
-  const LoopResult r = run_training(loop_config(Cadence::Kind::epochs), recipe,
-                                    {store, optimizer, schedule, {}, run, one_process}, sinks, {});
-  ASSERT_EQ(r.steps, kSteps);
-  expect_steady_state_allocates_nothing(recipe.counts, "tiny ResNet");
+  expect_loop_allocates_nothing(recipe, {store, optimizer, schedule, {}, run, one_process()},
+                                Cadence::Kind::epochs, "tiny ResNet");
 }
 
 }  // namespace
