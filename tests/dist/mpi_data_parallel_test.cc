@@ -3,8 +3,6 @@
 // fp32 rounding, and both ranks' weights bitwise identical. Skipped, saying why, without mpirun
 // or when kiln was built without MPI. Label `mpi`.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +17,7 @@
 #include "kiln/data/bert/prepare_bert.h"
 #include "kiln/io/safetensors.h"
 #include "tests/data/data_test_util.h"
+#include "tests/dist/mpi_test_util.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_data.h"
@@ -79,22 +78,10 @@ std::string environment(const fs::path& dir) {
   return "OMP_NUM_THREADS=1 KILN_TEST_LOSS_LOG=" + (dir / "losses.txt").string();
 }
 
-std::string mpirun(int processes, const fs::path& dir) {
-  return "env " + environment(dir) + " mpirun -np " + std::to_string(processes) + " --oversubscribe --bind-to none" +
-         (::geteuid() == 0 ? " --allow-run-as-root" : "") + " -x OMP_NUM_THREADS -x KILN_TEST_LOSS_LOG";
-}
-
-// Empty when this machine can run the test; else why not.
-std::string missing() {
-  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) return "mpirun not found: install openmpi-bin";
-#ifndef KILN_TEST_MPI
-  return "kiln was built without MPI: install libopenmpi-dev and reconfigure";
-#endif
-  return "";
-}
+std::string mpirun(int processes, const fs::path& dir) { return testing::mpirun(processes, environment(dir)); }
 
 TEST(MpiDataParallel, TwoRanksTrainBertLikeOneProcessAtTheSameGlobalBatch) {
-  if (const std::string why = missing(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   KILN_REQUIRE_TEST_DATA();
   const fs::path root = testing::unique_temp_dir("mpi_data_parallel");
   const fs::path data = prepared_data(root);
@@ -104,6 +91,8 @@ TEST(MpiDataParallel, TwoRanksTrainBertLikeOneProcessAtTheSameGlobalBatch) {
   ASSERT_EQ(two.status, 0) << two.output;
 
   EXPECT_NE(two.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos) << two.output;
+  // mpirun --bind-to none: each rank pins itself to its share of the cores (OMP_NUM_THREADS=1 here).
+  EXPECT_NE(two.output.find("ranks: 2 (2 on this machine); rank 0: pinned by kiln to"), std::string::npos) << two.output;
   ASSERT_EQ(one.losses.size(), 10u) << one.output;
   ASSERT_EQ(two.losses.size(), 10u) << "rank 0 alone logs losses\n" << two.output;
   double loss_difference = 0;
@@ -130,7 +119,7 @@ TEST(MpiDataParallel, TwoRanksTrainBertLikeOneProcessAtTheSameGlobalBatch) {
 }
 
 TEST(MpiDataParallel, ResNetUnderSeveralProcessesIsRefusedNamingWhatWorks) {
-  if (const std::string why = missing(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = testing::unique_temp_dir("mpi_resnet");
   const auto [status, output] =
       testing::run_command(mpirun(2, dir) + " " KILN_BINARY " train resnet --data /nonexistent", testing::Capture::stderr_only);

@@ -16,6 +16,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This process's index among the ranks on its machine, and how many there are.
+  virtual int local_rank() const { return 0; }
+  virtual int local_size() const { return 1; }
   // In place, on every rank: t = sum over ranks of t, added in rank order. t: a host f32, f64 or
   // i64 tensor of the same shape on every rank (f32 is accumulated in f64, then rounded).
   virtual void all_reduce_sum(Tensor& t) = 0;
@@ -24,6 +27,9 @@ class Communicator {
   // out (size() x in.numel() elements) = every rank's `in`, concatenated in rank order.
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;
   virtual void barrier() = 0;
+  // --dist-timeout: a collective that waits longer than `seconds` for the other ranks ends the
+  // process with an error naming it (0: wait forever). One process never waits.
+  virtual void set_timeout(double seconds) {}
 };
 
 // One process: rank 0 of 1; every collective is the identity.

@@ -59,6 +59,8 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "tensor-parallel ranks (--dry-run only for now; training needs 1)");
   r.add_int("parallel.pipeline_model_parallel_size", &c.pipeline_parallel, "", {"--pipeline-model-parallel-size"},
             "pipeline stages (--dry-run only for now; training needs 1)");
+  r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
+              "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},
             "optimizer steps (schedule length)");
   r.add_int("train.benchmark", &c.benchmark, "BENCHMARK", {"--benchmark"},
@@ -163,6 +165,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
 
   positive(c.tensor_parallel, "parallel.tensor_model_parallel_size");
   positive(c.pipeline_parallel, "parallel.pipeline_model_parallel_size");
+  if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
   if (c.global_batch_size == 0) c.global_batch_size = 8;
   positive(c.global_batch_size, "train.global_batch_size");
   if (c.micro_batch_size == 0) c.micro_batch_size = c.global_batch_size;

@@ -42,6 +42,7 @@ struct BertTrainConfig {
   PrecisionConfig precision;       // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
   // [parallel] data parallel is the world size (mpirun -np N) over TP x PP
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
+  double dist_timeout = 600;       // seconds a collective may wait for the other ranks
   // [optim]
   std::string optimizer = "lamb";  // lamb | adamw
   double lr = 0;                   // 0: 0.000175 * sqrt(global batch / 96) (tinygrad)

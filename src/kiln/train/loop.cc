@@ -56,6 +56,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   const int64_t slots = dp.slots();  // micro-batches per global batch, all ranks together
   optim::LossScaler scaler(c.loss_scaler);
   const NanInjection inject_nan = test_nan_injection();
+  const RankFailure rank_failure = test_rank_failure();
   LossLog loss_log;
 
   std::vector<io::FlatState> opt_state;
@@ -194,6 +195,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       block_open = true;
     }
     if (epochs && mllog && step % steps_per_epoch == 0) log::log_resnet_epoch_start(*mllog, step / steps_per_epoch + 1);
+    rank_failure.at(state.comm.rank(), step + 1);
     Timer step_timer;
     ops::set_profile_recording(profiling && step > start_step);
     double data_seconds = 0;

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +24,27 @@ NanInjection test_nan_injection() {
   if (*end != '\0' || k < 1)
     throw Error("environment variable KILN_TEST_NAN_STEP: expected a step >= 1 (or 'k+'), got '{}'", v);
   return {k, onwards};
+}
+
+RankFailure test_rank_failure() {
+  const char* v = std::getenv("KILN_TEST_RANK_FAILS");
+  if (!v || !*v) return {};
+  int rank = -1, consumed = 0;
+  long long step = 0;
+  char how[8] = {};
+  if (std::sscanf(v, "%d:%lld:%7[a-z]%n", &rank, &step, how, &consumed) != 3 || v[consumed] != '\0' ||
+      rank < 0 || step < 1 || (std::strcmp(how, "kill") != 0 && std::strcmp(how, "hang") != 0))
+    throw Error("environment variable KILN_TEST_RANK_FAILS: expected RANK:STEP:kill or RANK:STEP:hang, got '{}'", v);
+  return {rank, step, std::strcmp(how, "hang") == 0};
+}
+
+void RankFailure::at(int this_rank, int64_t step_starting) const {
+  if (this_rank != rank || step_starting != step) return;
+  std::fprintf(stderr, "KILN_TEST_RANK_FAILS: rank %d %s at step %lld\n", rank, hang ? "hangs" : "is killed",
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  if (!hang) std::raise(SIGKILL);
+  for (;;) ::pause();
 }
 
 LossLog::LossLog() {

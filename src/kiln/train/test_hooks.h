@@ -5,6 +5,9 @@
 //   KILN_TEST_LOSS_LOG=FILE  every step appends "STEP LOSS\n" to FILE, the loss in hexadecimal
 //                            floating point (exact), so the kill drills compare the losses of
 //                            killed and resumed runs bit for bit (tests/train/kill_drill_test.cc)
+//   KILN_TEST_RANK_FAILS=RANK:STEP:kill|hang  rank RANK, at the start of step STEP (1-based),
+//                            SIGKILLs itself or sleeps forever outside any collective
+//                            (tests/dist/mpi_failure_test.cc: --dist-timeout)
 // io/checkpoint.h has KILN_TEST_KILL_IN_SAVE.
 #pragma once
 #include <cstdint>
@@ -19,6 +22,16 @@ struct NanInjection {
 };
 // KILN_TEST_NAN_STEP; throws kiln::Error naming the variable when its value is malformed.
 NanInjection test_nan_injection();
+
+struct RankFailure {
+  int rank = -1;  // -1: none
+  int64_t step = 0;
+  bool hang = false;  // else kill
+  // Fails as configured when this is that rank at that step; returns otherwise.
+  void at(int this_rank, int64_t step_starting) const;
+};
+// KILN_TEST_RANK_FAILS; throws kiln::Error naming the variable when its value is malformed.
+RankFailure test_rank_failure();
 
 // KILN_TEST_LOSS_LOG; does nothing when it is not set.
 class LossLog {

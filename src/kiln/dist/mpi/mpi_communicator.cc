@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kiln/core/error.h"
@@ -40,15 +42,33 @@ void sum_in_rank_order(const std::byte* src, int ranks, int64_t n, void* dst) {
   }
 }
 
+// Ends this process: its launcher (mpirun) then ends the others, and a rank waiting on this
+// one expires in turn. Not MPI_Abort: the main thread is inside MPI, which this thread may not enter.
+[[noreturn]] void expire(int rank, const char* op, double limit_seconds) {
+  std::fprintf(stderr,
+               "kiln: rank %d: error: %s waited more than %g s for the other ranks (--dist-timeout); "
+               "a rank failed or hangs; ending every rank\n",
+               rank, op, limit_seconds);
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+
 }  // namespace
 
-MpiCommunicator::MpiCommunicator() {
+MpiCommunicator::MpiCommunicator()
+    : watchdog_([this](const char* op, double limit) { expire(rank_, op, limit); }) {
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  MPI_Comm node;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
+  MPI_Comm_free(&node);
 }
 
 void MpiCommunicator::all_reduce_sum(Tensor& t) {
   check_collective_tensor(t, "all_reduce_sum");
+  const Watchdog::Wait wait = watchdog_.wait("all_reduce_sum");
   const size_t element = dtype_size(t.dtype);
   auto* data = static_cast<std::byte*>(t.data);
   if (rank_ == 0) gathered_.resize(size_t(std::min(t.numel(), kChunkElements)) * element * size_t(size_));
@@ -71,6 +91,7 @@ void MpiCommunicator::all_reduce_sum(Tensor& t) {
 void MpiCommunicator::broadcast(Tensor& t, int root) {
   check_collective_tensor(t, "broadcast");
   KILN_CHECK(root >= 0 && root < size_, "broadcast: root {} outside world size {}", root, size_);
+  const Watchdog::Wait wait = watchdog_.wait("broadcast");
   auto* data = static_cast<std::byte*>(t.data);
   for (size_t first = 0; first < t.nbytes(); first += kMaxBytes) {
     const int bytes = int(std::min(kMaxBytes, t.nbytes() - first));
@@ -86,9 +107,13 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
   KILN_CHECK(in.nbytes() <= size_t(INT_MAX), "all_gather: {} bytes per rank is more than MPI's int count",
              in.nbytes());
   const int bytes = int(in.nbytes());
+  const Watchdog::Wait wait = watchdog_.wait("all_gather");
   check(MPI_Allgather(in.data, bytes, MPI_BYTE, out.data, bytes, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
 }
 
-void MpiCommunicator::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  const Watchdog::Wait wait = watchdog_.wait("barrier");
+  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
 
 }  // namespace kiln::dist

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/dist/communicator.h"
+#include "kiln/dist/watchdog.h"
 
 namespace kiln::dist {
 
@@ -14,13 +15,18 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator();  // after MPI_Init
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   void all_reduce_sum(Tensor& t) override;
   void broadcast(Tensor& t, int root) override;
   void all_gather(const Tensor& in, Tensor& out) override;
   void barrier() override;
+  void set_timeout(double seconds) override { watchdog_.set_limit(seconds); }
 
  private:
   int rank_ = 0, size_ = 1;
+  int local_rank_ = 0, local_size_ = 1;  // among the ranks sharing this machine's memory
+  Watchdog watchdog_;
   std::vector<std::byte> gathered_;  // rank 0: one chunk from every rank
 };
 

@@ -4,7 +4,6 @@
 #include "kiln/train/recipes/bert.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/core/timer.h"
 #include "kiln/data/text/vocab.h"
+#include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
 #include "kiln/log/bert_mllog.h"
 #include "kiln/log/megatron_log.h"
@@ -255,8 +255,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     throw Error("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}: tensor- and pipeline-parallel "
                 "training is not implemented yet (issue 9); train with 1 and 1 (data parallel: mpirun -np N)",
                 c.tensor_parallel, c.pipeline_parallel);
-  if (c.threads > 0) omp_set_num_threads(int(c.threads));
+  const dist::Placement placement = dist::place_rank(dist::world(), c.threads);
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
+  if (c.is_rank0 && dist::world().size() > 1) console << placement.describe(dist::world());
   BertRunResult result;
 
   // Data first, so a bad data directory fails before anything is logged as started.
@@ -326,6 +327,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.settings = settings;
 
   dist::Communicator& world = dist::world();
+  world.set_timeout(c.dist_timeout);
   BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), world);
   const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, world}, sinks, resume);
   result.steps = r.steps;

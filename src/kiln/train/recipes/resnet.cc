@@ -4,7 +4,6 @@
 #include "kiln/train/recipes/resnet.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <memory>
@@ -23,6 +22,7 @@
 #include "kiln/nn/cross_entropy.h"
 #include "kiln/optim/lars.h"
 #include "kiln/optim/lr_schedule.h"
+#include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/resume.h"
@@ -162,7 +162,7 @@ class ResNetRecipe : public Recipe {
 }  // namespace
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
-  if (c.threads > 0) omp_set_num_threads(int(c.threads));
+  dist::place_rank(dist::world(), c.threads);
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
 
   std::optional<data::ImageFolderDataset> train_set, val_set;
