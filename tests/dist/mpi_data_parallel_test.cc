@@ -118,15 +118,5 @@ TEST(MpiDataParallel, TwoRanksTrainBertLikeOneProcessAtTheSameGlobalBatch) {
             << "steps " << largest << "\n";
 }
 
-TEST(MpiDataParallel, ResNetUnderSeveralProcessesIsRefusedNamingWhatWorks) {
-  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
-  const fs::path dir = testing::unique_temp_dir("mpi_resnet");
-  const auto [status, output] =
-      testing::run_command(mpirun(2, dir) + " " KILN_BINARY " train resnet --data /nonexistent", testing::Capture::stderr_only);
-  EXPECT_NE(status, 0) << output;
-  EXPECT_NE(output.find("error: kiln train resnet runs in one process for now: data parallel over MPI is implemented for kiln train bert only"), std::string::npos)
-      << output;
-}
-
 }  // namespace
 }  // namespace kiln

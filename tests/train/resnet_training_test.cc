@@ -13,28 +13,13 @@
 #include "kiln/train/resnet_config.h"
 #include "kiln/train/recipes/resnet.h"
 #include "tests/testing/config_flags.h"
+#include "tests/testing/fashion_mnist.h"
 #include "tests/testing/mlperf_checker.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
 namespace {
 namespace fs = std::filesystem;
-
-const fs::path kFashion = "/usr/share/datasets/fashion-mnist";
-
-// DIR/train (first `train` images of the training set) and DIR/val (first `val` test images).
-fs::path fashion_mnist_folders(const std::string& name, int train, int val) {
-  const fs::path dir = testing::unique_temp_dir("resnet_" + name);
-  for (auto [split, source, limit] : {std::tuple{"train", "train", train}, {"val", "t10k", val}}) {
-    const std::string command = std::string(KILN_BINARY) + " images from-idx --images " +
-                                (kFashion / (std::string(source) + "-images-idx3-ubyte.gz")).string() +
-                                " --labels " + (kFashion / (std::string(source) + "-labels-idx1-ubyte.gz")).string() +
-                                " --output " + (dir / split).string() + " --limit " + std::to_string(limit) +
-                                " > /dev/null";
-    if (std::system(command.c_str()) != 0) throw Error("{} failed", command);
-  }
-  return dir;
-}
 
 ResNetTrainConfig small_resnet(const fs::path& data, const fs::path& run, std::vector<std::string> extra,
                                std::vector<std::pair<std::string, std::string>>* resolved = nullptr) {
@@ -68,7 +53,7 @@ double majority_class_accuracy(const fs::path& dir) {
 }
 
 TEST(ResNetTraining, ReachesTheMlperfTargetOnFashionMnistWithACompliantLog) {
-  const fs::path data = fashion_mnist_folders("target", 3000, 1000);
+  const fs::path data = testing::fashion_mnist_folders("target", 3000, 1000);
   // Learning, not luck: the eval set's majority class, measured here (about 0.1 on ten balanced
   // classes); the final top-1 must be 50 points above it.
   const double majority = majority_class_accuracy(data / "val");
@@ -85,7 +70,7 @@ TEST(ResNetTraining, ReachesTheMlperfTargetOnFashionMnistWithACompliantLog) {
 }
 
 TEST(ResNetTraining, ResumedRunContinuesBitwiseIdentically) {
-  const fs::path data = fashion_mnist_folders("resume", 320, 64);
+  const fs::path data = testing::fashion_mnist_folders("resume", 320, 64);
   const std::vector<std::string> common = {"--epochs", "2", "--eval-freq", "10", "--batch-size", "32"};
   auto with = [&](const std::vector<std::string>& extra) { return testing::concat(common, extra); };
   std::ostringstream console;

@@ -256,6 +256,29 @@ void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
 void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                         const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
                         bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+// SyncBN: the training forward and backward in steps between which the caller sums the f64
+// channel sums over the ranks (dist::Communicator), so that every rank normalises with the
+// statistics of the whole global batch (`total_rows` rows over all ranks):
+//   batchnorm_channel_sums: sum (C) f64 = Σ_rows x.
+//   batchnorm_channel_deviations: squares (C) f64 = Σ_rows (x - sum / total_rows)², the mean in
+//     double from the summed `sum`.
+//   batchnorm_stats_from_sums: mean = sum / rows, var = squares / rows (biased), f32.
+//   Then batchnorm_eval_forward normalises with them and batchnorm_update_running takes them.
+//   batchnorm_backward_sums: sums (2C) f64 = [Σ g, Σ g·(x - mean)] of this rank's rows.
+//   batchnorm_backward_from_sums: dgamma, dbeta += this rank's `local_sums`; dx from
+//     `global_sums` (the sums over every rank) and `total_rows`.
+// With one rank (global = local, total_rows = rows) they compute what the fused ops compute.
+void batchnorm_channel_sums(Context& ctx, const Tensor& x, Tensor& sum);
+void batchnorm_channel_deviations(Context& ctx, const Tensor& x, const Tensor& sum, int64_t total_rows,
+                                  Tensor& squares);
+void batchnorm_stats_from_sums(Context& ctx, const Tensor& sum, const Tensor& squares, int64_t rows, Tensor& mean,
+                               Tensor& var);
+void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& mean,
+                             bool relu, Tensor& sums);
+void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                  const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps, bool relu,
+                                  const Tensor& local_sums, const Tensor& global_sums, int64_t total_rows, Tensor& dx,
+                                  Tensor& dgamma, Tensor& dbeta);
 // PyTorch's running statistics after a training forward over `rows` rows (all f32, (C)):
 // running_mean = (1 - momentum) running_mean + momentum mean,
 // running_var = (1 - momentum) running_var + momentum var rows/(rows - 1) (unbiased),

@@ -70,12 +70,11 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
 }
 
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
-  if (dist::world().size() > 1)
-    throw Error("kiln train resnet runs in one process for now: data parallel over MPI is implemented for "
-                "kiln train bert only (issue 9)");
   const auto resolved = o.resolve(&train::finalize_resnet_config);
-  o.config.progress = ::isatty(STDOUT_FILENO) != 0;
+  o.config.is_rank0 = dist::world().rank() == 0;
+  o.config.progress = o.config.is_rank0 && ::isatty(STDOUT_FILENO) != 0;
   const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);
+  if (!o.config.is_rank0) return;
   if (!r.eval_top1.empty())
     std::cout << fmt::format("final top-1 accuracy: {:.4f} (after {} epochs{})\n", r.eval_top1.back(),
                              r.epochs, r.reached_target ? ", target reached" : "");

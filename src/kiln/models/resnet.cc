@@ -212,16 +212,24 @@ void ResNet::backward(const Step& step, const Tensor& dlogits) {
   conv1_.backward(step, bn1_.backward(step, d), /*need_dx=*/false);
 }
 
-nn::NamedBuffers ResNet::buffers() {
-  nn::NamedBuffers out = bn1_.buffers();
-  auto append = [&](nn::BatchNorm2d& bn) {
-    for (auto& b : bn.buffers()) out.push_back(b);
-  };
+std::vector<nn::BatchNorm2d*> ResNet::batchnorms() {
+  std::vector<nn::BatchNorm2d*> out = {&bn1_};
   for (auto& block : blocks_) {
-    for (auto& bn : block->bns) append(bn);
-    if (block->ds_bn) append(*block->ds_bn);
+    for (auto& bn : block->bns) out.push_back(&bn);
+    if (block->ds_bn) out.push_back(&*block->ds_bn);
   }
   return out;
+}
+
+nn::NamedBuffers ResNet::buffers() {
+  nn::NamedBuffers out;
+  for (nn::BatchNorm2d* bn : batchnorms())
+    for (auto& b : bn->buffers()) out.push_back(b);
+  return out;
+}
+
+void ResNet::set_sync_bn(dist::Communicator* comm) {
+  for (nn::BatchNorm2d* bn : batchnorms()) bn->set_sync(comm);
 }
 
 int64_t ResNet::flops_per_image(int64_t H, int64_t W) const {

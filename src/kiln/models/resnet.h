@@ -81,6 +81,8 @@ class ResNet {
 
   // Every BN's running_mean, running_var, num_batches_tracked (torchvision names), in order.
   nn::NamedBuffers buffers();
+  // SyncBN for every BatchNorm (nn::BatchNorm2d::set_sync).
+  void set_sync_bn(dist::Communicator* comm);
 
   // Forward FLOPs of one H x W image: 2 per multiply-add of every conv and fc (BN, ReLU, pools
   // and additions not counted). Training costs about 3x this.
@@ -91,6 +93,8 @@ class ResNet {
   class Block;
 
  private:
+  std::vector<nn::BatchNorm2d*> batchnorms();  // in buffers() order
+
   ResNetConfig config_;
   ParamStore& store_;
   nn::Conv2d conv1_;

@@ -42,6 +42,37 @@ NamedBuffers BatchNorm2d::buffers() {
           {prefix_ + ".num_batches_tracked", &num_batches_tracked}};
 }
 
+void BatchNorm2d::set_sync(dist::Communicator* comm) {
+  sync_ = comm && comm->size() > 1 ? comm : nullptr;
+  if (!sync_) return;
+  sum_ = Tensor::empty({channels}, DType::f64);
+  squares_ = Tensor::empty({channels}, DType::f64);
+  local_sums_ = Tensor::empty({2 * channels}, DType::f64);
+  global_sums_ = Tensor::empty({2 * channels}, DType::f64);
+}
+
+void BatchNorm2d::forward_synced(Context& ctx, int64_t rows) {
+  const int64_t total = rows * sync_->size();
+  ops::batchnorm_channel_sums(ctx, x_, sum_);
+  sync_->all_reduce_sum(sum_);
+  ops::batchnorm_channel_deviations(ctx, x_, sum_, total, squares_);
+  sync_->all_reduce_sum(squares_);
+  ops::batchnorm_stats_from_sums(ctx, sum_, squares_, total, mean_, var_);
+  ops::batchnorm_eval_forward(ctx, x_, weight.value(), bias.value(), mean_, var_, eps, relu, y_);
+  ops::batchnorm_update_running(ctx, mean_, var_, total, momentum, running_mean, running_var, num_batches_tracked);
+}
+
+Tensor BatchNorm2d::backward_synced(Context& ctx, const Tensor& dy) {
+  Tensor dx = dx_.get(x_.shape, x_.dtype);
+  Tensor dgamma = weight.grad(), dbeta = bias.grad();
+  ops::batchnorm_backward_sums(ctx, x_, y_, dy, mean_, relu, local_sums_);
+  ops::copy(ctx, local_sums_, global_sums_);
+  sync_->all_reduce_sum(global_sums_);
+  ops::batchnorm_backward_from_sums(ctx, x_, y_, dy, weight.value(), mean_, var_, eps, relu, local_sums_,
+                                    global_sums_, x_.numel() / channels * sync_->size(), dx, dgamma, dbeta);
+  return dx;
+}
+
 Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(x.rank() == 4 && x.dim(3) == channels,
              "BatchNorm2d {}: input {} is not (N, H, W, {})", prefix_, shape_str(x.shape),
@@ -56,6 +87,10 @@ Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
                prefix_, shape_str(x.shape));
     mean_ = batch_mean_;
     var_ = batch_var_;
+    if (sync_) {
+      forward_synced(ctx, rows);
+      return y_;
+    }
     ops::batchnorm_train_forward(ctx, x, weight.value(), bias.value(), eps, relu, y_, mean_,
                                  var_);
     ops::batchnorm_update_running(ctx, mean_, var_, rows, momentum, running_mean, running_var,
@@ -73,6 +108,7 @@ Tensor BatchNorm2d::backward(const Step& step, const Tensor& dy) {
   KILN_CHECK(dy.shape == x_.shape && dy.dtype == x_.dtype,
              "BatchNorm2d {}: gradient {} {} does not match input {} {}", prefix_,
              dtype_name(dy.dtype), shape_str(dy.shape), dtype_name(x_.dtype), shape_str(x_.shape));
+  if (sync_ && training_) return backward_synced(*step.ctx, dy);
   Tensor dx = dx_.get(x_.shape, x_.dtype);
   Tensor dgamma = weight.grad(), dbeta = bias.grad();
   ops::batchnorm_backward(*step.ctx, x_, y_, dy, weight.value(), mean_, var_, eps, relu,

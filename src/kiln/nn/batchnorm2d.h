@@ -12,6 +12,7 @@
 #include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
+#include "kiln/dist/communicator.h"
 #include "kiln/nn/buffer.h"
 
 namespace kiln::nn {
@@ -40,6 +41,11 @@ class BatchNorm2d {
   // prefix.running_mean (C), prefix.running_var (C), prefix.num_batches_tracked (1).
   NamedBuffers buffers();
 
+  // SyncBN (--sync-bn): training statistics, their backward sums and the running statistics
+  // span the batches of every rank of `comm` (all ranks must pass the same shapes); null: this
+  // process's batch alone (the default, tinygrad's UnsyncedBatchNorm).
+  void set_sync(dist::Communicator* comm);
+
   Param weight, bias;
   Tensor running_mean, running_var;  // (C) f32
   Tensor num_batches_tracked;         // (1) f32; exact up to 2^24 steps
@@ -48,7 +54,13 @@ class BatchNorm2d {
   float eps, momentum;
 
  private:
+  void forward_synced(Context& ctx, int64_t rows);
+  Tensor backward_synced(Context& ctx, const Tensor& dy);
+
   std::string prefix_;
+  dist::Communicator* sync_ = nullptr;
+  Tensor sum_, squares_;             // (C) f64: SyncBN forward sums
+  Tensor local_sums_, global_sums_;  // (2C) f64: SyncBN backward sums
   Tensor x_, y_;
   bool training_ = true;
   Tensor batch_mean_, batch_var_;  // (C) f32: a training forward's batch statistics

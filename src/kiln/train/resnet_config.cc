@@ -42,6 +42,10 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_int("train.threads", &c.threads, "", {"--threads"}, "compute threads (0: all cores)");
   register_precision_config(r, c.precision);
 
+  r.add_bool("parallel.sync_bn", &c.sync_bn, "SYNCBN", {"--sync-bn"},
+             "BatchNorm statistics over the images of every rank (default: per rank)");
+  r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
+              "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_float("optim.lr", &c.lr, "LR", {"--lr"}, "peak learning rate (0: 7.2 * BS / 1536)");
   r.add_float("optim.end_lr", &c.end_lr, "", {"--end-lr"}, "learning rate at the end (MLPerf: 1e-4)");
   r.add_float("optim.warmup_epochs", &c.warmup_epochs, "WARMUP_EPOCHS", {"--warmup-epochs"},
@@ -88,6 +92,7 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   if (c.batch_size == 0) c.batch_size = 104;
   positive(c.batch_size, "train.batch_size");
   positive(c.epochs, "train.epochs");
+  if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
   positive(c.image_size, "data.image_size");
   if (c.eval_resize < c.image_size)
     throw Error("config: data.eval_resize ({}) is smaller than data.image_size ({})", c.eval_resize,

@@ -34,6 +34,9 @@ struct ResNetTrainConfig {
   int64_t seed = 42;
   int64_t threads = 0;
   PrecisionConfig precision;      // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
+  // [parallel] data parallel over the world (mpirun -np N); the batch is split across the ranks
+  bool sync_bn = false;           // BatchNorm statistics over every rank's images (SYNCBN=1)
+  double dist_timeout = 600;      // seconds a collective waits for the other ranks
   // [optim]
   double lr = 0;                  // 0: 7.2 * batch / 1536 (MLPerf LR scaling rule)
   double end_lr = 1e-4;

@@ -72,6 +72,41 @@ void normalize(const T* x, const float* gamma, const float* beta, const float* m
   scale_shift(x, a.data(), b.data(), rows, C, relu, y);
 }
 
+// out[c] = Σ_r x[r, c].
+template <typename T>
+void sum_x(const T* x, int64_t rows, int64_t C, double* out) {
+  channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
+    const T* xr = x + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) acc[c] += load(xr[c]);
+  }, out);
+}
+
+// out[c] = Σ_r (x[r, c] - mean[c])², mean = sum / total_rows in double: a second pass around
+// the mean, so no cancellation as in E[x²] - E[x]².
+template <typename T>
+void sum_squared_deviations(const T* x, int64_t rows, int64_t C, const double* sum, int64_t total_rows,
+                            double* out) {
+  std::vector<double> m(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) m[c] = sum[c] / double(total_rows);
+  const double* mp = m.data();
+  channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
+    const T* xr = x + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const double d = double(load(xr[c])) - mp[c];
+      acc[c] += d * d;
+    }
+  }, out);
+}
+
+void stats_from_sums(const double* sum, const double* squares, int64_t rows, int64_t C, float* mean, float* var) {
+  for (int64_t c = 0; c < C; ++c) {
+    mean[c] = float(sum[c] / double(rows));
+    var[c] = float(squares[c] / double(rows));
+  }
+}
+
 // Checks the shapes and dtypes shared by every batch-norm op; returns the number of rows.
 int64_t check_bn(const char* op, const Tensor& x, const Tensor& y,
                  std::initializer_list<const Tensor*> channel_vectors) {
@@ -101,32 +136,61 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
       check_bn("batchnorm_train_forward", x, y, {&gamma, &beta, &mean, &var});
   const int64_t C = x.dim(-1);
   KILN_CHECK(rows > 0, "op batchnorm_train_forward: input {} is empty", shape_str(x.shape));
+  std::vector<double> sum(static_cast<size_t>(C)), squares(static_cast<size_t>(C));
   cpu::dispatch_float(x.dtype, "batchnorm_train_forward", [&]<typename T>(T) {
-    const T* xp = x.ptr<T>();
-    std::vector<double> s(static_cast<size_t>(C)), m(static_cast<size_t>(C));
-    channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
-      const T* xr = xp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) acc[c] += load(xr[c]);
-    }, s.data());
-    for (int64_t c = 0; c < C; ++c) m[c] = s[c] / double(rows);
-    // Second pass around the mean: no cancellation in E[x²] - E[x]².
-    channel_sums<1>(rows, C, [&](int64_t r, double* acc) {
-      const T* xr = xp + r * C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const double d = double(load(xr[c])) - m[c];
-        acc[c] += d * d;
-      }
-    }, s.data());
-    float* mp = mean.ptr<float>();
-    float* vp = var.ptr<float>();
-    for (int64_t c = 0; c < C; ++c) {
-      mp[c] = float(m[c]);
-      vp[c] = float(s[c] / double(rows));
-    }
-    normalize(xp, f32(gamma), f32(beta), mp, vp, rows, C, eps, relu, y.ptr<T>());
+    sum_x(x.ptr<T>(), rows, C, sum.data());
+    sum_squared_deviations(x.ptr<T>(), rows, C, sum.data(), rows, squares.data());
+    stats_from_sums(sum.data(), squares.data(), rows, C, mean.ptr<float>(), var.ptr<float>());
+    normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, C, eps, relu, y.ptr<T>());
   });
+}
+
+namespace {
+
+// Checks x and the f64 channel vectors of the SyncBN steps; returns the rows of x.
+int64_t check_sums(const char* op, const Tensor& x, std::initializer_list<const Tensor*> sums) {
+  KILN_CHECK(x.rank() >= 1 && x.numel() > 0, "op {}: input {} is empty", op, shape_str(x.shape));
+  const int64_t C = x.dim(-1);
+  for (const Tensor* t : sums) {
+    expect_dtype(op, "channel sums", *t, {DType::f64});
+    KILN_CHECK(t->numel() == C, "op {}: channel sums {} do not match {} channels", op, shape_str(t->shape), C);
+  }
+  return x.numel() / C;
+}
+
+}  // namespace
+
+void batchnorm_channel_sums(Context& ctx, const Tensor& x, Tensor& sum) {
+  const char* op = "batchnorm_channel_sums";
+  const OpScope scope = expect_cpu(ctx, op, {&x, &sum});
+  const int64_t rows = check_sums(op, x, {&sum});
+  cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) { sum_x(x.ptr<T>(), rows, x.dim(-1), sum.ptr<double>()); });
+}
+
+void batchnorm_channel_deviations(Context& ctx, const Tensor& x, const Tensor& sum, int64_t total_rows,
+                                  Tensor& squares) {
+  const char* op = "batchnorm_channel_deviations";
+  const OpScope scope = expect_cpu(ctx, op, {&x, &sum, &squares});
+  const int64_t rows = check_sums(op, x, {&sum, &squares});
+  KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
+  cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
+    sum_squared_deviations(x.ptr<T>(), rows, x.dim(-1), sum.ptr<double>(), total_rows, squares.ptr<double>());
+  });
+}
+
+void batchnorm_stats_from_sums(Context& ctx, const Tensor& sum, const Tensor& squares, int64_t rows, Tensor& mean,
+                               Tensor& var) {
+  const char* op = "batchnorm_stats_from_sums";
+  const OpScope scope = expect_cpu(ctx, op, {&sum, &squares, &mean, &var});
+  expect_dtype(op, "sum", sum, {DType::f64});
+  expect_dtype(op, "squares", squares, {DType::f64});
+  expect_dtype(op, "mean", mean, {DType::f32});
+  expect_dtype(op, "var", var, {DType::f32});
+  const int64_t C = sum.numel();
+  KILN_CHECK(squares.numel() == C && mean.numel() == C && var.numel() == C && rows > 0,
+             "op {}: {} channels, {} rows: shapes {} {} {}", op, C, rows, shape_str(squares.shape),
+             shape_str(mean.shape), shape_str(var.shape));
+  stats_from_sums(sum.ptr<double>(), squares.ptr<double>(), rows, C, mean.ptr<float>(), var.ptr<float>());
 }
 
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
@@ -140,6 +204,53 @@ void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
   });
 }
 
+namespace {
+
+// s[c] = Σ g, s[C + c] = Σ g·(x - mean), g = dy where the fused ReLU let the output through.
+template <typename T>
+void backward_sums(const T* x, const T* y, const T* dy, const float* mean, int64_t rows, int64_t C, bool relu,
+                   double* s) {
+  channel_sums<2>(rows, C, [&](int64_t r, double* acc) {
+    const T *xr = x + r * C, *yr = y + r * C, *dyr = dy + r * C;
+    double *sum_g = acc, *sum_gx = acc + C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const double gi = relu && !(load(yr[c]) > 0.0f) ? 0.0f : load(dyr[c]);
+      sum_g[c] += gi;
+      sum_gx[c] += gi * (double(load(xr[c])) - mean[c]);
+    }
+  }, s);
+}
+
+// dgamma, dbeta += this batch's sums `local`; dx = k·(g - u - (x - mean)·v) per channel with u, v
+// from the sums over the `total_rows` rows of every rank (`global`), zero in eval mode.
+template <typename T>
+void backward_from_sums(const T* x, const T* y, const T* dy, const float* gamma, const float* mean, const float* var,
+                        float eps, bool relu, bool training, int64_t rows, int64_t C, const double* local,
+                        const double* global, int64_t total_rows, T* dx, float* dgamma, float* dbeta) {
+  const size_t nc = static_cast<size_t>(C);
+  std::vector<float> k(nc), u(nc), v(nc);
+  for (int64_t c = 0; c < C; ++c) {
+    const double rstd = 1.0 / std::sqrt(double(var[c]) + eps);
+    dbeta[c] += float(local[c]);
+    dgamma[c] += float(local[C + c] * rstd);
+    k[c] = float(gamma[c] * rstd);
+    u[c] = training ? float(global[c] / double(total_rows)) : 0.0f;
+    v[c] = training ? float(global[C + c] * rstd * rstd / double(total_rows)) : 0.0f;
+  }
+  auto g = [=](int64_t i) { return relu && !(load(y[i]) > 0.0f) ? 0.0f : load(dy[i]); };
+#pragma omp parallel for schedule(static) if (rows * C > 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t i = r * C + c;
+      dx[i] = cpu::store<T>(k[c] * (g(i) - u[c] - (load(x[i]) - mean[c]) * v[c]));
+    }
+  }
+}
+
+}  // namespace
+
 void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                         const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
                         bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
@@ -149,46 +260,48 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
   check_bn(op, x, dy, {});
   check_bn(op, x, dx, {});
   const int64_t C = x.dim(-1);
+  std::vector<double> s(static_cast<size_t>(2 * C));
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    const T *xp = x.ptr<T>(), *yp = y.ptr<T>(), *dyp = dy.ptr<T>();
-    const float* mp = f32(mean);
-    // With the fused ReLU, the incoming gradient counts only where the output was positive.
-    auto g = [=](int64_t i) { return relu && !(load(yp[i]) > 0.0f) ? 0.0f : load(dyp[i]); };
-    // s[c] = Σ g, s[C + c] = Σ g·(x - mean).
-    std::vector<double> s(static_cast<size_t>(2 * C));
-    channel_sums<2>(rows, C, [&](int64_t r, double* acc) {
-      const T *xr = xp + r * C, *yr = yp + r * C, *dyr = dyp + r * C;
-      double *sum_g = acc, *sum_gx = acc + C;
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const double gi = relu && !(load(yr[c]) > 0.0f) ? 0.0f : load(dyr[c]);
-        sum_g[c] += gi;
-        sum_gx[c] += gi * (double(load(xr[c])) - mp[c]);
-      }
-    }, s.data());
+    backward_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, relu, s.data());
+    backward_from_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, relu, training,
+                       rows, C, s.data(), s.data(), rows, dx.ptr<T>(), dgamma.ptr<float>(), dbeta.ptr<float>());
+  });
+}
 
-    // dx = k·(g - u - (x - mean)·v) per channel, with u and v zero in eval mode.
-    const size_t nc = static_cast<size_t>(C);
-    std::vector<float> k(nc), u(nc), v(nc);
-    const float *gp = f32(gamma), *vp = f32(var);
-    float *dg = dgamma.ptr<float>(), *db = dbeta.ptr<float>();
-    for (int64_t c = 0; c < C; ++c) {
-      const double rstd = 1.0 / std::sqrt(double(vp[c]) + eps);
-      db[c] += float(s[c]);
-      dg[c] += float(s[C + c] * rstd);
-      k[c] = float(gp[c] * rstd);
-      u[c] = training ? float(s[c] / double(rows)) : 0.0f;
-      v[c] = training ? float(s[C + c] * rstd * rstd / double(rows)) : 0.0f;
-    }
-    T* dxp = dx.ptr<T>();
-#pragma omp parallel for schedule(static) if (rows * C > 16384)
-    for (int64_t r = 0; r < rows; ++r) {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t i = r * C + c;
-        dxp[i] = cpu::store<T>(k[c] * (g(i) - u[c] - (load(xp[i]) - mp[c]) * v[c]));
-      }
-    }
+void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& mean,
+                             bool relu, Tensor& sums) {
+  const char* op = "batchnorm_backward_sums";
+  const OpScope scope = expect_cpu(ctx, op, {&x, &y, &dy, &mean, &sums});
+  const int64_t rows = check_bn(op, x, y, {&mean});
+  check_bn(op, x, dy, {});
+  const int64_t C = x.dim(-1);
+  expect_dtype(op, "sums", sums, {DType::f64});
+  KILN_CHECK(sums.numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(sums.shape), C);
+  cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
+    backward_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, relu, sums.ptr<double>());
+  });
+}
+
+void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                  const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps, bool relu,
+                                  const Tensor& local_sums, const Tensor& global_sums, int64_t total_rows, Tensor& dx,
+                                  Tensor& dgamma, Tensor& dbeta) {
+  const char* op = "batchnorm_backward_from_sums";
+  const OpScope scope =
+      expect_cpu(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &local_sums, &global_sums, &dx, &dgamma, &dbeta});
+  const int64_t rows = check_bn(op, x, y, {&gamma, &mean, &var, &dgamma, &dbeta});
+  check_bn(op, x, dy, {});
+  check_bn(op, x, dx, {});
+  const int64_t C = x.dim(-1);
+  for (const Tensor* t : {&local_sums, &global_sums}) {
+    expect_dtype(op, "sums", *t, {DType::f64});
+    KILN_CHECK(t->numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(t->shape), C);
+  }
+  KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
+  cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
+    backward_from_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, relu, true, rows,
+                       C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
+                       dgamma.ptr<float>(), dbeta.ptr<float>());
   });
 }
 

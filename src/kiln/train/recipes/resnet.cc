@@ -59,32 +59,49 @@ RunSettings run_settings(const ResNetTrainConfig& c, int64_t classes) {
 }
 
 // Generated images for BENCHMARK runs: uniform noise in the normalised range, labels from Philox.
-void fill_fake_images(data::ImageBatch& b, int batch, int size, int classes, uint64_t seed,
-                      uint64_t step) {
+// Rows `first_row`.. of generated batch `index`: a rank's share of a global batch holds the same
+// rows a single process generates for it.
+void fill_fake_images(data::ImageBatch& b, int batch, int first_row, int size, int classes, uint64_t seed,
+                      uint64_t index) {
   b.batch = batch;
   b.height = b.width = size;
   b.real = batch;
-  b.images.resize(size_t(batch) * size * size * 3);
+  const size_t pixels = size_t(size) * size * 3;
+  b.images.resize(size_t(batch) * pixels);
   b.labels.resize(size_t(batch));
-  const RngStream rng{seed, rng_stream(RngPurpose::fake_data, 0, step)};
-  for (size_t i = 0; i < b.images.size(); ++i) b.images[i] = 128.0f * rng.uniform(i) - 64.0f;
-  for (int i = 0; i < batch; ++i) b.labels[size_t(i)] = int32_t(rng.below(b.images.size() + size_t(i), uint64_t(classes)));
+  const RngStream rng{seed, rng_stream(RngPurpose::fake_data, 0, index)};
+  for (int r = 0; r < batch; ++r) {
+    const size_t key = size_t(first_row + r) * (pixels + 1);  // the row's pixels, then its label
+    float* image = b.images.data() + size_t(r) * pixels;
+    for (size_t i = 0; i < pixels; ++i) image[i] = 128.0f * rng.uniform(key + i) - 64.0f;
+    b.labels[size_t(r)] = int32_t(rng.below(key + pixels, uint64_t(classes)));
+  }
+}
+
+// Each rank evaluates its share of every eval batch (the loader pads the last one).
+int eval_batch_per_rank(const ResNetTrainConfig& c, const dist::Communicator& comm) {
+  return int(std::max<int64_t>(1, (c.eval_batch_size + comm.size() - 1) / comm.size()));
 }
 
 class ResNetRecipe : public Recipe {
  public:
   ResNetRecipe(const ResNetTrainConfig& c, models::ResNet& model, data::ImageLoader* train_loader,
                data::ImageLoader* val_loader, int64_t classes, int64_t steps_per_epoch, int64_t parameters,
-               int workers)
+               int workers, dist::Communicator& comm)
       : c_(c), model_(model), train_loader_(train_loader), val_loader_(val_loader), classes_(classes),
-        steps_per_epoch_(steps_per_epoch), parameters_(parameters), workers_(workers),
+        steps_per_epoch_(steps_per_epoch), parameters_(parameters), workers_(workers), comm_(comm),
         loss_fn_(float(c.label_smoothing)) {}
 
   std::vector<std::string> loss_names() const override { return {"loss"}; }
 
   void load(const Step& step) override {
-    if (train_loader_) train_loader_->next(batch_);
-    else fill_fake_images(batch_, int(c_.batch_size), int(c_.image_size), int(classes_), uint64_t(c_.seed), step.index);
+    if (train_loader_) {
+      train_loader_->next(batch_);
+      return;
+    }
+    const int per_rank = int(c_.batch_size) / comm_.size();
+    fill_fake_images(batch_, per_rank, int(step.sample_offset % uint64_t(c_.batch_size)), int(c_.image_size),
+                     int(classes_), uint64_t(c_.seed), step.sample_offset / uint64_t(c_.batch_size));
   }
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
@@ -104,16 +121,23 @@ class ResNetRecipe : public Recipe {
     s.compute_dtype = c_.precision.dtype;
     const int64_t size = c_.image_size;
     const int64_t batches = val_loader_ ? val_loader_->batches_per_epoch() : std::min<int64_t>(c_.benchmark, 10);
+    const int per_rank = eval_batch_per_rank(c_, comm_);
     if (val_loader_) val_loader_->seek({0, 0});
     for (int64_t i = 0; i < batches; ++i) {
       if (val_loader_) val_loader_->next(batch_);
-      else fill_fake_images(batch_, int(c_.eval_batch_size), int(size), int(classes_), uint64_t(c_.seed) + 1, uint64_t(i));
+      else fill_fake_images(batch_, per_rank, per_rank * comm_.rank(), int(size), int(classes_), uint64_t(c_.seed) + 1,
+                            uint64_t(i));
       const Tensor logits = model_.forward(s, batch_.images.data(), batch_.batch, batch_.height, batch_.width);
       const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data());
       correct += r.correct;
       counted += int64_t(r.count);
       loss += r.loss * r.count;
     }
+    std::vector<double> sums = {double(correct), double(counted), loss};  // every rank's share of the images
+    dist::all_reduce_sum(comm_, sums);
+    correct = int64_t(sums[0]);
+    counted = int64_t(sums[1]);
+    loss = sums[2];
     const double top1 = counted ? double(correct) / double(counted) : 0;
     sinks.console() << fmt::format("eval: top-1 {:.4f} ({} / {} images), loss {:.4f}, {:.1f} s\n", top1,
                                    correct, counted, counted ? loss / double(counted) : 0, timer.seconds());
@@ -155,6 +179,7 @@ class ResNetRecipe : public Recipe {
   data::ImageLoader* val_loader_;
   int64_t classes_, steps_per_epoch_, parameters_;
   int workers_;
+  dist::Communicator& comm_;
   nn::SoftmaxCrossEntropy loss_fn_;
   data::ImageBatch batch_;
 };
@@ -162,8 +187,14 @@ class ResNetRecipe : public Recipe {
 }  // namespace
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
-  dist::place_rank(dist::world(), c.threads);
+  dist::Communicator& world = dist::world();
+  const dist::Placement placement = dist::place_rank(world, c.threads);
+  if (c.batch_size % world.size() != 0)
+    throw Error("config: train.batch_size {} does not split over {} ranks: use a multiple of {}", c.batch_size,
+                world.size(), world.size());
+  world.set_timeout(c.dist_timeout);
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
+  if (c.is_rank0 && world.size() > 1) console << placement.describe(world);
 
   std::optional<data::ImageFolderDataset> train_set, val_set;
   int64_t classes = c.num_classes;
@@ -182,7 +213,9 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   const int workers = c.workers > 0 ? int(c.workers) : int(std::max(1u, std::thread::hardware_concurrency()));
   auto loader_options = [&](bool train) {
     data::ImageLoaderOptions o;
-    o.batch_size = int(train ? c.batch_size : c.eval_batch_size);
+    o.batch_size = train ? int(c.batch_size) / world.size() : eval_batch_per_rank(c, world);
+    o.rank = world.rank();
+    o.world_size = world.size();
     o.train = train;
     o.image_size = int(c.image_size);
     o.resize = int(c.eval_resize);
@@ -227,6 +260,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   ParamStore store;
   models::ResNet model(model_config(c, classes), store, run.ctx);
   model.init(uint64_t(c.seed));
+  model.set_sync_bn(c.sync_bn ? &world : nullptr);
   store.set_compute_dtype(c.precision.dtype);
   optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f},
                         run.ctx);
@@ -239,7 +273,8 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.total_steps = total_steps;
   loop.benchmark = c.benchmark;
   loop.exit_interval = c.exit_interval;
-  loop.global_batch = loop.micro_batch = c.batch_size;
+  loop.global_batch = c.batch_size;
+  loop.micro_batch = c.batch_size / world.size();  // one micro-batch per rank
   loop.log_interval = c.log_interval;
   loop.target = c.target;
   loop.compute_dtype = c.precision.dtype;
@@ -255,8 +290,8 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.settings = settings;
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
-                      workers);
-  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run, dist::world()}, sinks, resume);
+                      workers, world);
+  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run, world}, sinks, resume);
   result.steps = r.steps;
   result.epochs = r.epochs;
   result.losses = r.losses;

@@ -1,0 +1,117 @@
+// `mpirun -np 2 kiln train resnet --sync-bn` against one process at the same batch, on real images
+// (Fashion-MNIST folders): each rank decodes half of every batch, BatchNorm statistics and their
+// backward sums span both halves, so losses, evaluations, weights and BN running statistics
+// match the one-process run within fp32 rounding. Without --sync-bn each rank normalises its own
+// half (tinygrad's UnsyncedBatchNorm): the losses differ from the first step. Label `mpi`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kiln/io/safetensors.h"
+#include "tests/dist/mpi_test_util.h"
+#include "tests/testing/fashion_mnist.h"
+#include "tests/testing/run_command.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kiln {
+namespace {
+namespace fs = std::filesystem;
+
+// fp32 rounding: the ranks' channel sums are added in another order than one process adds them.
+constexpr double kLossTolerance = 1e-5;    // relative, per step
+constexpr double kWeightTolerance = 1e-4;  // absolute, largest over all weights and BN statistics
+
+struct ResNetRun {
+  int status = 0;
+  std::string output;
+  std::vector<double> losses;
+  std::vector<std::string> evals;  // "top-1 0.1234 (5 / 40 images), loss 1.2345"
+  fs::path checkpoint;
+};
+
+ResNetRun train(const std::string& launcher, const fs::path& data, const fs::path& dir, const std::string& flags) {
+  fs::create_directories(dir);
+  ResNetRun r;
+  std::tie(r.status, r.output) = testing::run_command(
+      launcher + " " KILN_BINARY " train resnet --arch resnet18 --width 8 --small-images --data " + data.string() +
+      // lr 0.1: at 1.0 this tiny net multiplies a rounding difference about 30x per step.
+      " --image-size 28 --eval-resize 28 --batch-size 16 --epochs 2 --warmup-epochs 0 --lr 0.1 --workers 1"
+      " --log-interval 1 --save " + (dir / "ckpt").string() + " --save-interval 2 --output-dir " + dir.string() +
+      " " + flags);
+  std::ifstream log(dir / "losses.txt");
+  for (std::string step, loss; log >> step >> loss;) r.losses.push_back(std::strtod(loss.c_str(), nullptr));
+  const std::regex eval("eval: (top-1 [0-9.]+ \\(\\d+ / \\d+ images\\), loss [0-9.]+)");
+  for (std::sregex_iterator i(r.output.begin(), r.output.end(), eval), end; i != end; ++i) r.evals.push_back((*i)[1]);
+  r.checkpoint = dir / "ckpt/iter_0000008/model.safetensors";
+  return r;
+}
+
+std::string environment(const fs::path& dir) {
+  return "OMP_NUM_THREADS=1 KILN_TEST_LOSS_LOG=" + (dir / "losses.txt").string();
+}
+
+double largest_difference(const fs::path& a_file, const fs::path& b_file) {
+  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file), b = io::SafetensorsFile::open(b_file);
+  EXPECT_EQ(a.names(), b.names());
+  double largest = 0;
+  for (const std::string& name : a.names()) {
+    const std::vector<float> x = to_float_vector(a.get(name)), y = to_float_vector(b.get(name));
+    EXPECT_EQ(x.size(), y.size()) << name;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) largest = std::max(largest, double(std::abs(x[i] - y[i])));
+  }
+  return largest;
+}
+
+TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRank) {
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  if (!fs::exists(testing::kFashionMnist)) GTEST_SKIP() << "install dataset-fashion-mnist";
+  const fs::path root = testing::unique_temp_dir("mpi_resnet");
+  const fs::path data = testing::fashion_mnist_folders("mpi", 64, 40);  // 4 steps per epoch; eval pads 8 rows
+  const ResNetRun one = train("env " + environment(root / "one"), data, root / "one", "");
+  const ResNetRun sync = train(testing::mpirun(2, environment(root / "sync")), data, root / "sync", "--sync-bn");
+  const ResNetRun per_rank = train(testing::mpirun(2, environment(root / "per_rank")), data, root / "per_rank", "");
+  for (const ResNetRun* r : {&one, &sync, &per_rank}) ASSERT_EQ(r->status, 0) << r->output;
+
+  EXPECT_NE(sync.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos) << sync.output;
+  ASSERT_EQ(one.losses.size(), 8u) << one.output;
+  ASSERT_EQ(sync.losses.size(), 8u) << sync.output;
+  double loss_difference = 0;
+  for (size_t i = 0; i < one.losses.size(); ++i) {
+    EXPECT_NEAR(sync.losses[i], one.losses[i], kLossTolerance * std::abs(one.losses[i])) << "step " << i + 1;
+    loss_difference = std::max(loss_difference, std::abs(sync.losses[i] - one.losses[i]) / std::abs(one.losses[i]));
+  }
+  ASSERT_EQ(one.evals.size(), 2u) << one.output;
+  EXPECT_EQ(sync.evals, one.evals) << "each rank evaluates half of every batch; the counts are summed";
+  const double weights = largest_difference(one.checkpoint, sync.checkpoint);
+  EXPECT_LE(weights, kWeightTolerance);
+
+  ASSERT_EQ(per_rank.losses.size(), 8u) << per_rank.output;
+  EXPECT_GT(std::abs(per_rank.losses[0] - one.losses[0]), 100 * kLossTolerance * std::abs(one.losses[0]))
+      << "per-rank BatchNorm sees half the batch, so even the first loss differs";
+  std::cout << "sync-bn vs one process: largest relative loss difference " << loss_difference
+            << ", largest weight / BN statistic difference after 8 steps " << weights << "\n";
+}
+
+TEST(MpiResNet, ABatchThatDoesNotSplitOverTheRanksIsRefused) {
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = testing::unique_temp_dir("mpi_resnet_batch");
+  const auto [status, output] = testing::run_command(
+      testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY " train resnet --fake-data --batch-size 7 --output-dir " +
+          dir.string(),
+      testing::Capture::stderr_only);
+  EXPECT_NE(status, 0) << output;
+  EXPECT_NE(output.find("error: config: train.batch_size 7 does not split over 2 ranks: use a multiple of 2"),
+            std::string::npos)
+      << output;
+}
+
+}  // namespace
+}  // namespace kiln
