@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <thread>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
@@ -210,7 +209,8 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
                   (fs::path(c.data_dir) / "train").string(), found);
     classes = found;
   }
-  const int workers = c.workers > 0 ? int(c.workers) : int(std::max(1u, std::thread::hardware_concurrency()));
+  // Decode threads: this rank's cores (dist/placement.h), so N ranks on one machine do not oversubscribe it.
+  const int workers = c.workers > 0 ? int(c.workers) : int(placement.cores.size());
   auto loader_options = [&](bool train) {
     data::ImageLoaderOptions o;
     o.batch_size = train ? int(c.batch_size) / world.size() : eval_batch_per_rank(c, world);
