@@ -81,6 +81,8 @@ TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRan
   for (const ResNetRun* r : {&one, &sync, &per_rank}) ASSERT_EQ(r->status, 0) << r->output;
 
   EXPECT_NE(sync.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos) << sync.output;
+  EXPECT_NE(sync.output.find(" ms (2 ranks) | "), std::string::npos) << "the console line shows communication time\n"
+                                                                   << sync.output;
   ASSERT_EQ(one.losses.size(), 8u) << one.output;
   ASSERT_EQ(sync.losses.size(), 8u) << sync.output;
   double loss_difference = 0;

@@ -48,6 +48,10 @@ std::shared_ptr<TrainOptions<Config>> add_recipe(CLI::App* train, const char* na
   return options;
 }
 
+// The progress line, for a terminal only. Under mpirun rank 0 writes to a pseudo-terminal even when
+// the user pipes the output, so several processes never show it.
+bool show_progress() { return dist::world().size() == 1 && ::isatty(STDOUT_FILENO) != 0; }
+
 void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::string>& data_path) {
   if (!data_path.empty()) {
     std::string joined;
@@ -56,7 +60,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
   }
   const auto resolved = o.resolve(&train::finalize_bert_config);
   o.config.is_rank0 = dist::world().rank() == 0;
-  o.config.progress = o.config.is_rank0 && ::isatty(STDOUT_FILENO) != 0;
+  o.config.progress = show_progress();
   const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
   if (o.config.dry_run || !o.config.is_rank0) return;
   if (!r.evals.empty())
@@ -72,7 +76,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
   const auto resolved = o.resolve(&train::finalize_resnet_config);
   o.config.is_rank0 = dist::world().rank() == 0;
-  o.config.progress = o.config.is_rank0 && ::isatty(STDOUT_FILENO) != 0;
+  o.config.progress = show_progress();
   const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);
   if (!o.config.is_rank0) return;
   if (!r.eval_top1.empty())

@@ -171,7 +171,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   const std::vector<std::string> names = recipe.loss_names();
   std::vector<double> step_seconds;
   Timer interval_timer, run_timer;
-  double interval_data = 0, interval_compute = 0;
+  double interval_data = 0, interval_compute = 0, interval_comm = 0;  // seconds; comm: waiting on other ranks too
   IntervalLosses interval;
   interval.parts.assign(names.size(), 0.0);
   int64_t interval_iterations = 0, interval_skipped = 0, interval_nan = 0;
@@ -223,6 +223,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       sum.correct += out.correct;
       sum.count += out.count;
     }
+    Timer comm_timer;
     if (dp.ranks() > 1) {
       dp.reduce_gradients(store);
       std::vector<double> totals = {sum.loss, double(sum.correct), double(sum.count)};
@@ -233,6 +234,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       sum.count = int64_t(totals[2]);
       std::copy(totals.begin() + 3, totals.end(), sum.parts.begin());
     }
+    const double comm_seconds = dp.ranks() > 1 ? comm_timer.seconds() : 0.0;
     const int64_t done = step + 1;
     if (inject_nan.at(done)) {  // test hook: one gradient element becomes NaN
       Tensor first = Tensor::view(store.grads.data, {1}, store.grads.dtype, store.grads.device);
@@ -285,7 +287,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     if (sinks.is_rank0()) loss_log.add(done, sum.loss);
     result.steps = done;
     interval_data += data_seconds;
-    interval_compute += seconds - data_seconds;
+    interval_compute += seconds - data_seconds - comm_seconds;
+    interval_comm += comm_seconds;
     ++interval_iterations;
     if (finite) {
       ++interval.steps;
@@ -333,16 +336,18 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
         const std::string scaling = scaler.enabled() ? fmt::format(" | loss scale {}", scale_text(scaler.scale())) : "";
         const std::string skipped =
             result.skipped_steps > 0 || scaler.enabled() ? fmt::format(" | skipped {}", result.skipped_steps) : "";
+        const std::string comm =
+            dp.ranks() > 1 ? fmt::format(", comm {:.1f} ms ({} ranks)", 1e3 * interval_comm / n, dp.ranks()) : "";
         console << fmt::format(
-            "{}step {:>6}/{} | {} | lr {:.3e} | grad norm {}{}{} | data {:.1f} ms, compute {:.1f} ms | "
+            "{}step {:>6}/{} | {} | lr {:.3e} | grad norm {}{}{} | data {:.1f} ms, compute {:.1f} ms{} | "
             "{:.1f} {}/s | {:.1f} GFLOP/s | {}\n",
             prefix, done, c.total_steps, recipe.loss_text(interval), lr, norm, scaling, skipped,
-            1e3 * interval_data / n, 1e3 * interval_compute / n, samples / elapsed, recipe.sample_unit(),
-            recipe.flops_per_sample() * samples / interval_compute / 1e9, memory_text(memory_use()));
+            1e3 * interval_data / n, 1e3 * interval_compute / n, comm, samples / elapsed, recipe.sample_unit(),
+            recipe.flops_per_sample() * samples / dp.ranks() / interval_compute / 1e9, memory_text(memory_use()));
       }
       console.flush();
       interval_timer.reset();
-      interval_data = interval_compute = 0;
+      interval_data = interval_compute = interval_comm = 0;
       interval = IntervalLosses{};
       interval.parts.assign(names.size(), 0.0);
       interval_iterations = interval_skipped = interval_nan = 0;
