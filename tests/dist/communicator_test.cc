@@ -23,6 +23,13 @@ TEST(Communicator, OneProcessLeavesEveryCollectiveTheIdentity) {
   Tensor tf = Tensor::view(f.data(), {2});
   one.broadcast(tf, 0);
   EXPECT_EQ(f, (std::vector<float>{0.1f, 0.2f}));
+  std::vector<float> scattered(2, 0.0f);
+  Tensor ts = Tensor::view(scattered.data(), {2});
+  one.reduce_scatter_sum(tf, ts);
+  EXPECT_EQ(scattered, f);
+  const auto group = dist::subgroup(one, {0});
+  EXPECT_EQ(group->size(), 1);
+  EXPECT_EQ(testing::error_of([&] { one.send(tf, 1); }), "send to rank 1: a single process has no other rank");
 }
 
 TEST(Communicator, RefusesTensorsItCannotReduce) {
@@ -46,6 +53,10 @@ class Layout final : public dist::Communicator {
   void broadcast(Tensor&, int) override {}
   void all_gather(const Tensor&, Tensor&) override {}
   void barrier() override {}
+  void reduce_scatter_sum(const Tensor&, Tensor&) override {}
+  std::unique_ptr<dist::Request> isend(const Tensor&, int) override { return nullptr; }
+  std::unique_ptr<dist::Request> irecv(Tensor&, int) override { return nullptr; }
+  std::unique_ptr<dist::Communicator> split(int, int) override { return nullptr; }
 
  private:
   int rank_, size_;

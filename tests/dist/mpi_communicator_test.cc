@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/dist/parallel_layout.h"
 #include "kiln/dist/world.h"
 #include "tests/testing/run_command.h"
 
@@ -54,8 +55,8 @@ void check_on_this_rank() {
   dist::finalize();
 }
 
-TEST(MpiCommunicator, SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks) {
-  if (dist::launcher_world_size() > 0) return check_on_this_rank();  // a rank started by the outer run
+// Runs test `name` of this binary under `mpirun -np ranks`; every rank must pass it.
+void run_under_mpirun(const std::string& name, int ranks) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found: install openmpi-bin";
 #ifndef KILN_TEST_MPI
   GTEST_SKIP() << "kiln was built without MPI: install libopenmpi-dev and reconfigure";
@@ -64,16 +65,66 @@ TEST(MpiCommunicator, SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks) {
   const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_GT(length, 0);
   self[length] = '\0';
-  const std::string command = std::string("OMP_NUM_THREADS=1 mpirun -np 2 --oversubscribe --bind-to none") +
+  const std::string command = "OMP_NUM_THREADS=1 mpirun -np " + std::to_string(ranks) + " --oversubscribe --bind-to none" +
                               (::geteuid() == 0 ? " --allow-run-as-root" : "") + " " + self +
-                              " --gtest_color=no --gtest_filter=MpiCommunicator.SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks";
+                              " --gtest_color=no --gtest_filter=MpiCommunicator." + name;
   const auto [status, output] = testing::run_command(command);
   EXPECT_EQ(status, 0) << output;
-  size_t passed = 0;
+  int passed = 0;
   for (size_t at = output.find("[  PASSED  ] 1 test"); at != std::string::npos;
        at = output.find("[  PASSED  ] 1 test", at + 1))
     ++passed;
-  EXPECT_EQ(passed, 2u) << output;
+  EXPECT_EQ(passed, ranks) << output;
+}
+
+// Four ranks as TP 2 x PP 2: groups from dist::ParallelLayout, a sum within each tensor-parallel
+// pair, a reduce-scatter over the world, activations passed from the first stage to the last.
+void check_groups_on_this_rank() {
+  int argc = 0;
+  char** argv = nullptr;
+  dist::init(argc, argv);
+  dist::Communicator& world = dist::world();
+  ASSERT_EQ(world.size(), 4);
+  const int rank = world.rank();
+  const dist::ParallelLayout layout = dist::ParallelLayout::make(4, rank, 2, 2);
+  const auto tp = dist::subgroup(world, layout.tp_group());
+  const auto pp = dist::subgroup(world, layout.pp_group());
+  EXPECT_EQ(tp->size(), 2);
+  EXPECT_EQ(tp->rank(), layout.tp_rank);
+  EXPECT_EQ(pp->rank(), layout.pp_rank);
+
+  std::vector<double> v = {double(rank)};
+  dist::all_reduce_sum(*tp, v);
+  EXPECT_EQ(v[0], rank < 2 ? 0 + 1 : 2 + 3) << "only the tensor-parallel pair is summed";
+
+  // in[i] = 10 x rank + i over 8 elements; rank r receives the sum of elements [2r, 2r + 2).
+  std::vector<float> in(8), out(2);
+  for (int i = 0; i < 8; ++i) in[size_t(i)] = float(10 * rank + i);
+  Tensor tin = Tensor::view(in.data(), {8}), tout = Tensor::view(out.data(), {2});
+  world.reduce_scatter_sum(tin, tout);
+  EXPECT_EQ(out, (std::vector<float>{float(60 + 4 * 2 * rank), float(60 + 4 * (2 * rank + 1))}));
+
+  std::vector<uint16_t> activation(3, uint16_t(100 + rank));  // bf16-sized payload
+  Tensor ta = Tensor::view(activation.data(), {3}, DType::u16);
+  if (layout.first_stage()) {
+    auto sent = pp->isend(ta, 1);
+    sent->wait();
+  } else {
+    pp->recv(ta, 0);
+    EXPECT_EQ(activation, std::vector<uint16_t>(3, uint16_t(100 + rank - 2))) << "from the first stage";
+  }
+  world.barrier();
+  dist::finalize();
+}
+
+TEST(MpiCommunicator, SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks) {
+  if (dist::launcher_world_size() > 0) return check_on_this_rank();  // a rank started by the outer run
+  run_under_mpirun("SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks", 2);
+}
+
+TEST(MpiCommunicator, GroupsOfTheTp2Pp2LayoutReduceScatterAndPassTensorsOnFourRanks) {
+  if (dist::launcher_world_size() > 0) return check_groups_on_this_rank();
+  run_under_mpirun("GroupsOfTheTp2Pp2LayoutReduceScatterAndPassTensorsOnFourRanks", 4);
 }
 
 }  // namespace

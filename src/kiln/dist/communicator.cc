@@ -1,5 +1,6 @@
 #include "kiln/dist/communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kiln/core/error.h"
@@ -25,6 +26,30 @@ void SingleProcess::all_gather(const Tensor& in, Tensor& out) {
              "all_gather: output has {} elements of {}, expected {} of {}", out.numel(),
              dtype_name(out.dtype), in.numel(), dtype_name(in.dtype));
   if (out.data != in.data) std::memcpy(out.data, in.data, in.nbytes());
+}
+
+void SingleProcess::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  check_collective_tensor(in, "reduce_scatter_sum");
+  KILN_CHECK(out.dtype == in.dtype && out.numel() == in.numel(),
+             "reduce_scatter_sum: output has {} elements of {}, expected {} of {}", out.numel(),
+             dtype_name(out.dtype), in.numel(), dtype_name(in.dtype));
+  if (out.data != in.data) std::memcpy(out.data, in.data, in.nbytes());
+}
+
+std::unique_ptr<Request> SingleProcess::isend(const Tensor&, int peer) {
+  throw Error("send to rank {}: a single process has no other rank", peer);
+}
+
+std::unique_ptr<Request> SingleProcess::irecv(Tensor&, int peer) {
+  throw Error("receive from rank {}: a single process has no other rank", peer);
+}
+
+std::unique_ptr<Communicator> SingleProcess::split(int, int) { return std::make_unique<SingleProcess>(); }
+
+std::unique_ptr<Communicator> subgroup(Communicator& comm, const std::vector<int>& members) {
+  KILN_CHECK(std::find(members.begin(), members.end(), comm.rank()) != members.end(),
+             "subgroup: rank {} is not among its own group's members", comm.rank());
+  return comm.split(members.front(), comm.rank());
 }
 
 void all_reduce_sum(Communicator& comm, std::span<double> values) {

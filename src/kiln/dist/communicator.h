@@ -5,11 +5,21 @@
 // so the result is bitwise identical on every rank and from one run to the next, whatever the
 // transport does underneath.
 #pragma once
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "kiln/core/tensor.h"
 
 namespace kiln::dist {
+
+// A non-blocking send or receive in flight.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Returns when the send's tensor may be reused, or the receive's tensor holds the data.
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -27,6 +37,18 @@ class Communicator {
   // out (size() x in.numel() elements) = every rank's `in`, concatenated in rank order.
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;
   virtual void barrier() = 0;
+  // out (n elements) = sum over ranks, in rank order, of elements [rank() x n, (rank() + 1) x n)
+  // of every rank's `in` (size() x n elements). f32, f64 or i64 as all_reduce_sum.
+  virtual void reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
+  // Point-to-point (pipeline stages): t's bytes to / from rank `peer` of this communicator; the
+  // receiver's tensor has the sender's dtype and size. Any host dtype.
+  virtual std::unique_ptr<Request> isend(const Tensor& t, int peer) = 0;
+  virtual std::unique_ptr<Request> irecv(Tensor& t, int peer) = 0;
+  void send(const Tensor& t, int peer) { isend(t, peer)->wait(); }
+  void recv(Tensor& t, int peer) { irecv(t, peer)->wait(); }
+  // The communicator of the ranks passing the same `color`, ordered by `key`; collective: every
+  // rank of this communicator calls it. Inherits the timeout.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // --dist-timeout: a collective that waits longer than `seconds` for the other ranks ends the
   // process with an error naming it (0: wait forever). One process never waits.
   virtual void set_timeout(double seconds) {}
@@ -41,7 +63,16 @@ class SingleProcess final : public Communicator {
   void broadcast(Tensor& t, int root) override;
   void all_gather(const Tensor& in, Tensor& out) override;
   void barrier() override {}
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  std::unique_ptr<Request> isend(const Tensor& t, int peer) override;
+  std::unique_ptr<Request> irecv(Tensor& t, int peer) override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
 };
+
+// The sub-communicator of `members` (ranks of `comm`, ascending, this rank among them): every
+// rank of `comm` calls it with its own group, the groups of one kind partitioning the ranks
+// (dist/parallel_layout.h).
+std::unique_ptr<Communicator> subgroup(Communicator& comm, const std::vector<int>& members);
 
 // Sums host doubles (losses, metric counts) across ranks, in rank order.
 void all_reduce_sum(Communicator& comm, std::span<double> values);

@@ -6,12 +6,7 @@
 
 #include "kiln/core/error.h"
 #ifdef KILN_HAVE_MPI
-// The C interface only: the C++ bindings need a library kiln does not link.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
-#include "kiln/dist/mpi/mpi_communicator.h"
+#include "kiln/dist/mpi/mpi_communicator.h"  // and <mpi.h>
 #endif
 
 namespace kiln::dist {
@@ -42,9 +37,8 @@ void init(int& argc, char**& argv) {
   if (launched == 0) return;
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   mpi_started = true;
-  current() = std::make_unique<MpiCommunicator>();
+  current() = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 #else
   if (launched > 1)
     throw Error("started as {} processes, but this kiln was built without MPI (install libopenmpi-dev and "

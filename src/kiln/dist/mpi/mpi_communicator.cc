@@ -1,10 +1,5 @@
 #include "kiln/dist/mpi/mpi_communicator.h"
 
-// The C interface only: the C++ bindings need a library kiln does not link.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -42,6 +37,37 @@ void sum_in_rank_order(const std::byte* src, int ranks, int64_t n, void* dst) {
   }
 }
 
+void sum_in_rank_order(DType dtype, const std::byte* src, int ranks, int64_t n, void* dst) {
+  switch (dtype) {
+    case DType::f32: sum_in_rank_order<float, double>(src, ranks, n, dst); break;
+    case DType::f64: sum_in_rank_order<double, double>(src, ranks, n, dst); break;
+    default: sum_in_rank_order<int64_t, int64_t>(src, ranks, n, dst); break;
+  }
+}
+
+int byte_count(const Tensor& t, const char* op) {
+  KILN_CHECK(t.device.is_cpu(), "{}: tensors must be on the host, got {}", op, t.device.str());
+  KILN_CHECK(t.nbytes() <= size_t(INT_MAX), "{}: {} bytes is more than MPI's int count", op, t.nbytes());
+  return int(t.nbytes());
+}
+
+class MpiRequest final : public Request {
+ public:
+  MpiRequest(Watchdog& watchdog, const char* op) : watchdog_(watchdog), op_(op) {}
+  ~MpiRequest() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  void wait() override {
+    const Watchdog::Wait wait = watchdog_.wait(op_);
+    check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+  MPI_Request request_ = MPI_REQUEST_NULL;
+
+ private:
+  Watchdog& watchdog_;
+  const char* op_;
+};
+
 // Ends this process: its launcher (mpirun) then ends the others, and a rank waiting on this
 // one expires in turn. Not MPI_Abort: the main thread is inside MPI, which this thread may not enter.
 [[noreturn]] void expire(int rank, const char* op, double limit_seconds) {
@@ -55,15 +81,27 @@ void sum_in_rank_order(const std::byte* src, int ranks, int64_t n, void* dst) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator()
-    : watchdog_([this](const char* op, double limit) { expire(rank_, op, limit); }) {
-  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
-  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+MpiCommunicator::MpiCommunicator(MPI_Comm comm)
+    : comm_(comm), watchdog_([this](const char* op, double limit) { expire(rank_, op, limit); }) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   MPI_Comm node;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
   MPI_Comm_free(&node);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::set_timeout(double seconds) {
+  timeout_seconds_ = seconds;
+  watchdog_.set_limit(seconds);
 }
 
 void MpiCommunicator::all_reduce_sum(Tensor& t) {
@@ -76,15 +114,11 @@ void MpiCommunicator::all_reduce_sum(Tensor& t) {
     const int64_t n = std::min(kChunkElements, t.numel() - first);
     const int bytes = int(size_t(n) * element);
     std::byte* chunk = data + size_t(first) * element;
-    check(MPI_Gather(chunk, bytes, MPI_BYTE, gathered_.data(), bytes, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Gather");
+    check(MPI_Gather(chunk, bytes, MPI_BYTE, gathered_.data(), bytes, MPI_BYTE, 0, comm_), "MPI_Gather");
     if (rank_ == 0) {
-      switch (t.dtype) {
-        case DType::f32: sum_in_rank_order<float, double>(gathered_.data(), size_, n, chunk); break;
-        case DType::f64: sum_in_rank_order<double, double>(gathered_.data(), size_, n, chunk); break;
-        default: sum_in_rank_order<int64_t, int64_t>(gathered_.data(), size_, n, chunk); break;
-      }
+      sum_in_rank_order(t.dtype, gathered_.data(), size_, n, chunk);
     }
-    check(MPI_Bcast(chunk, bytes, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(chunk, bytes, MPI_BYTE, 0, comm_), "MPI_Bcast");
   }
 }
 
@@ -95,7 +129,7 @@ void MpiCommunicator::broadcast(Tensor& t, int root) {
   auto* data = static_cast<std::byte*>(t.data);
   for (size_t first = 0; first < t.nbytes(); first += kMaxBytes) {
     const int bytes = int(std::min(kMaxBytes, t.nbytes() - first));
-    check(MPI_Bcast(data + first, bytes, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(data + first, bytes, MPI_BYTE, root, comm_), "MPI_Bcast");
   }
 }
 
@@ -108,12 +142,53 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
              in.nbytes());
   const int bytes = int(in.nbytes());
   const Watchdog::Wait wait = watchdog_.wait("all_gather");
-  check(MPI_Allgather(in.data, bytes, MPI_BYTE, out.data, bytes, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
+  check(MPI_Allgather(in.data, bytes, MPI_BYTE, out.data, bytes, MPI_BYTE, comm_), "MPI_Allgather");
 }
 
 void MpiCommunicator::barrier() {
   const Watchdog::Wait wait = watchdog_.wait("barrier");
-  check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  check(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  check_collective_tensor(in, "reduce_scatter_sum");
+  KILN_CHECK(out.dtype == in.dtype && in.numel() == out.numel() * size_,
+             "reduce_scatter_sum: input has {} elements of {}, expected {} x {} of {}", in.numel(),
+             dtype_name(in.dtype), size_, out.numel(), dtype_name(out.dtype));
+  const int bytes = byte_count(out, "reduce_scatter_sum");
+  // Rank r's share of every rank's input arrives at r in rank order; r adds them in that order.
+  std::vector<std::byte> shares(size_t(bytes) * size_t(size_));
+  {
+    const Watchdog::Wait wait = watchdog_.wait("reduce_scatter_sum");
+    check(MPI_Alltoall(in.data, bytes, MPI_BYTE, shares.data(), bytes, MPI_BYTE, comm_), "MPI_Alltoall");
+  }
+  sum_in_rank_order(out.dtype, shares.data(), size_, out.numel(), out.data);
+}
+
+std::unique_ptr<Request> MpiCommunicator::isend(const Tensor& t, int peer) {
+  KILN_CHECK(peer >= 0 && peer < size_ && peer != rank_, "send: rank {} cannot send to rank {} of {}", rank_, peer, size_);
+  auto r = std::make_unique<MpiRequest>(watchdog_, "send");
+  check(MPI_Isend(t.data, byte_count(t, "send"), MPI_BYTE, peer, 0, comm_, &r->request_), "MPI_Isend");
+  return r;
+}
+
+std::unique_ptr<Request> MpiCommunicator::irecv(Tensor& t, int peer) {
+  KILN_CHECK(peer >= 0 && peer < size_ && peer != rank_, "receive: rank {} cannot receive from rank {} of {}", rank_,
+             peer, size_);
+  auto r = std::make_unique<MpiRequest>(watchdog_, "receive");
+  check(MPI_Irecv(t.data, byte_count(t, "receive"), MPI_BYTE, peer, 0, comm_, &r->request_), "MPI_Irecv");
+  return r;
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm part;
+  {
+    const Watchdog::Wait wait = watchdog_.wait("split");
+    check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+  }
+  auto group = std::make_unique<MpiCommunicator>(part);
+  group->set_timeout(timeout_seconds_);
+  return group;
 }
 
 }  // namespace kiln::dist

@@ -3,6 +3,11 @@
 // order and broadcasts the sum: MPI_Allreduce is not used, because MPI does not promise an
 // order of addition (it may change with the message size and the number of processes).
 #pragma once
+// The C interface only: the C++ bindings need a library kiln does not link.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
 #include <vector>
 
 #include "kiln/dist/communicator.h"
@@ -12,7 +17,8 @@ namespace kiln::dist {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator();  // after MPI_Init
+  explicit MpiCommunicator(MPI_Comm comm);  // after MPI_Init; owns `comm` unless it is MPI_COMM_WORLD
+  ~MpiCommunicator() override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
@@ -21,9 +27,15 @@ class MpiCommunicator final : public Communicator {
   void broadcast(Tensor& t, int root) override;
   void all_gather(const Tensor& in, Tensor& out) override;
   void barrier() override;
-  void set_timeout(double seconds) override { watchdog_.set_limit(seconds); }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  std::unique_ptr<Request> isend(const Tensor& t, int peer) override;
+  std::unique_ptr<Request> irecv(Tensor& t, int peer) override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  void set_timeout(double seconds) override;
 
  private:
+  MPI_Comm comm_;
+  double timeout_seconds_ = 0;
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1;  // among the ranks sharing this machine's memory
   Watchdog watchdog_;
