@@ -16,6 +16,7 @@
 #include "kiln/core/timer.h"
 #include "kiln/data/text/vocab.h"
 #include "kiln/dist/world.h"
+#include "kiln/io/tf_bert_checkpoint.h"
 #include "kiln/log/bert_mllog.h"
 #include "kiln/log/megatron_log.h"
 #include "kiln/models/bert.h"
@@ -98,6 +99,21 @@ void check_vocab(const BertTrainConfig& c, int64_t data_vocab) {
   };
   if (!c.vocab_file.empty()) check(data::Vocab::load(c.vocab_file).size(), c.vocab_file);
   if (data_vocab > 0) check(data_vocab, "the vocab of the data in " + c.data_dir + c.data_path);
+}
+
+// --init-checkpoint: the TF weights replace the initial ones. A checkpoint found in --load wins
+// (the loop loads it), so an interrupted run restarts with the same command line.
+void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const ResumePoint& resume,
+                          std::ostream& console) {
+  if (c.init_checkpoint.empty()) return;
+  if (resume.checkpoint) {
+    console << fmt::format("--init-checkpoint {} not read: the weights come from {}\n", c.init_checkpoint,
+                           resume.checkpoint->dir().string());
+    return;
+  }
+  const io::TfImportSummary s = io::load_tf_bert_checkpoint(c.init_checkpoint, store, c.vocab_size);
+  console << fmt::format("initialised {} parameters from TensorFlow checkpoint {} ({} optimizer variables skipped)\n",
+                         s.loaded, s.prefix.string(), s.skipped);
 }
 
 class BertRecipe : public Recipe {
@@ -299,6 +315,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   ParamStore store;
   models::BertForPretraining model(model_config(c), store, run.ctx);
   model.init_mlperf(uint64_t(c.seed));
+  load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
   auto optimizer = make_optimizer(c, store, run.ctx);
   auto schedule = make_schedule(c);
