@@ -126,16 +126,21 @@ std::vector<float> TfBundle::read_f32(const TfTensorInfo& t) const {
   if (elem == 0)
     throw Error("{}: variable '{}' is {}; kiln reads DT_FLOAT, DT_HALF and DT_BFLOAT16", file, t.name,
                 tf_dtype_name(t.dtype));
-  const int64_t numel = shape_numel(t.shape);
+  std::error_code ec;
+  const auto file_size = int64_t(fs::file_size(file, ec));
+  if (ec) throw Error("{}: cannot open the data shard of variable '{}'", file, t.name);
+  if (t.offset > file_size || t.size > file_size - t.offset)
+    throw Error("{}: variable '{}' ends past the end of the file (offset {}, {} bytes)", file, t.name, t.offset, t.size);
+  int64_t numel = 1;  // bounded by the byte size, so that a corrupt shape cannot overflow it
+  for (const int64_t d : t.shape) numel = d != 0 && numel > t.size / d ? t.size + 1 : numel * d;
   if (t.size != numel * int64_t(elem))
     throw Error("{}: variable '{}' has {} bytes, but {} {} needs {}", file, t.name, t.size, tf_dtype_name(t.dtype),
-                shape_str(t.shape), numel * int64_t(elem));
+                shape_str(t.shape), numel > t.size ? std::string("more") : std::to_string(numel * int64_t(elem)));
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("{}: cannot open the data shard of variable '{}'", file, t.name);
   std::string bytes(size_t(t.size), '\0');
   in.seekg(t.offset);
   in.read(bytes.data(), std::streamsize(bytes.size()));
-  if (!in) throw Error("{}: variable '{}' ends past the end of the file (offset {}, {} bytes)", file, t.name, t.offset, t.size);
+  if (!in) throw Error("{}: cannot read variable '{}' (offset {}, {} bytes)", file, t.name, t.offset, t.size);
   if (log::masked_crc32c(log::crc32c(bytes)) != t.masked_crc)
     throw Error("{}: variable '{}': checksum mismatch (the data is corrupt)", file, t.name);
 
