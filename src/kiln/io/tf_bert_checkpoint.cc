@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kiln/core/error.h"
+#include "kiln/io/bert_names.h"
 #include "kiln/io/tf_bundle.h"
 
 namespace kiln::io {
@@ -25,13 +26,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   for (size_t end; (end = s.find(sep, begin)) != std::string::npos; begin = end + 1) parts.push_back(s.substr(begin, end - begin));
   parts.push_back(s.substr(begin));
   return parts;
-}
-
-// Parameters whose first dimension is the vocabulary, which kiln may pad
-// (model.make_vocab_size_divisible_by): only the real rows come from the checkpoint, the padding
-// rows keep their initial values (no token id reaches them).
-bool is_vocab_sized(const std::string& name) {
-  return name == "bert.embeddings.word_embeddings.weight" || name == "cls.predictions.bias";
 }
 
 }  // namespace
@@ -81,6 +75,7 @@ TfImportSummary load_tf_bert_checkpoint(const std::filesystem::path& path, Param
     if (!pending.erase(m->name))
       throw Error("{}: variable '{}' maps to '{}', which another variable already set", index, t.name, m->name);
     Shape expected = spec->shape;
+    // kiln may pad the vocabulary: the checkpoint holds the real rows only, the padding keeps its init.
     if (is_vocab_sized(spec->name)) expected[0] = std::min(expected[0], vocab_size);
     if (m->transpose) std::reverse(expected.begin(), expected.end());
     if (t.shape != expected || (m->transpose && expected.size() != 2))

@@ -5,6 +5,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/data/text/vocab.h"
+#include "kiln/io/bert_names.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/io/safetensors.h"
@@ -83,8 +84,7 @@ HfExportSummary export_hf_bert(const fs::path& load, const fs::path& vocab, cons
   for (const std::string& name : model.names()) {
     Tensor t = model.get(name);
     if (t.dtype != DType::f32) throw Error("{}: tensor '{}' is {}, expected f32", model_file.string(), name, dtype_name(t.dtype));
-    // kiln pads the vocabulary (--make-vocab-size-divisible-by); HF's rows are the real tokens.
-    if (name == "bert.embeddings.word_embeddings.weight" || name == "cls.predictions.bias") t = first_rows(t, s.vocab_size);
+    if (io::is_vocab_sized(name)) t = first_rows(t, s.vocab_size);
     tensors.emplace_back(name, t);
   }
   // BertForPreTraining's state dict also holds the decoder, tied to the word embeddings and bias.

@@ -7,6 +7,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
+#include "kiln/io/bert_names.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/models/bert.h"
@@ -25,10 +26,6 @@ std::string kiln_name(std::string name) {
   for (const auto& [from, to] : {std::pair{".gamma", ".weight"}, std::pair{".beta", ".bias"}})
     if (name.ends_with(from)) name = name.substr(0, name.size() - std::string(from).size()) + to;
   return name;
-}
-
-bool is_vocab_sized(const std::string& name) {
-  return name == "bert.embeddings.word_embeddings.weight" || name == "cls.predictions.bias";
 }
 
 // Buffers HF may save that are not parameters.
@@ -103,7 +100,7 @@ HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int6
       throw Error("{}: tensor '{}' has no counterpart in kiln's BertForPreTraining (no parameter '{}')", file, hf_name,
                   name);
     Shape expected = spec->shape;
-    if (is_vocab_sized(name)) expected[0] = c.vocab_size;
+    if (io::is_vocab_sized(name)) expected[0] = c.vocab_size;
     if (t.shape != expected)
       throw Error("{}: tensor '{}' has shape {}; config.json makes it {}", file, hf_name, shape_str(t.shape),
                   shape_str(expected));
