@@ -190,6 +190,8 @@ TEST(HfBert, UnknownTensorsShapeMismatchesAndUntiedDecodersAreRefusedOnImport) {
   });
   EXPECT_NE(untied.find("tensor 'cls.predictions.decoder.bias' differs from 'cls.predictions.bias'"), std::string::npos)
       << untied;
+  EXPECT_EQ(error_of([&] { import_hf_bert(exported(), trained(), 1, 1); }),
+            trained().string() + ": not empty; import into a new folder (nothing there is overwritten)");
   const std::string act = import_with("act", [](auto&, auto& config) { config["hidden_act"] = "relu"; });
   EXPECT_NE(act.find("hidden_act 'relu'"), std::string::npos) << act;
 }

@@ -44,7 +44,7 @@ struct HfImportSummary {
 };
 
 // Reads HF_DIR/config.json and HF_DIR/model.safetensors, writes OUT/iter_0000000 (model only) and
-// its pointer file. `vocab_divisible_by` pads the vocabulary as --make-vocab-size-divisible-by
+// its pointer file; OUT must be new or empty. `vocab_divisible_by` pads the vocabulary as --make-vocab-size-divisible-by
 // will in the run that loads it; `seed` initialises the missing parameters. A tensor kiln has no
 // parameter for, or of another shape, is a kiln::Error naming it and the file.
 HfImportSummary import_hf_bert(const std::filesystem::path& hf_dir, const std::filesystem::path& out,

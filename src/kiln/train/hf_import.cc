@@ -65,6 +65,8 @@ void check_tied(const std::map<std::string, std::vector<float>>& tied, const Par
 }  // namespace
 
 HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int64_t vocab_divisible_by, uint64_t seed) {
+  if (fs::exists(out) && !fs::is_empty(out))
+    throw Error("{}: not empty; import into a new folder (nothing there is overwritten)", out.string());
   const fs::path config_file = hf_dir / "config.json";
   nlohmann::json config;
   try {
