@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "kiln/core/dtype.h"
@@ -62,30 +63,20 @@ void check_tied(const std::map<std::string, std::vector<float>>& tied, const Par
   }
 }
 
-}  // namespace
-
-HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int64_t vocab_divisible_by, uint64_t seed) {
-  if (fs::exists(out) && !fs::is_empty(out))
-    throw Error("{}: not empty; import into a new folder (nothing there is overwritten)", out.string());
-  const fs::path config_file = hf_dir / "config.json";
+BertTrainConfig read_config(const fs::path& hf_dir) {
+  const fs::path file = hf_dir / "config.json";
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(read_file(config_file));
+    config = nlohmann::json::parse(read_file(file));
   } catch (const nlohmann::json::exception& e) {
-    throw Error("{}: not valid JSON ({})", config_file.string(), e.what());
+    throw Error("{}: not valid JSON ({})", file.string(), e.what());
   }
-  BertTrainConfig c = bert_config_from_hf(config, config_file.string());
-  c.make_vocab_size_divisible_by = vocab_divisible_by;
-  c.seed = int64_t(seed);
-  const fs::path model_file = hf_dir / "model.safetensors";
-  if (!fs::exists(model_file))
-    throw Error("{}: missing (kiln reads safetensors checkpoints; convert pytorch_model.bin first)", model_file.string());
-  const io::SafetensorsFile hf = io::SafetensorsFile::open(model_file);
-  const std::string file = model_file.string();
+  return bert_config_from_hf(config, file.string());
+}
 
-  ParamStore store;
-  models::BertForPretraining model(bert_model_config(c), store);
-  model.init_mlperf(seed);
+// Overwrites the parameters of `store` that `hf` holds; returns the names of those it lacks.
+std::vector<std::string> load_tensors(const io::SafetensorsFile& hf, ParamStore& store, int64_t vocab) {
+  const std::string file = hf.path().string();
   std::set<std::string> missing;
   for (const ParamSpec& s : store.specs()) missing.insert(s.name);
   std::map<std::string, std::vector<float>> tied;
@@ -102,7 +93,7 @@ HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int6
       throw Error("{}: tensor '{}' has no counterpart in kiln's BertForPreTraining (no parameter '{}')", file, hf_name,
                   name);
     Shape expected = spec->shape;
-    if (io::is_vocab_sized(name)) expected[0] = c.vocab_size;
+    if (io::is_vocab_sized(name)) expected[0] = vocab;
     if (t.shape != expected)
       throw Error("{}: tensor '{}' has shape {}; config.json makes it {}", file, hf_name, shape_str(t.shape),
                   shape_str(expected));
@@ -110,15 +101,32 @@ HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int6
     std::copy(v.begin(), v.end(), store.host_values().data() + spec->offset);
     missing.erase(name);
   }
-  check_tied(tied, store, c.vocab_size, file);
+  check_tied(tied, store, vocab, file);
+  return {missing.begin(), missing.end()};
+}
 
+}  // namespace
+
+HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int64_t vocab_divisible_by, uint64_t seed) {
+  if (fs::exists(out) && !fs::is_empty(out))
+    throw Error("{}: not empty; import into a new folder (nothing there is overwritten)", out.string());
+  BertTrainConfig c = read_config(hf_dir);
+  c.make_vocab_size_divisible_by = vocab_divisible_by;
+  c.seed = int64_t(seed);
+  const fs::path model_file = hf_dir / "model.safetensors";
+  if (!fs::exists(model_file))
+    throw Error("{}: missing (kiln reads safetensors checkpoints; convert pytorch_model.bin first)", model_file.string());
+
+  ParamStore store;
+  models::BertForPretraining model(bert_model_config(c), store);
+  model.init_mlperf(seed);
+  HfImportSummary s;
+  s.initialised = load_tensors(io::SafetensorsFile::open(model_file), store, c.vocab_size);
   nlohmann::json meta = {{"step", 0},          {"optimizer_steps", 0}, {"skipped_steps", 0},
                          {"samples_consumed", 0}, {"evaluations", 0},  {"target_reached", false},
                          {"imported_from", hf_dir.string()}};
   add_run_settings(meta, bert_run_settings(c, int(c.max_position)));
-  HfImportSummary s;
   s.checkpoint = io::CheckpointManager(out, 1).save(0, store, {}, meta);
-  s.initialised.assign(missing.begin(), missing.end());
   return s;
 }
 
