@@ -7,6 +7,7 @@
 #include "kiln/core/error.h"
 #include "kiln/train/bert_config.h"
 #include "tests/testing/config_flags.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
@@ -80,6 +81,20 @@ TEST(BertConfig, NonNumericEnvironmentValueIsAnErrorNamingTheVariable) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("TRAIN_STEPS"), std::string::npos) << e.what();
   }
+}
+
+TEST(BertConfig, InitCheckpointComesFromTinygradsEnvironmentNameOrTheFlag) {
+  ScopedEnv dir("INIT_CKPT_DIR", "/raid/datasets/wiki/ckpt");
+  Resolved env;
+  resolve(env, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_EQ(env.config.init_checkpoint, "/raid/datasets/wiki/ckpt");
+  Resolved flag;
+  resolve(flag, "", {"--fake-data", "--seq-length", "64", "--init-checkpoint", "/ckpt/model.ckpt-28252"});
+  EXPECT_EQ(flag.config.init_checkpoint, "/ckpt/model.ckpt-28252");
+  Resolved pre_ln;
+  EXPECT_NE(testing::error_of([&] { resolve(pre_ln, "", {"--fake-data", "--seq-length", "64", "--pre-ln"}); })
+                .find("a model.pre_ln model cannot start from it"),
+            std::string::npos);
 }
 
 TEST(BertConfig, InconsistentValuesAreRejected) {

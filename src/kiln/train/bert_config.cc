@@ -116,6 +116,9 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
                "resume from the newest checkpoint in this directory");
   register_resume_flags(r, c.resume);
+  r.add_string("run.init_checkpoint", &c.init_checkpoint, "INIT_CKPT_DIR", {"--init-checkpoint"},
+               "start from the weights of this TensorFlow BERT checkpoint (MLPerf's model.ckpt-28252: its "
+               "directory or prefix); a checkpoint found in --load takes precedence");
   r.add_string("run.tensorboard_dir", &c.tensorboard_dir, "", {"--tensorboard-dir"},
                "write TensorBoard event files here");
   r.add_string("run.log_format", &c.log_format, "", {"--log-format"},
@@ -157,6 +160,9 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
     if (c.log_format == "auto") c.log_format = "megatron";
   }
   positive(c.make_vocab_size_divisible_by, "model.make_vocab_size_divisible_by");
+  if (!c.init_checkpoint.empty() && c.pre_ln)
+    throw Error("config: run.init_checkpoint holds a post-LN BERT (TensorFlow names); a model.pre_ln model cannot "
+                "start from it");
   if (c.log_format == "auto") c.log_format = "kiln";
   if (c.log_format != "kiln" && c.log_format != "megatron")
     throw Error("config: run.log_format must be kiln, megatron or auto, got '{}'", c.log_format);

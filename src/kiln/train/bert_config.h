@@ -69,6 +69,7 @@ struct BertTrainConfig {
   int64_t keep_checkpoints = 5;
   std::string load_dir;          // resume from the newest checkpoint here
   ResumeFlags resume;            // --no-load-optim, --no-load-rng, --finetune
+  std::string init_checkpoint;   // TF1 checkpoint (dir or prefix) the weights start from
   std::string submission_platform = "kiln-cpu";
   std::string tensorboard_dir;    // Megatron's scalars as TensorBoard event files
   std::string log_format = "auto";  // kiln | megatron | auto (megatron with --data-path)

@@ -16,6 +16,7 @@
 #include "kiln/data/text/vocab.h"
 #include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
+#include "kiln/io/tf_bert_checkpoint.h"
 #include "kiln/log/bert_mllog.h"
 #include "kiln/log/megatron_log.h"
 #include "kiln/models/bert.h"
@@ -30,9 +31,7 @@
 namespace kiln::train {
 namespace fs = std::filesystem;
 
-namespace {
-
-models::BertConfig model_config(const BertTrainConfig& c) {
+models::BertConfig bert_model_config(const BertTrainConfig& c) {
   models::BertConfig m;
   m.vocab_size = c.padded_vocab_size();
   m.hidden = c.hidden_size;
@@ -49,6 +48,27 @@ models::BertConfig model_config(const BertTrainConfig& c) {
   m.recompute_attention = c.recompute_activations;
   return m;
 }
+
+// What a resumed run must share with its checkpoint (train/resume.h).
+RunSettings bert_run_settings(const BertTrainConfig& c, int seq_len) {
+  using Waiver = RunSetting::Waiver;
+  return {{"recipe", "bert"},
+          {"model.vocab_size", c.padded_vocab_size()},
+          {"model.hidden_size", c.hidden_size},
+          {"model.num_layers", c.num_layers},
+          {"model.num_attention_heads", c.num_heads},
+          {"model.intermediate_size", c.intermediate_size},
+          {"model.max_position_embeddings", c.max_position},
+          {"model.type_vocab_size", c.type_vocab},
+          {"model.pre_ln", c.pre_ln},
+          {"model.bert_no_binary_head", c.no_binary_head},
+          {"data.seq_length", seq_len, Waiver::finetune},
+          {"train.global_batch_size", c.global_batch_size, Waiver::finetune},
+          {"train.seed", c.seed, Waiver::no_load_rng},
+          {"optim.optimizer", c.optimizer, Waiver::no_load_optim}};
+}
+
+namespace {
 
 std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
   if (c.lr_decay_style == "poly")
@@ -70,25 +90,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, Param
                                float(c.weight_decay), true}, ctx);
 }
 
-// What a resumed run must share with its checkpoint (train/resume.h).
-RunSettings run_settings(const BertTrainConfig& c, int seq_len) {
-  using Waiver = RunSetting::Waiver;
-  return {{"recipe", "bert"},
-          {"model.vocab_size", c.padded_vocab_size()},
-          {"model.hidden_size", c.hidden_size},
-          {"model.num_layers", c.num_layers},
-          {"model.num_attention_heads", c.num_heads},
-          {"model.intermediate_size", c.intermediate_size},
-          {"model.max_position_embeddings", c.max_position},
-          {"model.type_vocab_size", c.type_vocab},
-          {"model.pre_ln", c.pre_ln},
-          {"model.bert_no_binary_head", c.no_binary_head},
-          {"data.seq_length", seq_len, Waiver::finetune},
-          {"train.global_batch_size", c.global_batch_size, Waiver::finetune},
-          {"train.seed", c.seed, Waiver::no_load_rng},
-          {"optim.optimizer", c.optimizer, Waiver::no_load_optim}};
-}
-
 // The model's embedding must cover every id the vocab file and the data can hold.
 void check_vocab(const BertTrainConfig& c, int64_t data_vocab) {
   auto check = [&](int64_t ids, const std::string& what) {
@@ -98,6 +99,21 @@ void check_vocab(const BertTrainConfig& c, int64_t data_vocab) {
   };
   if (!c.vocab_file.empty()) check(data::Vocab::load(c.vocab_file).size(), c.vocab_file);
   if (data_vocab > 0) check(data_vocab, "the vocab of the data in " + c.data_dir + c.data_path);
+}
+
+// --init-checkpoint: the TF weights replace the initial ones. A checkpoint found in --load wins
+// (the loop loads it), so an interrupted run restarts with the same command line.
+void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const ResumePoint& resume,
+                          std::ostream& console) {
+  if (c.init_checkpoint.empty()) return;
+  if (resume.checkpoint) {
+    console << fmt::format("--init-checkpoint {} not read: the weights come from {}\n", c.init_checkpoint,
+                           resume.checkpoint->dir().string());
+    return;
+  }
+  const io::TfImportSummary s = io::load_tf_bert_checkpoint(c.init_checkpoint, store, c.vocab_size);
+  console << fmt::format("initialised {} parameters from TensorFlow checkpoint {} ({} optimizer variables skipped)\n",
+                         s.loaded, s.prefix.string(), s.skipped);
 }
 
 class BertRecipe : public Recipe {
@@ -244,7 +260,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   if (c.dry_run) {
     if (!c.is_rank0) return {};
     const int64_t dp = std::max<int64_t>(1, dist::world().size() / (c.tensor_parallel * c.pipeline_parallel));
-    console << bert_dry_run(model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
+    console << bert_dry_run(bert_model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
                             int(c.tensor_parallel), int(c.pipeline_parallel), int(dp),
                             c.precision.dtype != DType::f32).text;
     console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
@@ -272,7 +288,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   if (c.matmul_dtype == "bf16")
     sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
-  const RunSettings settings = run_settings(c, seq_len);
+  const RunSettings settings = bert_run_settings(c, seq_len);
   const ResumePoint resume = find_resume_point(c.load_dir, c.resume, settings, sinks.console());
   result.log_file = sinks.open_mllog(c.output_dir, fmt::format("result_bert_{}.log", c.seed), resume);
   log::BertRunInfo info;
@@ -298,8 +314,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
-  models::BertForPretraining model(model_config(c), store, run.ctx);
+  models::BertForPretraining model(bert_model_config(c), store, run.ctx);
   model.init_mlperf(uint64_t(c.seed));
+  load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
   auto optimizer = make_optimizer(c, store, run.ctx);
   auto schedule = make_schedule(c);

@@ -5,7 +5,9 @@
 #include <iosfwd>
 #include <vector>
 
+#include "kiln/models/bert.h"
 #include "kiln/train/bert_config.h"
+#include "kiln/train/resume.h"
 
 namespace kiln::train {
 
@@ -27,6 +29,11 @@ struct BertRunResult {
   std::filesystem::path log_file;    // result_bert_<seed>.log
   std::filesystem::path checkpoint;  // newest checkpoint written, if any
 };
+
+// The model a (finalized) config describes.
+models::BertConfig bert_model_config(const BertTrainConfig& config);
+// The settings a run resumed from a checkpoint must share with it (train/resume.h).
+RunSettings bert_run_settings(const BertTrainConfig& config, int seq_len);
 
 // Runs the whole job described by `config` (already finalized); console lines go to `console`.
 BertRunResult train_bert(const BertTrainConfig& config,
