@@ -109,4 +109,11 @@ TEST(PrepareErrors, UnwritableOutputDirectoryIsNamed) {
                         "/proc/kiln-cannot-write");
 }
 
+TEST(TrainErrors, GpusThatTheLauncherDidNotStartIsNamed) {
+  const fs::path dir = fresh_temp_dir("gpus_variable");
+  expect_one_line_error(run("GPUS=8 " + kTrain + " --output-dir " + dir.string()),
+                        "GPUS=8: kiln runs one process per device; start 8 with mpirun -np 8 (this is 1 process)");
+  EXPECT_EQ(run("GPUS=1 " + kTrain + " --output-dir " + dir.string()).code, 0);
+}
+
 }  // namespace

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <iostream>
 #include <memory>
 
@@ -48,6 +50,17 @@ std::shared_ptr<TrainOptions<Config>> add_recipe(CLI::App* train, const char* na
   return options;
 }
 
+// tinygrad's GPUS=N asks for N data-parallel devices; kiln runs one process per device, so the
+// launcher must have started N of them.
+void check_gpus_variable() {
+  const char* gpus = std::getenv("GPUS");
+  if (!gpus || !*gpus) return;
+  const int world = dist::world().size();
+  if (std::to_string(world) != gpus)
+    throw Error("GPUS={}: kiln runs one process per device; start {} with mpirun -np {} (this is {} process{})", gpus,
+                gpus, gpus, world, world == 1 ? "" : "es");
+}
+
 // The progress line, for a terminal only. Under mpirun rank 0 writes to a pseudo-terminal even when
 // the user pipes the output, so several processes never show it.
 bool show_progress() { return dist::world().size() == 1 && ::isatty(STDOUT_FILENO) != 0; }
@@ -58,6 +71,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
     for (auto& w : data_path) joined += (joined.empty() ? "" : " ") + w;
     o.extra_flags.emplace_back("data.data_path", joined);
   }
+  check_gpus_variable();
   const auto resolved = o.resolve(&train::finalize_bert_config);
   o.config.is_rank0 = dist::world().rank() == 0;
   o.config.progress = show_progress();
@@ -74,6 +88,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
 }
 
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
+  check_gpus_variable();
   const auto resolved = o.resolve(&train::finalize_resnet_config);
   o.config.is_rank0 = dist::world().rank() == 0;
   o.config.progress = show_progress();
