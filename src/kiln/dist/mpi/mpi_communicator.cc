@@ -12,8 +12,8 @@
 namespace kiln::dist {
 namespace {
 
-// Elements per gather-sum-broadcast round: bounds rank 0's buffer to size() x this.
-constexpr int64_t kChunkElements = int64_t(1) << 20;
+// Elements each rank sums per all_reduce_sum round: bounds the buffers to 2 x size() x this.
+constexpr int64_t kShareElements = int64_t(1) << 18;
 // Bytes per MPI call where MPI counts bytes in an int.
 constexpr size_t kMaxBytes = size_t(1) << 30;
 
@@ -109,16 +109,21 @@ void MpiCommunicator::all_reduce_sum(Tensor& t) {
   const Watchdog::Wait wait = watchdog_.wait("all_reduce_sum");
   const size_t element = dtype_size(t.dtype);
   auto* data = static_cast<std::byte*>(t.data);
-  if (rank_ == 0) gathered_.resize(size_t(std::min(t.numel(), kChunkElements)) * element * size_t(size_));
-  for (int64_t first = 0; first < t.numel(); first += kChunkElements) {
-    const int64_t n = std::min(kChunkElements, t.numel() - first);
-    const int bytes = int(size_t(n) * element);
-    std::byte* chunk = data + size_t(first) * element;
-    check(MPI_Gather(chunk, bytes, MPI_BYTE, gathered_.data(), bytes, MPI_BYTE, 0, comm_), "MPI_Gather");
-    if (rank_ == 0) {
-      sum_in_rank_order(t.dtype, gathered_.data(), size_, n, chunk);
-    }
-    check(MPI_Bcast(chunk, bytes, MPI_BYTE, 0, comm_), "MPI_Bcast");
+  for (int64_t first = 0; first < t.numel(); first += kShareElements * size_) {
+    const int64_t n = std::min(kShareElements * size_, t.numel() - first);
+    const int64_t share = (n + size_ - 1) / size_;
+    const size_t share_bytes = size_t(share) * element, bytes = size_t(n) * element;
+    outgoing_.resize(share_bytes * size_t(size_));
+    std::memcpy(outgoing_.data(), data + size_t(first) * element, bytes);
+    std::memset(outgoing_.data() + bytes, 0, outgoing_.size() - bytes);  // the last share's padding
+    shares_.resize(outgoing_.size());
+    summed_.resize(share_bytes);
+    check(MPI_Alltoall(outgoing_.data(), int(share_bytes), MPI_BYTE, shares_.data(), int(share_bytes), MPI_BYTE, comm_),
+          "MPI_Alltoall");
+    sum_in_rank_order(t.dtype, shares_.data(), size_, share, summed_.data());
+    check(MPI_Allgather(summed_.data(), int(share_bytes), MPI_BYTE, outgoing_.data(), int(share_bytes), MPI_BYTE, comm_),
+          "MPI_Allgather");
+    std::memcpy(data + size_t(first) * element, outgoing_.data(), bytes);
   }
 }
 

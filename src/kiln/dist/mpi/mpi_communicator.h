@@ -1,7 +1,10 @@
-// dist/mpi/mpi_communicator.h — the Communicator over MPI_COMM_WORLD (compiled only when CMake
-// finds MPI). all_reduce_sum gathers each chunk to rank 0, which adds the ranks' values in rank
-// order and broadcasts the sum: MPI_Allreduce is not used, because MPI does not promise an
-// order of addition (it may change with the message size and the number of processes).
+// dist/mpi/mpi_communicator.h — the Communicator over an MPI communicator (the world, or a group
+// split from it; compiled only when CMake finds MPI). all_reduce_sum is a reduce-scatter and an
+// all-gather: the tensor is cut into size() shares, rank r receives share r of every rank
+// (MPI_Alltoall), adds them in rank order and every rank gathers the summed shares
+// (MPI_Allgather). Each rank sends and receives 2 (N - 1) / N of the tensor, as in a ring, with
+// no root to queue at. MPI_Allreduce is not used, because MPI does not promise an order of
+// addition (it may change with the message size and the number of processes).
 #pragma once
 // The C interface only: the C++ bindings need a library kiln does not link.
 #define OMPI_SKIP_MPICXX 1
@@ -39,7 +42,9 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1;  // among the ranks sharing this machine's memory
   Watchdog watchdog_;
-  std::vector<std::byte> gathered_;  // rank 0: one chunk from every rank
+  // all_reduce_sum's buffers, kept between calls: this rank's input split into shares (then the
+  // summed shares of every rank), the shares other ranks sent it, its own summed share.
+  std::vector<std::byte> outgoing_, shares_, summed_;
 };
 
 }  // namespace kiln::dist
