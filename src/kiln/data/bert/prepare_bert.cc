@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -18,6 +19,8 @@
 #include "kiln/core/philox.h"
 #include "kiln/core/timer.h"
 #include "kiln/data/bert/mapped_file.h"
+#include "kiln/data/bert/part_rng.h"
+#include "kiln/data/bert/python_random.h"
 #include "kiln/data/bert/sample_shard.h"
 #include "kiln/data/bert/text_documents.h"
 
@@ -111,6 +114,27 @@ std::vector<Document> tokenize_part(const Part& part, const std::vector<std::uni
 
 std::string part_name(size_t p) { return fmt::format("part-{:05d}.kbs", p); }
 
+// The eval instances kept of `generated`: instance int(k * generated / wanted), k < wanted. The
+// reference computes the ratio in floating point (and repeats instances when it has fewer than
+// it wants); philox sampling uses exact integers and keeps each instance at most once.
+std::vector<int64_t> eval_picks(int64_t generated, int64_t wanted, Sampling sampling) {
+  std::vector<int64_t> picks;
+  if (generated < wanted)
+    std::fprintf(stderr, "prepare bert: warning: only %lld eval instances, fewer than --eval-samples %lld; %s\n",
+                 static_cast<long long>(generated), static_cast<long long>(wanted),
+                 sampling == Sampling::reference ? "repeating some, as the reference does" : "keeping all");
+  if (sampling == Sampling::reference) {
+    const double ratio = double(generated) / double(wanted);
+    for (int64_t k = 0; k < wanted; ++k) picks.push_back(int64_t(double(k) * ratio));
+  } else if (generated < wanted) {
+    picks.resize(size_t(generated));
+    std::iota(picks.begin(), picks.end(), 0);
+  } else {
+    for (int64_t k = 0; k < wanted; ++k) picks.push_back(int64_t(static_cast<__int128>(k) * generated / wanted));
+  }
+  return picks;
+}
+
 }  // namespace
 
 PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
@@ -118,6 +142,9 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   KILN_CHECK(o.workers >= 1, "prepare bert: --workers {} must be at least 1", o.workers);
   KILN_CHECK(o.eval_samples >= 1, "prepare bert: --eval-samples {} must be at least 1", o.eval_samples);
   KILN_CHECK(o.eval_documents >= 0, "prepare bert: --eval-documents {} must not be negative", o.eval_documents);
+  const bool reference = o.sampling == Sampling::reference;
+  // The reference draws one random stream over each whole input file.
+  const int64_t per_part = reference ? std::numeric_limits<int64_t>::max() : o.documents_per_part;
   KILN_CHECK(o.documents_per_part >= 1, "prepare bert: documents per part {} must be at least 1",
              o.documents_per_part);
   const std::vector<fs::path> inputs = expand_inputs(o.inputs);
@@ -169,8 +196,8 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   for (size_t f = 0; f < inputs.size(); ++f) {
     // Parts are cut over the file's documents before the hold-out, so that part boundaries
     // do not move when the eval selection changes.
-    for (size_t begin = 0; begin < file_docs[f].size(); begin += size_t(o.documents_per_part)) {
-      const size_t end = std::min(file_docs[f].size(), begin + size_t(o.documents_per_part));
+    for (size_t begin = 0; begin < file_docs[f].size(); begin += size_t(per_part)) {
+      const size_t end = std::min(file_docs[f].size(), begin + size_t(per_part));
       Part part;
       for (size_t d = begin; d < end; ++d, ++global) {
         if (held_out[size_t(global)]) {
@@ -184,10 +211,14 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
     }
   }
   result.eval_documents = int64_t(eval_spans.size());
-  append_parts(eval_spans, o.documents_per_part, eval_parts);
+  append_parts(eval_spans, per_part, eval_parts);
 
   const ShardLayout layout{o.instance.max_seq_length, o.instance.max_predictions, token_dtype_for(vocab.size())};
   const auto generate = [&](const Part& part, uint32_t stream, size_t p) {
+    if (reference) {
+      PythonRandom rng(o.seed);
+      return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng);
+    }
     PartRng rng(o.seed, rng_stream(RngPurpose::data, stream, p));
     return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng);
   };
@@ -214,16 +245,7 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   });
   const int64_t n_instances = std::accumulate(eval_counts.begin(), eval_counts.end(), int64_t(0));
   KILN_CHECK(n_instances > 0, "prepare bert: the eval documents gave no samples");
-  std::vector<int64_t> picks;
-  if (n_instances < o.eval_samples) {
-    std::fprintf(stderr, "prepare bert: warning: only %lld eval instances, fewer than --eval-samples %lld; keeping all\n",
-                 static_cast<long long>(n_instances), static_cast<long long>(o.eval_samples));
-    picks.resize(size_t(n_instances));
-    std::iota(picks.begin(), picks.end(), 0);
-  } else {
-    for (int64_t k = 0; k < o.eval_samples; ++k)
-      picks.push_back(int64_t(static_cast<__int128>(k) * n_instances / o.eval_samples));
-  }
+  const std::vector<int64_t> picks = eval_picks(n_instances, o.eval_samples, o.sampling);
   std::vector<int64_t> part_first(eval_parts.size() + 1, 0);
   for (size_t p = 0; p < eval_parts.size(); ++p) part_first[p + 1] = part_first[p] + eval_counts[p];
   std::vector<std::vector<BertSample>> eval_picked(eval_parts.size());
@@ -231,7 +253,7 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
     std::vector<BertSample> instances = generate(eval_parts[p], kEvalPartStream, p);
     auto it = std::lower_bound(picks.begin(), picks.end(), part_first[p]);
     for (; it != picks.end() && *it < part_first[p + 1]; ++it)
-      eval_picked[p].push_back(std::move(instances[size_t(*it - part_first[p])]));
+      eval_picked[p].push_back(instances[size_t(*it - part_first[p])]);
     return int64_t(eval_picked[p].size());
   });
   SampleShardBuilder eval_shard(layout, uint32_t(vocab.size()));
@@ -260,7 +282,8 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
       {"dupe_factor", o.instance.dupe_factor},       {"whole_word_masking", o.instance.whole_word_masking},
       {"lower_case", o.lower_case},                  {"seed", o.seed},
       {"eval_samples", o.eval_samples},              {"eval_input", o.eval_input.string()},
-      {"eval_documents", o.eval_documents},          {"documents_per_part", o.documents_per_part}};
+      {"eval_documents", o.eval_documents},          {"documents_per_part", o.documents_per_part},
+      {"sampling", reference ? "reference" : "philox"}};
   manifest["vocab"] = {{"path", o.vocab.string()},
                        {"size", vocab.size()},
                        {"crc32", crc32_of(reinterpret_cast<const uint8_t*>(vocab_bytes.data()), vocab_bytes.size())}};

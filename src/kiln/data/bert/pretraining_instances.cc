@@ -5,12 +5,15 @@
 #include <numeric>
 
 #include "kiln/core/error.h"
+#include "kiln/data/bert/part_rng.h"
+#include "kiln/data/bert/python_random.h"
 
 namespace kiln::data {
 namespace {
 
 // Trims the longer side, from the front or the back with p = 0.5, until the pair fits.
-void truncate_seq_pair(Segment& a, Segment& b, size_t max_tokens, PartRng& rng) {
+template <typename Rng>
+void truncate_seq_pair(Segment& a, Segment& b, size_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
     Segment& longer = a.size() > b.size() ? a : b;
     if (rng.random() < 0.5) {
@@ -35,8 +38,9 @@ void validate(const InstanceOptions& o) {
   KILN_CHECK(o.dupe_factor >= 1, "dupe_factor {} must be at least 1", o.dupe_factor);
 }
 
+template <typename Rng>
 void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
-                                  const InstanceOptions& options, PartRng& rng) {
+                                  const InstanceOptions& options, Rng& rng) {
   std::vector<int32_t>& tokens = sample.input_ids;
   // Candidate groups of positions; with whole-word masking "##" pieces join their word.
   std::vector<std::vector<int32_t>> groups;
@@ -81,9 +85,10 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
   }
 }
 
+template <typename Rng>
 void create_instances_from_document(const std::vector<Document>& documents, size_t index,
                                     const Vocab& vocab, const InstanceOptions& options,
-                                    PartRng& rng, std::vector<BertSample>& out) {
+                                    Rng& rng, std::vector<BertSample>& out) {
   const Document& document = documents[index];
   const int64_t max_tokens = options.max_seq_length - 3;  // [CLS], [SEP], [SEP]
   int64_t target_length = max_tokens;
@@ -138,8 +143,9 @@ void create_instances_from_document(const std::vector<Document>& documents, size
   }
 }
 
+template <typename Rng>
 std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
-                                         const InstanceOptions& options, PartRng& rng) {
+                                         const InstanceOptions& options, Rng& rng) {
   std::erase_if(documents, [](const Document& d) { return d.empty(); });
   rng.shuffle(documents);
   std::vector<BertSample> instances;
@@ -149,5 +155,16 @@ std::vector<BertSample> create_instances(std::vector<Document> documents, const 
   rng.shuffle(instances);
   return instances;
 }
+
+template void create_instances_from_document(const std::vector<Document>&, size_t, const Vocab&,
+                                             const InstanceOptions&, PartRng&, std::vector<BertSample>&);
+template void create_instances_from_document(const std::vector<Document>&, size_t, const Vocab&,
+                                             const InstanceOptions&, PythonRandom&, std::vector<BertSample>&);
+template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PartRng&);
+template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PythonRandom&);
+template std::vector<BertSample> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+                                                  PartRng&);
+template std::vector<BertSample> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+                                                  PythonRandom&);
 
 }  // namespace kiln::data

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kiln/data/bert/bert_sample.h"
-#include "kiln/data/bert/part_rng.h"
 #include "kiln/data/text/vocab.h"
 
 namespace kiln::data {
@@ -25,17 +24,24 @@ struct InstanceOptions {
 // Throws kiln::Error naming the bad option.
 void validate(const InstanceOptions& options);
 
+// The functions below draw from Rng = PartRng (kiln's Philox streams) or PythonRandom (the
+// reference's CPython generator) in the reference's order: random(), randint(a, b) with both
+// ends inclusive, and shuffle().
+
 // Instances built from documents[index]; random next sentences come from the other documents.
+template <typename Rng>
 void create_instances_from_document(const std::vector<Document>& documents, size_t index,
                                     const Vocab& vocab, const InstanceOptions& options,
-                                    PartRng& rng, std::vector<BertSample>& out);
+                                    Rng& rng, std::vector<BertSample>& out);
 
 // Masks sample.input_ids in place and fills masked_positions / masked_ids (sorted by position).
+template <typename Rng>
 void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
-                                  const InstanceOptions& options, PartRng& rng);
+                                  const InstanceOptions& options, Rng& rng);
 
 // The whole per-part procedure: shuffle documents, dupe_factor passes, shuffle instances.
+template <typename Rng>
 std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
-                                         const InstanceOptions& options, PartRng& rng);
+                                         const InstanceOptions& options, Rng& rng);
 
 }  // namespace kiln::data
