@@ -52,6 +52,28 @@ void patch(const std::filesystem::path& path, size_t offset, uint8_t value) {
   f.put(char(value));
 }
 
+// Records grow in chunks of 1024; a permutation moves them across chunks and a wrong one is refused.
+TEST(SampleShard, PermuteReordersRecordsAcrossChunks) {
+  const auto dir = testing::fresh_temp_dir("shard-permute");
+  const int n = 2500;
+  SampleShardBuilder b(ShardLayout{16, 4, TokenDType::u16}, 30522);
+  SampleShardBuilder unpermuted(ShardLayout{16, 4, TokenDType::u16}, 30522);
+  for (int i = 0; i < n; ++i) b.add(make_sample(i, 0)), unpermuted.add(make_sample(i, 0));
+  std::vector<uint32_t> order(n);
+  for (int i = 0; i < n; ++i) order[size_t(i)] = uint32_t((uint64_t(i) * 1543 + 7) % n);  // 1543 is prime to 2500
+  b.permute(order);
+  b.write(dir / "p.kbs");
+  unpermuted.write(dir / "u.kbs");
+  const BertSampleSet p = BertSampleSet::open(dir / "p.kbs"), u = BertSampleSet::open(dir / "u.kbs");
+  ASSERT_EQ(p.size(), n);
+  const size_t record = p.view(0).layout->record_size();
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(std::memcmp(p.view(i).record, u.view(order[size_t(i)]).record, record), 0) << i;
+  order.pop_back();
+  EXPECT_THROW(b.permute(order), Error);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SampleShard, RoundTripsSamplesWithPadding) {
   const auto dir = testing::fresh_temp_dir("shard-roundtrip");
   for (const auto dtype : {TokenDType::u16, TokenDType::i32}) {

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -214,20 +215,21 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   append_parts(eval_spans, per_part, eval_parts);
 
   const ShardLayout layout{o.instance.max_seq_length, o.instance.max_predictions, token_dtype_for(vocab.size())};
-  const auto generate = [&](const Part& part, uint32_t stream, size_t p) {
+  // Hands a part's instances to `emit` as they are made; returns their output order.
+  const auto generate = [&](const Part& part, uint32_t stream, size_t p, const InstanceSink& emit) {
     if (reference) {
       PythonRandom rng(o.seed);
-      return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng);
+      return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng, emit);
     }
     PartRng rng(o.seed, rng_stream(RngPurpose::data, stream, p));
-    return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng);
+    return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng, emit);
   };
 
-  // Training shards, one per part.
+  // Training shards, one per part: records are added as made, then put in output order.
   std::vector<int64_t> train_counts(train_parts.size());
   run_parts(train_parts.size(), o.workers, "train", o.progress, [&](size_t p) {
     SampleShardBuilder shard(layout, uint32_t(vocab.size()));
-    for (const BertSample& s : generate(train_parts[p], kTrainPartStream, p)) shard.add(s);
+    shard.permute(generate(train_parts[p], kTrainPartStream, p, [&](BertSample&& s) { shard.add(s); }));
     shard.write(o.output / "train" / part_name(p));
     train_counts[p] = int64_t(shard.size());
     return train_counts[p];
@@ -237,10 +239,12 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   KILN_CHECK(result.train_samples > 0, "prepare bert: the input files gave no training samples (first: {})",
              inputs[0].string());
 
-  // Eval: count every part's instances, then regenerate keeping instance int(k * N / eval_samples).
+  // Eval: count every part's instances (and learn their order), then regenerate keeping the picks.
   std::vector<int64_t> eval_counts(eval_parts.size());
+  std::vector<std::vector<uint32_t>> eval_orders(eval_parts.size());
   run_parts(eval_parts.size(), o.workers, "eval (count)", o.progress, [&](size_t p) {
-    eval_counts[p] = int64_t(generate(eval_parts[p], kEvalPartStream, p).size());
+    eval_orders[p] = generate(eval_parts[p], kEvalPartStream, p, [](BertSample&&) {});
+    eval_counts[p] = int64_t(eval_orders[p].size());
     return eval_counts[p];
   });
   const int64_t n_instances = std::accumulate(eval_counts.begin(), eval_counts.end(), int64_t(0));
@@ -250,10 +254,17 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   for (size_t p = 0; p < eval_parts.size(); ++p) part_first[p + 1] = part_first[p] + eval_counts[p];
   std::vector<std::vector<BertSample>> eval_picked(eval_parts.size());
   run_parts(eval_parts.size(), o.workers, "eval (pick)", o.progress, [&](size_t p) {
-    std::vector<BertSample> instances = generate(eval_parts[p], kEvalPartStream, p);
-    auto it = std::lower_bound(picks.begin(), picks.end(), part_first[p]);
-    for (; it != picks.end() && *it < part_first[p + 1]; ++it)
-      eval_picked[p].push_back(instances[size_t(*it - part_first[p])]);
+    const auto begin = std::lower_bound(picks.begin(), picks.end(), part_first[p]);
+    const auto end = std::lower_bound(begin, picks.end(), part_first[p + 1]);
+    std::vector<uint8_t> wanted(eval_orders[p].size(), 0);  // by the index of making
+    for (auto it = begin; it != end; ++it) wanted[eval_orders[p][size_t(*it - part_first[p])]] = 1;
+    std::map<uint32_t, BertSample> kept;
+    uint32_t made = 0;
+    generate(eval_parts[p], kEvalPartStream, p, [&](BertSample&& s) {
+      if (wanted[made]) kept.emplace(made, std::move(s));
+      ++made;
+    });
+    for (auto it = begin; it != end; ++it) eval_picked[p].push_back(kept.at(eval_orders[p][size_t(*it - part_first[p])]));
     return int64_t(eval_picked[p].size());
   });
   SampleShardBuilder eval_shard(layout, uint32_t(vocab.size()));

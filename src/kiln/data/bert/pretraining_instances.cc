@@ -144,16 +144,35 @@ void create_instances_from_document(const std::vector<Document>& documents, size
 }
 
 template <typename Rng>
-std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
-                                         const InstanceOptions& options, Rng& rng) {
+std::vector<uint32_t> create_instances(std::vector<Document> documents, const Vocab& vocab,
+                                       const InstanceOptions& options, Rng& rng, const InstanceSink& emit) {
   std::erase_if(documents, [](const Document& d) { return d.empty(); });
   rng.shuffle(documents);
-  std::vector<BertSample> instances;
-  for (int pass = 0; pass < options.dupe_factor; ++pass)
-    for (size_t i = 0; i < documents.size(); ++i)
-      create_instances_from_document(documents, i, vocab, options, rng, instances);
-  rng.shuffle(instances);
-  return instances;
+  std::vector<BertSample> made;
+  uint32_t count = 0;
+  for (int pass = 0; pass < options.dupe_factor; ++pass) {
+    for (size_t i = 0; i < documents.size(); ++i) {
+      create_instances_from_document(documents, i, vocab, options, rng, made);
+      for (BertSample& s : made) emit(std::move(s));
+      count += uint32_t(made.size());
+      made.clear();
+    }
+  }
+  std::vector<uint32_t> order(count);
+  std::iota(order.begin(), order.end(), 0u);
+  rng.shuffle(order);
+  return order;
+}
+
+template <typename Rng>
+std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
+                                         const InstanceOptions& options, Rng& rng) {
+  std::vector<BertSample> made, out;
+  const std::vector<uint32_t> order = create_instances(std::move(documents), vocab, options, rng,
+                                                       [&](BertSample&& s) { made.push_back(std::move(s)); });
+  out.reserve(order.size());
+  for (const uint32_t i : order) out.push_back(std::move(made[i]));
+  return out;
 }
 
 template void create_instances_from_document(const std::vector<Document>&, size_t, const Vocab&,
@@ -162,9 +181,11 @@ template void create_instances_from_document(const std::vector<Document>&, size_
                                              const InstanceOptions&, PythonRandom&, std::vector<BertSample>&);
 template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PartRng&);
 template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PythonRandom&);
+template std::vector<uint32_t> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+                                                PartRng&, const InstanceSink&);
+template std::vector<uint32_t> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+                                                PythonRandom&, const InstanceSink&);
 template std::vector<BertSample> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
                                                   PartRng&);
-template std::vector<BertSample> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
-                                                  PythonRandom&);
 
 }  // namespace kiln::data

@@ -2,6 +2,7 @@
 // instances with next-sentence labels and masked-LM predictions, from tokenized documents.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kiln/data/bert/bert_sample.h"
@@ -40,6 +41,15 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
                                   const InstanceOptions& options, Rng& rng);
 
 // The whole per-part procedure: shuffle documents, dupe_factor passes, shuffle instances.
+// Hands each instance to `emit` as it is made and returns the final shuffle as an order:
+// output position i holds the order[i]-th instance emitted (the shuffle's draws depend only on
+// the count, so shuffling indices draws what shuffling the instances does).
+using InstanceSink = std::function<void(BertSample&&)>;
+template <typename Rng>
+std::vector<uint32_t> create_instances(std::vector<Document> documents, const Vocab& vocab,
+                                       const InstanceOptions& options, Rng& rng, const InstanceSink& emit);
+
+// The same, with the instances gathered in output order.
 template <typename Rng>
 std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
                                          const InstanceOptions& options, Rng& rng);

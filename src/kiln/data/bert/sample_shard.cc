@@ -94,9 +94,9 @@ void SampleShardBuilder::add(const BertSample& s) {
   KILN_CHECK(npred <= size_t(l.max_predictions) && s.masked_ids.size() == npred,
              "sample with {} predictions does not fit max_predictions {}", npred, l.max_predictions);
   const Offsets o(l);
-  const size_t base = records_.size();
-  records_.resize(base + l.record_size(), '\0');
-  auto* r = reinterpret_cast<uint8_t*>(records_.data() + base);
+  if (count_ % kChunkRecords == 0) chunks_.emplace_back().reserve(kChunkRecords * l.record_size());
+  chunks_.back().resize(chunks_.back().size() + l.record_size(), '\0');
+  uint8_t* r = record(count_);
   for (size_t i = 0; i < len; ++i) {
     put_token(r + i * l.token_bytes(), l, s.input_ids[i]);
     r[o.segments + i] = s.segment_ids[i];
@@ -111,6 +111,29 @@ void SampleShardBuilder::add(const BertSample& s) {
   ++count_;
 }
 
+void SampleShardBuilder::permute(const std::vector<uint32_t>& order) {
+  KILN_CHECK(order.size() == count_, "shard permutation of {} records for {}", order.size(), count_);
+  // Follows each cycle with one record held aside, so no second copy of the records is made.
+  const size_t size = layout_.record_size();
+  std::vector<uint8_t> placed(order.size(), 0);
+  std::string held(size, '\0');
+  for (size_t start = 0; start < order.size(); ++start) {
+    if (placed[start]) continue;
+    std::memcpy(held.data(), record(start), size);
+    size_t i = start;
+    for (; order[i] != start; i = order[i]) {
+      std::memcpy(record(i), record(order[i]), size);
+      placed[i] = 1;
+    }
+    std::memcpy(record(i), held.data(), size);
+    placed[i] = 1;
+  }
+}
+
+uint8_t* SampleShardBuilder::record(uint64_t i) {
+  return reinterpret_cast<uint8_t*>(chunks_[i / kChunkRecords].data()) + (i % kChunkRecords) * layout_.record_size();
+}
+
 void SampleShardBuilder::write(const std::filesystem::path& path) const {
   uint8_t h[kShardHeaderSize] = {};
   std::memcpy(h, kShardMagic, 8);
@@ -122,11 +145,13 @@ void SampleShardBuilder::write(const std::filesystem::path& path) const {
   put<uint32_t>(h + 28, uint32_t(layout_.record_size()));
   put<uint64_t>(h + 32, count_);
   put<uint32_t>(h + 40, vocab_size_);
-  put<uint32_t>(h + 44, crc32_of(reinterpret_cast<const uint8_t*>(records_.data()), records_.size()));
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const std::string& chunk : chunks_) crc = crc32(crc, reinterpret_cast<const uint8_t*>(chunk.data()), uInt(chunk.size()));
+  put<uint32_t>(h + 44, uint32_t(crc));
   put<uint32_t>(h + 60, crc32_of(h, 60));
   write_file_atomic(path, [&](std::ostream& out) {
     out.write(reinterpret_cast<const char*>(h), kShardHeaderSize);
-    out.write(records_.data(), std::streamsize(records_.size()));
+    for (const std::string& chunk : chunks_) out.write(chunk.data(), std::streamsize(chunk.size()));
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "kiln/data/bert/bert_sample.h"
 
@@ -61,13 +62,18 @@ class SampleShardBuilder {
   // Throws kiln::Error if the sample does not fit the layout.
   void add(const BertSample& sample);
   uint64_t size() const { return count_; }
+  // Reorders the records: record i becomes the one added order[i]-th (order is a permutation).
+  void permute(const std::vector<uint32_t>& order);
   void write(const std::filesystem::path& path) const;
 
  private:
+  static constexpr size_t kChunkRecords = 1024;  // records grow by chunks, never by copying
+  uint8_t* record(uint64_t i);
+
   ShardLayout layout_;
   uint32_t vocab_size_;
   uint64_t count_ = 0;
-  std::string records_;
+  std::vector<std::string> chunks_;
 };
 
 // Parses and checks a header (magic, version, header CRC, sizes against `file_size`);
