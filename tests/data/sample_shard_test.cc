@@ -7,6 +7,7 @@
 
 #include "data_test_util.h"
 #include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
 #include "kiln/data/bert/sample_set.h"
 
 namespace kiln::data {
@@ -52,25 +53,30 @@ void patch(const std::filesystem::path& path, size_t offset, uint8_t value) {
   f.put(char(value));
 }
 
-// Records grow in chunks of 1024; a permutation moves them across chunks and a wrong one is refused.
-TEST(SampleShard, PermuteReordersRecordsAcrossChunks) {
-  const auto dir = testing::fresh_temp_dir("shard-permute");
-  const int n = 2500;
-  SampleShardBuilder b(ShardLayout{16, 4, TokenDType::u16}, 30522);
-  SampleShardBuilder unpermuted(ShardLayout{16, 4, TokenDType::u16}, 30522);
-  for (int i = 0; i < n; ++i) b.add(make_sample(i, 0)), unpermuted.add(make_sample(i, 0));
-  std::vector<uint32_t> order(n);
-  for (int i = 0; i < n; ++i) order[size_t(i)] = uint32_t((uint64_t(i) * 1543 + 7) % n);  // 1543 is prime to 2500
-  b.permute(order);
-  b.write(dir / "p.kbs");
-  unpermuted.write(dir / "u.kbs");
-  const BertSampleSet p = BertSampleSet::open(dir / "p.kbs"), u = BertSampleSet::open(dir / "u.kbs");
-  ASSERT_EQ(p.size(), n);
-  const size_t record = p.view(0).layout->record_size();
-  for (int i = 0; i < n; ++i)
-    ASSERT_EQ(std::memcmp(p.view(i).record, u.view(order[size_t(i)]).record, record), 0) << i;
-  order.pop_back();
-  EXPECT_THROW(b.permute(order), Error);
+// The file writer puts records in any order; put in order i -> place[i] they give the file the
+// builder writes for the samples in their final order. Unfinished, it leaves no file behind.
+TEST(SampleShard, FileWriterPlacesRecordsInAnyOrder) {
+  const auto dir = testing::fresh_temp_dir("shard-file-writer");
+  const int n = 2500;  // more than one of the builder's chunks
+  const ShardLayout layout{16, 4, TokenDType::u16};
+  std::vector<uint32_t> place(n);
+  for (int i = 0; i < n; ++i) place[size_t(i)] = uint32_t((uint64_t(i) * 1543 + 7) % n);  // 1543 is prime to 2500
+  std::vector<int> at(n);
+  for (int i = 0; i < n; ++i) at[place[size_t(i)]] = i;
+  SampleShardBuilder builder(layout, 30522);
+  for (int k = 0; k < n; ++k) builder.add(make_sample(at[size_t(k)], 0));
+  builder.write(dir / "built.kbs");
+  SampleShardFileWriter writer(dir / "placed.kbs", layout, 30522, n);
+  for (int i = 0; i < n; ++i) writer.put(place[size_t(i)], make_sample(i, 0));
+  writer.finish();
+  EXPECT_EQ(read_file(dir / "placed.kbs"), read_file(dir / "built.kbs"));
+  EXPECT_EQ(BertSampleSet::open(dir / "placed.kbs").size(), n);
+  {
+    SampleShardFileWriter unfinished(dir / "unfinished.kbs", layout, 30522, 3);
+    unfinished.put(0, make_sample(0, 0));
+    EXPECT_THROW(unfinished.put(3, make_sample(1, 0)), Error);
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 2);
   std::filesystem::remove_all(dir);
 }
 

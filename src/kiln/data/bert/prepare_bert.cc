@@ -215,23 +215,29 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   append_parts(eval_spans, per_part, eval_parts);
 
   const ShardLayout layout{o.instance.max_seq_length, o.instance.max_predictions, token_dtype_for(vocab.size())};
-  // Hands a part's instances to `emit` as they are made; returns their output order.
-  const auto generate = [&](const Part& part, uint32_t stream, size_t p, const InstanceSink& emit) {
+  // Hands the instances of part p's documents to `emit` as they are made; returns their output order.
+  const auto generate = [&](std::vector<Document> documents, uint32_t stream, size_t p, const InstanceSink& emit) {
     if (reference) {
       PythonRandom rng(o.seed);
-      return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng, emit);
+      return create_instances(std::move(documents), vocab, o.instance, rng, emit);
     }
     PartRng rng(o.seed, rng_stream(RngPurpose::data, stream, p));
-    return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng, emit);
+    return create_instances(std::move(documents), vocab, o.instance, rng, emit);
   };
 
-  // Training shards, one per part: records are added as made, then put in output order.
+  // Training shards, one per part, made twice so that no part's samples are ever held: the first
+  // pass learns the final order, the second writes each instance straight to its place.
   std::vector<int64_t> train_counts(train_parts.size());
   run_parts(train_parts.size(), o.workers, "train", o.progress, [&](size_t p) {
-    SampleShardBuilder shard(layout, uint32_t(vocab.size()));
-    shard.permute(generate(train_parts[p], kTrainPartStream, p, [&](BertSample&& s) { shard.add(s); }));
-    shard.write(o.output / "train" / part_name(p));
-    train_counts[p] = int64_t(shard.size());
+    const std::vector<Document> documents = tokenize_part(train_parts[p], files, tokenizer);
+    const std::vector<uint32_t> order = generate(documents, kTrainPartStream, p, [](BertSample&&) {});
+    std::vector<uint32_t> place(order.size());
+    for (size_t i = 0; i < order.size(); ++i) place[order[i]] = uint32_t(i);
+    SampleShardFileWriter shard(o.output / "train" / part_name(p), layout, uint32_t(vocab.size()), order.size());
+    uint32_t made = 0;
+    generate(documents, kTrainPartStream, p, [&](BertSample&& s) { shard.put(place[made++], s); });
+    shard.finish();
+    train_counts[p] = int64_t(order.size());
     return train_counts[p];
   });
   result.train_parts = int64_t(train_parts.size());
@@ -243,7 +249,7 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   std::vector<int64_t> eval_counts(eval_parts.size());
   std::vector<std::vector<uint32_t>> eval_orders(eval_parts.size());
   run_parts(eval_parts.size(), o.workers, "eval (count)", o.progress, [&](size_t p) {
-    eval_orders[p] = generate(eval_parts[p], kEvalPartStream, p, [](BertSample&&) {});
+    eval_orders[p] = generate(tokenize_part(eval_parts[p], files, tokenizer), kEvalPartStream, p, [](BertSample&&) {});
     eval_counts[p] = int64_t(eval_orders[p].size());
     return eval_counts[p];
   });
@@ -260,7 +266,7 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
     for (auto it = begin; it != end; ++it) wanted[eval_orders[p][size_t(*it - part_first[p])]] = 1;
     std::map<uint32_t, BertSample> kept;
     uint32_t made = 0;
-    generate(eval_parts[p], kEvalPartStream, p, [&](BertSample&& s) {
+    generate(tokenize_part(eval_parts[p], files, tokenizer), kEvalPartStream, p, [&](BertSample&& s) {
       if (wanted[made]) kept.emplace(made, std::move(s));
       ++made;
     });

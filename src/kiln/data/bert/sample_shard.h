@@ -62,8 +62,6 @@ class SampleShardBuilder {
   // Throws kiln::Error if the sample does not fit the layout.
   void add(const BertSample& sample);
   uint64_t size() const { return count_; }
-  // Reorders the records: record i becomes the one added order[i]-th (order is a permutation).
-  void permute(const std::vector<uint32_t>& order);
   void write(const std::filesystem::path& path) const;
 
  private:
@@ -74,6 +72,32 @@ class SampleShardBuilder {
   uint32_t vocab_size_;
   uint64_t count_ = 0;
   std::vector<std::string> chunks_;
+};
+
+// Writes a shard whose record count is known up front, records in any order: each goes to its
+// place in a temporary file beside `path`, so memory holds one record; finish() adds the records'
+// CRC and the header and renames the file into place. Unfinished, the temporary file is removed.
+class SampleShardFileWriter {
+ public:
+  SampleShardFileWriter(std::filesystem::path path, ShardLayout layout, uint32_t vocab_size, uint64_t count);
+  ~SampleShardFileWriter();
+  SampleShardFileWriter(const SampleShardFileWriter&) = delete;
+  SampleShardFileWriter& operator=(const SampleShardFileWriter&) = delete;
+
+  // Throws kiln::Error if the sample does not fit the layout or index >= count.
+  void put(uint64_t index, const BertSample& sample);
+  void finish();
+
+ private:
+  void check(bool ok, const char* what) const;
+
+  std::filesystem::path path_, tmp_;
+  ShardLayout layout_;
+  uint32_t vocab_size_;
+  uint64_t count_;
+  std::vector<uint8_t> record_;
+  int fd_ = -1;
+  bool finished_ = false;
 };
 
 // Parses and checks a header (magic, version, header CRC, sizes against `file_size`);
