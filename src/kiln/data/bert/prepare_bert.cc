@@ -108,8 +108,10 @@ std::vector<Document> tokenize_part(const Part& part, const std::vector<std::uni
                                     const BertTokenizer& tokenizer) {
   std::vector<Document> docs;
   docs.reserve(part.size());
-  for (const DocumentSpan& span : part)
+  for (const DocumentSpan& span : part) {
     docs.push_back(tokenize_document(files[span.file]->text().substr(span.begin, span.end - span.begin), tokenizer));
+    files[span.file]->release(span.begin, span.end);
+  }
   return docs;
 }
 
@@ -167,6 +169,7 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   for (size_t f = 0; f < all_files.size(); ++f) {
     files.push_back(std::make_unique<MappedFile>(all_files[f]));
     file_docs.push_back(scan_documents(files.back()->text(), uint32_t(f)));
+    files.back()->release(0, files.back()->size());
   }
   int64_t total_docs = 0;
   for (size_t f = 0; f < inputs.size(); ++f) total_docs += int64_t(file_docs[f].size());
@@ -216,13 +219,13 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
 
   const ShardLayout layout{o.instance.max_seq_length, o.instance.max_predictions, token_dtype_for(vocab.size())};
   // Hands the instances of part p's documents to `emit` as they are made; returns their output order.
-  const auto generate = [&](std::vector<Document> documents, uint32_t stream, size_t p, const InstanceSink& emit) {
+  const auto generate = [&](const std::vector<Document>& documents, uint32_t stream, size_t p, const InstanceSink& emit) {
     if (reference) {
       PythonRandom rng(o.seed);
-      return create_instances(std::move(documents), vocab, o.instance, rng, emit);
+      return create_instances(documents, vocab, o.instance, rng, emit);
     }
     PartRng rng(o.seed, rng_stream(RngPurpose::data, stream, p));
-    return create_instances(std::move(documents), vocab, o.instance, rng, emit);
+    return create_instances(documents, vocab, o.instance, rng, emit);
   };
 
   // Training shards, one per part, made twice so that no part's samples are ever held: the first

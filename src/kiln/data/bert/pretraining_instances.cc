@@ -86,10 +86,10 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
 }
 
 template <typename Rng>
-void create_instances_from_document(const std::vector<Document>& documents, size_t index,
+void create_instances_from_document(const std::vector<const Document*>& documents, size_t index,
                                     const Vocab& vocab, const InstanceOptions& options,
                                     Rng& rng, std::vector<BertSample>& out) {
-  const Document& document = documents[index];
+  const Document& document = *documents[index];
   const int64_t max_tokens = options.max_seq_length - 3;  // [CLS], [SEP], [SEP]
   int64_t target_length = max_tokens;
   if (rng.random() < options.short_seq_prob) target_length = rng.randint(2, max_tokens);
@@ -114,7 +114,7 @@ void create_instances_from_document(const std::vector<Document>& documents, size
         other = size_t(rng.randint(0, int64_t(documents.size()) - 1));
         if (other != index) break;
       }
-      const Document& random_doc = documents[other];
+      const Document& random_doc = *documents[other];
       for (size_t j = size_t(rng.randint(0, int64_t(random_doc.size()) - 1)); j < random_doc.size(); ++j) {
         b.insert(b.end(), random_doc[j].begin(), random_doc[j].end());
         if (int64_t(b.size()) >= target_b) break;
@@ -144,9 +144,11 @@ void create_instances_from_document(const std::vector<Document>& documents, size
 }
 
 template <typename Rng>
-std::vector<uint32_t> create_instances(std::vector<Document> documents, const Vocab& vocab,
+std::vector<uint32_t> create_instances(const std::vector<Document>& part, const Vocab& vocab,
                                        const InstanceOptions& options, Rng& rng, const InstanceSink& emit) {
-  std::erase_if(documents, [](const Document& d) { return d.empty(); });
+  std::vector<const Document*> documents;  // shuffled in place of the documents themselves
+  for (const Document& d : part)
+    if (!d.empty()) documents.push_back(&d);
   rng.shuffle(documents);
   std::vector<BertSample> made;
   uint32_t count = 0;
@@ -165,27 +167,27 @@ std::vector<uint32_t> create_instances(std::vector<Document> documents, const Vo
 }
 
 template <typename Rng>
-std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
+std::vector<BertSample> create_instances(const std::vector<Document>& documents, const Vocab& vocab,
                                          const InstanceOptions& options, Rng& rng) {
   std::vector<BertSample> made, out;
-  const std::vector<uint32_t> order = create_instances(std::move(documents), vocab, options, rng,
+  const std::vector<uint32_t> order = create_instances(documents, vocab, options, rng,
                                                        [&](BertSample&& s) { made.push_back(std::move(s)); });
   out.reserve(order.size());
   for (const uint32_t i : order) out.push_back(std::move(made[i]));
   return out;
 }
 
-template void create_instances_from_document(const std::vector<Document>&, size_t, const Vocab&,
+template void create_instances_from_document(const std::vector<const Document*>&, size_t, const Vocab&,
                                              const InstanceOptions&, PartRng&, std::vector<BertSample>&);
-template void create_instances_from_document(const std::vector<Document>&, size_t, const Vocab&,
+template void create_instances_from_document(const std::vector<const Document*>&, size_t, const Vocab&,
                                              const InstanceOptions&, PythonRandom&, std::vector<BertSample>&);
 template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PartRng&);
 template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PythonRandom&);
-template std::vector<uint32_t> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+template std::vector<uint32_t> create_instances(const std::vector<Document>&, const Vocab&, const InstanceOptions&,
                                                 PartRng&, const InstanceSink&);
-template std::vector<uint32_t> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+template std::vector<uint32_t> create_instances(const std::vector<Document>&, const Vocab&, const InstanceOptions&,
                                                 PythonRandom&, const InstanceSink&);
-template std::vector<BertSample> create_instances(std::vector<Document>, const Vocab&, const InstanceOptions&,
+template std::vector<BertSample> create_instances(const std::vector<Document>&, const Vocab&, const InstanceOptions&,
                                                   PartRng&);
 
 }  // namespace kiln::data

@@ -29,9 +29,9 @@ void validate(const InstanceOptions& options);
 // reference's CPython generator) in the reference's order: random(), randint(a, b) with both
 // ends inclusive, and shuffle().
 
-// Instances built from documents[index]; random next sentences come from the other documents.
+// Instances built from *documents[index]; random next sentences come from the other documents.
 template <typename Rng>
-void create_instances_from_document(const std::vector<Document>& documents, size_t index,
+void create_instances_from_document(const std::vector<const Document*>& documents, size_t index,
                                     const Vocab& vocab, const InstanceOptions& options,
                                     Rng& rng, std::vector<BertSample>& out);
 
@@ -46,12 +46,12 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
 // the count, so shuffling indices draws what shuffling the instances does).
 using InstanceSink = std::function<void(BertSample&&)>;
 template <typename Rng>
-std::vector<uint32_t> create_instances(std::vector<Document> documents, const Vocab& vocab,
+std::vector<uint32_t> create_instances(const std::vector<Document>& documents, const Vocab& vocab,
                                        const InstanceOptions& options, Rng& rng, const InstanceSink& emit);
 
 // The same, with the instances gathered in output order.
 template <typename Rng>
-std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
+std::vector<BertSample> create_instances(const std::vector<Document>& documents, const Vocab& vocab,
                                          const InstanceOptions& options, Rng& rng);
 
 }  // namespace kiln::data
