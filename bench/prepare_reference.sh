@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kiln prepare bert --sampling reference` against tinygrad's port of the reference
 # (extra/datasets/wikipedia.py) on one part file at the MLPerf settings (S 512, P 76, dupe 10,
-# seed 12345): wall time and peak RSS of each from /usr/bin/time -v, and whether the samples agree.
+# seed 12345): wall time, CPU time (user + system; steadier on a shared machine) and peak RSS of
+# each from /usr/bin/time -v, and whether the samples agree.
 # Usage: TINYGRAD_DIR=~/tinygrad bench/prepare_reference.sh PART VOCAB
 #   PART: a part file (one sentence per line, a blank line between documents); to make one from
 #   WikiText (one paragraph per line, articles headed " = Title = "):
@@ -22,13 +23,13 @@ ninja -C "$root/build" kiln >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-measure() {  # name command...: prints "name: wall S s, peak RSS M MB"
+measure() {  # name command...: prints "name: wall S s, CPU C s, peak RSS M MB"
   local name=$1
   shift
   /usr/bin/time -v "$@" >"$out/$name.log" 2>&1 || { cat "$out/$name.log" >&2; exit 1; }
   awk -v name="$name" '/Elapsed \(wall clock\)/ { n = split($NF, t, ":"); s = 0; for (i = 1; i <= n; ++i) s = s * 60 + t[i] }
-       /Maximum resident set size/ { kb = $NF } END { printf "%s: wall %.2f s, peak RSS %.0f MB\n", name, s, kb / 1024 }' \
-    "$out/$name.log"
+       /(User|System) time \(seconds\)/ { cpu += $NF } /Maximum resident set size/ { kb = $NF }
+       END { printf "%s: wall %.2f s, CPU %.2f s, peak RSS %.0f MB\n", name, s, cpu, kb / 1024 }' "$out/$name.log"
 }
 
 # kiln: the part as its only input, one worker (the port is one process per part as well).

@@ -6,6 +6,8 @@
 // once per part file, and the eval file is another. Sampling::philox cuts each file's documents
 // into parts of `documents_per_part`, each drawing from Philox keyed by (seed, part index).
 // Each part becomes one shard; the output is byte-identical whatever the number of workers.
+// A training part is made twice: the first pass learns the final shuffle, the second writes each
+// sample to its place in the shard file, so memory holds a part's tokens but never its samples.
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -42,15 +42,20 @@ template <typename Rng>
 void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
                                   const InstanceOptions& options, Rng& rng) {
   std::vector<int32_t>& tokens = sample.input_ids;
-  // Candidate groups of positions; with whole-word masking "##" pieces join their word.
-  std::vector<std::vector<int32_t>> groups;
+  // Candidate groups of positions, as [begin, end) ranges of `positions` (flat, since a vector
+  // per token made this the hot spot); with whole-word masking "##" pieces join their word.
+  std::vector<int32_t> positions;
+  std::vector<std::pair<uint32_t, uint32_t>> groups;
+  positions.reserve(tokens.size());
+  groups.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
     if (t == vocab.cls_id() || t == vocab.sep_id()) continue;
+    positions.push_back(int32_t(i));
     if (options.whole_word_masking && !groups.empty() && vocab.is_continuation(t)) {
-      groups.back().push_back(int32_t(i));
+      ++groups.back().second;
     } else {
-      groups.push_back({int32_t(i)});
+      groups.emplace_back(uint32_t(positions.size() - 1), uint32_t(positions.size()));
     }
   }
   rng.shuffle(groups);
@@ -60,10 +65,11 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
       std::max(1.0, std::nearbyint(double(tokens.size()) * options.masked_lm_prob))));
   std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
   const std::vector<int32_t> original = tokens;
-  for (const auto& group : groups) {
+  for (const auto& [begin, end] : groups) {
     if (masked.size() >= num_to_predict) break;
-    if (masked.size() + group.size() > num_to_predict) continue;
-    for (const int32_t pos : group) {
+    if (masked.size() + (end - begin) > num_to_predict) continue;
+    for (uint32_t k = begin; k < end; ++k) {
+      const int32_t pos = positions[k];
       int32_t replacement;
       if (rng.random() < 0.8) {
         replacement = vocab.mask_id();
