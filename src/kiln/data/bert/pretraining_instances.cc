@@ -64,22 +64,18 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
       options.max_predictions,
       std::max(1.0, std::nearbyint(double(tokens.size()) * options.masked_lm_prob))));
   std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
-  const std::vector<int32_t> original = tokens;
+  masked.reserve(num_to_predict);
   for (const auto& [begin, end] : groups) {
     if (masked.size() >= num_to_predict) break;
     if (masked.size() + (end - begin) > num_to_predict) continue;
     for (uint32_t k = begin; k < end; ++k) {
-      const int32_t pos = positions[k];
-      int32_t replacement;
+      const int32_t pos = positions[k];  // each position is masked once, so tokens[pos] is the original
+      masked.emplace_back(pos, tokens[size_t(pos)]);
       if (rng.random() < 0.8) {
-        replacement = vocab.mask_id();
-      } else if (rng.random() < 0.5) {
-        replacement = original[size_t(pos)];
-      } else {
-        replacement = int32_t(rng.randint(0, vocab.size() - 1));
+        tokens[size_t(pos)] = vocab.mask_id();
+      } else if (rng.random() >= 0.5) {  // else the original stays
+        tokens[size_t(pos)] = int32_t(rng.randint(0, vocab.size() - 1));
       }
-      tokens[size_t(pos)] = replacement;
-      masked.emplace_back(pos, original[size_t(pos)]);
     }
   }
   std::sort(masked.begin(), masked.end());
