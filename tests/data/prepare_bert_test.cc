@@ -36,6 +36,7 @@ PrepareBertOptions small_options(const fs::path& dir, const std::string& out) {
   o.instance.max_predictions = 10;
   o.instance.dupe_factor = 2;
   o.eval_samples = 10;  // the held-out addresses give 13 eval instances
+  o.sampling = Sampling::philox;  // parts of documents_per_part, the integer eval stride
   o.documents_per_part = 5;
   o.progress = false;
   return o;

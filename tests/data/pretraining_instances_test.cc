@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "data_test_util.h"
+#include "kiln/data/bert/part_rng.h"
 #include "kiln/data/bert/text_documents.h"
 #include "kiln/data/text/bert_tokenizer.h"
 

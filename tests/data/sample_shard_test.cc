@@ -7,6 +7,7 @@
 
 #include "data_test_util.h"
 #include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
 #include "kiln/data/bert/sample_set.h"
 
 namespace kiln::data {
@@ -50,6 +51,33 @@ void patch(const std::filesystem::path& path, size_t offset, uint8_t value) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(std::streamoff(offset));
   f.put(char(value));
+}
+
+// The file writer puts records in any order; put in order i -> place[i] they give the file the
+// builder writes for the samples in their final order. Unfinished, it leaves no file behind.
+TEST(SampleShard, FileWriterPlacesRecordsInAnyOrder) {
+  const auto dir = testing::fresh_temp_dir("shard-file-writer");
+  const int n = 2500;  // more than one of the builder's chunks
+  const ShardLayout layout{16, 4, TokenDType::u16};
+  std::vector<uint32_t> place(n);
+  for (int i = 0; i < n; ++i) place[size_t(i)] = uint32_t((uint64_t(i) * 1543 + 7) % n);  // 1543 is prime to 2500
+  std::vector<int> at(n);
+  for (int i = 0; i < n; ++i) at[place[size_t(i)]] = i;
+  SampleShardBuilder builder(layout, 30522);
+  for (int k = 0; k < n; ++k) builder.add(make_sample(at[size_t(k)], 0));
+  builder.write(dir / "built.kbs");
+  SampleShardFileWriter writer(dir / "placed.kbs", layout, 30522, n);
+  for (int i = 0; i < n; ++i) writer.put(place[size_t(i)], make_sample(i, 0));
+  writer.finish();
+  EXPECT_EQ(read_file(dir / "placed.kbs"), read_file(dir / "built.kbs"));
+  EXPECT_EQ(BertSampleSet::open(dir / "placed.kbs").size(), n);
+  {
+    SampleShardFileWriter unfinished(dir / "unfinished.kbs", layout, 30522, 3);
+    unfinished.put(0, make_sample(0, 0));
+    EXPECT_THROW(unfinished.put(3, make_sample(1, 0)), Error);
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 2);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SampleShard, RoundTripsSamplesWithPadding) {

@@ -49,6 +49,7 @@ void add_prepare_command(CLI::App& app) {
   auto o = std::make_shared<data::PrepareBertOptions>();
   o->workers = int(std::max(1u, std::thread::hardware_concurrency()));
   auto no_lower_case = std::make_shared<bool>(false);
+  auto sampling = std::make_shared<std::string>("reference");
   CLI::App* bert = prepare->add_subcommand(
       "bert", "text (one sentence per line, blank line between documents) -> .kbs sample shards");
   bert->add_option("--input", o->inputs, "text files or directories of them (sorted)")->required();
@@ -71,12 +72,18 @@ void add_prepare_command(CLI::App& app) {
   bert->add_option("--eval-input", o->eval_input, "eval text file (default: hold out documents)");
   bert->add_option("--eval-documents", o->eval_documents,
                    "documents held out for eval without --eval-input (default 5%, at least 1)");
+  bert->add_option("--sampling", *sampling,
+                   "reference: the MLPerf reference's samples exactly (CPython's random, one stream per "
+                   "input file); philox: kiln's own streams per --documents-per-part documents")
+      ->check(CLI::IsMember({"reference", "philox"}))
+      ->capture_default_str();
   bert->add_option("--documents-per-part", o->documents_per_part,
-                   "documents per part (the unit of RNG keying and of output shards)")
+                   "with --sampling philox: documents per part (the unit of RNG keying and of output shards)")
       ->capture_default_str();
   add_prepare_indexed(*prepare);
-  bert->callback([o, no_lower_case] {
+  bert->callback([o, no_lower_case, sampling] {
     o->lower_case = !*no_lower_case;
+    o->sampling = *sampling == "philox" ? data::Sampling::philox : data::Sampling::reference;
     const data::PrepareBertResult r = data::prepare_bert(*o);
     std::printf("prepare bert: %lld training samples in %lld shards from %lld documents; "
                 "%lld eval samples (of %lld generated from %lld documents) -> %s\n",

@@ -18,6 +18,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   std::string_view text() const { return {reinterpret_cast<const char*>(data_), size_}; }
+  // Drops the whole pages within bytes [begin, end) from memory; they are read again if touched.
+  // Keeps the resident set of a pass over a large file small.
+  void release(size_t begin, size_t end) const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -18,6 +20,8 @@
 #include "kiln/core/philox.h"
 #include "kiln/core/timer.h"
 #include "kiln/data/bert/mapped_file.h"
+#include "kiln/data/bert/part_rng.h"
+#include "kiln/data/bert/python_random.h"
 #include "kiln/data/bert/sample_shard.h"
 #include "kiln/data/bert/text_documents.h"
 
@@ -104,12 +108,35 @@ std::vector<Document> tokenize_part(const Part& part, const std::vector<std::uni
                                     const BertTokenizer& tokenizer) {
   std::vector<Document> docs;
   docs.reserve(part.size());
-  for (const DocumentSpan& span : part)
+  for (const DocumentSpan& span : part) {
     docs.push_back(tokenize_document(files[span.file]->text().substr(span.begin, span.end - span.begin), tokenizer));
+    files[span.file]->release(span.begin, span.end);
+  }
   return docs;
 }
 
 std::string part_name(size_t p) { return fmt::format("part-{:05d}.kbs", p); }
+
+// The eval instances kept of `generated`: instance int(k * generated / wanted), k < wanted. The
+// reference computes the ratio in floating point (and repeats instances when it has fewer than
+// it wants); philox sampling uses exact integers and keeps each instance at most once.
+std::vector<int64_t> eval_picks(int64_t generated, int64_t wanted, Sampling sampling) {
+  std::vector<int64_t> picks;
+  if (generated < wanted)
+    std::fprintf(stderr, "prepare bert: warning: only %lld eval instances, fewer than --eval-samples %lld; %s\n",
+                 static_cast<long long>(generated), static_cast<long long>(wanted),
+                 sampling == Sampling::reference ? "repeating some, as the reference does" : "keeping all");
+  if (sampling == Sampling::reference) {
+    const double ratio = double(generated) / double(wanted);
+    for (int64_t k = 0; k < wanted; ++k) picks.push_back(int64_t(double(k) * ratio));
+  } else if (generated < wanted) {
+    picks.resize(size_t(generated));
+    std::iota(picks.begin(), picks.end(), 0);
+  } else {
+    for (int64_t k = 0; k < wanted; ++k) picks.push_back(int64_t(static_cast<__int128>(k) * generated / wanted));
+  }
+  return picks;
+}
 
 }  // namespace
 
@@ -118,6 +145,9 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   KILN_CHECK(o.workers >= 1, "prepare bert: --workers {} must be at least 1", o.workers);
   KILN_CHECK(o.eval_samples >= 1, "prepare bert: --eval-samples {} must be at least 1", o.eval_samples);
   KILN_CHECK(o.eval_documents >= 0, "prepare bert: --eval-documents {} must not be negative", o.eval_documents);
+  const bool reference = o.sampling == Sampling::reference;
+  // The reference draws one random stream over each whole input file.
+  const int64_t per_part = reference ? std::numeric_limits<int64_t>::max() : o.documents_per_part;
   KILN_CHECK(o.documents_per_part >= 1, "prepare bert: documents per part {} must be at least 1",
              o.documents_per_part);
   const std::vector<fs::path> inputs = expand_inputs(o.inputs);
@@ -139,6 +169,7 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   for (size_t f = 0; f < all_files.size(); ++f) {
     files.push_back(std::make_unique<MappedFile>(all_files[f]));
     file_docs.push_back(scan_documents(files.back()->text(), uint32_t(f)));
+    files.back()->release(0, files.back()->size());
   }
   int64_t total_docs = 0;
   for (size_t f = 0; f < inputs.size(); ++f) total_docs += int64_t(file_docs[f].size());
@@ -169,8 +200,8 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   for (size_t f = 0; f < inputs.size(); ++f) {
     // Parts are cut over the file's documents before the hold-out, so that part boundaries
     // do not move when the eval selection changes.
-    for (size_t begin = 0; begin < file_docs[f].size(); begin += size_t(o.documents_per_part)) {
-      const size_t end = std::min(file_docs[f].size(), begin + size_t(o.documents_per_part));
+    for (size_t begin = 0; begin < file_docs[f].size(); begin += size_t(per_part)) {
+      const size_t end = std::min(file_docs[f].size(), begin + size_t(per_part));
       Part part;
       for (size_t d = begin; d < end; ++d, ++global) {
         if (held_out[size_t(global)]) {
@@ -184,21 +215,32 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
     }
   }
   result.eval_documents = int64_t(eval_spans.size());
-  append_parts(eval_spans, o.documents_per_part, eval_parts);
+  append_parts(eval_spans, per_part, eval_parts);
 
   const ShardLayout layout{o.instance.max_seq_length, o.instance.max_predictions, token_dtype_for(vocab.size())};
-  const auto generate = [&](const Part& part, uint32_t stream, size_t p) {
+  // Hands the instances of part p's documents to `emit` as they are made; returns their output order.
+  const auto generate = [&](const std::vector<Document>& documents, uint32_t stream, size_t p, const InstanceSink& emit) {
+    if (reference) {
+      PythonRandom rng(o.seed);
+      return create_instances(documents, vocab, o.instance, rng, emit);
+    }
     PartRng rng(o.seed, rng_stream(RngPurpose::data, stream, p));
-    return create_instances(tokenize_part(part, files, tokenizer), vocab, o.instance, rng);
+    return create_instances(documents, vocab, o.instance, rng, emit);
   };
 
-  // Training shards, one per part.
+  // Training shards, one per part, made twice so that no part's samples are ever held: the first
+  // pass learns the final order, the second writes each instance straight to its place.
   std::vector<int64_t> train_counts(train_parts.size());
   run_parts(train_parts.size(), o.workers, "train", o.progress, [&](size_t p) {
-    SampleShardBuilder shard(layout, uint32_t(vocab.size()));
-    for (const BertSample& s : generate(train_parts[p], kTrainPartStream, p)) shard.add(s);
-    shard.write(o.output / "train" / part_name(p));
-    train_counts[p] = int64_t(shard.size());
+    const std::vector<Document> documents = tokenize_part(train_parts[p], files, tokenizer);
+    const std::vector<uint32_t> order = generate(documents, kTrainPartStream, p, [](BertSample&&) {});
+    std::vector<uint32_t> place(order.size());
+    for (size_t i = 0; i < order.size(); ++i) place[order[i]] = uint32_t(i);
+    SampleShardFileWriter shard(o.output / "train" / part_name(p), layout, uint32_t(vocab.size()), order.size());
+    uint32_t made = 0;
+    generate(documents, kTrainPartStream, p, [&](BertSample&& s) { shard.put(place[made++], s); });
+    shard.finish();
+    train_counts[p] = int64_t(order.size());
     return train_counts[p];
   });
   result.train_parts = int64_t(train_parts.size());
@@ -206,32 +248,32 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
   KILN_CHECK(result.train_samples > 0, "prepare bert: the input files gave no training samples (first: {})",
              inputs[0].string());
 
-  // Eval: count every part's instances, then regenerate keeping instance int(k * N / eval_samples).
+  // Eval: count every part's instances (and learn their order), then regenerate keeping the picks.
   std::vector<int64_t> eval_counts(eval_parts.size());
+  std::vector<std::vector<uint32_t>> eval_orders(eval_parts.size());
   run_parts(eval_parts.size(), o.workers, "eval (count)", o.progress, [&](size_t p) {
-    eval_counts[p] = int64_t(generate(eval_parts[p], kEvalPartStream, p).size());
+    eval_orders[p] = generate(tokenize_part(eval_parts[p], files, tokenizer), kEvalPartStream, p, [](BertSample&&) {});
+    eval_counts[p] = int64_t(eval_orders[p].size());
     return eval_counts[p];
   });
   const int64_t n_instances = std::accumulate(eval_counts.begin(), eval_counts.end(), int64_t(0));
   KILN_CHECK(n_instances > 0, "prepare bert: the eval documents gave no samples");
-  std::vector<int64_t> picks;
-  if (n_instances < o.eval_samples) {
-    std::fprintf(stderr, "prepare bert: warning: only %lld eval instances, fewer than --eval-samples %lld; keeping all\n",
-                 static_cast<long long>(n_instances), static_cast<long long>(o.eval_samples));
-    picks.resize(size_t(n_instances));
-    std::iota(picks.begin(), picks.end(), 0);
-  } else {
-    for (int64_t k = 0; k < o.eval_samples; ++k)
-      picks.push_back(int64_t(static_cast<__int128>(k) * n_instances / o.eval_samples));
-  }
+  const std::vector<int64_t> picks = eval_picks(n_instances, o.eval_samples, o.sampling);
   std::vector<int64_t> part_first(eval_parts.size() + 1, 0);
   for (size_t p = 0; p < eval_parts.size(); ++p) part_first[p + 1] = part_first[p] + eval_counts[p];
   std::vector<std::vector<BertSample>> eval_picked(eval_parts.size());
   run_parts(eval_parts.size(), o.workers, "eval (pick)", o.progress, [&](size_t p) {
-    std::vector<BertSample> instances = generate(eval_parts[p], kEvalPartStream, p);
-    auto it = std::lower_bound(picks.begin(), picks.end(), part_first[p]);
-    for (; it != picks.end() && *it < part_first[p + 1]; ++it)
-      eval_picked[p].push_back(std::move(instances[size_t(*it - part_first[p])]));
+    const auto begin = std::lower_bound(picks.begin(), picks.end(), part_first[p]);
+    const auto end = std::lower_bound(begin, picks.end(), part_first[p + 1]);
+    std::vector<uint8_t> wanted(eval_orders[p].size(), 0);  // by the index of making
+    for (auto it = begin; it != end; ++it) wanted[eval_orders[p][size_t(*it - part_first[p])]] = 1;
+    std::map<uint32_t, BertSample> kept;
+    uint32_t made = 0;
+    generate(tokenize_part(eval_parts[p], files, tokenizer), kEvalPartStream, p, [&](BertSample&& s) {
+      if (wanted[made]) kept.emplace(made, std::move(s));
+      ++made;
+    });
+    for (auto it = begin; it != end; ++it) eval_picked[p].push_back(kept.at(eval_orders[p][size_t(*it - part_first[p])]));
     return int64_t(eval_picked[p].size());
   });
   SampleShardBuilder eval_shard(layout, uint32_t(vocab.size()));
@@ -260,7 +302,8 @@ PrepareBertResult prepare_bert(const PrepareBertOptions& o) {
       {"dupe_factor", o.instance.dupe_factor},       {"whole_word_masking", o.instance.whole_word_masking},
       {"lower_case", o.lower_case},                  {"seed", o.seed},
       {"eval_samples", o.eval_samples},              {"eval_input", o.eval_input.string()},
-      {"eval_documents", o.eval_documents},          {"documents_per_part", o.documents_per_part}};
+      {"eval_documents", o.eval_documents},          {"documents_per_part", o.documents_per_part},
+      {"sampling", reference ? "reference" : "philox"}};
   manifest["vocab"] = {{"path", o.vocab.string()},
                        {"size", vocab.size()},
                        {"crc32", crc32_of(reinterpret_cast<const uint8_t*>(vocab_bytes.data()), vocab_bytes.size())}};

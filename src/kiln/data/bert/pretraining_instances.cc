@@ -5,12 +5,15 @@
 #include <numeric>
 
 #include "kiln/core/error.h"
+#include "kiln/data/bert/part_rng.h"
+#include "kiln/data/bert/python_random.h"
 
 namespace kiln::data {
 namespace {
 
 // Trims the longer side, from the front or the back with p = 0.5, until the pair fits.
-void truncate_seq_pair(Segment& a, Segment& b, size_t max_tokens, PartRng& rng) {
+template <typename Rng>
+void truncate_seq_pair(Segment& a, Segment& b, size_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
     Segment& longer = a.size() > b.size() ? a : b;
     if (rng.random() < 0.5) {
@@ -35,18 +38,24 @@ void validate(const InstanceOptions& o) {
   KILN_CHECK(o.dupe_factor >= 1, "dupe_factor {} must be at least 1", o.dupe_factor);
 }
 
+template <typename Rng>
 void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
-                                  const InstanceOptions& options, PartRng& rng) {
+                                  const InstanceOptions& options, Rng& rng) {
   std::vector<int32_t>& tokens = sample.input_ids;
-  // Candidate groups of positions; with whole-word masking "##" pieces join their word.
-  std::vector<std::vector<int32_t>> groups;
+  // Candidate groups of positions, as [begin, end) ranges of `positions` (flat, since a vector
+  // per token made this the hot spot); with whole-word masking "##" pieces join their word.
+  std::vector<int32_t> positions;
+  std::vector<std::pair<uint32_t, uint32_t>> groups;
+  positions.reserve(tokens.size());
+  groups.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
     if (t == vocab.cls_id() || t == vocab.sep_id()) continue;
+    positions.push_back(int32_t(i));
     if (options.whole_word_masking && !groups.empty() && vocab.is_continuation(t)) {
-      groups.back().push_back(int32_t(i));
+      ++groups.back().second;
     } else {
-      groups.push_back({int32_t(i)});
+      groups.emplace_back(uint32_t(positions.size() - 1), uint32_t(positions.size()));
     }
   }
   rng.shuffle(groups);
@@ -55,21 +64,18 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
       options.max_predictions,
       std::max(1.0, std::nearbyint(double(tokens.size()) * options.masked_lm_prob))));
   std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
-  const std::vector<int32_t> original = tokens;
-  for (const auto& group : groups) {
+  masked.reserve(num_to_predict);
+  for (const auto& [begin, end] : groups) {
     if (masked.size() >= num_to_predict) break;
-    if (masked.size() + group.size() > num_to_predict) continue;
-    for (const int32_t pos : group) {
-      int32_t replacement;
+    if (masked.size() + (end - begin) > num_to_predict) continue;
+    for (uint32_t k = begin; k < end; ++k) {
+      const int32_t pos = positions[k];  // each position is masked once, so tokens[pos] is the original
+      masked.emplace_back(pos, tokens[size_t(pos)]);
       if (rng.random() < 0.8) {
-        replacement = vocab.mask_id();
-      } else if (rng.random() < 0.5) {
-        replacement = original[size_t(pos)];
-      } else {
-        replacement = int32_t(rng.randint(0, vocab.size() - 1));
+        tokens[size_t(pos)] = vocab.mask_id();
+      } else if (rng.random() >= 0.5) {  // else the original stays
+        tokens[size_t(pos)] = int32_t(rng.randint(0, vocab.size() - 1));
       }
-      tokens[size_t(pos)] = replacement;
-      masked.emplace_back(pos, original[size_t(pos)]);
     }
   }
   std::sort(masked.begin(), masked.end());
@@ -81,10 +87,11 @@ void create_masked_lm_predictions(BertSample& sample, const Vocab& vocab,
   }
 }
 
-void create_instances_from_document(const std::vector<Document>& documents, size_t index,
+template <typename Rng>
+void create_instances_from_document(const std::vector<const Document*>& documents, size_t index,
                                     const Vocab& vocab, const InstanceOptions& options,
-                                    PartRng& rng, std::vector<BertSample>& out) {
-  const Document& document = documents[index];
+                                    Rng& rng, std::vector<BertSample>& out) {
+  const Document& document = *documents[index];
   const int64_t max_tokens = options.max_seq_length - 3;  // [CLS], [SEP], [SEP]
   int64_t target_length = max_tokens;
   if (rng.random() < options.short_seq_prob) target_length = rng.randint(2, max_tokens);
@@ -109,7 +116,7 @@ void create_instances_from_document(const std::vector<Document>& documents, size
         other = size_t(rng.randint(0, int64_t(documents.size()) - 1));
         if (other != index) break;
       }
-      const Document& random_doc = documents[other];
+      const Document& random_doc = *documents[other];
       for (size_t j = size_t(rng.randint(0, int64_t(random_doc.size()) - 1)); j < random_doc.size(); ++j) {
         b.insert(b.end(), random_doc[j].begin(), random_doc[j].end());
         if (int64_t(b.size()) >= target_b) break;
@@ -138,16 +145,51 @@ void create_instances_from_document(const std::vector<Document>& documents, size
   }
 }
 
-std::vector<BertSample> create_instances(std::vector<Document> documents, const Vocab& vocab,
-                                         const InstanceOptions& options, PartRng& rng) {
-  std::erase_if(documents, [](const Document& d) { return d.empty(); });
+template <typename Rng>
+std::vector<uint32_t> create_instances(const std::vector<Document>& part, const Vocab& vocab,
+                                       const InstanceOptions& options, Rng& rng, const InstanceSink& emit) {
+  std::vector<const Document*> documents;  // shuffled in place of the documents themselves
+  for (const Document& d : part)
+    if (!d.empty()) documents.push_back(&d);
   rng.shuffle(documents);
-  std::vector<BertSample> instances;
-  for (int pass = 0; pass < options.dupe_factor; ++pass)
-    for (size_t i = 0; i < documents.size(); ++i)
-      create_instances_from_document(documents, i, vocab, options, rng, instances);
-  rng.shuffle(instances);
-  return instances;
+  std::vector<BertSample> made;
+  uint32_t count = 0;
+  for (int pass = 0; pass < options.dupe_factor; ++pass) {
+    for (size_t i = 0; i < documents.size(); ++i) {
+      create_instances_from_document(documents, i, vocab, options, rng, made);
+      for (BertSample& s : made) emit(std::move(s));
+      count += uint32_t(made.size());
+      made.clear();
+    }
+  }
+  std::vector<uint32_t> order(count);
+  std::iota(order.begin(), order.end(), 0u);
+  rng.shuffle(order);
+  return order;
 }
+
+template <typename Rng>
+std::vector<BertSample> create_instances(const std::vector<Document>& documents, const Vocab& vocab,
+                                         const InstanceOptions& options, Rng& rng) {
+  std::vector<BertSample> made, out;
+  const std::vector<uint32_t> order = create_instances(documents, vocab, options, rng,
+                                                       [&](BertSample&& s) { made.push_back(std::move(s)); });
+  out.reserve(order.size());
+  for (const uint32_t i : order) out.push_back(std::move(made[i]));
+  return out;
+}
+
+template void create_instances_from_document(const std::vector<const Document*>&, size_t, const Vocab&,
+                                             const InstanceOptions&, PartRng&, std::vector<BertSample>&);
+template void create_instances_from_document(const std::vector<const Document*>&, size_t, const Vocab&,
+                                             const InstanceOptions&, PythonRandom&, std::vector<BertSample>&);
+template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PartRng&);
+template void create_masked_lm_predictions(BertSample&, const Vocab&, const InstanceOptions&, PythonRandom&);
+template std::vector<uint32_t> create_instances(const std::vector<Document>&, const Vocab&, const InstanceOptions&,
+                                                PartRng&, const InstanceSink&);
+template std::vector<uint32_t> create_instances(const std::vector<Document>&, const Vocab&, const InstanceOptions&,
+                                                PythonRandom&, const InstanceSink&);
+template std::vector<BertSample> create_instances(const std::vector<Document>&, const Vocab&, const InstanceOptions&,
+                                                  PartRng&);
 
 }  // namespace kiln::data

@@ -1,9 +1,12 @@
 #include "kiln/data/bert/sample_shard.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 
 #include "kiln/core/error.h"
@@ -83,20 +86,16 @@ int32_t SampleView::masked_position(int k) const {
 }
 int SampleView::segment_id(int i) const { return record[Offsets(*layout).segments + size_t(i)]; }
 
-SampleShardBuilder::SampleShardBuilder(ShardLayout layout, uint32_t vocab_size)
-    : layout_(layout), vocab_size_(vocab_size) {}
+namespace {
 
-void SampleShardBuilder::add(const BertSample& s) {
-  const ShardLayout& l = layout_;
+// Fills the zeroed record `r`.
+void encode_record(const BertSample& s, const ShardLayout& l, uint8_t* r) {
   const size_t len = s.input_ids.size(), npred = s.masked_positions.size();
   KILN_CHECK(len <= size_t(l.max_seq_length) && s.segment_ids.size() == len,
              "sample of length {} does not fit max_seq_length {}", len, l.max_seq_length);
   KILN_CHECK(npred <= size_t(l.max_predictions) && s.masked_ids.size() == npred,
              "sample with {} predictions does not fit max_predictions {}", npred, l.max_predictions);
   const Offsets o(l);
-  const size_t base = records_.size();
-  records_.resize(base + l.record_size(), '\0');
-  auto* r = reinterpret_cast<uint8_t*>(records_.data() + base);
   for (size_t i = 0; i < len; ++i) {
     put_token(r + i * l.token_bytes(), l, s.input_ids[i]);
     r[o.segments + i] = s.segment_ids[i];
@@ -108,26 +107,97 @@ void SampleShardBuilder::add(const BertSample& s) {
   put<uint16_t>(r + o.length, uint16_t(len));
   put<uint16_t>(r + o.num_pred, uint16_t(npred));
   r[o.nsp] = uint8_t(s.next_sentence_label);
-  ++count_;
 }
 
-void SampleShardBuilder::write(const std::filesystem::path& path) const {
-  uint8_t h[kShardHeaderSize] = {};
+void encode_header(const ShardLayout& l, uint64_t count, uint32_t vocab_size, uint32_t records_crc,
+                   uint8_t* h) {
+  std::memset(h, 0, kShardHeaderSize);
   std::memcpy(h, kShardMagic, 8);
   put<uint32_t>(h + 8, kShardVersion);
   put<uint32_t>(h + 12, uint32_t(kShardHeaderSize));
-  put<uint32_t>(h + 16, uint32_t(layout_.max_seq_length));
-  put<uint32_t>(h + 20, uint32_t(layout_.max_predictions));
-  put<uint32_t>(h + 24, uint32_t(layout_.token_dtype));
-  put<uint32_t>(h + 28, uint32_t(layout_.record_size()));
-  put<uint64_t>(h + 32, count_);
-  put<uint32_t>(h + 40, vocab_size_);
-  put<uint32_t>(h + 44, crc32_of(reinterpret_cast<const uint8_t*>(records_.data()), records_.size()));
+  put<uint32_t>(h + 16, uint32_t(l.max_seq_length));
+  put<uint32_t>(h + 20, uint32_t(l.max_predictions));
+  put<uint32_t>(h + 24, uint32_t(l.token_dtype));
+  put<uint32_t>(h + 28, uint32_t(l.record_size()));
+  put<uint64_t>(h + 32, count);
+  put<uint32_t>(h + 40, vocab_size);
+  put<uint32_t>(h + 44, records_crc);
   put<uint32_t>(h + 60, crc32_of(h, 60));
+}
+
+}  // namespace
+
+SampleShardBuilder::SampleShardBuilder(ShardLayout layout, uint32_t vocab_size)
+    : layout_(layout), vocab_size_(vocab_size) {}
+
+void SampleShardBuilder::add(const BertSample& s) {
+  if (count_ % kChunkRecords == 0) chunks_.emplace_back().reserve(kChunkRecords * layout_.record_size());
+  chunks_.back().resize(chunks_.back().size() + layout_.record_size(), '\0');
+  encode_record(s, layout_, record(count_));
+  ++count_;
+}
+
+uint8_t* SampleShardBuilder::record(uint64_t i) {
+  return reinterpret_cast<uint8_t*>(chunks_[i / kChunkRecords].data()) + (i % kChunkRecords) * layout_.record_size();
+}
+
+void SampleShardBuilder::write(const std::filesystem::path& path) const {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const std::string& chunk : chunks_) crc = crc32(crc, reinterpret_cast<const uint8_t*>(chunk.data()), uInt(chunk.size()));
+  uint8_t h[kShardHeaderSize];
+  encode_header(layout_, count_, vocab_size_, uint32_t(crc), h);
   write_file_atomic(path, [&](std::ostream& out) {
     out.write(reinterpret_cast<const char*>(h), kShardHeaderSize);
-    out.write(records_.data(), std::streamsize(records_.size()));
+    for (const std::string& chunk : chunks_) out.write(chunk.data(), std::streamsize(chunk.size()));
   });
+}
+
+SampleShardFileWriter::SampleShardFileWriter(std::filesystem::path path, ShardLayout layout, uint32_t vocab_size,
+                                             uint64_t count)
+    : path_(std::move(path)), tmp_(path_.string() + ".tmp." + std::to_string(::getpid())), layout_(layout),
+      vocab_size_(vocab_size), count_(count), record_(layout.record_size(), 0) {
+  fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("{}: cannot write: {}", path_.string(), std::strerror(errno));
+  check(::ftruncate(fd_, off_t(kShardHeaderSize + count * layout.record_size())) == 0, "cannot size");
+}
+
+SampleShardFileWriter::~SampleShardFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(tmp_.c_str());
+}
+
+void SampleShardFileWriter::check(bool ok, const char* what) const {
+  if (!ok) throw Error("{}: {} (disk full?): {}", path_.string(), what, std::strerror(errno));
+}
+
+void SampleShardFileWriter::put(uint64_t index, const BertSample& sample) {
+  KILN_CHECK(index < count_, "{}: record {} of {}", path_.string(), index, count_);
+  std::fill(record_.begin(), record_.end(), 0);
+  encode_record(sample, layout_, record_.data());
+  const off_t at = off_t(kShardHeaderSize + index * record_.size());
+  check(::pwrite(fd_, record_.data(), record_.size(), at) == ssize_t(record_.size()), "write failed");
+}
+
+void SampleShardFileWriter::finish() {
+  // The records' CRC, read back in blocks (from the page cache), then the header.
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::vector<uint8_t> block(1 << 20);
+  const uint64_t total = count_ * record_.size();
+  for (uint64_t done = 0; done < total;) {
+    const size_t n = size_t(std::min<uint64_t>(block.size(), total - done));
+    check(::pread(fd_, block.data(), n, off_t(kShardHeaderSize + done)) == ssize_t(n), "read back failed");
+    crc = crc32(crc, block.data(), uInt(n));
+    done += n;
+  }
+  uint8_t h[kShardHeaderSize];
+  encode_header(layout_, count_, vocab_size_, uint32_t(crc), h);
+  check(::pwrite(fd_, h, kShardHeaderSize, 0) == ssize_t(kShardHeaderSize), "write failed");
+  check(::fsync(fd_) == 0, "sync failed");
+  check(::close(fd_) == 0, "close failed");
+  fd_ = -1;
+  check(::rename(tmp_.c_str(), path_.c_str()) == 0, "cannot rename from temp file");
+  finished_ = true;
+  fsync_path(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path("."));
 }
 
 ShardHeader parse_shard_header(const uint8_t* h, size_t file_size, const std::string& path) {

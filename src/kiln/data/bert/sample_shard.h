@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "kiln/data/bert/bert_sample.h"
 
@@ -64,10 +65,39 @@ class SampleShardBuilder {
   void write(const std::filesystem::path& path) const;
 
  private:
+  static constexpr size_t kChunkRecords = 1024;  // records grow by chunks, never by copying
+  uint8_t* record(uint64_t i);
+
   ShardLayout layout_;
   uint32_t vocab_size_;
   uint64_t count_ = 0;
-  std::string records_;
+  std::vector<std::string> chunks_;
+};
+
+// Writes a shard whose record count is known up front, records in any order: each goes to its
+// place in a temporary file beside `path`, so memory holds one record; finish() adds the records'
+// CRC and the header and renames the file into place. Unfinished, the temporary file is removed.
+class SampleShardFileWriter {
+ public:
+  SampleShardFileWriter(std::filesystem::path path, ShardLayout layout, uint32_t vocab_size, uint64_t count);
+  ~SampleShardFileWriter();
+  SampleShardFileWriter(const SampleShardFileWriter&) = delete;
+  SampleShardFileWriter& operator=(const SampleShardFileWriter&) = delete;
+
+  // Throws kiln::Error if the sample does not fit the layout or index >= count.
+  void put(uint64_t index, const BertSample& sample);
+  void finish();
+
+ private:
+  void check(bool ok, const char* what) const;
+
+  std::filesystem::path path_, tmp_;
+  ShardLayout layout_;
+  uint32_t vocab_size_;
+  uint64_t count_;
+  std::vector<uint8_t> record_;
+  int fd_ = -1;
+  bool finished_ = false;
 };
 
 // Parses and checks a header (magic, version, header CRC, sizes against `file_size`);
