@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/mlperf_phase.h"
 #include "kiln/train/precision_config.h"
 #include "kiln/train/resume_flags.h"
 
@@ -34,6 +35,7 @@ struct ResNetTrainConfig {
   int64_t seed = 42;
   int64_t threads = 0;
   PrecisionConfig precision;      // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
+  MlperfPhaseConfig mlperf;       // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [optim]
   double lr = 0;                  // 0: 7.2 * batch / 1536 (MLPerf LR scaling rule)
   double end_lr = 1e-4;
