@@ -83,12 +83,12 @@ if ! "$python" -c 'import mlperf_logging.compliance_checker' 2>/dev/null; then
 elif why=$("$python" -c 'import mlperf_logging.package_checker.package_checker' 2>&1); then
   report=$(checker package_checker . training "$ruleset" --log_output package_checker.log)
   echo "$report" | grep -E '^(ERROR|WARNING)' | sed 's/^/  package checker: /'
-  if echo "$report" | grep -q 'FOUND NO ERRORS'; then echo "package checker: no errors"
+  if [[ "$report" == *"FOUND NO ERRORS"* ]]; then echo "package checker: no errors"
   else echo "package checker: errors (see $out/package_checker.log)"; missing+=("the package checker's errors above"); fi
 else
   missing+=("the package checker (seeds, RCPs) did not run: ${why##*$'\n'}")
-  if checker system_desc_checker "systems/$system.json" training "$ruleset" --log_output /dev/null | grep -q passed
-  then echo "system description checker: passed"
+  system_report=$(checker system_desc_checker "systems/$system.json" training "$ruleset" --log_output /dev/null)
+  if [[ "$system_report" == *"checker passed"* ]]; then echo "system description checker: passed"
   else echo "system description checker: failed"; missing+=("a system description the checker accepts"); fi
   for ((i = 0; i < ${#logs[@]}; ++i)); do
     if checker compliance_checker --ruleset "$ruleset" "results/$system/$benchmark/result_$i.txt" \

@@ -61,17 +61,20 @@ TEST(PackageSubmission, TwoRunsGoIntoTheSubmissionLayoutWithASystemDescription) 
 
   const std::string code = read_file(out / "benchmarks/bert/implementations/kiln/CODE.md");
   const auto [git_rc, head] = testing::run_command("git -C '" + std::string(KILN_SOURCE_DIR) + "' rev-parse HEAD");
-  if (git_rc == 0) EXPECT_NE(code.find(head.substr(0, 40)), std::string::npos) << code;
+  if (git_rc == 0) {
+    EXPECT_NE(code.find(head.substr(0, 40)), std::string::npos) << code;
+  }
 
   // What a real submission still needs is said, not hidden.
   EXPECT_NE(output.find("bert needs 10 result logs; 2 given"), std::string::npos) << output;
   EXPECT_NE(output.find("result_bert_2.log did not reach the target"), std::string::npos) << output;
   EXPECT_EQ(output.find("result_bert_1.log did not reach"), std::string::npos) << output;
   EXPECT_NE(output.find("cooling is not detected"), std::string::npos) << output;
-  if (testing::mlperf_logging_path())  // the package checker, or the system checker without scipy
+  if (testing::mlperf_logging_path()) {  // the package checker, or the system checker without scipy
     EXPECT_TRUE(output.find("system description checker: passed") != std::string::npos ||
                 output.find("package checker:") != std::string::npos)
         << output;
+  }
 }
 
 TEST(PackageSubmission, BadUsageNamesWhatIsWrong) {

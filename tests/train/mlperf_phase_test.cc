@@ -19,13 +19,14 @@ namespace kiln::train {
 namespace {
 namespace fs = std::filesystem;
 
-BertTrainConfig fake_bert(const fs::path& run_dir, const std::vector<std::string>& extra) {
+// BERT-tiny on fake data; `env`: the environment applies too (as kiln train does).
+BertTrainConfig fake_bert(const fs::path& run_dir, const std::vector<std::string>& extra, bool env = false) {
   BertTrainConfig c;
   ConfigRegistry registry;
   register_bert_config(registry, c);
   registry.apply_toml(fs::path(KILN_SOURCE_DIR) / "configs/bert-tiny.toml");
-  registry.apply_env();
-  testing::apply_flag_list(registry, testing::concat({"--seq-length", "32", "--max-predictions", "5",
+  if (env) registry.apply_env();
+  testing::apply_flag_list(registry, testing::concat({"--fake-data", "--seq-length", "32", "--max-predictions", "5",
                                                       "--global-batch-size", "8", "--train-iters", "4",
                                                       "--eval-interval", "2", "--eval-iters", "1", "--seed", "77",
                                                       "--output-dir", run_dir.string()},
@@ -34,7 +35,7 @@ BertTrainConfig fake_bert(const fs::path& run_dir, const std::vector<std::string
   return c;
 }
 
-BertRunResult train(const BertTrainConfig& c) {
+BertRunResult run_bert(const BertTrainConfig& c) {
   std::ostringstream console;
   return train_bert(c, {}, console);
 }
@@ -60,12 +61,13 @@ TEST(MlperfPhase, FlagAndTinygradEnvironmentNamesSelectThePhase) {
   EXPECT_EQ(fake_bert(dir, {}).mlperf.phase, MlperfPhase::both);
 
   ::setenv("RUNMLPERF", "1", 1);
-  EXPECT_EQ(fake_bert(dir, {}).mlperf.phase, MlperfPhase::run);
-  EXPECT_NE(testing::error_of([&] { fake_bert(dir, {"--mlperf-phase", "init"}); }).find("both the init and the run"),
+  EXPECT_EQ(fake_bert(dir, {}, true).mlperf.phase, MlperfPhase::run);
+  EXPECT_NE(testing::error_of([&] { fake_bert(dir, {"--mlperf-phase", "init"}, true); })
+                .find("both the init and the run"),
             std::string::npos);
   ::unsetenv("RUNMLPERF");
   ::setenv("INITMLPERF", "1", 1);
-  EXPECT_EQ(fake_bert(dir, {}).mlperf.phase, MlperfPhase::init);
+  EXPECT_EQ(fake_bert(dir, {}, true).mlperf.phase, MlperfPhase::init);
   ::unsetenv("INITMLPERF");
   EXPECT_NE(testing::error_of([&] { fake_bert(dir, {"--mlperf-phase", "warm"}); }).find("run.mlperf_phase"),
             std::string::npos);
@@ -73,7 +75,7 @@ TEST(MlperfPhase, FlagAndTinygradEnvironmentNamesSelectThePhase) {
 
 TEST(MlperfPhase, InitThenRunPhaseWriteOneLogWithOnePreamble) {
   const fs::path dir = testing::unique_temp_dir("mlperf_phase_log");
-  const BertRunResult init = train(fake_bert(dir, {"--mlperf-phase", "init", "--benchmark", "2"}));
+  const BertRunResult init = run_bert(fake_bert(dir, {"--mlperf-phase", "init", "--benchmark", "2"}));
   EXPECT_EQ(init.steps, 2);
   const std::vector<std::string> after_init = keys(init.log_file);
   ASSERT_FALSE(after_init.empty());
@@ -81,7 +83,7 @@ TEST(MlperfPhase, InitThenRunPhaseWriteOneLogWithOnePreamble) {
   EXPECT_EQ(after_init.back(), "init_stop");
   EXPECT_EQ(index_of(after_init, "global_batch_size"), int64_t(after_init.size()));  // run phase's
 
-  const BertRunResult run = train(fake_bert(dir, {"--mlperf-phase", "run"}));
+  const BertRunResult run = run_bert(fake_bert(dir, {"--mlperf-phase", "run"}));
   EXPECT_EQ(run.log_file, init.log_file);
   EXPECT_EQ(run.steps, 4);
   const std::vector<std::string> all = keys(run.log_file);
@@ -98,14 +100,14 @@ TEST(MlperfPhase, InitThenRunPhaseWriteOneLogWithOnePreamble) {
 
 TEST(MlperfPhase, RunPhaseNeedsAFinishedInitPhaseAndRunsOnce) {
   const fs::path dir = testing::unique_temp_dir("mlperf_phase_errors");
-  const std::string missing = testing::error_of([&] { train(fake_bert(dir, {"--mlperf-phase", "run"})); });
+  const std::string missing = testing::error_of([&] { run_bert(fake_bert(dir, {"--mlperf-phase", "run"})); });
   EXPECT_NE(missing.find("result_bert_77.log: missing"), std::string::npos) << missing;
   EXPECT_NE(missing.find("init phase first"), std::string::npos) << missing;
 
-  train(fake_bert(dir, {"--mlperf-phase", "init", "--benchmark", "1"}));
-  train(fake_bert(dir, {"--mlperf-phase", "run"}));
+  run_bert(fake_bert(dir, {"--mlperf-phase", "init", "--benchmark", "1"}));
+  run_bert(fake_bert(dir, {"--mlperf-phase", "run"}));
   const std::string log = read_file(dir / "result_bert_77.log");
-  const std::string again = testing::error_of([&] { train(fake_bert(dir, {"--mlperf-phase", "run"})); });
+  const std::string again = testing::error_of([&] { run_bert(fake_bert(dir, {"--mlperf-phase", "run"})); });
   EXPECT_NE(again.find("already holds a run"), std::string::npos) << again;
   EXPECT_EQ(read_file(dir / "result_bert_77.log"), log) << "a refused run phase leaves the log as it was";
 }
