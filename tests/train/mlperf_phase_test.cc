@@ -9,6 +9,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/recipes/bert.h"
+#include "kiln/train/recipes/resnet.h"
 #include "kiln/train/resnet_config.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/error_of.h"
@@ -112,15 +113,35 @@ TEST(MlperfPhase, RunPhaseNeedsAFinishedInitPhaseAndRunsOnce) {
   EXPECT_EQ(read_file(dir / "result_bert_77.log"), log) << "a refused run phase leaves the log as it was";
 }
 
-TEST(MlperfPhase, ResNetConfigKnowsThePhasesToo) {
+ResNetTrainConfig fake_resnet(const fs::path& run_dir, const std::vector<std::string>& extra) {
   ResNetTrainConfig c;
   ConfigRegistry registry;
   register_resnet_config(registry, c);
-  testing::apply_flag_list(registry, {"--mlperf-phase", "init"});
+  testing::apply_flag_list(registry, testing::concat({"--fake-data", "--arch", "resnet18", "--width", "8",
+                                                      "--small-images", "--image-size", "16", "--eval-resize", "16",
+                                                      "--num-classes", "10", "--batch-size", "4", "--seed", "5",
+                                                      "--output-dir", run_dir.string()},
+                                                     extra));
   finalize_resnet_config(c, registry);
-  EXPECT_EQ(c.mlperf.phase, MlperfPhase::init);
-  EXPECT_EQ(c.benchmark, 10);
-  EXPECT_TRUE(c.fake_data);
+  return c;
+}
+
+TEST(MlperfPhase, ResNetInitThenRunPhaseShareOneLog) {
+  const fs::path dir = testing::unique_temp_dir("mlperf_phase_resnet");
+  const ResNetTrainConfig init = fake_resnet(dir, {"--mlperf-phase", "init", "--benchmark", "2"});
+  EXPECT_EQ(init.mlperf.phase, MlperfPhase::init);
+  std::ostringstream console;
+  const ResNetRunResult first = train_resnet(init, {}, console);
+  EXPECT_EQ(keys(first.log_file).back(), "init_stop");
+  const ResNetRunResult run = train_resnet(fake_resnet(dir, {"--mlperf-phase", "run", "--exit-interval", "2"}), {},
+                                           console);
+  const std::vector<std::string> all = keys(run.log_file);
+  const int64_t init_stop = index_of(all, "init_stop");
+  ASSERT_LT(init_stop + 1, int64_t(all.size()));
+  EXPECT_EQ(all[size_t(init_stop + 1)], "run_start");
+  for (const char* once : {"cache_clear", "init_start", "seed", "run_start", "global_batch_size", "opt_name"})
+    EXPECT_EQ(std::count(all.begin(), all.end(), once), 1) << once;
+  EXPECT_GT(index_of(all, "epoch_start"), index_of(all, "lars_opt_weight_decay"));
 }
 
 }  // namespace
