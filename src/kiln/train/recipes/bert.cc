@@ -25,7 +25,7 @@
 #include "kiln/train/bert_data.h"
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
-#include "kiln/train/mlperf_phase.h"
+#include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
 
 namespace kiln::train {

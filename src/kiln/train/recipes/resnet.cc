@@ -25,7 +25,7 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/dist/world.h"
 #include "kiln/train/loop.h"
-#include "kiln/train/mlperf_phase.h"
+#include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
 
 namespace kiln::train {
