@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev   # libFuzzer + ASan/UBSan for the fuzz targets (scripts/fuzz.sh)
   python3 python3-numpy python3-yaml
   dataset-fashion-mnist
+  curl   # scripts/download_*.sh (resumable downloads); their tests serve files on loopback
 )
 # npm fetches the pinned default corpus and vocab; some images ship npm inside nodejs.
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -141,6 +141,29 @@ TEST(MlLogger, ContinuingALogThatIsMissingShorterOrDifferentIsAnErrorNamingIt) {
   EXPECT_NE(error(at).find(p.string() + ": cannot open to continue it"), std::string::npos);
 }
 
+TEST(MlLogger, AppendsAtTheEndOfALogAsItIs) {
+  const fs::path p = temp_log("append.log");
+  {
+    MlLogger first(p, false);
+    first.end(key::kInitStop);
+  }
+  const auto before = read_lines(p);
+  {
+    MlLogger second(p, false, mllog_end(p));
+    second.start(key::kRunStart);
+  }
+  const auto after = read_lines(p);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0], before[0]);
+  EXPECT_NE(after[1].find("\"key\": \"run_start\""), std::string::npos);
+  try {
+    mllog_end(p.string() + ".missing");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("append.log.missing"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MlLogger, UnwritablePathThrowsNamingIt) {
   const std::string bad = "/nonexistent_kiln_dir/result_bert_1.log";
   try {

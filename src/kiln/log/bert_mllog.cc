@@ -19,9 +19,13 @@ void validate(const BertRunInfo& info) {
              info.eval_samples);
 }
 
-void log_bert_init_start(MlLogger& ml, const BertRunInfo& info) {
+void log_bert_submission(MlLogger& ml, const BertRunInfo& info) {
   validate(info);
   log_submission_preamble(ml, "bert", info.submission, info.seed);
+}
+
+void log_bert_hyperparameters(MlLogger& ml, const BertRunInfo& info) {
+  validate(info);
   ml.event(key::kGlobalBatchSize, info.global_batch_size);
   ml.event(key::kGradientAccumulationSteps, info.gradient_accumulation_steps);
   ml.event(key::kMaxSequenceLength, info.max_sequence_length);
@@ -39,6 +43,11 @@ void log_bert_init_start(MlLogger& ml, const BertRunInfo& info) {
   ml.event(key::kOptLambWeightDecayRate, info.opt_lamb_weight_decay_rate);
   ml.event(key::kTrainSamples, info.train_samples);
   ml.event(key::kEvalSamples, info.eval_samples);
+}
+
+void log_bert_init_start(MlLogger& ml, const BertRunInfo& info) {
+  log_bert_submission(ml, info);
+  log_bert_hyperparameters(ml, info);
 }
 
 void log_bert_preamble(MlLogger& ml, const BertRunInfo& info) {

@@ -15,6 +15,10 @@
 //   log_run_start(ml)           init_stop; run_start (the clock starts; no data touched before)
 //   log_bert_preamble(ml, info)      = both of the above with no init work between them
 //
+//   Two processes (scripts/run_and_time_bert.sh): the init phase logs log_bert_submission
+//   (the preamble up to seed) and init_stop; the run phase, appending to the same log, logs
+//   run_start first, then log_bert_hyperparameters (the rest of log_bert_init_start).
+//
 //   per block of training samples (BERT's "epoch" is the number of training samples seen):
 //   log_bert_block_start(ml, samples_seen, block_samples)   block_start {first_epoch_num, epoch_count}
 //     log_bert_eval_start(ml, samples_seen)                  eval_start {epoch_num}
@@ -26,7 +30,6 @@
 #include <string>
 
 #include "kiln/log/mllog.h"
-#include "kiln/log/submission.h"
 #include "kiln/log/submission.h"
 
 namespace kiln::log {
@@ -60,6 +63,8 @@ inline constexpr double kBertTargetAccuracy = 0.720;
 void validate(const BertRunInfo& info);
 
 void log_bert_init_start(MlLogger& ml, const BertRunInfo& info);
+void log_bert_submission(MlLogger& ml, const BertRunInfo& info);
+void log_bert_hyperparameters(MlLogger& ml, const BertRunInfo& info);
 void log_bert_preamble(MlLogger& ml, const BertRunInfo& info);
 void log_bert_block_start(MlLogger& ml, int64_t samples_seen, int64_t block_samples);
 void log_bert_eval_start(MlLogger& ml, int64_t samples_seen);

@@ -64,6 +64,21 @@ std::string_view mllog_source_file(std::string_view path) {
   return path;
 }
 
+MlLogPosition mllog_end(const std::filesystem::path& file) {
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) throw Error("mllog file {}: cannot read it: {}", file.string(), std::strerror(errno));
+  MlLogPosition end;
+  std::vector<char> buffer(1 << 16);
+  for (size_t got; (got = std::fread(buffer.data(), 1, buffer.size(), f)) > 0;) {
+    end.crc32c = crc32c(buffer.data(), got, end.crc32c);
+    end.bytes += got;
+  }
+  const bool failed = std::ferror(f);
+  std::fclose(f);
+  if (failed) throw Error("mllog file {}: read failed", file.string());
+  return end;
+}
+
 MlLogger::MlLogger(const std::filesystem::path& file, bool echo_stdout)
     : path_(file), echo_stdout_(echo_stdout) {
   file_ = std::fopen(file.c_str(), "w");

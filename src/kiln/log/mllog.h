@@ -33,6 +33,10 @@ struct MlLogPosition {
   uint32_t crc32c = 0;
 };
 
+// The position at the end of the log `file` as it is now (to append to it); throws kiln::Error
+// naming the file when it cannot be read.
+MlLogPosition mllog_end(const std::filesystem::path& file);
+
 class MlLogger {
  public:
   // Creates `file` empty, replacing any file there; throws kiln::Error naming it when that fails.

@@ -5,9 +5,13 @@
 
 namespace kiln::log {
 
-void log_resnet_init_start(MlLogger& ml, const ResNetRunInfo& info) {
+void log_resnet_submission(MlLogger& ml, const ResNetRunInfo& info) {
   KILN_CHECK(info.global_batch_size > 0, "mllog ResNet run: global_batch_size must be positive");
   log_submission_preamble(ml, "resnet", info.submission, info.seed);
+}
+
+void log_resnet_hyperparameters(MlLogger& ml, const ResNetRunInfo& info) {
+  KILN_CHECK(info.global_batch_size > 0, "mllog ResNet run: global_batch_size must be positive");
   ml.event(key::kGlobalBatchSize, info.global_batch_size);
   ml.event(key::kGradientAccumulationSteps, info.gradient_accumulation_steps);
   ml.event(key::kTrainSamples, info.train_samples);
@@ -21,6 +25,11 @@ void log_resnet_init_start(MlLogger& ml, const ResNetRunInfo& info) {
   ml.event(key::kLarsOptLearningRateWarmupEpochs, info.warmup_epochs);
   ml.event(key::kLarsOptMomentum, info.momentum);
   ml.event(key::kLarsOptWeightDecay, info.weight_decay);
+}
+
+void log_resnet_init_start(MlLogger& ml, const ResNetRunInfo& info) {
+  log_resnet_submission(ml, info);
+  log_resnet_hyperparameters(ml, info);
 }
 
 void log_resnet_epoch_start(MlLogger& ml, int64_t epoch) {

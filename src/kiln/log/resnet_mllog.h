@@ -12,6 +12,8 @@
 //   per epoch e (numbered from 1):   epoch_start {epoch_num}; epoch_stop {epoch_num};
 //                                    when evaluating: eval_start, eval_stop, eval_accuracy {epoch_num}
 //   log_run_stop(ml, success)   run_stop {status}
+// Two processes (scripts/run_and_time_resnet.sh): the init phase logs log_resnet_submission (up
+// to seed) and init_stop; the run phase appends run_start, then log_resnet_hyperparameters.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,6 +43,8 @@ struct ResNetRunInfo {
 inline constexpr double kResNetTargetAccuracy = 0.759;
 
 void log_resnet_init_start(MlLogger& ml, const ResNetRunInfo& info);
+void log_resnet_submission(MlLogger& ml, const ResNetRunInfo& info);
+void log_resnet_hyperparameters(MlLogger& ml, const ResNetRunInfo& info);
 void log_resnet_epoch_start(MlLogger& ml, int64_t epoch);
 void log_resnet_epoch_stop(MlLogger& ml, int64_t epoch);
 void log_resnet_eval(MlLogger& ml, int64_t epoch, double top1);  // eval_start, eval_stop, eval_accuracy

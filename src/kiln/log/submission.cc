@@ -1,6 +1,9 @@
 #include "kiln/log/submission.h"
 
+#include <fmt/format.h>
+
 #include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
 #include "kiln/log/mllog_keys.h"
 
 namespace kiln::log {
@@ -35,6 +38,17 @@ void log_run_start(MlLogger& ml) {
 
 void log_run_stop(MlLogger& ml, bool success) {
   ml.end(key::kRunStop, nullptr, {{"status", success ? "success" : "aborted"}});
+}
+
+void check_init_phase_log(const std::filesystem::path& log) {
+  const std::string again = "run the init phase first (--mlperf-phase init or INITMLPERF=1, same seed and output dir)";
+  if (!std::filesystem::exists(log)) throw Error("mllog file {}: missing; {}", log.string(), again);
+  const std::string text = read_file(log);
+  const auto holds = [&](std::string_view k) { return text.find(fmt::format("\"key\": \"{}\"", k)) != std::string::npos; };
+  if (holds(key::kRunStart))
+    throw Error("mllog file {}: already holds a run (run_start); {}", log.string(), again);
+  if (!holds(key::kInitStop))
+    throw Error("mllog file {}: has no init_stop (the init phase did not finish); {}", log.string(), again);
 }
 
 }  // namespace kiln::log

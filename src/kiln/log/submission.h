@@ -4,8 +4,11 @@
 //     it sets the checker's 30-min init limit); seed (int)
 //   log_run_start: init_stop; run_start (the clock starts; no data touched before)
 //   log_run_stop: run_stop {status: success | aborted}
+// A two-process run (tinygrad's INITMLPERF / RUNMLPERF) splits them: the init process logs the
+// preamble and init_stop; the run process appends run_start and the rest to the same file.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -32,5 +35,9 @@ void log_submission_preamble(MlLogger& ml, std::string_view benchmark, const Sub
 
 void log_run_start(MlLogger& ml);
 void log_run_stop(MlLogger& ml, bool success);
+
+// Throws kiln::Error naming `log` unless it is what an init phase leaves for the run phase to
+// append to: a log that holds init_stop and no run_start.
+void check_init_phase_log(const std::filesystem::path& log);
 
 }  // namespace kiln::log

@@ -127,6 +127,7 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
              "print parameters, memory per rank and FLOPs per step, then exit");
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
+  register_mlperf_phase(r, c.mlperf);
 }
 
 void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
@@ -151,8 +152,10 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   if (c.attention_backend != "auto" && c.attention_backend != "local" && c.attention_backend != "unfused")
     throw Error("config: --attention-backend must be auto, local, unfused, fused or flash, got '{}'",
                 c.attention_backend);
+  finalize_mlperf_phase(c.mlperf);
+  if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
-  if (c.dry_run && c.seq_length == 0) c.seq_length = 512;
+  if ((c.dry_run || c.mlperf.phase == MlperfPhase::init) && c.seq_length == 0) c.seq_length = 512;
   if (c.megatron_data()) {
     if (c.vocab_file.empty()) throw Error("config: --data-path needs --vocab-file");
     if (!r.was_set("model.make_vocab_size_divisible_by")) c.make_vocab_size_divisible_by = 128;

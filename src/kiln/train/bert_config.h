@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/mlperf_phase.h"
 #include "kiln/train/precision_config.h"
 #include "kiln/train/resume_flags.h"
 
@@ -40,6 +41,7 @@ struct BertTrainConfig {
   int64_t threads = 0;            // 0: all cores (OpenMP default)
   std::string matmul_dtype = "f32";  // deprecated: bf16 = --bf16
   PrecisionConfig precision;       // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
+  MlperfPhaseConfig mlperf;        // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [parallel] data parallel is the world size (mpirun -np N) over TP x PP
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
   double dist_timeout = 600;       // seconds a collective may wait for the other ranks

@@ -94,7 +94,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     console << fmt::format("the run reached its target at step {}: nothing left to train\n", start_step);
     return result;
   }
-  if (mllog && !resume.continues_run()) log::log_run_start(*mllog);
+  if (mllog && !resume.continues_run() && !c.run_started) log::log_run_start(*mllog);
 
   console << recipe.start_line(start_step);
   console << precision_note(c.compute_dtype, cpu_features())

@@ -97,6 +97,7 @@ struct LoopConfig {
   Cadence cadence;
   bool megatron_log = false;       // Megatron's console line instead of kiln's
   bool progress = false;           // a progress line with ETA between console lines (a terminal)
+  bool run_started = false;        // the run phase of a two-process run logged run_start already
   ResolvedConfig resolved;         // saved with each checkpoint
   RunSettings settings;            // saved with each checkpoint; a resumed run must match them
 };

@@ -74,6 +74,7 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   register_resume_flags(r, c.resume);
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
+  register_mlperf_phase(r, c.mlperf);
 }
 
 void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
@@ -85,6 +86,8 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   positive(c.width, "model.width");
   if (c.init != "torchvision" && c.init != "mlperf")
     throw Error("config: model.init must be torchvision or mlperf, got '{}'", c.init);
+  finalize_mlperf_phase(c.mlperf);
+  if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
   if (c.benchmark > 0) c.fake_data = true;
   if (!c.fake_data && c.data_dir.empty())
     throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/mlperf_phase.h"
 #include "kiln/train/precision_config.h"
 #include "kiln/train/resume_flags.h"
 
@@ -37,6 +38,7 @@ struct ResNetTrainConfig {
   // [parallel] data parallel over the world (mpirun -np N); the batch is split across the ranks
   bool sync_bn = false;           // BatchNorm statistics over every rank's images (SYNCBN=1)
   double dist_timeout = 600;      // seconds a collective waits for the other ranks
+  MlperfPhaseConfig mlperf;       // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [optim]
   double lr = 0;                  // 0: 7.2 * batch / 1536 (MLPerf LR scaling rule)
   double end_lr = 1e-4;

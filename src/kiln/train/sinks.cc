@@ -4,6 +4,7 @@
 #include <streambuf>
 
 #include "kiln/core/error.h"
+#include "kiln/log/submission.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -39,10 +40,17 @@ Sinks::Sinks(bool is_rank0, std::ostream& console, const std::string& tensorboar
 
 Sinks::~Sinks() = default;
 
-fs::path Sinks::open_mllog(const fs::path& output_dir, const std::string& fresh_name, const ResumePoint& resume) {
+fs::path Sinks::open_mllog(const fs::path& output_dir, const std::string& fresh_name, const ResumePoint& resume,
+                           bool after_init_phase) {
   if (!resume.continues_run()) {
     const fs::path path = output_dir / fresh_name;
-    if (rank0_) mllog_.emplace(path, false);
+    if (!rank0_) return path;
+    if (after_init_phase) {
+      log::check_init_phase_log(path);
+      mllog_.emplace(path, false, log::mllog_end(path));
+    } else {
+      mllog_.emplace(path, false);
+    }
     return path;
   }
   const io::CheckpointMeta& meta = *resume.checkpoint;

@@ -28,10 +28,12 @@ class Sinks {
   // Opens the MLPerf log and returns its path. When `resume` continues a run: the log that run
   // wrote (meta.json "mllog.file", in `output_dir`), cut back to its length when the checkpoint
   // was saved; a fresh run (or --finetune): `fresh_name` in `output_dir`, created new, replacing
-  // any file of that name. Throws kiln::Error naming the checkpoint when its log cannot be
-  // continued (missing, shorter, or not the same bytes).
+  // any file of that name; `after_init_phase` (the run phase of a two-process run): `fresh_name`
+  // as the init phase left it, appended to. Throws kiln::Error naming the checkpoint when its log
+  // cannot be continued (missing, shorter, or not the same bytes), or naming the log when no
+  // finished init phase wrote it.
   std::filesystem::path open_mllog(const std::filesystem::path& output_dir, const std::string& fresh_name,
-                                   const ResumePoint& resume);
+                                   const ResumePoint& resume, bool after_init_phase = false);
 
   bool is_rank0() const { return rank0_; }
   std::ostream& console() { return *console_; }

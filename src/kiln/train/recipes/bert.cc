@@ -26,6 +26,7 @@
 #include "kiln/train/bert_data.h"
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
 
 namespace kiln::train {
@@ -284,13 +285,17 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     throw Error("config: sequences of {} tokens exceed model.max_position_embeddings ({})", seq_len,
                 c.max_position);
 
-  Sinks sinks(c.is_rank0, console, c.tensorboard_dir, c.save_dir, c.keep_checkpoints);
+  const MlperfPhase phase = c.mlperf.phase;
+  const bool init_phase = phase == MlperfPhase::init;  // no checkpoints, no resume, zero weights
+  Sinks sinks(c.is_rank0, console, c.tensorboard_dir, init_phase ? "" : c.save_dir, c.keep_checkpoints);
   report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   if (c.matmul_dtype == "bf16")
     sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
   const RunSettings settings = bert_run_settings(c, seq_len);
-  const ResumePoint resume = find_resume_point(c.load_dir, c.resume, settings, sinks.console());
-  result.log_file = sinks.open_mllog(c.output_dir, fmt::format("result_bert_{}.log", c.seed), resume);
+  const ResumePoint resume =
+      init_phase ? ResumePoint{} : find_resume_point(c.load_dir, c.resume, settings, sinks.console());
+  PhaseLog mllog(phase, sinks, c.output_dir, fmt::format("result_bert_{}.log", c.seed), resume);
+  result.log_file = mllog.path();
   log::BertRunInfo info;
   info.seed = c.seed;
   info.global_batch_size = c.global_batch_size;
@@ -310,13 +315,15 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   info.train_samples = c.global_batch_size * c.train_steps;
   info.submission.org = "kiln";
   info.submission.platform = c.submission_platform;
-  if (sinks.mllog() && !resume.continues_run()) log::log_bert_init_start(*sinks.mllog(), info);
+  mllog.log_preamble([&](log::MlLogger& ml) { log::log_bert_submission(ml, info); },
+                     [&](log::MlLogger& ml) { log::log_bert_hyperparameters(ml, info); });
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
   models::BertForPretraining model(bert_model_config(c), store, run.ctx);
   model.init_mlperf(uint64_t(c.seed));
-  load_init_checkpoint(c, store, resume, sinks.console());
+  if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
+  else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
   auto optimizer = make_optimizer(c, store, run.ctx);
   auto schedule = make_schedule(c);
@@ -340,6 +347,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.cadence.eval_at_start = c.eval_at_start;
   loop.megatron_log = c.log_format == "megatron";
   loop.progress = c.progress;
+  loop.run_started = phase == MlperfPhase::run;
   loop.resolved = resolved;
   loop.settings = settings;
 
@@ -347,6 +355,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   world.set_timeout(c.dist_timeout);
   BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), world);
   const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, world}, sinks, resume);
+  if (init_phase) mllog.finish_init_phase();
   result.steps = r.steps;
   result.losses = r.losses;
   result.reached_target = r.reached_target;

@@ -24,6 +24,7 @@
 #include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
 
 namespace kiln::train {
@@ -236,11 +237,15 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   const int64_t warmup_steps = int64_t(std::llround(c.warmup_epochs * double(steps_per_epoch)));
 
   ResNetRunResult result;
-  Sinks sinks(c.is_rank0, console, "", c.save_dir, c.keep_checkpoints);
+  const MlperfPhase phase = c.mlperf.phase;
+  const bool init_phase = phase == MlperfPhase::init;  // no checkpoints, no resume, zero weights
+  Sinks sinks(c.is_rank0, console, "", init_phase ? "" : c.save_dir, c.keep_checkpoints);
   report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   const RunSettings settings = run_settings(c, classes);
-  const ResumePoint resume = find_resume_point(c.load_dir, c.resume, settings, sinks.console());
-  result.log_file = sinks.open_mllog(c.output_dir, fmt::format("result_resnet_{}.log", c.seed), resume);
+  const ResumePoint resume =
+      init_phase ? ResumePoint{} : find_resume_point(c.load_dir, c.resume, settings, sinks.console());
+  PhaseLog mllog(phase, sinks, c.output_dir, fmt::format("result_resnet_{}.log", c.seed), resume);
+  result.log_file = mllog.path();
   log::ResNetRunInfo info;
   info.seed = c.seed;
   info.global_batch_size = c.batch_size;
@@ -254,13 +259,15 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   info.weight_decay = c.weight_decay;
   info.submission.org = "kiln";
   info.submission.platform = c.submission_platform;
-  if (sinks.mllog() && !resume.continues_run()) log::log_resnet_init_start(*sinks.mllog(), info);
+  mllog.log_preamble([&](log::MlLogger& ml) { log::log_resnet_submission(ml, info); },
+                     [&](log::MlLogger& ml) { log::log_resnet_hyperparameters(ml, info); });
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
   models::ResNet model(model_config(c, classes), store, run.ctx);
   model.init(uint64_t(c.seed));
   model.set_sync_bn(c.sync_bn ? &world : nullptr);
+  if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   store.set_compute_dtype(c.precision.dtype);
   optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f},
                         run.ctx);
@@ -286,12 +293,14 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.cadence.eval_every = c.eval_freq;
   loop.cadence.save_interval = c.save_interval;
   loop.progress = c.progress;
+  loop.run_started = phase == MlperfPhase::run;
   loop.resolved = resolved;
   loop.settings = settings;
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
                       workers, world);
   const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run, world}, sinks, resume);
+  if (init_phase) mllog.finish_init_phase();
   result.steps = r.steps;
   result.epochs = r.epochs;
   result.losses = r.losses;
