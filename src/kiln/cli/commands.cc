@@ -12,6 +12,7 @@ int run(int argc, char** argv) {
   add_train_command(app);
   add_images_command(app);
   add_cpu_command(app);
+  add_devices_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
