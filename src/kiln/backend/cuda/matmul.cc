@@ -10,6 +10,7 @@
 
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/matmul_plan.h"
 #include "kiln/backend/cuda/runtime.h"
 #include "kiln/backend/matmul_check.h"
 #include "kiln/backend/route.h"
@@ -62,11 +63,6 @@ struct Preference {
   ~Preference() { cublasLtMatmulPreferenceDestroy(h); }
 };
 
-// One level of batching cuBLASLt runs in a call: `count` matrices `stride` elements apart.
-struct Batch {
-  int64_t count = 1, stride = 0;
-};
-
 // The view's stored matrix as cuBLASLt's column-major (cols, rows, ld) layout.
 void make_layout(Layout& l, const MatView& v, const Batch& batch) {
   check_lt(cublasLtMatrixLayoutCreate(&l.h, cuda_type(v.t.dtype), uint64_t(v.cols),
@@ -112,27 +108,10 @@ void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o)
            "bias type");
 }
 
-// The batches cuBLASLt runs per call: both levels at once when every view's batch[0] stride is
-// batch[1] of its batch[1] strides, else batch[1] per call for each of batch[0].
-Batch inner_batch(const MatView& v, bool merged) {
-  if (!merged) return {v.batch[1], v.batch_stride[1]};
-  if (v.batch[1] == 1) return {v.batch[0], v.batch_stride[0]};
-  return {v.batch[0] * v.batch[1], v.batch_stride[1]};
-}
-bool mergeable(const MatView& v) {
-  return v.batch[0] == 1 || v.batch[1] == 1 || v.batch_stride[0] == v.batch[1] * v.batch_stride[1];
-}
-
+// The first element of outer batch `batch0` of the view.
 std::byte* at(const MatView& v, int64_t batch0) {
   return static_cast<std::byte*>(element(v)) +
          batch0 * v.batch_stride[0] * int64_t(dtype_size(v.t.dtype));
-}
-
-// Whether c's view covers its whole tensor densely (a kernel may then run over the tensor).
-bool dense(const MatView& c) {
-  return c.offset == 0 && c.ld == c.cols && c.batch_stride[1] == c.rows * c.cols &&
-         (c.batch[0] == 1 || c.batch_stride[0] == c.batch[1] * c.rows * c.cols) &&
-         c.batch[0] * c.batch[1] * c.rows * c.cols == c.t.numel();
 }
 
 }  // namespace
@@ -148,7 +127,7 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   KILN_CHECK(K > 0 || (opts.beta == 1.0f && !opts.bias && opts.act == Activation::none),
              "op matmul: K = 0 on {} is only supported as a no-op accumulate", ctx.device.str());
   if (K == 0) return;
-  KILN_CHECK(opts.act != Activation::gelu_erf || dense(c),
+  KILN_CHECK(opts.act != Activation::gelu_erf || covers_tensor(c),
              "op matmul: erf-GELU on {} needs an output view covering its whole tensor",
              ctx.device.str());
   check(cudaSetDevice(ctx.device.index), "cudaSetDevice");

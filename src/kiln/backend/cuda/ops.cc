@@ -92,7 +92,9 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
   const OpScope scope = expect_cuda(ctx, "gelu_backward", {&x, &dy, &dx});
   expect_same_numel("gelu_backward", x, dx);
   expect_same_numel("gelu_backward", dy, dx);
-  for (const Tensor* t : {&x, &dy, static_cast<const Tensor*>(&dx)}) expect_dtype("gelu_backward", "a tensor", *t, kFloat);
+  expect_dtype("gelu_backward", "x", x, kFloat);
+  expect_dtype("gelu_backward", "dy", dy, kFloat);
+  expect_dtype("gelu_backward", "dx", dx, kFloat);
   launch_gelu_backward(kind == GeluKind::tanh, x, dy, dx, stream_of(ctx));
   check_launch("gelu_backward");
 }
@@ -131,7 +133,9 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
                  rstd.dtype == DType::f32,
              "op {}: mean and rstd must be f32 ({})", op, N);
   expect_same_numel(op, x, y);
-  for (const Tensor* t : {&x, &w, static_cast<const Tensor*>(&y)}) expect_dtype(op, "a tensor", *t, kFloat);
+  expect_dtype(op, "x", x, kFloat);
+  expect_dtype(op, "weight", w, kFloat);
+  expect_dtype(op, "y", y, kFloat);
   launch_layernorm_rows(x, w, b, eps, y, mean, rstd, stream_of(ctx));
   check_launch(op);
 }
