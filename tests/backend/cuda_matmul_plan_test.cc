@@ -2,7 +2,6 @@
 // every matrix the view addresses is visited once, at the address the view gives it.
 #include <gtest/gtest.h>
 
-
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/matmul_plan.h"
 

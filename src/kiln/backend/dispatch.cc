@@ -84,19 +84,25 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
                      uint64_t sample_offset, int64_t samples, Tensor& y) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "dropout_forward", dropout_forward(ctx, x, p, rng, sample_offset, samples, y));
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "dropout_forward",
+                        dropout_forward(ctx, x, p, rng, sample_offset, samples, y));
   cpu::dropout_forward(ctx, x, p, rng, sample_offset, samples, y);
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
                       uint64_t sample_offset, int64_t samples, Tensor& dx) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "dropout_backward", dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx));
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "dropout_backward",
+                        dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx));
   cpu::dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx);
 }
 
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "layernorm_forward", layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "layernorm_forward",
+                        layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
   cpu::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd);
 }
 
@@ -144,7 +150,8 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
                            float scale, double norm, Tensor& dlogits) {
   cpu_only(ctx, "softmax_xent_backward");
-  cpu::softmax_xent_backward(ctx, logits, lse, labels, weights, label_smoothing, scale, norm, dlogits);
+  cpu::softmax_xent_backward(ctx, logits, lse, labels, weights, label_smoothing, scale, norm,
+                             dlogits);
 }
 
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,

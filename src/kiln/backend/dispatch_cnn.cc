@@ -49,7 +49,8 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
                               float momentum, Tensor& running_mean, Tensor& running_var,
                               Tensor& num_batches_tracked) {
   cpu_only(ctx, "batchnorm_update_running");
-  cpu::batchnorm_update_running(ctx, mean, var, rows, momentum, running_mean, running_var, num_batches_tracked);
+  cpu::batchnorm_update_running(ctx, mean, var, rows, momentum, running_mean, running_var,
+                                num_batches_tracked);
 }
 
 void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,

@@ -13,8 +13,9 @@ void check_devices(const Context& ctx, const char* op, std::initializer_list<con
 
 void cpu_only(const Context& ctx, const char* op) {
 #ifdef KILN_HAVE_CUDA
-  KILN_CHECK(!on_cuda(ctx), "op {}: not implemented on {} yet (the CUDA backend has a first set of ops)",
-             op, ctx.device.str());
+  KILN_CHECK(!on_cuda(ctx),
+             "op {}: not implemented on {} yet (the CUDA backend has a first set of ops)", op,
+             ctx.device.str());
 #else
   if (on_cuda(ctx)) no_backend(ctx, op);
 #endif

@@ -10,14 +10,16 @@
 namespace kiln::cli {
 
 std::string version_text() {
-  std::string text = fmt::format("kiln {}\nbackends: {}\ndevices:", KILN_VERSION, compiled_backends());
+  std::string text =
+      fmt::format("kiln {}\nbackends: {}\ndevices:", KILN_VERSION, compiled_backends());
   for (const std::string& line : device_lines()) text += "\n  " + line;
   return text;
 }
 
 void add_devices_command(CLI::App& app) {
   app.set_version_flag("--version", [] { return version_text(); });
-  CLI::App* cmd = app.add_subcommand("devices", "print the backends compiled in and the devices present");
+  CLI::App* cmd =
+      app.add_subcommand("devices", "print the backends compiled in and the devices present");
   cmd->callback([] { std::cout << version_text() << "\n"; });
 }
 

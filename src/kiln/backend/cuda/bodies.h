@@ -126,7 +126,8 @@ struct LayerNormRowBody {
     mean[r] = m;
     rstd[r] = s;
     Y* yr = y + r * C;
-    for (int64_t c = 0; c < C; ++c) yr[c] = store<Y>((load(xr[c]) - m) * s * load(w[c]) + load(b[c]));
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = store<Y>((load(xr[c]) - m) * s * load(w[c]) + load(b[c]));
   }
 };
 

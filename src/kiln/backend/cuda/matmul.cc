@@ -92,8 +92,10 @@ void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o)
   // cuBLASLt's A is kiln's B and vice versa.
   const cublasOperation_t ta = b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "transa");
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "transb");
+  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+           "transa");
+  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
+           "transb");
   const cublasLtEpilogue_t ep = epilogue(o);
   check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
            "epilogue");
