@@ -78,6 +78,23 @@ TEST(CudaBodies, CastAndFillRoundLikeTheCpuBackend) {
   });
 }
 
+TEST(CudaBodies, AddAndScaleMatchFloat64InMixedDtypes) {
+  const int64_t n = 4099;
+  const std::vector<float> a = random_normal(n, 9), b = random_normal(n, 10);
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> bs = stored<T>(b);
+    std::vector<T> out(static_cast<size_t>(n)), scaled(static_cast<size_t>(n));
+    run_on_host(grid_for(n), n, AddBody<float, T, T>{a.data(), bs.data(), out.data()});
+    run_on_host(grid_for(n), n, ScaleBody<T, T>{out.data(), scaled.data(), 0.5f});
+    std::vector<double> want(static_cast<size_t>(n));
+    for (size_t i = 0; i < want.size(); ++i) want[i] = double(a[i]) + load(bs[i]);
+    EXPECT_LE(max_rel_error(values(out), want), tolerance<T>());
+    for (double& w : want) w *= 0.5;
+    EXPECT_LE(max_rel_error(values(scaled), want), tolerance<T>());
+  });
+}
+
 TEST(CudaBodies, GeluForwardAndBackwardMatchFloat64) {
   const int64_t n = 4099;
   for (bool tanh_form : {false, true})

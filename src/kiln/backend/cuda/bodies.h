@@ -27,6 +27,22 @@ struct CastBody {
   KILN_HD void operator()(int64_t i) const { dst[i] = store<D>(load(src[i])); }
 };
 
+template <typename A, typename B, typename O>
+struct AddBody {
+  const A* a;
+  const B* b;
+  O* out;
+  KILN_HD void operator()(int64_t i) const { out[i] = store<O>(load(a[i]) + load(b[i])); }
+};
+
+template <typename X, typename Y>
+struct ScaleBody {
+  const X* x;
+  Y* y;
+  float s;
+  KILN_HD void operator()(int64_t i) const { y[i] = store<Y>(s * load(x[i])); }
+};
+
 // GELU and its derivative, erf (BERT) or tanh (Megatron) form.
 KILN_HD inline float gelu(bool tanh_form, float v) {
   if (!tanh_form) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));

@@ -10,6 +10,8 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst);
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts);
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out);
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y);
 void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y);
 void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx);
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,

@@ -1,4 +1,4 @@
-// backend/cuda/elementwise.cu — fill, cast, GELU and dropout kernels: the bodies of bodies.h
+// backend/cuda/elementwise.cu — fill, cast, add, scale, GELU and dropout kernels: the bodies of bodies.h
 // over one item per element (per Philox block for dropout).
 #include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/kernels.h"
@@ -23,6 +23,29 @@ void launch_cast(const Tensor& src, Tensor& dst, void* stream) {
       using S = decltype(s);
       using D = decltype(d);
       launch(src.numel(), CastBody<S, D>{src.ptr<S>(), dst.ptr<D>()}, stream);
+    });
+  });
+}
+
+void launch_add(const Tensor& a, const Tensor& b, Tensor& out, void* stream) {
+  with_float_type(a.dtype, [&](auto at) {
+    with_float_type(b.dtype, [&](auto bt) {
+      with_float_type(out.dtype, [&](auto ot) {
+        using A = decltype(at);
+        using B = decltype(bt);
+        using O = decltype(ot);
+        launch(out.numel(), AddBody<A, B, O>{a.ptr<A>(), b.ptr<B>(), out.ptr<O>()}, stream);
+      });
+    });
+  });
+}
+
+void launch_scale(const Tensor& x, float s, Tensor& y, void* stream) {
+  with_float_type(x.dtype, [&](auto xt) {
+    with_float_type(y.dtype, [&](auto yt) {
+      using X = decltype(xt);
+      using Y = decltype(yt);
+      launch(y.numel(), ScaleBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), s}, stream);
     });
   });
 }

@@ -12,6 +12,8 @@ namespace kiln::ops::cuda {
 // Every element of t (f32, bf16, f16 or i32) = value.
 void launch_fill(Tensor& t, float value, void* stream);
 void launch_cast(const Tensor& src, Tensor& dst, void* stream);
+void launch_add(const Tensor& a, const Tensor& b, Tensor& out, void* stream);
+void launch_scale(const Tensor& x, float s, Tensor& y, void* stream);
 void launch_gelu_forward(bool tanh_form, const Tensor& x, Tensor& y, void* stream);
 void launch_gelu_backward(bool tanh_form, const Tensor& x, const Tensor& dy, Tensor& dx,
                           void* stream);

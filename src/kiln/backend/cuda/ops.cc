@@ -79,6 +79,26 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   check_launch("cast");
 }
 
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  const OpScope scope = expect_cuda(ctx, "add", {&a, &b, &out});
+  expect_same_numel("add", a, out);
+  expect_same_numel("add", b, out);
+  expect_dtype("add", "a", a, kFloat);
+  expect_dtype("add", "b", b, kFloat);
+  expect_dtype("add", "out", out, kFloat);
+  launch_add(a, b, out, stream_of(ctx));
+  check_launch("add");
+}
+
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, "scale", {&x, &y});
+  expect_same_numel("scale", x, y);
+  expect_dtype("scale", "x", x, kFloat);
+  expect_dtype("scale", "y", y, kFloat);
+  launch_scale(x, s, y, stream_of(ctx));
+  check_launch("scale");
+}
+
 void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
   const OpScope scope = expect_cuda(ctx, "gelu_forward", {&x, &y});
   expect_same_numel("gelu_forward", x, y);
