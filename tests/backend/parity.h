@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/devices.h"
 #include "kiln/core/context.h"
 #include "random_fill.h"
 
@@ -46,7 +47,7 @@ inline const std::vector<DType>& float_dtypes() {
 }
 
 struct Parity {
-  Context ctx{parity_device()};
+  Context ctx = device_context(parity_device());  // a GPU's own stream
 
   // A tensor on the device under test from host values converted to `dtype`.
   Tensor from_host(const std::vector<float>& v, const Shape& shape, DType dtype) {

@@ -90,7 +90,8 @@ TEST(ParityMatmul, EveryDtypeTransposeAlphaBetaAndBias) {
             const MatView a = ta ? padded(p, K, M, 3, dt, ++id, true) : padded(p, M, K, 2, dt, ++id, false);
             const MatView b = tb ? padded(p, N, K, 1, dt, ++id, true) : padded(p, K, N, 5, dt, ++id, false);
             const MatView c = padded(p, M, N, 4, out, ++id, false);
-            const Tensor bias = p.random({N}, ++id % 2 ? DType::f32 : dt, id);
+            const uint32_t bias_id = ++id;
+            const Tensor bias = p.random({N}, bias_id % 2 ? DType::f32 : dt, bias_id);
             ops::MatmulOpts o;
             o.beta = (ta + tb) % 2 ? 1.0f : 0.0f;
             if (tb) o.bias = &bias;

@@ -43,7 +43,9 @@ void expect_gaps_untouched(const std::vector<double>& before, const std::vector<
   for (const auto& s : segs)
     for (int64_t i = s.offset; i < s.offset + s.numel; ++i) inside[size_t(i)] = true;
   for (size_t i = 0; i < before.size(); ++i)
-    if (!inside[i]) ASSERT_EQ(before[i], after[i]) << what << " gap element " << i;
+    if (!inside[i]) {
+      ASSERT_EQ(before[i], after[i]) << what << " gap element " << i;
+    }
 }
 
 TEST(ParityOptim, SegmentSumSquaresMatchesFloat64AndIsThreadCountIndependent) {

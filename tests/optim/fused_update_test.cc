@@ -102,7 +102,9 @@ void expect_bitwise(DType compute, Opt make, Old old) {
     ASSERT_EQ(store.values_vector(), s.w) << "step " << t;
     const std::vector<NamedState> state = opt->state();
     ASSERT_EQ(to_float_vector(*state[0].data), s.m) << state[0].name;
-    if (state.size() > 1) ASSERT_EQ(to_float_vector(*state[1].data), s.v) << state[1].name;
+    if (state.size() > 1) {
+      ASSERT_EQ(to_float_vector(*state[1].data), s.v) << state[1].name;
+    }
     if (compute == DType::f32) {
       EXPECT_FALSE(store.compute.defined());
       continue;

@@ -11,10 +11,23 @@ void check_devices(const Context& ctx, const char* op, std::initializer_list<con
                shape_str(t->shape), t->device.str(), ctx.device.str());
 }
 
+void cpu_only(const Context& ctx, const char* op) {
+#ifdef KILN_HAVE_CUDA
+  KILN_CHECK(!on_cuda(ctx),
+             "op {}: not implemented on {} yet (the CUDA backend has a first set of ops)", op,
+             ctx.device.str());
+#else
+  if (on_cuda(ctx)) no_backend(ctx, op);
+#endif
+}
+
+void no_backend(const Context& ctx, const char* op) {
+  throw Error("op {}: no backend for {} is compiled into this kiln", op, ctx.device.str());
+}
+
 OpScope expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
   check_devices(ctx, op, tensors);
-  KILN_CHECK(ctx.device.is_cpu(), "op {}: no backend for {} is compiled into this kiln", op,
-             ctx.device.str());
+  if (!ctx.device.is_cpu()) no_backend(ctx, op);
   return OpScope(op);
 }
 

@@ -1,7 +1,7 @@
-// backend/route.h — which backend runs an op. The context's device decides; every tensor the
-// op touches must live on that device. A backend implementation starts with expect_cpu (or its
-// own kind): a tensor on another device, or a device whose backend is not compiled in, is a
-// kiln::Error naming the op, not a crash.
+// backend/route.h — which backend runs an op. The context's device decides (backend/dispatch.cc
+// calls ops::cpu:: or ops::cuda::); every tensor the op touches must live on that device. A
+// backend implementation starts with expect_cpu (or its own kind): a tensor on another device,
+// or a device whose backend is not compiled in, is a kiln::Error naming the op, not a crash.
 #pragma once
 #include <initializer_list>
 
@@ -10,6 +10,12 @@
 #include "kiln/backend/profile.h"
 
 namespace kiln::ops {
+
+inline bool on_cuda(const Context& ctx) { return ctx.device.kind == DeviceKind::cuda; }
+// For an op that has no CUDA implementation (yet): throws on a CUDA context, naming the op.
+void cpu_only(const Context& ctx, const char* op);
+// Throws for an op asked to run on a device whose backend is not compiled into this kiln.
+[[noreturn]] void no_backend(const Context& ctx, const char* op);
 
 // Throws unless ctx.device and every defined tensor in `tensors` are the same device.
 void check_devices(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);

@@ -13,6 +13,7 @@ int run(int argc, char** argv) {
   add_images_command(app);
   add_cpu_command(app);
   add_checkpoint_command(app);
+  add_devices_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

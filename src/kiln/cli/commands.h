@@ -12,5 +12,6 @@ void add_train_command(CLI::App& app);     // kiln train bert | resnet
 void add_images_command(CLI::App& app);    // kiln images check | from-idx
 void add_cpu_command(CLI::App& app);       // kiln cpu
 void add_checkpoint_command(CLI::App& app);  // kiln checkpoint export | import
+void add_devices_command(CLI::App& app);   // kiln devices, kiln --version
 
 }  // namespace kiln::cli

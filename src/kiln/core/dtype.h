@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#include "kiln/core/hd.h"
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -16,19 +18,13 @@ std::string_view dtype_name(DType t);     // "f32", "bf16", ... (safetensors use
 DType dtype_from_name(std::string_view);  // accepts "f32"/"F32"/"float32"; throws kiln::Error
 
 // bf16: upper 16 bits of an f32, rounded to nearest even; NaN stays NaN.
-inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+KILN_HD inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return uint16_t(u >> 16);
 }
-inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+KILN_HD inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
 // IEEE half precision, round to nearest even, with subnormals, inf and NaN. The portable
 // versions are always built (and tested against the F16C instructions where both exist);
 // f32_to_f16 / f16_to_f32 are one instruction each where the build targets F16C.

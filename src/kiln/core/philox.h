@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kiln/core/hd.h"
+
 namespace kiln {
 
 // What a random stream is for; part of the stream id so streams never collide.
@@ -16,7 +18,7 @@ constexpr uint64_t rng_stream(RngPurpose purpose, uint32_t layer, uint64_t step)
   return (uint64_t(purpose) << 56) | (uint64_t(layer & 0xffffu) << 40) | (step & 0xffffffffffull);
 }
 
-inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t stream, uint64_t index) {
+KILN_HD inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t stream, uint64_t index) {
   uint32_t c0 = uint32_t(index), c1 = uint32_t(index >> 32);
   uint32_t c2 = uint32_t(stream), c3 = uint32_t(stream >> 32);
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
@@ -36,16 +38,16 @@ inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t stream, uint64
 }
 
 // Uniform in [0, 1) with 24 random bits.
-inline float u32_to_unit_float(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
+KILN_HD inline float u32_to_unit_float(uint32_t x) { return float(x >> 8) * (1.0f / 16777216.0f); }
 
 // A named random stream; element i of the stream is reproducible on its own.
 struct RngStream {
   uint64_t seed;
   uint64_t stream;
 
-  std::array<uint32_t, 4> block(uint64_t i) const { return philox4x32(seed, stream, i); }
+  KILN_HD std::array<uint32_t, 4> block(uint64_t i) const { return philox4x32(seed, stream, i); }
   // Uniform [0, 1) for element i (one Philox block per 4 elements).
-  float uniform(uint64_t i) const { return u32_to_unit_float(block(i >> 2)[i & 3]); }
+  KILN_HD float uniform(uint64_t i) const { return u32_to_unit_float(block(i >> 2)[i & 3]); }
   // Standard normal for element i (Box-Muller on one block).
   float normal(uint64_t i) const {
     const auto b = block(i);

@@ -1,5 +1,8 @@
-// train/precision_config.h — the precision of a run and its loss scaling, shared by every recipe.
+// train/precision_config.h — the device and precision of a run and its loss scaling, shared by
+// every recipe.
 //
+// Device: --device cpu|cuda|cuda:N (TOML train.device). Training steps run on the CPU so far;
+// cuda is checked (backend compiled in, device present) and then refused with a one-line error.
 // Compute dtype (activations and the weights' compute copy; master weights, gradients and
 // optimizer state stay f32): `--bf16` / `--fp16` (Megatron), DEFAULT_FLOAT=FLOAT32|BFLOAT16|HALF
 // (tinygrad; also f32/bf16/f16), TOML train.precision. --bf16 and --fp16 win over the others.
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/train/config_registry.h"
@@ -24,6 +28,7 @@
 namespace kiln::train {
 
 struct PrecisionConfig {
+  std::string device = "cpu";     // cpu | cuda | cuda:N
   std::string precision = "f32";  // f32 | bf16 | f16 (after finalize); DEFAULT_FLOAT names accepted
   bool bf16 = false, fp16 = false;
   double loss_scale = 0;          // > 0: constant scale
@@ -32,6 +37,7 @@ struct PrecisionConfig {
   int64_t max_skipped_steps = 10;
 
   // Set by finalize_precision_config.
+  Device run_device;
   DType dtype = DType::f32;
   optim::LossScalerConfig scaler;
 };

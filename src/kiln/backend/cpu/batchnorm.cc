@@ -6,12 +6,12 @@
 #include <cmath>
 #include <vector>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 using cpu::load;
@@ -330,4 +330,4 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
   num_batches_tracked.ptr<float>()[0] += 1.0f;
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

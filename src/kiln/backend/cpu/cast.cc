@@ -1,12 +1,12 @@
 // backend/cpu/cast.cc — fill and dtype conversion.
 #include <cstring>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 constexpr int64_t kParallelMin = 1 << 15;
 }  // namespace
@@ -59,4 +59,4 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

@@ -11,12 +11,12 @@
 #include <string>
 #include <unordered_map>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/key_hash.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 using dnnl::memory;
@@ -211,7 +211,7 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
   }
   if (!e) {
     Tensor yf = ctx.scratch_tensor(y.shape, DType::f32);
-    conv2d_forward(ctx, s, to_f32(ctx, x), to_f32(ctx, w), yf);
+    cpu::conv2d_forward(ctx, s, to_f32(ctx, x), to_f32(ctx, w), yf);
     cast(ctx, yf, y);
     return;
   }
@@ -242,7 +242,7 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
     e = nullptr;
   if (!e) {
     Tensor dxf = ctx.scratch_tensor(dx.shape, DType::f32);
-    conv2d_backward_data(ctx, s, to_f32(ctx, dy), to_f32(ctx, w), dxf);
+    cpu::conv2d_backward_data(ctx, s, to_f32(ctx, dy), to_f32(ctx, w), dxf);
     cast(ctx, dxf, dx);
     return;
   }
@@ -284,7 +284,7 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
       }))
     e = nullptr;
   if (!e) {
-    conv2d_backward_weights(ctx, s, to_f32(ctx, x), to_f32(ctx, dy), dw);
+    cpu::conv2d_backward_weights(ctx, s, to_f32(ctx, x), to_f32(ctx, dy), dw);
     return;
   }
   memory xm(e->x_md, cpu_engine(), data_of(x));
@@ -297,4 +297,4 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   cpu_stream().wait();
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

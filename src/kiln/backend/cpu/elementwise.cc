@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/cpu/vec_math.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;  // below this an OpenMP region costs more than it saves
@@ -226,4 +226,4 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
   apply_dropout_mask(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx);
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

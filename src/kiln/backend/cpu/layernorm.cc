@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;
@@ -149,4 +149,4 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

@@ -4,12 +4,12 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;
@@ -132,4 +132,4 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

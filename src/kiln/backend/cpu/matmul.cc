@@ -11,13 +11,14 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/key_hash.h"
 #include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/matmul_check.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 std::atomic<bool> g_force_fallback{false};
@@ -122,10 +123,6 @@ MatmulEntry& cached_matmul(const MatmulKey& k) {
   return cache.emplace(k, std::move(e)).first->second;
 }
 
-// Stored-matrix shape of op(v) = (R, C).
-int64_t op_rows(const MatView& v) { return v.trans ? v.cols : v.rows; }
-int64_t op_cols(const MatView& v) { return v.trans ? v.rows : v.cols; }
-
 void set_strides(const MatView& v, int64_t* s) {
   s[0] = v.batch_stride[0];
   s[1] = v.batch_stride[1];
@@ -133,22 +130,6 @@ void set_strides(const MatView& v, int64_t* s) {
   s[3] = v.trans ? v.ld : 1;
 }
 
-void* element(const MatView& v) {
-  return static_cast<std::byte*>(v.t.data) + v.offset * int64_t(dtype_size(v.t.dtype));
-}
-
-// Checks that every element the view addresses lies inside its tensor.
-void check_view(const MatView& v, const char* what) {
-  KILN_CHECK(v.t.defined(), "op matmul: {} has no data", what);
-  KILN_CHECK(v.rows >= 0 && v.cols >= 0 && v.batch[0] >= 1 && v.batch[1] >= 1 && v.offset >= 0 &&
-                 v.batch_stride[0] >= 0 && v.batch_stride[1] >= 0 && (v.rows <= 1 || v.ld >= v.cols),
-             "op matmul: {} view ({} x {}, ld {}) is malformed", what, v.rows, v.cols, v.ld);
-  if (v.rows == 0 || v.cols == 0) return;
-  const int64_t last = v.offset + (v.batch[0] - 1) * v.batch_stride[0] +
-                       (v.batch[1] - 1) * v.batch_stride[1] + (v.rows - 1) * v.ld + v.cols - 1;
-  KILN_CHECK(last < v.t.numel(), "op matmul: {} view reaches element {} of a tensor {}", what,
-             last, shape_str(v.t.shape));
-}
 
 // Dense f32 copy of the view's stored matrices: (batch0 * batch1, rows, cols), same orientation.
 MatView to_f32(Context& ctx, const MatView& v) {
@@ -204,7 +185,7 @@ void matmul_f32_fallback(Context& ctx, const MatView& a, const MatView& b, const
     o.bias = &bias32;
   }
   if (c.t.dtype == DType::f32) {
-    matmul(ctx, a32, b32, c, o);
+    cpu::matmul(ctx, a32, b32, c, o);
     return;
   }
   // beta needs c's current values in the f32 result.
@@ -217,92 +198,19 @@ void matmul_f32_fallback(Context& ctx, const MatView& a, const MatView& b, const
     f.batch_stride[1] = c.rows * c.cols;
     return f;
   }();
-  matmul(ctx, a32, b32, c32, o);
+  cpu::matmul(ctx, a32, b32, c32, o);
   from_f32(c32, c);
 }
 
 }  // namespace
 
-namespace cpu {
 void force_matmul_f32_fallback(bool on) { g_force_fallback.store(on); }
-}  // namespace cpu
-
-MatView mat(const Tensor& t, bool trans) {
-  KILN_CHECK(t.rank() == 2, "op matmul: mat() needs a 2-D tensor, got {}", shape_str(t.shape));
-  MatView v;
-  v.t = t;
-  v.rows = t.dim(0);
-  v.cols = t.dim(1);
-  v.ld = t.dim(1);
-  v.trans = trans;
-  return v;
-}
-
-MatView heads_view(const Tensor& x, int64_t B, int64_t S, int64_t heads, bool trans) {
-  KILN_CHECK(x.rank() == 2 && x.dim(0) == B * S && heads > 0 && x.dim(1) % heads == 0,
-             "op matmul: heads_view of {} as ({}*{}, {} heads)", shape_str(x.shape), B, S, heads);
-  const int64_t H = x.dim(1), d = H / heads;
-  MatView v;
-  v.t = x;
-  v.rows = S;
-  v.cols = d;
-  v.ld = H;
-  v.batch[0] = B;
-  v.batch[1] = heads;
-  v.batch_stride[0] = S * H;
-  v.batch_stride[1] = d;
-  v.trans = trans;
-  return v;
-}
-
-MatView per_head(const Tensor& x, bool trans) {
-  KILN_CHECK(x.rank() == 4, "op matmul: per_head needs (B, heads, S, T), got {}",
-             shape_str(x.shape));
-  MatView v;
-  v.t = x;
-  v.rows = x.dim(2);
-  v.cols = x.dim(3);
-  v.ld = x.dim(3);
-  v.batch[0] = x.dim(0);
-  v.batch[1] = x.dim(1);
-  v.batch_stride[0] = x.dim(1) * x.dim(2) * x.dim(3);
-  v.batch_stride[1] = x.dim(2) * x.dim(3);
-  v.trans = trans;
-  return v;
-}
 
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts) {
   static const Tensor no_bias;
   const OpScope scope = expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
-  check_view(a, "A");
-  check_view(b, "B");
-  check_view(c, "C");
-  const int64_t M = op_rows(a), K = op_cols(a), N = op_cols(b);
-  KILN_CHECK(op_rows(b) == K && !c.trans && c.rows == M && c.cols == N,
-             "op matmul: ({} x {}) times ({} x {}) into ({} x {}{})", M, K, op_rows(b), N, c.rows,
-             c.cols, c.trans ? ", transposed" : "");
-  for (int i = 0; i < 2; ++i)
-    KILN_CHECK(a.batch[i] == c.batch[i] && b.batch[i] == c.batch[i],
-               "op matmul: batch sizes {}x{}, {}x{}, {}x{} differ", a.batch[0], a.batch[1],
-               b.batch[0], b.batch[1], c.batch[0], c.batch[1]);
-  KILN_CHECK(a.t.dtype == b.t.dtype, "op matmul: operands are {} and {}", dtype_name(a.t.dtype),
-             dtype_name(b.t.dtype));
-  expect_dtype("matmul", "A", a.t, {DType::f32, DType::bf16, DType::f16});
-  KILN_CHECK(c.t.dtype == DType::f32 || c.t.dtype == a.t.dtype,
-             "op matmul: output {} is neither f32 nor the operands' {}", dtype_name(c.t.dtype),
-             dtype_name(a.t.dtype));
-  if (opts.bias) {
-    KILN_CHECK(opts.bias->numel() == N &&
-                   (opts.bias->dtype == DType::f32 || opts.bias->dtype == a.t.dtype),
-               "op matmul: bias {} {} for {} columns of {} operands",
-               dtype_name(opts.bias->dtype), shape_str(opts.bias->shape), N,
-               dtype_name(a.t.dtype));
-  }
-  // oneDNN 2.x scales the bias together with the product; kiln's callers never need both.
-  KILN_CHECK(!opts.bias || opts.alpha == 1.0f, "op matmul: alpha != 1 with a bias is not supported");
-  KILN_CHECK(opts.act == Activation::none || opts.beta == 0.0f,
-             "op matmul: an activation with beta != 0 is not defined");
+  const auto [M, N, K] = check_matmul(a, b, c, opts);
   if (M == 0 || N == 0) return;
   if (K == 0) {  // no products: c = act(bias) + beta c; only plain accumulation is needed here
     KILN_CHECK(!opts.bias && opts.act == Activation::none,
@@ -360,4 +268,4 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   stream.wait();
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

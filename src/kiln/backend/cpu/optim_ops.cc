@@ -4,13 +4,13 @@
 #include <cmath>
 #include <initializer_list>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/adam_math.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;
@@ -254,4 +254,4 @@ void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment>
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

@@ -6,12 +6,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 
 using cpu::load;
 
@@ -178,4 +178,4 @@ void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

@@ -2,12 +2,12 @@
 // written once for f32 / bf16 / f16 storage (arithmetic in f32).
 #include <algorithm>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 constexpr int64_t kParallelMin = 16384;
 
@@ -72,4 +72,4 @@ void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

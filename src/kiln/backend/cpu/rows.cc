@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;
@@ -75,4 +75,4 @@ void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor&
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

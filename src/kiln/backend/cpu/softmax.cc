@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/cpu/vec_math.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
-namespace kiln::ops {
+namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;
@@ -112,4 +112,4 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
   });
 }
 
-}  // namespace kiln::ops
+}  // namespace kiln::ops::cpu

@@ -1,0 +1,150 @@
+// backend/cuda/bodies.h — the per-item work of the CUDA backend's own kernels, as
+// __host__ __device__ functors: item i is an element, a Philox block or a row, as each says.
+// backend/cuda/*.cu launches them over grid_for(items) (grid.h); tests/backend/
+// cuda_bodies_test.cc runs them on the CPU over the same grid against a float64 reference.
+// Arithmetic is f32, storage f32 / bf16 / f16 (hd_types.h).
+#pragma once
+#include <math.h>
+
+#include <cstdint>
+
+#include "kiln/backend/cuda/hd_types.h"
+#include "kiln/core/philox.h"
+
+namespace kiln::ops::cuda {
+
+template <typename T>
+struct FillBody {
+  T* p;
+  T value;
+  KILN_HD void operator()(int64_t i) const { p[i] = value; }
+};
+
+template <typename S, typename D>
+struct CastBody {
+  const S* src;
+  D* dst;
+  KILN_HD void operator()(int64_t i) const { dst[i] = store<D>(load(src[i])); }
+};
+
+template <typename A, typename B, typename O>
+struct AddBody {
+  const A* a;
+  const B* b;
+  O* out;
+  KILN_HD void operator()(int64_t i) const { out[i] = store<O>(load(a[i]) + load(b[i])); }
+};
+
+template <typename X, typename Y>
+struct ScaleBody {
+  const X* x;
+  Y* y;
+  float s;
+  KILN_HD void operator()(int64_t i) const { y[i] = store<Y>(s * load(x[i])); }
+};
+
+// GELU and its derivative, erf (BERT) or tanh (Megatron) form.
+KILN_HD inline float gelu(bool tanh_form, float v) {
+  if (!tanh_form) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+}
+KILN_HD inline float gelu_grad(bool tanh_form, float v) {
+  if (!tanh_form) {
+    const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    return cdf + v * 0.39894228040143268f * expf(-0.5f * v * v);
+  }
+  const float t = tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v));
+  const float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * v * v);
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+}
+
+template <typename X, typename Y>
+struct GeluForwardBody {
+  const X* x;
+  Y* y;
+  bool tanh_form;
+  KILN_HD void operator()(int64_t i) const { y[i] = store<Y>(gelu(tanh_form, load(x[i]))); }
+};
+
+template <typename X, typename D, typename O>
+struct GeluBackwardBody {
+  const X* x;
+  const D* dy;
+  O* dx;
+  bool tanh_form;
+  KILN_HD void operator()(int64_t i) const {
+    dx[i] = store<O>(load(dy[i]) * gelu_grad(tanh_form, load(x[i])));
+  }
+};
+
+// Item k = one Philox block: sample k / blocks, elements 4 (k % blocks) .. +3 of that sample,
+// at counter (global sample << 32) | (k % blocks) — the CPU backend's mask, bit for bit.
+template <typename X, typename Y>
+struct DropoutBody {
+  const X* x;
+  Y* y;
+  RngStream rng;
+  uint64_t sample_offset;
+  int64_t per_sample, blocks;
+  float p, scale;
+  KILN_HD void operator()(int64_t k) const {
+    const int64_t s = k / blocks, j = k % blocks;
+    const auto bits = rng.block(((sample_offset + uint64_t(s)) << 32) | uint64_t(j));
+    const int64_t i0 = s * per_sample + 4 * j;
+    const int64_t m = per_sample - 4 * j < 4 ? per_sample - 4 * j : 4;
+    for (int64_t e = 0; e < m; ++e)
+      y[i0 + e] = store<Y>(u32_to_unit_float(bits[e]) < p ? 0.0f : load(x[i0 + e]) * scale);
+  }
+};
+
+// Item r = row r of cols: y = softmax(x) in f32, the exponentials recomputed in the last pass
+// rather than kept; y may alias x.
+template <typename X, typename Y>
+struct SoftmaxRowBody {
+  const X* x;
+  Y* y;
+  int64_t cols;
+  KILN_HD void operator()(int64_t r) const {
+    const X* xr = x + r * cols;
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < cols; ++c) mx = fmaxf(mx, load(xr[c]));
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) sum += expf(load(xr[c]) - mx);
+    const float inv = 1.0f / sum;
+    Y* yr = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) yr[c] = store<Y>(expf(load(xr[c]) - mx) * inv);
+  }
+};
+
+// Item r = row r of C: mean, rstd = 1/sqrt(biased var + eps) (two passes in f32), then
+// y = (x - mean) rstd w + b. y may alias x.
+template <typename X, typename W, typename Y>
+struct LayerNormRowBody {
+  const X* x;
+  const W* w;
+  const W* b;
+  Y* y;
+  float* mean;
+  float* rstd;
+  int64_t C;
+  float eps;
+  KILN_HD void operator()(int64_t r) const {
+    const X* xr = x + r * C;
+    float sum = 0.0f;
+    for (int64_t c = 0; c < C; ++c) sum += load(xr[c]);
+    const float m = sum / float(C);
+    float var = 0.0f;
+    for (int64_t c = 0; c < C; ++c) {
+      const float d = load(xr[c]) - m;
+      var += d * d;
+    }
+    const float s = 1.0f / sqrtf(var / float(C) + eps);
+    mean[r] = m;
+    rstd[r] = s;
+    Y* yr = y + r * C;
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = store<Y>((load(xr[c]) - m) * s * load(w[c]) + load(b[c]));
+  }
+};
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,34 @@
+// backend/cuda/kernels.h — launches of the CUDA backend's own kernels (elementwise.cu,
+// rows.cu) on `stream` (a cudaStream_t). Callers (ops.cc) have checked devices, dtypes and
+// shapes, and check the launch for errors.
+#pragma once
+#include <cstdint>
+
+#include "kiln/core/philox.h"
+#include "kiln/core/tensor.h"
+
+namespace kiln::ops::cuda {
+
+// Every element of t (f32, bf16, f16 or i32) = value.
+void launch_fill(Tensor& t, float value, void* stream);
+void launch_cast(const Tensor& src, Tensor& dst, void* stream);
+void launch_add(const Tensor& a, const Tensor& b, Tensor& out, void* stream);
+void launch_scale(const Tensor& x, float s, Tensor& y, void* stream);
+void launch_gelu_forward(bool tanh_form, const Tensor& x, Tensor& y, void* stream);
+void launch_gelu_backward(bool tanh_form, const Tensor& x, const Tensor& dy, Tensor& dx,
+                          void* stream);
+
+struct DropoutArgs {
+  RngStream rng;
+  uint64_t sample_offset = 0;
+  int64_t samples = 1;
+  float p = 0;
+};
+void launch_dropout(const DropoutArgs& a, const Tensor& x, Tensor& y, void* stream);
+
+// Row ops over the last dimension (rows = numel / cols).
+void launch_softmax_rows(const Tensor& x, Tensor& y, int64_t cols, void* stream);
+void launch_layernorm_rows(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y,
+                           Tensor& mean, Tensor& rstd, void* stream);
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,22 @@
+// backend/cuda/launch.cuh — runs a body of bodies.h on the device over grid_for(items): one
+// kernel template shared by elementwise.cu and rows.cu.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kiln/backend/cuda/grid.h"
+
+namespace kiln::ops::cuda {
+
+template <typename Body>
+__global__ void for_each_item(Grid g, int64_t items, Body body) {
+  run_thread(g, blockIdx.x, threadIdx.x, items, body);
+}
+
+template <typename Body>
+void launch(int64_t items, const Body& body, void* stream) {
+  if (items == 0) return;
+  const Grid g = grid_for(items);
+  for_each_item<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(g, items, body);
+}
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,163 @@
+// backend/cuda/ops.cc — the CUDA ops other than matmul: checks, then a kernel of kernels.h (or
+// a cudaMemcpyAsync) on the context's stream.
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/runtime.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cuda {
+namespace {
+
+constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
+
+// check_devices plus the device's presence; the op holds the scope for its body.
+OpScope expect_cuda(const Context& ctx, const char* op, std::initializer_list<const Tensor*> ts) {
+  check_devices(ctx, op, ts);
+  require_device(ctx.device);
+  check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+  return OpScope(op);
+}
+
+void check_launch(const char* op) { check(cudaGetLastError(), op); }
+
+void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngStream& rng,
+             uint64_t sample_offset, int64_t samples, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y});
+  expect_same_numel(op, x, y);
+  expect_dtype(op, "input", x, kFloat);
+  expect_dtype(op, "output", y, kFloat);
+  KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
+  const int64_t n = x.numel();
+  KILN_CHECK(samples > 0 && n % samples == 0, "op {}: {} elements do not split into {} samples",
+             op, n, samples);
+  KILN_CHECK((n / samples + 3) / 4 < (int64_t(1) << 32),
+             "op {}: {} elements per sample is too many", op, n / samples);
+  launch_dropout({rng, sample_offset, samples, p}, x, y, stream_of(ctx));
+  check_launch(op);
+}
+
+}  // namespace
+
+void register_backend() { register_allocator(); }
+
+void fill(Context& ctx, Tensor& t, float value) {
+  const OpScope scope = expect_cuda(ctx, "fill", {&t});
+  expect_dtype("fill", "tensor", t, {DType::f32, DType::bf16, DType::f16, DType::i32});
+  launch_fill(t, value, stream_of(ctx));
+  check_launch("fill");
+}
+
+// Any direction between host and device memory; returns when a host destination holds the data
+// and a host source may be reused.
+void copy(Context& ctx, const Tensor& src, Tensor& dst) {
+  KILN_CHECK(src.dtype == dst.dtype, "op copy: dtypes {} and {} differ", dtype_name(src.dtype),
+             dtype_name(dst.dtype));
+  expect_same_numel("copy", src, dst);
+  const Device gpu = src.device.is_cpu() ? dst.device : src.device;
+  require_device(gpu);
+  const OpScope scope("copy");
+  if (src.data == dst.data || src.nbytes() == 0) return;
+  const cudaStream_t s = on_cuda(ctx) ? stream_of(ctx) : nullptr;
+  check(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDefault, s), "copy");
+  if (src.device.is_cpu() || dst.device.is_cpu()) check(cudaStreamSynchronize(s), "copy");
+}
+
+void cast(Context& ctx, const Tensor& src, Tensor& dst) {
+  const OpScope scope = expect_cuda(ctx, "cast", {&src, &dst});
+  expect_same_numel("cast", src, dst);
+  if (src.dtype == dst.dtype) {
+    if (src.data != dst.data)
+      check(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice,
+                            stream_of(ctx)),
+            "cast");
+    return;
+  }
+  expect_dtype("cast", "source", src, kFloat);
+  expect_dtype("cast", "destination", dst, kFloat);
+  launch_cast(src, dst, stream_of(ctx));
+  check_launch("cast");
+}
+
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  const OpScope scope = expect_cuda(ctx, "add", {&a, &b, &out});
+  expect_same_numel("add", a, out);
+  expect_same_numel("add", b, out);
+  expect_dtype("add", "a", a, kFloat);
+  expect_dtype("add", "b", b, kFloat);
+  expect_dtype("add", "out", out, kFloat);
+  launch_add(a, b, out, stream_of(ctx));
+  check_launch("add");
+}
+
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, "scale", {&x, &y});
+  expect_same_numel("scale", x, y);
+  expect_dtype("scale", "x", x, kFloat);
+  expect_dtype("scale", "y", y, kFloat);
+  launch_scale(x, s, y, stream_of(ctx));
+  check_launch("scale");
+}
+
+void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, "gelu_forward", {&x, &y});
+  expect_same_numel("gelu_forward", x, y);
+  expect_dtype("gelu_forward", "x", x, kFloat);
+  expect_dtype("gelu_forward", "y", y, kFloat);
+  launch_gelu_forward(kind == GeluKind::tanh, x, y, stream_of(ctx));
+  check_launch("gelu_forward");
+}
+
+void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  const OpScope scope = expect_cuda(ctx, "gelu_backward", {&x, &dy, &dx});
+  expect_same_numel("gelu_backward", x, dx);
+  expect_same_numel("gelu_backward", dy, dx);
+  expect_dtype("gelu_backward", "x", x, kFloat);
+  expect_dtype("gelu_backward", "dy", dy, kFloat);
+  expect_dtype("gelu_backward", "dx", dx, kFloat);
+  launch_gelu_backward(kind == GeluKind::tanh, x, dy, dx, stream_of(ctx));
+  check_launch("gelu_backward");
+}
+
+void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
+                     uint64_t sample_offset, int64_t samples, Tensor& y) {
+  dropout(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y);
+}
+
+void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
+                      uint64_t sample_offset, int64_t samples, Tensor& dx) {
+  dropout(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx);
+}
+
+void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, "softmax_forward", {&x, &y});
+  expect_same_numel("softmax_forward", x, y);
+  expect_dtype("softmax_forward", "x", x, kFloat);
+  expect_dtype("softmax_forward", "y", y, kFloat);
+  KILN_CHECK(x.rank() >= 1 && x.dim(-1) > 0, "op softmax_forward: rows of {} are empty",
+             shape_str(x.shape));
+  launch_softmax_rows(x, y, x.dim(-1), stream_of(ctx));
+  check_launch("softmax_forward");
+}
+
+void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  const char* op = "layernorm_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &w, &b, &y, &mean, &rstd});
+  const int64_t C = w.numel();
+  KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && b.numel() == C && w.dtype == b.dtype,
+             "op {}: input {} with weight {} {} and bias {} {}", op, shape_str(x.shape),
+             dtype_name(w.dtype), shape_str(w.shape), dtype_name(b.dtype), shape_str(b.shape));
+  const int64_t N = x.numel() / C;
+  KILN_CHECK(mean.numel() == N && rstd.numel() == N && mean.dtype == DType::f32 &&
+                 rstd.dtype == DType::f32,
+             "op {}: mean and rstd must be f32 ({})", op, N);
+  expect_same_numel(op, x, y);
+  expect_dtype(op, "x", x, kFloat);
+  expect_dtype(op, "weight", w, kFloat);
+  expect_dtype(op, "y", y, kFloat);
+  launch_layernorm_rows(x, w, b, eps, y, mean, rstd, stream_of(ctx));
+  check_launch(op);
+}
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,57 @@
+#include "kiln/backend/devices.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "kiln/core/error.h"
+#ifdef KILN_HAVE_CUDA
+#include "kiln/backend/cuda/runtime.h"
+#endif
+
+namespace kiln {
+
+std::string compiled_backends() {
+#ifdef KILN_HAVE_CUDA
+  return "cpu, cuda";
+#else
+  return "cpu";
+#endif
+}
+
+std::vector<std::string> device_lines() {
+  std::vector<std::string> lines{"cpu"};
+#ifdef KILN_HAVE_CUDA
+  const int n = ops::cuda::device_count();
+  if (n == 0) lines.push_back(fmt::format("cuda: none ({})", ops::cuda::unavailable_reason()));
+  for (int i = 0; i < n; ++i)
+    lines.push_back(fmt::format("cuda:{}: {}", i, ops::cuda::describe_device(i)));
+#endif
+  return lines;
+}
+
+Device parse_device(std::string_view text, std::string_view what) {
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda") return Device::cuda(0);
+  int index = -1;
+  if (text.starts_with("cuda:")) {
+    const char* first = text.data() + 5;
+    const char* last = text.data() + text.size();
+    const auto [end, err] = std::from_chars(first, last, index);
+    if (err == std::errc() && end == last && first != last && index >= 0)
+      return Device::cuda(index);
+  }
+  throw Error("{}: '{}' is not a device (cpu, cuda or cuda:N)", what, text);
+}
+
+Context device_context(Device device) {
+  if (device.is_cpu()) return Context{};
+#ifdef KILN_HAVE_CUDA
+  return Context{device, ops::cuda::device_stream(device.index), nullptr};
+#else
+  throw Error("device {}: no backend for it is compiled into this kiln (built without CUDA)",
+              device.str());
+#endif
+}
+
+}  // namespace kiln

@@ -1,0 +1,24 @@
+// backend/devices.h — which backends this kiln is built with, which devices the machine has, and
+// contexts for running ops on one of them.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/core/context.h"
+
+namespace kiln {
+
+// "cpu" or "cpu, cuda".
+std::string compiled_backends();
+// One line per device kind: "cpu", then "cuda:0: NVIDIA H200, 140 GiB, sm_90" per GPU, or
+// "cuda: none (no usable CUDA driver or device (...))"; no cuda line without the backend.
+std::vector<std::string> device_lines();
+// "cpu", "cuda" (= cuda:0) or "cuda:N"; a kiln::Error naming `what` (the flag or config key)
+// otherwise.
+Device parse_device(std::string_view text, std::string_view what);
+// A context for ops on `device`: a CUDA device's own stream. A one-line kiln::Error when the
+// device's backend is not compiled in or the device is not present.
+Context device_context(Device device);
+
+}  // namespace kiln

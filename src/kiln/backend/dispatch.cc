@@ -1,0 +1,199 @@
+// backend/dispatch.cc — the op table's entry points (backend.h): each runs the implementation
+// of the context's device, ops::cpu:: (backend/cpu/) or ops::cuda:: (backend/cuda/). An op
+// without a CUDA implementation says so on a CUDA context (cpu_only).
+#include "kiln/backend/cpu/cpu_ops.h"
+#include "kiln/backend/route.h"
+#ifdef KILN_HAVE_CUDA
+#include "kiln/backend/cuda/cuda_ops.h"
+#endif
+
+namespace kiln::ops {
+
+// The CUDA implementation's call, or, in a build without the CUDA backend, the error saying so.
+#ifdef KILN_HAVE_CUDA
+#define KILN_ON_CUDA(ctx, op, call) cuda::call
+namespace {
+[[maybe_unused]] const bool kCudaRegistered = (cuda::register_backend(), true);
+}  // namespace
+#else
+#define KILN_ON_CUDA(ctx, op, call) no_backend(ctx, op)
+#endif
+
+void fill(Context& ctx, Tensor& t, float value) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "fill", fill(ctx, t, value));
+  cpu::fill(ctx, t, value);
+}
+
+void copy(Context& ctx, const Tensor& src, Tensor& dst) {
+#ifdef KILN_HAVE_CUDA
+  if (!src.device.is_cpu() || !dst.device.is_cpu()) return cuda::copy(ctx, src, dst);
+#endif
+  cpu::copy(ctx, src, dst);
+}
+
+void cast(Context& ctx, const Tensor& src, Tensor& dst) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "cast", cast(ctx, src, dst));
+  cpu::cast(ctx, src, dst);
+}
+
+void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
+            const MatmulOpts& opts) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "matmul", matmul(ctx, a, b, c, opts));
+  cpu::matmul(ctx, a, b, c, opts);
+}
+
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "add", add(ctx, a, b, out));
+  cpu::add(ctx, a, b, out);
+}
+
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "scale", scale(ctx, x, s, y));
+  cpu::scale(ctx, x, s, y);
+}
+
+void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
+  cpu_only(ctx, "bias_add");
+  cpu::bias_add(ctx, y, bias);
+}
+
+void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
+  cpu_only(ctx, "bias_grad");
+  cpu::bias_grad(ctx, dy, db);
+}
+
+void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "gelu_forward", gelu_forward(ctx, kind, x, y));
+  cpu::gelu_forward(ctx, kind, x, y);
+}
+
+void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "gelu_backward", gelu_backward(ctx, kind, x, dy, dx));
+  cpu::gelu_backward(ctx, kind, x, dy, dx);
+}
+
+void tanh_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  cpu_only(ctx, "tanh_forward");
+  cpu::tanh_forward(ctx, x, y);
+}
+
+void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  cpu_only(ctx, "tanh_backward");
+  cpu::tanh_backward(ctx, y, dy, dx);
+}
+
+void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
+                     uint64_t sample_offset, int64_t samples, Tensor& y) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "dropout_forward",
+                        dropout_forward(ctx, x, p, rng, sample_offset, samples, y));
+  cpu::dropout_forward(ctx, x, p, rng, sample_offset, samples, y);
+}
+
+void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
+                      uint64_t sample_offset, int64_t samples, Tensor& dx) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "dropout_backward",
+                        dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx));
+  cpu::dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx);
+}
+
+void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "layernorm_forward",
+                        layernorm_forward(ctx, x, w, b, eps, y, mean, rstd));
+  cpu::layernorm_forward(ctx, x, w, b, eps, y, mean, rstd);
+}
+
+void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
+                        Tensor& db, bool accumulate_dx) {
+  cpu_only(ctx, "layernorm_backward");
+  cpu::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db, accumulate_dx);
+}
+
+void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "softmax_forward", softmax_forward(ctx, x, y));
+  cpu::softmax_forward(ctx, x, y);
+}
+
+void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx) {
+  cpu_only(ctx, "softmax_backward");
+  cpu::softmax_backward(ctx, y, dy, scale, dx);
+}
+
+void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
+                               Tensor& probs) {
+  cpu_only(ctx, "attention_softmax_forward");
+  cpu::attention_softmax_forward(ctx, scores, mask, probs);
+}
+
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
+  cpu_only(ctx, "gather_rows");
+  cpu::gather_rows(ctx, table, ids, out);
+}
+
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
+  cpu_only(ctx, "scatter_add_rows");
+  cpu::scatter_add_rows(ctx, dy, ids, dtable);
+}
+
+void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
+                          const Tensor& weights, float label_smoothing, Tensor& lse,
+                          Tensor& totals) {
+  cpu_only(ctx, "softmax_xent_forward");
+  cpu::softmax_xent_forward(ctx, logits, labels, weights, label_smoothing, lse, totals);
+}
+
+void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                           const Tensor& labels, const Tensor& weights, float label_smoothing,
+                           float scale, double norm, Tensor& dlogits) {
+  cpu_only(ctx, "softmax_xent_backward");
+  cpu::softmax_xent_backward(ctx, logits, lse, labels, weights, label_smoothing, scale, norm,
+                             dlogits);
+}
+
+void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
+                         std::span<const TensorSegment> segments, Tensor& sums) {
+  cpu_only(ctx, "segment_sum_squares");
+  cpu::segment_sum_squares(ctx, a, b, segments, sums);
+}
+
+void scale_all(Context& ctx, Tensor& x, float factor) {
+  cpu_only(ctx, "scale_all");
+  cpu::scale_all(ctx, x, factor);
+}
+
+void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
+  cpu_only(ctx, "scale_check_finite");
+  cpu::scale_check_finite(ctx, x, factor, found);
+}
+
+void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
+  cpu_only(ctx, "adamw_update");
+  cpu::adamw_update(ctx, p, segments, w, g, m, v, w_compute);
+}
+
+void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
+  cpu_only(ctx, "lamb_moments");
+  cpu::lamb_moments(ctx, p, segments, w, g, m, v, norms);
+}
+
+void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
+                 Tensor& w_compute) {
+  cpu_only(ctx, "lamb_update");
+  cpu::lamb_update(ctx, p, segments, norms, w, m, v, w_compute);
+}
+
+void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
+                 Tensor& w_compute) {
+  cpu_only(ctx, "lars_update");
+  cpu::lars_update(ctx, p, segments, norms, w, g, momentum, w_compute);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,199 @@
+// The CUDA backend's kernel bodies (backend/cuda/bodies.h), run on the CPU over the same grid
+// the launches use (backend/cuda/grid.h), against float64 references and, where the contract is
+// bitwise (casts, dropout masks), against the CPU backend. Compiled by the host compiler in
+// every build, with or without CUDA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/grid.h"
+#include "random_fill.h"
+
+namespace kiln {
+namespace {
+
+using namespace ops::cuda;
+using testing::max_rel_error;
+using testing::random_normal;
+
+// Host storage of n values in T, and their values as double.
+template <typename T>
+std::vector<T> stored(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = store<T>(v[i]);
+  return out;
+}
+template <typename T>
+std::vector<double> values(const std::vector<T>& v) {
+  std::vector<double> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = load(v[i]);
+  return out;
+}
+
+template <typename T> double tolerance();
+template <> double tolerance<float>() { return 2e-5; }
+template <> double tolerance<bf16_t>() { return 1.6e-2; }
+template <> double tolerance<f16_t>() { return 2e-3; }
+
+// Runs fn(T{}) for every storage type.
+template <typename Fn>
+void for_each_type(Fn fn) {
+  fn(float{});
+  fn(bf16_t{});
+  fn(f16_t{});
+}
+
+const int64_t kSizes[] = {1, 3, 255, 256, 257, 4099, 4096 * 256 + 5};
+
+TEST(CudaBodies, GridCoversEveryItemOnce) {
+  for (int64_t n : kSizes) {
+    const Grid g = grid_for(n);
+    EXPECT_LE(g.blocks, 4096u);
+    std::vector<int> hits(size_t(n), 0);
+    run_on_host(g, n, [&](int64_t i) { ++hits[size_t(i)]; });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)], 1) << "item " << i << " of " << n;
+  }
+}
+
+TEST(CudaBodies, CastAndFillRoundLikeTheCpuBackend) {
+  const int64_t n = 4099;
+  std::vector<float> v = random_normal(n, 1, 100.0f);
+  v[0] = NAN;
+  v[1] = INFINITY;
+  v[2] = 1e-7f;  // an f16 subnormal
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> got(static_cast<size_t>(n));
+    run_on_host(grid_for(n), n, CastBody<float, T>{v.data(), got.data()});
+    Tensor src = Tensor::view(v.data(), {n});
+    Tensor want = Tensor::empty({n}, sizeof(T) == 4 ? DType::f32
+                                     : std::is_same_v<T, bf16_t> ? DType::bf16 : DType::f16);
+    ops::cast(cpu_context(), src, want);
+    EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(want.dtype);
+    run_on_host(grid_for(n), n, FillBody<T>{got.data(), store<T>(0.5f)});
+    for (const T& x : got) ASSERT_EQ(load(x), 0.5f);
+  });
+}
+
+TEST(CudaBodies, AddAndScaleMatchFloat64InMixedDtypes) {
+  const int64_t n = 4099;
+  const std::vector<float> a = random_normal(n, 9), b = random_normal(n, 10);
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> bs = stored<T>(b);
+    std::vector<T> out(static_cast<size_t>(n)), scaled(static_cast<size_t>(n));
+    run_on_host(grid_for(n), n, AddBody<float, T, T>{a.data(), bs.data(), out.data()});
+    run_on_host(grid_for(n), n, ScaleBody<T, T>{out.data(), scaled.data(), 0.5f});
+    std::vector<double> want(static_cast<size_t>(n));
+    for (size_t i = 0; i < want.size(); ++i) want[i] = double(a[i]) + load(bs[i]);
+    EXPECT_LE(max_rel_error(values(out), want), tolerance<T>());
+    for (double& w : want) w *= 0.5;
+    EXPECT_LE(max_rel_error(values(scaled), want), tolerance<T>());
+  });
+}
+
+TEST(CudaBodies, GeluForwardAndBackwardMatchFloat64) {
+  const int64_t n = 4099;
+  for (bool tanh_form : {false, true})
+    for_each_type([&](auto tag) {
+      using T = decltype(tag);
+      const std::vector<T> x = stored<T>(random_normal(n, 2, 3.0f));
+      const std::vector<T> dy = stored<T>(random_normal(n, 3));
+      std::vector<T> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+      run_on_host(grid_for(n), n, GeluForwardBody<T, T>{x.data(), y.data(), tanh_form});
+      run_on_host(grid_for(n), n, GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), tanh_form});
+      std::vector<double> want_y(static_cast<size_t>(n)), want_dx(static_cast<size_t>(n));
+      for (size_t i = 0; i < size_t(n); ++i) {
+        const double v = load(x[i]), g = load(dy[i]);
+        double cdf, dcdf;  // gelu = v cdf(v); gelu' = cdf + v cdf'
+        if (tanh_form) {
+          const double k = std::sqrt(2.0 / M_PI), t = std::tanh(k * (v + 0.044715 * v * v * v));
+          cdf = 0.5 * (1 + t);
+          dcdf = 0.5 * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v);
+        } else {
+          cdf = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+          dcdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+        }
+        want_y[i] = v * cdf;
+        want_dx[i] = g * (cdf + v * dcdf);
+      }
+      EXPECT_LE(max_rel_error(values(y), want_y), tolerance<T>()) << tanh_form;
+      EXPECT_LE(max_rel_error(values(dx), want_dx), tolerance<T>()) << tanh_form;
+    });
+}
+
+TEST(CudaBodies, DropoutMaskIsTheCpuBackendsBitForBit) {
+  const int64_t samples = 5, per = 4 * 37 + 3;  // a partial Philox block per sample
+  const std::vector<float> x = random_normal(samples * per, 4);
+  const RngStream rng{42, rng_stream(RngPurpose::dropout, 3, 7)};
+  const float p = 0.1f;
+  const uint64_t offset = 1000;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const DType dt = sizeof(T) == 4 ? DType::f32 : std::is_same_v<T, bf16_t> ? DType::bf16 : DType::f16;
+    std::vector<T> xs = stored<T>(x), got(xs.size());
+    const int64_t blocks = (per + 3) / 4;
+    const DropoutBody<T, T> body{xs.data(), got.data(), rng, offset, per, blocks, p, 1.0f / (1.0f - p)};
+    run_on_host(grid_for(samples * blocks), samples * blocks, body);
+    Tensor in = Tensor::view(xs.data(), {samples, per}, dt);
+    Tensor want = Tensor::empty({samples, per}, dt);
+    ops::dropout_forward(cpu_context(), in, p, rng, offset, samples, want);
+    EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(dt);
+  });
+}
+
+TEST(CudaBodies, SoftmaxRowsMatchFloat64) {
+  const int64_t rows = 37, cols = 129;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> x = stored<T>(random_normal(rows * cols, 5, 4.0f));
+    std::vector<T> y(x.size());
+    run_on_host(grid_for(rows), rows, SoftmaxRowBody<T, T>{x.data(), y.data(), cols});
+    const std::vector<double> xd = values(x);
+    std::vector<double> want(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xd[size_t(r * cols + c)]);
+      for (int64_t c = 0; c < cols; ++c) sum += std::exp(xd[size_t(r * cols + c)] - mx);
+      for (int64_t c = 0; c < cols; ++c)
+        want[size_t(r * cols + c)] = std::exp(xd[size_t(r * cols + c)] - mx) / sum;
+    }
+    EXPECT_LE(max_rel_error(values(y), want), tolerance<T>());
+  });
+}
+
+TEST(CudaBodies, LayerNormRowsMatchFloat64) {
+  const int64_t rows = 19, C = 257;
+  const float eps = 1e-5f;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> x = stored<T>(random_normal(rows * C, 6, 2.0f));
+    const std::vector<T> w = stored<T>(random_normal(C, 7)), b = stored<T>(random_normal(C, 8));
+    std::vector<T> y(x.size());
+    std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+    const LayerNormRowBody<T, T, T> body{x.data(), w.data(), b.data(), y.data(),
+                                         mean.data(), rstd.data(), C, eps};
+    run_on_host(grid_for(rows), rows, body);
+    const std::vector<double> xd = values(x), wd = values(w), bd = values(b);
+    std::vector<double> want(x.size()), want_mean(static_cast<size_t>(rows)), want_rstd(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = 0, var = 0;
+      for (int64_t c = 0; c < C; ++c) m += xd[size_t(r * C + c)] / double(C);
+      for (int64_t c = 0; c < C; ++c) var += std::pow(xd[size_t(r * C + c)] - m, 2) / double(C);
+      const double s = 1 / std::sqrt(var + eps);
+      want_mean[size_t(r)] = m;
+      want_rstd[size_t(r)] = s;
+      for (int64_t c = 0; c < C; ++c)
+        want[size_t(r * C + c)] = (xd[size_t(r * C + c)] - m) * s * wd[size_t(c)] + bd[size_t(c)];
+    }
+    EXPECT_LE(max_rel_error(values(y), want), tolerance<T>());
+    EXPECT_LE(max_rel_error(mean, want_mean), 1e-5);
+    EXPECT_LE(max_rel_error(rstd, want_rstd), 1e-5);
+  });
+}
+
+}  // namespace
+}  // namespace kiln
