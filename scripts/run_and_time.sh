@@ -4,6 +4,23 @@
 # with one seed, both appending to OUTPUT_DIR/result_BENCH_SEED.log; all output is tee'd to
 # OUTPUT_DIR/BENCH_PLATFORM_MMDDHHMM_SEED.log. Returns the run phase's exit status.
 
+# run_and_time_usage BENCH EXAMPLE_FLAGS: the usage text of run_and_time_BENCH.sh.
+run_and_time_usage() {
+  local bench=$1 example=$2
+  cat <<TEXT
+usage: scripts/run_and_time_$bench.sh [kiln train $bench flags...]
+  e.g. scripts/run_and_time_$bench.sh $example
+environment:
+  SEED                 seed for both phases (default: \$RANDOM)
+  OUTPUT_DIR           where result_${bench}_<seed>.log and the console log go (default: .)
+  SUBMISSION_PLATFORM  MLPerf submission_platform, also in the console log's name (kiln-cpu)
+  INIT_BENCHMARK       steps of the init phase (10)
+  KILN                 the kiln binary (default: build/kiln, else kiln on PATH)
+  BASEDIR, BS, ...     any kiln train $bench environment variable (kiln train $bench --help)
+Exit status: the run phase's (1 when the init phase fails).
+TEXT
+}
+
 kiln_binary() {
   local here
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -20,6 +19,7 @@
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_data.h"
 #include "tests/train/bert_baselines.h"
+#include "tests/train/tiny_runs.h"
 
 namespace kiln::train {
 namespace {
@@ -131,27 +131,7 @@ TEST(BertPretraining, ResumedRunContinuesBitwiseIdentically) {
 TEST(BertPretraining, RunThatReachesTheMlperfTargetWritesACompliantLog) {
   KILN_REQUIRE_TEST_DATA();
   const fs::path root = testing::unique_temp_dir("bert_mllog");
-  {
-    std::ofstream text(root / "memo.txt");
-    for (int doc = 0; doc < 300; ++doc)
-      text << "the quick brown fox jumps over the lazy dog.\n"
-              "a journey of a thousand miles begins with a single step.\n"
-              "all that glitters is not gold.\nthe early bird catches the worm.\n"
-              "actions speak louder than words.\nknowledge is power and power corrupts.\n"
-              "time and tide wait for no man.\nthe pen is mightier than the sword.\n\n";
-  }
-  data::PrepareBertOptions o;
-  o.inputs = {root / "memo.txt"};
-  o.vocab = kVocab;
-  o.output = root / "data";
-  o.instance.max_seq_length = 32;
-  o.instance.max_predictions = 5;
-  o.instance.dupe_factor = 1;
-  o.eval_documents = 40;
-  o.eval_samples = 256;
-  o.sampling = data::Sampling::philox;  // the samples these runs were tuned on
-  o.progress = false;
-  data::prepare_bert(o);
+  testing::memorable_bert_corpus(root, data::Sampling::philox);  // the samples this run was tuned on
 
   std::vector<std::pair<std::string, std::string>> resolved;
   const BertTrainConfig c = tiny_config(

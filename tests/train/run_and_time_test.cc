@@ -5,43 +5,18 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "kiln/core/file_util.h"
-#include "kiln/data/bert/prepare_bert.h"
 #include "tests/testing/mllog_events.h"
 #include "tests/testing/mlperf_checker.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_data.h"
+#include "tests/train/tiny_runs.h"
 
 namespace kiln {
 namespace {
 namespace fs = std::filesystem;
-
-fs::path memorable_corpus(const fs::path& root) {
-  {
-    std::ofstream text(root / "memo.txt");
-    for (int doc = 0; doc < 300; ++doc)
-      text << "the quick brown fox jumps over the lazy dog.\n"
-              "a journey of a thousand miles begins with a single step.\n"
-              "all that glitters is not gold.\nthe early bird catches the worm.\n"
-              "actions speak louder than words.\nknowledge is power and power corrupts.\n"
-              "time and tide wait for no man.\nthe pen is mightier than the sword.\n\n";
-  }
-  data::PrepareBertOptions o;
-  o.inputs = {root / "memo.txt"};
-  o.vocab = testing::test_vocab();
-  o.output = root / "data";
-  o.instance.max_seq_length = 32;
-  o.instance.max_predictions = 5;
-  o.instance.dupe_factor = 1;
-  o.eval_documents = 40;
-  o.eval_samples = 256;
-  o.progress = false;
-  data::prepare_bert(o);
-  return o.output;
-}
 
 std::vector<std::string> keys(const fs::path& log) {
   std::vector<std::string> out;
@@ -57,7 +32,7 @@ std::string system_host() {
 TEST(RunAndTime, BertScriptRunsBothPhasesIntoOneCompliantLog) {
   KILN_REQUIRE_TEST_DATA();
   const fs::path root = testing::unique_temp_dir("run_and_time_bert");
-  const fs::path data = memorable_corpus(root);
+  const fs::path data = testing::memorable_bert_corpus(root, kiln::data::Sampling::reference);
   const fs::path out = root / "out";
   const std::string command =
       "cd '" + root.string() + "' && KILN='" + KILN_BINARY + "' SEED=4242 OUTPUT_DIR='" + out.string() +

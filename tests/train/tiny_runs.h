@@ -5,6 +5,8 @@
 //         learns that in about 70 steps (masked-LM accuracy 0.72, below 1.0 as the checker wants).
 //   ResNet: colour-coded image classes (JPEG, 16x16); one validation image is mislabelled, so
 //         top-1 stays at most 15/16 < 1.0.
+//   memorable_bert_corpus: eight sentences repeated in every document; BERT-tiny memorises them and
+//         reaches the real MLPerf target (0.720) within a few hundred steps.
 // Each writes its data under `dir` and returns the `kiln train` flags of the run. The runs use
 // one thread: on models this small a second one only waits at barriers (ten times slower on a
 // loaded machine); ThreadsRestored puts the process's OpenMP setting back after an in-process run.
@@ -21,6 +23,7 @@
 
 #include "kiln/data/bert/prepare_bert.h"
 #include "kiln/data/image/jpeg_encode.h"
+#include "tests/testing/test_data.h"
 
 namespace kiln::testing {
 
@@ -34,6 +37,32 @@ struct TinyBert {
   int64_t train_samples = 0;     // samples in one epoch of the training data
   std::vector<std::string> flags;
 };
+
+// Prepared samples of the memorable corpus under dir/data (dir/memo.txt its text), drawn with `sampling`.
+inline std::filesystem::path memorable_bert_corpus(const std::filesystem::path& dir, data::Sampling sampling) {
+  {
+    std::ofstream text(dir / "memo.txt");
+    for (int doc = 0; doc < 300; ++doc)
+      text << "the quick brown fox jumps over the lazy dog.\n"
+              "a journey of a thousand miles begins with a single step.\n"
+              "all that glitters is not gold.\nthe early bird catches the worm.\n"
+              "actions speak louder than words.\nknowledge is power and power corrupts.\n"
+              "time and tide wait for no man.\nthe pen is mightier than the sword.\n\n";
+  }
+  data::PrepareBertOptions o;
+  o.inputs = {dir / "memo.txt"};
+  o.vocab = test_vocab();
+  o.output = dir / "data";
+  o.instance.max_seq_length = 32;
+  o.instance.max_predictions = 5;
+  o.instance.dupe_factor = 1;
+  o.eval_documents = 40;
+  o.eval_samples = 256;
+  o.sampling = sampling;
+  o.progress = false;
+  data::prepare_bert(o);
+  return o.output;
+}
 
 inline TinyBert tiny_bert(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;

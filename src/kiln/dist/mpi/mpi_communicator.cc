@@ -162,12 +162,12 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
              dtype_name(in.dtype), size_, out.numel(), dtype_name(out.dtype));
   const int bytes = byte_count(out, "reduce_scatter_sum");
   // Rank r's share of every rank's input arrives at r in rank order; r adds them in that order.
-  std::vector<std::byte> shares(size_t(bytes) * size_t(size_));
+  shares_.resize(size_t(bytes) * size_t(size_));
   {
     const Watchdog::Wait wait = watchdog_.wait("reduce_scatter_sum");
-    check(MPI_Alltoall(in.data, bytes, MPI_BYTE, shares.data(), bytes, MPI_BYTE, comm_), "MPI_Alltoall");
+    check(MPI_Alltoall(in.data, bytes, MPI_BYTE, shares_.data(), bytes, MPI_BYTE, comm_), "MPI_Alltoall");
   }
-  sum_in_rank_order(out.dtype, shares.data(), size_, out.numel(), out.data);
+  sum_in_rank_order(out.dtype, shares_.data(), size_, out.numel(), out.data);
 }
 
 std::unique_ptr<Request> MpiCommunicator::isend(const Tensor& t, int peer) {

@@ -42,8 +42,8 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1;  // among the ranks sharing this machine's memory
   Watchdog watchdog_;
-  // all_reduce_sum's buffers, kept between calls: this rank's input split into shares (then the
-  // summed shares of every rank), the shares other ranks sent it, its own summed share.
+  // Buffers kept between calls: all_reduce_sum's input split into shares (then the summed shares
+  // of every rank), the shares other ranks sent (all_reduce_sum, reduce_scatter_sum), its own sum.
   std::vector<std::byte> outgoing_, shares_, summed_;
 };
 
