@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/dist/parallel_layout.h"
+#include "kiln/dist/parallel_groups.h"
 #include "kiln/dist/world.h"
 #include "tests/testing/run_command.h"
 
@@ -86,9 +86,13 @@ void check_groups_on_this_rank() {
   dist::Communicator& world = dist::world();
   ASSERT_EQ(world.size(), 4);
   const int rank = world.rank();
-  const dist::ParallelLayout layout = dist::ParallelLayout::make(4, rank, 2, 2);
-  const auto tp = dist::subgroup(world, layout.tp_group());
-  const auto pp = dist::subgroup(world, layout.pp_group());
+  const dist::ParallelGroups groups = dist::ParallelGroups::make(world, 2, 2);
+  const dist::ParallelLayout& layout = groups.layout;
+  const auto& tp = groups.tp;
+  const auto& pp = groups.pp;
+  EXPECT_EQ(groups.dp->size(), 1);
+  EXPECT_EQ(groups.model->size(), 4);
+  EXPECT_EQ(groups.embedding->size(), 2) << "first and last stage";
   EXPECT_EQ(tp->size(), 2);
   EXPECT_EQ(tp->rank(), layout.tp_rank);
   EXPECT_EQ(pp->rank(), layout.pp_rank);
@@ -96,6 +100,9 @@ void check_groups_on_this_rank() {
   std::vector<double> v = {double(rank)};
   dist::all_reduce_sum(*tp, v);
   EXPECT_EQ(v[0], rank < 2 ? 0 + 1 : 2 + 3) << "only the tensor-parallel pair is summed";
+  std::vector<double> e = {double(rank)};
+  dist::all_reduce_sum(*groups.embedding, e);
+  EXPECT_EQ(e[0], layout.tp_rank == 0 ? 0 + 2 : 1 + 3) << "the two stages of one tensor-parallel rank";
 
   // in[i] = 10 x rank + i over 8 elements; rank r receives the sum of elements [2r, 2r + 2).
   std::vector<float> in(8), out(2);

@@ -35,6 +35,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/step.h"
 #include "kiln/dist/communicator.h"
+#include "kiln/dist/parallel_groups.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/log/megatron_log.h"
@@ -163,7 +164,9 @@ struct TrainState {
   const optim::LrSchedule& schedule;
   std::vector<io::FlatState> buffers;  // non-parameter model state (BN running statistics)
   RunContext& run;                     // the one the store and optimizer were made with
-  dist::Communicator& comm;            // the data-parallel ranks (dist::world())
+  dist::Communicator& comm;            // the data-parallel ranks (dist::world() without TP / PP)
+  // Tensor- and pipeline-parallel runs: every group of the layout (comm is groups->dp).
+  const dist::ParallelGroups* groups = nullptr;
 };
 
 // Runs the loop above from `resume` (find_resume_point). The caller opened the MLPerf log

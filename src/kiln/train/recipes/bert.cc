@@ -272,9 +272,13 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     throw Error("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}: tensor- and pipeline-parallel "
                 "training is not implemented yet (issue 9); train with 1 and 1 (data parallel: mpirun -np N)",
                 c.tensor_parallel, c.pipeline_parallel);
-  const dist::Placement placement = dist::place_rank(dist::world(), c.threads);
+  dist::Communicator& world = dist::world();
+  world.set_timeout(c.dist_timeout);
+  const dist::ParallelGroups groups =
+      dist::ParallelGroups::make(world, int(c.tensor_parallel), int(c.pipeline_parallel));
+  const dist::Placement placement = dist::place_rank(world, c.threads);
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
-  if (c.is_rank0 && dist::world().size() > 1) console << placement.describe(dist::world());
+  if (c.is_rank0 && world.size() > 1) console << placement.describe(world);
   BertRunResult result;
 
   // Data first, so a bad data directory fails before anything is logged as started.
@@ -351,10 +355,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.resolved = resolved;
   loop.settings = settings;
 
-  dist::Communicator& world = dist::world();
-  world.set_timeout(c.dist_timeout);
-  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), world);
-  const LoopResult r = run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, world}, sinks, resume);
+  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), *groups.dp);
+  const LoopResult r =
+      run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, *groups.dp, &groups}, sinks, resume);
   if (init_phase) mllog.finish_init_phase();
   result.steps = r.steps;
   result.losses = r.losses;
