@@ -29,6 +29,21 @@ TEST(GradNorm, GlobalNormMatchesFloat64Reference) {
   EXPECT_GT(ref, 0.0);
 }
 
+// A replica another rank counts (norm_owner false) is left out of the norm.
+TEST(GradNorm, GlobalNormLeavesOutParametersThisRankDoesNotOwn) {
+  ParamStore store;
+  test::make_store(store);
+  test::fill_grads(store, 2);
+  const ParamSpec& bias = store.specs()[1];
+  double bias_squares = 0;
+  for (int64_t i = bias.offset; i < bias.offset + bias.numel; ++i)
+    bias_squares += double(store.host_grads()[size_t(i)]) * store.host_grads()[size_t(i)];
+  const double all = reference_norm(store);
+  store.set_norm_owner(1, false);
+  EXPECT_NEAR(global_grad_norm(store), std::sqrt(all * all - bias_squares), 1e-12 * all);
+  EXPECT_GT(bias_squares, 0.0);
+}
+
 TEST(GradNorm, ClipScalesToMaxNormAndReturnsPreClipNorm) {
   ParamStore store;
   test::make_store(store);

@@ -87,6 +87,37 @@ TEST(Lamb, FirstStepMovesEachNonZeroParamByLrTimesItsNorm) {
   }
 }
 
+// A norm reduction that reports ‖w‖ twice as large (as if another rank held an equal part of the
+// weight) doubles the weight's trust ratio, and so its step; the all-zero bias keeps ratio 1.
+TEST(Lamb, TrustRatiosUseTheReducedNorms) {
+  ParamStore plain, reduced;
+  for (ParamStore* store : {&plain, &reduced}) {
+    test::make_store(*store);
+    test::fill_grads(*store, 1);
+  }
+  const std::vector<float> before = plain.values_vector();
+  Lamb a(plain), b(reduced);
+  int calls = 0;
+  b.set_norm_reduction([&](Tensor& norms) {
+    ++calls;
+    ASSERT_EQ(norms.shape, (Shape{2, 2}));
+    Tensor sums = Tensor::view(norms.data, norms.shape, DType::f64);
+    sums.ptr<double>()[0] *= 4;  // Σ w² of dense.weight
+  });
+  a.step(0.01f);
+  b.step(0.01f);
+  EXPECT_EQ(calls, 1);
+  const ParamSpec& w = plain.specs()[0];
+  for (int64_t i = w.offset; i < w.offset + w.numel; ++i) {
+    const double d_plain = double(plain.host_values()[size_t(i)]) - before[size_t(i)];
+    const double d_reduced = double(reduced.host_values()[size_t(i)]) - before[size_t(i)];
+    EXPECT_NEAR(d_reduced, 2 * d_plain, 1e-7) << "dense.weight[" << i - w.offset << "]";
+  }
+  const ParamSpec& bias = plain.specs()[1];
+  for (int64_t i = bias.offset; i < bias.offset + bias.numel; ++i)
+    EXPECT_EQ(reduced.host_values()[size_t(i)], plain.host_values()[size_t(i)]);
+}
+
 TEST(Lamb, ZeroGradientOnNoDecayParamLeavesItUnchanged) {
   ParamStore store;
   test::make_store(store);

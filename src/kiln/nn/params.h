@@ -20,6 +20,10 @@ struct ParamSpec {
   int64_t offset = 0;  // in elements, into ParamStore::values / grads / compute
   int64_t numel = 0;
   bool decay = true;  // weight decay applies (false for biases and LayerNorm)
+  // Counted in global gradient norms on this rank. False where another rank of the model-parallel
+  // group counts the same values (a replica of a parameter that tensor- or pipeline-parallel
+  // ranks share), so that optim::global_grad_norm does not count it twice.
+  bool norm_owner = true;
 };
 
 class ParamStore;
@@ -57,6 +61,7 @@ class ParamStore {
   void refresh_compute();
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
+  void set_norm_owner(int id, bool owner) { specs_.at(size_t(id)).norm_owner = owner; }
   const ParamSpec* find(const std::string& name) const;
   int64_t size() const { return size_; }
   // One segment per parameter, in registration order (fused optimizer and norm ops take them).

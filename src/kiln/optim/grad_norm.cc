@@ -9,7 +9,7 @@
 
 namespace kiln::optim {
 
-double global_grad_norm(const ParamStore& store, Context& ctx) {
+double global_grad_norm(const ParamStore& store, Context& ctx, dist::Communicator* model_group) {
   const std::vector<ops::TensorSegment>& segments = store.segments();
   const int64_t n = int64_t(segments.size());
   Tensor sums = ctx.scratch_tensor({n}, DType::i64);
@@ -18,7 +18,9 @@ double global_grad_norm(const ParamStore& store, Context& ctx) {
   Tensor host_view = Tensor::view(host.data(), {n}, DType::i64);
   ops::copy(ctx, sums, host_view);
   double total = 0.0;
-  for (double s : host) total += s;  // in parameter order
+  for (size_t k = 0; k < host.size(); ++k)  // in parameter order
+    if (store.specs()[k].norm_owner) total += host[k];
+  if (model_group && model_group->size() > 1) dist::all_reduce_sum(*model_group, {&total, 1});
   return std::sqrt(total);
 }
 

@@ -24,6 +24,7 @@ void Lamb::step(float lr) {
   // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
   // the same m, v, w rather than storing it.
   ops::lamb_moments(ctx_, p, store_.segments(), store_.values, store_.grads, m_, v_, norms_);
+  if (reduce_norms_) reduce_norms_(norms_);
   ops::lamb_update(ctx_, p, store_.segments(), norms_, store_.values, m_, v_, store_.compute);
   ++steps_taken_;
 }

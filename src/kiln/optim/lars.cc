@@ -18,6 +18,7 @@ void Lars::step(float lr) {
   const ops::LarsStep p{lr, config_.momentum, config_.weight_decay, config_.eeta,
                         config_.epsilon};
   ops::segment_sum_squares(ctx_, store_.values, store_.grads, store_.segments(), norms_);
+  if (reduce_norms_) reduce_norms_(norms_);
   ops::lars_update(ctx_, p, store_.segments(), norms_, store_.values, store_.grads, momentum_,
                    store_.compute);
   ++steps_taken_;

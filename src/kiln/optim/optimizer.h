@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ class Optimizer {
   void set_steps_taken(int64_t steps);
   // All state buffers, in a fixed order, for save and restore.
   virtual std::vector<NamedState> state() = 0;
+  // Trust-ratio optimizers (LAMB, LARS) on ranks that hold parts of a parameter (tensor parallel,
+  // sharded optimizer state): `reduce` receives the per-parameter partial sums of squares
+  // (parameters, 2) f64 stored as i64 (view them as DType::f64) and must turn them into the
+  // whole parameters' sums, identical on the ranks sharing a parameter. Called between the passes.
+  void set_norm_reduction(std::function<void(Tensor& norms)> reduce) { reduce_norms_ = std::move(reduce); }
 
  protected:
   // Ops run on ctx, which must be the device of the store's buffers.
@@ -44,6 +50,7 @@ class Optimizer {
   ParamStore& store_;
   Context& ctx_;
   int64_t steps_taken_ = 0;
+  std::function<void(Tensor& norms)> reduce_norms_;
 };
 
 }  // namespace kiln::optim

@@ -241,7 +241,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       ops::fill(ctx, first, std::numeric_limits<float>::quiet_NaN());
     }
     if (scaler.enabled() && scaler.scale() != 1.0) optim::scale_grads(store, float(1.0 / scaler.scale()), ctx);
-    const double grad_norm = optim::global_grad_norm(store, ctx);
+    dist::Communicator* model_group = state.groups && state.groups->model_parallel() ? state.groups->model.get() : nullptr;
+    const double grad_norm = optim::global_grad_norm(store, ctx, model_group);
     lr = state.schedule.lr(optimizer.steps_taken());  // skipped steps do not advance it
     const bool finite = std::isfinite(sum.loss) && std::isfinite(grad_norm);
     if (finite) {
