@@ -28,9 +28,23 @@ Param ParamStore::add(std::string name, Shape shape, bool decay) {
   KILN_CHECK(!find(name), "parameter '{}' registered twice", name);
   ParamSpec spec{std::move(name), std::move(shape), size_, 0, decay};
   spec.numel = shape_numel(spec.shape);
+  spec.full_shape = spec.shape;
   size_ += (spec.numel + 15) / 16 * 16;
   specs_.push_back(std::move(spec));
   return Param{this, int(specs_.size()) - 1};
+}
+
+Param ParamStore::add_part(std::string name, const Shape& full, bool decay, int dim, int64_t start, int64_t count) {
+  KILN_CHECK(dim >= 0 && size_t(dim) < full.size() && start >= 0 && count > 0 && start + count <= full[size_t(dim)],
+             "parameter '{}': part [{}, {}) of dimension {} is outside its shape", name, start, start + count, dim);
+  Shape shape = full;
+  shape[size_t(dim)] = count;
+  Param p = add(std::move(name), shape, decay);
+  ParamSpec& spec = specs_.back();
+  spec.part_dim = dim;
+  spec.part_start = start;
+  spec.full_shape = full;
+  return p;
 }
 
 void ParamStore::allocate(Context& ctx) {

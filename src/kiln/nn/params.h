@@ -24,6 +24,12 @@ struct ParamSpec {
   // group counts the same values (a replica of a parameter that tensor- or pipeline-parallel
   // ranks share), so that optim::global_grad_norm does not count it twice.
   bool norm_owner = true;
+  // Tensor parallel: this rank holds `shape[part_dim]` entries of dimension `part_dim` of a
+  // parameter whose whole shape is `full_shape`, from entry `part_start` on. part_dim -1: the
+  // whole parameter (full_shape == shape). Checkpoints store whole parameters.
+  int part_dim = -1;
+  int64_t part_start = 0;
+  Shape full_shape;
 };
 
 class ParamStore;
@@ -48,6 +54,9 @@ class ParamStore {
  public:
   // Registers a parameter; call before allocate(). Offsets are 16-element aligned.
   Param add(std::string name, Shape shape, bool decay);
+  // Registers entries [start, start + count) of dimension `dim` of a parameter of shape `full`
+  // (a tensor-parallel part; ParamSpec::part_dim).
+  Param add_part(std::string name, const Shape& full, bool decay, int dim, int64_t start, int64_t count);
   // Allocates values and grads (zeroed) on ctx.device; later ops on the store run on `ctx`.
   // After this no parameter can be added.
   void allocate(Context& ctx = cpu_context());
