@@ -5,11 +5,14 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "kiln/dist/parallel_groups.h"
 #include "kiln/dist/world.h"
+#include "kiln/io/checkpoint.h"
+#include "kiln/train/whole_model.h"
 #include "tests/testing/run_command.h"
 
 namespace kiln {
@@ -122,6 +125,82 @@ void check_groups_on_this_rank() {
   }
   world.barrier();
   dist::finalize();
+}
+
+// Element i of the whole parameter `name`, and of its optimizer state "m" (twice as large).
+float whole_value(const std::string& name, int64_t i) { return float(name.size()) + 0.25f * float(i); }
+
+// Rank r's layout: half the rows of "split.rows" (4, 3), half the columns of "split.cols" (2, 6),
+// a replicated "replica" (5), and on rank 1 only "last.stage" (2), as a later pipeline stage.
+void add_rank_params(ParamStore& store, int rank) {
+  store.add_part("split.rows", {4, 3}, true, 0, 2 * rank, 2);
+  store.add_part("split.cols", {2, 6}, true, 1, 3 * rank, 3);
+  store.add("replica", {5}, false);
+  if (rank == 1) store.add("last.stage", {2}, true);
+  store.allocate();
+}
+
+void fill_parts(ParamStore& store, Tensor& m) {
+  for (const ParamSpec& s : store.specs()) {
+    std::vector<float> whole(size_t(shape_numel(s.full_shape)));
+    for (size_t i = 0; i < whole.size(); ++i) whole[i] = whole_value(s.name, int64_t(i));
+    extract_part(s, whole.data(), store.values.ptr<float>() + s.offset);
+    for (int64_t i = 0; i < s.numel; ++i) m.ptr<float>()[s.offset + i] = 2 * store.values.ptr<float>()[s.offset + i];
+  }
+}
+
+void check_whole_model_on_this_rank() {
+  int argc = 0;
+  char** argv = nullptr;
+  dist::init(argc, argv);
+  dist::Communicator& world = dist::world();
+  ASSERT_EQ(world.size(), 2);
+  const int rank = world.rank();
+  ParamStore store;
+  add_rank_params(store, rank);
+  Tensor m = Tensor::zeros({store.size()});
+  fill_parts(store, m);
+
+  const train::WholeModel whole = train::gather_whole_model(store, {{"m", &m}}, world);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln_whole_model_" + std::to_string(::getppid()));
+  if (rank == 0) {
+    const std::vector<std::string> names = {"split.rows", "split.cols", "replica", "last.stage"};
+    ASSERT_EQ(whole.model.size(), names.size());
+    ASSERT_EQ(whole.optimizer.size(), names.size());
+    for (size_t k = 0; k < names.size(); ++k) {
+      EXPECT_EQ(whole.model[k].first, names[k]);
+      EXPECT_EQ(whole.optimizer[k].first, "m." + names[k]);
+      const Tensor& w = whole.model[k].second;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        ASSERT_EQ(w.ptr<float>()[i], whole_value(names[k], i)) << names[k] << "[" << i << "]";
+        ASSERT_EQ(whole.optimizer[k].second.ptr<float>()[i], 2 * whole_value(names[k], i)) << names[k];
+      }
+    }
+    EXPECT_EQ(whole.model[0].second.shape, (Shape{4, 3}));
+    EXPECT_EQ(whole.model[1].second.shape, (Shape{2, 6}));
+    std::filesystem::remove_all(dir);
+    io::CheckpointManager(dir, 1).save(7, whole.model, whole.optimizer, nlohmann::json{{"step", 7}});
+  } else {
+    EXPECT_TRUE(whole.model.empty());
+  }
+  world.barrier();
+
+  // Each rank loads its own parts back out of the whole tensors.
+  ParamStore loaded;
+  add_rank_params(loaded, rank);
+  Tensor loaded_m = Tensor::zeros({loaded.size()});
+  io::load_checkpoint(dir / "iter_0000007", loaded, {{"m", &loaded_m}});
+  EXPECT_EQ(loaded.values_vector(), store.values_vector());
+  for (int64_t i = 0; i < store.size(); ++i) ASSERT_EQ(loaded_m.ptr<float>()[i], m.ptr<float>()[i]) << i;
+  world.barrier();
+  if (rank == 0) std::filesystem::remove_all(dir);
+  dist::finalize();
+}
+
+TEST(MpiCommunicator, GathersModelPartsIntoWholeCheckpointTensorsThatLoadBackIntoPartsOnTwoRanks) {
+  if (dist::launcher_world_size() > 0) return check_whole_model_on_this_rank();
+  run_under_mpirun("GathersModelPartsIntoWholeCheckpointTensorsThatLoadBackIntoPartsOnTwoRanks", 2);
 }
 
 TEST(MpiCommunicator, SumsInRankOrderAndGathersAndBroadcastsOnTwoRanks) {

@@ -25,13 +25,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::pair<std::string, Tensor>> param_tensors(const ParamStore& params,
-                                                          const Tensor& buffer,
-                                                          const std::string& prefix) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const ParamSpec& s : params.specs())
+NamedTensors param_tensors(const ParamStore& params, const Tensor& buffer, const std::string& prefix) {
+  NamedTensors out;
+  for (const ParamSpec& s : params.specs()) {
+    KILN_CHECK(s.part_dim < 0, "checkpoint: parameter '{}' is a tensor-parallel part; gather the whole first", s.name);
     out.emplace_back(prefix + s.name,
                      Tensor::view(const_cast<float*>(buffer.ptr<float>()) + s.offset, s.shape));
+  }
   return out;
 }
 
@@ -41,15 +41,15 @@ void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore
     const std::string name = prefix + s.name;
     if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
     Tensor t = file.get(name);
-    if (t.dtype != DType::f32 || t.shape != s.shape)
+    if (t.dtype != DType::f32 || t.shape != s.full_shape)
       throw Error("{}: tensor '{}' has shape {} {}, expected {} f32", path.string(), name,
-                  shape_str(t.shape), dtype_name(t.dtype), shape_str(s.shape));
-    std::copy_n(t.ptr<float>(), s.numel, buffer.ptr<float>() + s.offset);
+                  shape_str(t.shape), dtype_name(t.dtype), shape_str(s.full_shape));
+    extract_part(s, t.ptr<float>(), buffer.ptr<float>() + s.offset);
   }
 }
 
-std::vector<std::pair<std::string, Tensor>> buffer_tensors(const std::vector<FlatState>& buffers) {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors buffer_tensors(const std::vector<FlatState>& buffers) {
+  NamedTensors out;
   for (auto& [name, buffer] : buffers)
     out.emplace_back(name, *buffer);
   return out;
@@ -110,6 +110,16 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
                                  const std::vector<FlatState>& optimizer,
                                  const nlohmann::json& meta,
                                  const std::vector<FlatState>& buffers) {
+  NamedTensors model = param_tensors(params, params.values, "");
+  for (auto& t : buffer_tensors(buffers)) model.push_back(std::move(t));
+  NamedTensors state;
+  for (auto& [name, buffer] : optimizer)
+    for (auto& t : param_tensors(params, *buffer, name + ".")) state.push_back(std::move(t));
+  return save(step, model, state, meta);
+}
+
+fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const NamedTensors& state,
+                                 const nlohmann::json& meta) {
   const fs::path final_dir = dir_ / step_name(step);
   const fs::path tmp_dir = dir_ / (step_name(step) + ".tmp");
   std::error_code ec;
@@ -117,13 +127,8 @@ fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
   ensure_writable_dir(tmp_dir);
 
   // Each file is fsynced by write_file_atomic; the directory entries by fsync_path.
-  auto model = param_tensors(params, params.values, "");
-  for (auto& t : buffer_tensors(buffers)) model.push_back(std::move(t));
   save_safetensors(tmp_dir / "model.safetensors", model);
   test_kill_point(step, "model");
-  std::vector<std::pair<std::string, Tensor>> state;
-  for (auto& [name, buffer] : optimizer)
-    for (auto& t : param_tensors(params, *buffer, name + ".")) state.push_back(std::move(t));
   save_safetensors(tmp_dir / "optimizer.safetensors", state);
   test_kill_point(step, "optimizer");
   nlohmann::json with_format = meta;

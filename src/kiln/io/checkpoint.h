@@ -32,6 +32,8 @@ namespace kiln::io {
 
 // A flat optimizer buffer with the ParamStore's layout (e.g. LAMB's "exp_avg").
 using FlatState = std::pair<std::string, Tensor*>;
+// Host f32 tensors by name, as a checkpoint file holds them.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class CheckpointManager {
  public:
@@ -47,6 +49,11 @@ class CheckpointManager {
   std::filesystem::path save(int64_t step, const ParamStore& params,
                              const std::vector<FlatState>& optimizer, const nlohmann::json& meta,
                              const std::vector<FlatState>& buffers = {});
+
+  // The same, from whole tensors already named: `model` for model.safetensors, `optimizer` for
+  // optimizer.safetensors ("<state>.<parameter>"); the parts of a model-parallel run gathered.
+  std::filesystem::path save(int64_t step, const NamedTensors& model, const NamedTensors& optimizer,
+                             const nlohmann::json& meta);
 
   std::optional<std::filesystem::path> latest() const;
 
@@ -65,7 +72,8 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 
 // Restores parameters, model buffers and the `optimizer` buffers given (none: the optimizer is
 // not loaded). Every one must be present with the right shape, else kiln::Error naming the
-// tensor. meta.json is read by CheckpointMeta::read (io/checkpoint_meta.h).
+// tensor. Checkpoints hold whole parameters: a tensor-parallel part (ParamSpec::part_dim) takes
+// its slice, so a checkpoint loads under any layout. meta.json is read by CheckpointMeta::read (io/checkpoint_meta.h).
 void load_checkpoint(const std::filesystem::path& checkpoint, ParamStore& params,
                      const std::vector<FlatState>& optimizer, const std::vector<FlatState>& buffers = {});
 

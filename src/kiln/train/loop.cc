@@ -20,6 +20,7 @@
 #include "kiln/train/data_parallel.h"
 #include "kiln/train/run_report.h"
 #include "kiln/train/test_hooks.h"
+#include "kiln/train/whole_model.h"
 
 namespace kiln::train {
 
@@ -109,7 +110,13 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     progress_shown = false;
   };
 
+  const bool model_parallel = state.groups && state.groups->model_parallel();
   auto save = [&](int64_t step) {
+    if (!sinks.saves_checkpoints()) return;
+    // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
+    WholeModel whole;
+    if (model_parallel && state.groups->layout.dp_rank == 0)
+      whole = gather_whole_model(store, opt_state, *state.groups->model);
     if (!checkpoints) return;
     clear_progress();
     nlohmann::json meta;
@@ -128,7 +135,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       meta["mllog"] = {{"file", mllog->path().filename().string()}, {"bytes", at.bytes}, {"crc32c", at.crc32c}};
       mllog->start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
     }
-    result.checkpoint = checkpoints->save(step, store, opt_state, meta, state.buffers);
+    result.checkpoint = model_parallel ? checkpoints->save(step, whole.model, whole.optimizer, meta)
+                                       : checkpoints->save(step, store, opt_state, meta, state.buffers);
     if (mllog) mllog->end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});
     console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
   };
@@ -136,6 +144,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   // (MPI_Abort) in the middle of writing the checkpoint.
   auto save_all = [&](int64_t step) {
     save(step);
+    if (model_parallel) state.groups->model->barrier();  // with the dp barrier: every rank waits for rank 0
     if (dp.ranks() > 1) dp.barrier();
   };
   auto evaluate = [&](int64_t done, int64_t epoch) {

@@ -27,7 +27,7 @@ struct NullStream : std::ostream {
 
 Sinks::Sinks(bool is_rank0, std::ostream& console, const std::string& tensorboard_dir, const std::string& save_dir,
              int64_t keep_checkpoints)
-    : rank0_(is_rank0) {
+    : rank0_(is_rank0), saves_checkpoints_(!save_dir.empty()) {
   if (rank0_) {
     console_ = &console;
     if (!tensorboard_dir.empty()) tensorboard_.emplace(tensorboard_dir);

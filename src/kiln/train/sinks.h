@@ -40,9 +40,12 @@ class Sinks {
   log::MlLogger* mllog() { return mllog_ ? &*mllog_ : nullptr; }
   log::TensorBoardWriter* tensorboard() { return tensorboard_ ? &*tensorboard_ : nullptr; }
   io::CheckpointManager* checkpoints() { return checkpoints_ ? &*checkpoints_ : nullptr; }
+  // The run saves checkpoints (on every rank: the ones that send their parts to rank 0 too).
+  bool saves_checkpoints() const { return saves_checkpoints_; }
 
  private:
   bool rank0_;
+  bool saves_checkpoints_;
   std::unique_ptr<std::ostream> null_;
   std::ostream* console_;
   std::optional<log::MlLogger> mllog_;
