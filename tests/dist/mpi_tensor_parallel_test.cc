@@ -143,7 +143,7 @@ TEST(MpiTensorParallel, Tp2AndTp2Dp2TrainBertLikeOneProcess) {
 TEST(MpiTensorParallel, RefusesCheckpointsAndPipelineParallelism) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   const std::string base = testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY
-      " train bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --fake-data --train-iters 1";
+      " train bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --fake-data --seq-length 64 --train-iters 1";
   const auto [status, output] = testing::run_command(base + " --tensor-model-parallel-size 2 --save /tmp/never");
   EXPECT_NE(status, 0);
   EXPECT_NE(output.find("--save, --load and --init-checkpoint are not supported with tensor parallelism yet"),
