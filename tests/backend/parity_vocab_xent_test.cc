@@ -77,7 +77,8 @@ TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
   }
   for (int64_t i = 0; i < N; ++i) {
     const double l = double(max[size_t(i)]) + std::log(sumexp[size_t(i)]);
-    EXPECT_NEAR(l, ref.lse[size_t(i)], 1e-12 * std::abs(ref.lse[size_t(i)]) + 1e-12) << "row " << i;
+    // z - max is rounded to f32 before exp, as in softmax_xent_forward.
+    EXPECT_NEAR(l, ref.lse[size_t(i)], 1e-7 * std::abs(ref.lse[size_t(i)])) << "row " << i;
     lse[size_t(i)] = float(l);
   }
   // Backward: softmax - onehot of each shard, scaled by w_i / norm.

@@ -20,10 +20,13 @@ SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64
       dropout_(attn_dropout, layer_id),
       core_(recompute ? recompute : &own_),
       recompute_(recompute != nullptr),
-      first_head_(tp.start(heads)) {
+      first_head_(tp.start(heads)),
+      tp_(tp) {
   KILN_CHECK(heads > 0 && hidden % heads == 0, "{}: hidden size {} is not a multiple of {} heads",
              prefix, hidden, heads);
   dropout_.use_buffers(core_->dropped, core_->ddropped);
+  // q, k and v read the same x: their dx shares are summed over the group once.
+  query.reduce_input_grad = key.reduce_input_grad = value.reduce_input_grad = false;
 }
 
 Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& mask) {
@@ -98,9 +101,19 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
 
-  query.backward_into(step, dq, dx, accumulate);
-  key.backward_into(step, dk, dx, true);
-  value.backward_into(step, dv, dx, true);
+  if (!tp_.split()) {
+    query.backward_into(step, dq, dx, accumulate);
+    key.backward_into(step, dk, dx, true);
+    value.backward_into(step, dv, dx, true);
+    return;
+  }
+  Tensor part = partial_dx_.get({B * S, hidden}, dt);
+  query.backward_into(step, dq, part, false);
+  key.backward_into(step, dk, part, true);
+  value.backward_into(step, dv, part, true);
+  tp_.all_reduce(part);
+  if (accumulate) ops::add(ctx, dx, part, dx);
+  else ops::copy(ctx, part, dx);
 }
 
 }  // namespace kiln::nn

@@ -62,11 +62,12 @@ class SelfAttention {
   AttentionBuffers* core_;
   bool recompute_;
   int64_t first_head_;
+  TensorParallel tp_;
   int64_t B_ = 0, S_ = 0;
   Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
-  Buffer ctx_, dq_, dk_, dv_, dx_;
+  Buffer ctx_, dq_, dk_, dv_, dx_, partial_dx_;
 };
 
 }  // namespace kiln::nn

@@ -81,7 +81,7 @@ void Linear::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool 
   }
   ops::MatmulOpts o;
   const Tensor w = weights_for(weight, dy.dtype);
-  if (split_ == Split::column && tp_.split()) {  // this rank's share of dx, summed over the group
+  if (split_ == Split::column && tp_.split() && reduce_input_grad) {  // this rank's share of dx, summed over the group
     Tensor part = partial_dx_.get({N, in}, dy.dtype);
     ops::matmul(ctx, ops::mat(dy), ops::mat(w), ops::mat(part), o);
     tp_.all_reduce(part);

@@ -38,6 +38,9 @@ class Linear {
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
   int64_t in, out;     // this rank's sizes
+  // Column-parallel: backward all-reduces dx. False: dx is this rank's share, which the caller
+  // sums over the group (one all-reduce for several layers reading the same input).
+  bool reduce_input_grad = true;
 
  private:
   Split split_ = Split::none;
