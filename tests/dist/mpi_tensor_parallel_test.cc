@@ -140,18 +140,5 @@ TEST(MpiTensorParallel, Tp2AndTp2Dp2TrainBertLikeOneProcess) {
   expect_like_one_process(one, tp2dp2, root / "one", root / "tp2dp2", 4, 2);
 }
 
-TEST(MpiTensorParallel, RefusesCheckpointsAndPipelineParallelism) {
-  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
-  const std::string base = testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY
-      " train bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --fake-data --seq-length 64 --train-iters 1";
-  const auto [status, output] = testing::run_command(base + " --tensor-model-parallel-size 2 --save /tmp/never");
-  EXPECT_NE(status, 0);
-  EXPECT_NE(output.find("--save, --load and --init-checkpoint are not supported with tensor parallelism yet"),
-            std::string::npos) << output;
-  const auto [pp_status, pp_output] = testing::run_command(base + " --pipeline-model-parallel-size 2");
-  EXPECT_NE(pp_status, 0);
-  EXPECT_NE(pp_output.find("pipeline-parallel training is not implemented yet"), std::string::npos) << pp_output;
-}
-
 }  // namespace
 }  // namespace kiln
