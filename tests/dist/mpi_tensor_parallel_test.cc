@@ -70,7 +70,8 @@ std::string environment(const fs::path& dir) {
 std::map<std::string, std::vector<float>> assemble(const fs::path& params, int ranks, int tp,
                                                    const io::SafetensorsFile& whole) {
   std::vector<io::SafetensorsFile> files;
-  for (int r = 0; r < ranks; ++r) files.push_back(io::SafetensorsFile::open(params / ("rank" + std::to_string(r) + ".safetensors")));
+  for (int r = 0; r < ranks; ++r)
+    files.push_back(io::SafetensorsFile::open(params / ("rank" + std::to_string(r) + ".safetensors")));
   std::map<std::string, std::vector<float>> out;
   for (const std::string& name : whole.names()) {
     const Tensor w = whole.get(name);

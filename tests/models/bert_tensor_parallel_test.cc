@@ -103,7 +103,8 @@ data::BertBatch batch(int B, int S, int P, int vocab) {
 // Element e of a part: its index in the whole parameter.
 int64_t whole_index(const ParamSpec& s, int64_t e) {
   if (s.part_dim < 0) return e;
-  const int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1, whole_cols = s.full_shape.size() == 2 ? s.full_shape[1] : 1;
+  const int64_t cols = s.shape.size() == 2 ? s.shape[1] : 1,
+                whole_cols = s.full_shape.size() == 2 ? s.full_shape[1] : 1;
   const int64_t i = e / cols, j = e % cols;
   return s.part_dim == 0 ? (s.part_start + i) * whole_cols + j : i * whole_cols + s.part_start + j;
 }
