@@ -158,5 +158,32 @@ TEST(ParityElementwise, DropoutFollowsTheGlobalSampleKeyedMask) {
   EXPECT_THROW(ops::dropout_forward(p.ctx, x, 0.5f, rng, 0, 3, all), Error);
 }
 
+// A tensor-parallel rank's slice of each sample (columns [off, off + 37) of 4 samples of 100,
+// unaligned to the 4-element Philox blocks) gets the whole samples' mask.
+TEST(ParityElementwise, DropoutOfASliceOfEachSampleMatchesTheWholeSamples) {
+  if (testing::parity_device() != Device::cpu()) GTEST_SKIP() << "element offsets are CPU only";
+  Parity p;
+  const RngStream rng{42, rng_stream(RngPurpose::dropout, 5, 0)};
+  const Tensor x = p.random({4, 100}, DType::f32, 15);
+  Tensor all = p.zeros({4, 100}, DType::f32);
+  ops::dropout_forward(p.ctx, x, 0.3f, rng, 8, 4, all);
+  const auto hx = p.host(x), ha = p.host(all);
+  for (int64_t off : {0, 3, 50, 63}) {
+    std::vector<float> slice;
+    std::vector<double> want;
+    for (int64_t s = 0; s < 4; ++s)
+      for (int64_t i = off; i < off + 37; ++i) {
+        slice.push_back(float(hx[size_t(s * 100 + i)]));
+        want.push_back(ha[size_t(s * 100 + i)]);
+      }
+    const Tensor xs = p.from_host(slice, {4, 37}, DType::f32);
+    Tensor y = p.zeros({4, 37}, DType::f32), dx = p.zeros({4, 37}, DType::f32);
+    ops::dropout_forward(p.ctx, xs, 0.3f, rng, 8, 4, y, off);
+    ops::dropout_backward(p.ctx, xs, 0.3f, rng, 8, 4, dx, off);
+    EXPECT_EQ(p.host(y), want) << "offset " << off;
+    EXPECT_EQ(p.host(dx), want) << "offset " << off;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -14,9 +14,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kiln/data/bert/prepare_bert.h"
 #include "kiln/io/safetensors.h"
-#include "tests/data/data_test_util.h"
+#include "tests/dist/mpi_bert_data.h"
 #include "tests/dist/mpi_test_util.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
@@ -30,23 +29,6 @@ namespace fs = std::filesystem;
 // 2026-11-30 (OMP_NUM_THREADS=1): losses within 2.4e-9 relative, weights within 1.2e-7 absolute.
 constexpr double kLossTolerance = 1e-6;    // relative, per step
 constexpr double kWeightTolerance = 1e-5;  // absolute, largest over all weights
-
-fs::path prepared_data(const fs::path& root) {
-  data::testing::write_text(root / "sotu.txt", data::testing::sotu_sentences(300000));
-  data::PrepareBertOptions o;
-  o.inputs = {root / "sotu.txt"};
-  o.vocab = testing::test_vocab();
-  o.output = root / "data";
-  o.instance.max_seq_length = 64;
-  o.instance.max_predictions = 10;
-  o.instance.dupe_factor = 1;
-  o.eval_documents = 4;
-  o.eval_samples = 64;
-  o.workers = 2;
-  o.progress = false;
-  data::prepare_bert(o);
-  return o.output;
-}
 
 struct TrainRun {
   int status = 0;
@@ -84,7 +66,7 @@ TEST(MpiDataParallel, TwoRanksTrainBertLikeOneProcessAtTheSameGlobalBatch) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   KILN_REQUIRE_TEST_DATA();
   const fs::path root = testing::unique_temp_dir("mpi_data_parallel");
-  const fs::path data = prepared_data(root);
+  const fs::path data = testing::prepared_mpi_bert_data(root);
   const TrainRun one = train("env " + environment(root / "one"), data, root / "one");
   const TrainRun two = train(mpirun(2, root / "two"), data, root / "two");
   ASSERT_EQ(one.status, 0) << one.output;

@@ -94,10 +94,14 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 // (global sample, i) gives a uniform < p; kept elements are scaled by 1/(1-p). The mask is a
 // pure function of (rng, global sample, i): independent of the micro-batch size and slot, and
 // recomputed by backward. y may alias x.
+// element_offset: the blocks are a slice of bigger samples, starting at this element of each
+// (a tensor-parallel rank's heads of the attention probabilities); CPU only when not 0.
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y);
+                     uint64_t sample_offset, int64_t samples, Tensor& y,
+                     int64_t element_offset = 0);
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx);
+                      uint64_t sample_offset, int64_t samples, Tensor& dx,
+                      int64_t element_offset = 0);
 
 // ---- normalisation and softmax (statistics in f32) ----
 
@@ -151,6 +155,21 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
                            float scale, double norm, Tensor& dlogits);
+
+// Vocab-parallel softmax cross-entropy (tensor parallelism): logits (N, Vs) are columns
+// [start, start + Vs) of the whole (N, V) logits; labels (N) i32 are whole-vocabulary ids
+// (negative: ignored row). The caller combines the ranks' results (max, sums) in between.
+// partials (N, 3) f32 per row: this shard's max, the whole-vocabulary id of its first argmax
+// (exact below 2^24), and the label's logit when the label is in this shard, else 0.
+void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
+                         Tensor& partials);
+// sumexp (N) f64 = Σ_v exp(z_iv - max_i) over this shard, in double; max (N) f32, the global max.
+void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
+// dlogits (N, Vs) = c_i · (exp(z_iv - lse_i) - [start + v == label_i]), c_i = scale · f32(w_i /
+// norm) as softmax_xent_backward (lse (N) f32 the whole rows' log-sum-exp); ignored rows get 0.
+void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                         const Tensor& labels, const Tensor& weights, int64_t start, float scale,
+                         double norm, Tensor& dlogits);
 
 // ---- optimizer updates and multi-tensor norms (typed: f32 master weights, gradients and
 // state; double sums) ----

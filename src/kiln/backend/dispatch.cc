@@ -83,19 +83,21 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 }
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y) {
+                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
+  if (element_offset != 0) cpu_only(ctx, "dropout_forward with an element offset");
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "dropout_forward",
                         dropout_forward(ctx, x, p, rng, sample_offset, samples, y));
-  cpu::dropout_forward(ctx, x, p, rng, sample_offset, samples, y);
+  cpu::dropout_forward(ctx, x, p, rng, sample_offset, samples, y, element_offset);
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx) {
+                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
+  if (element_offset != 0) cpu_only(ctx, "dropout_backward with an element offset");
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "dropout_backward",
                         dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx));
-  cpu::dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx);
+  cpu::dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx, element_offset);
 }
 
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -137,6 +139,24 @@ void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& o
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
   cpu_only(ctx, "scatter_add_rows");
   cpu::scatter_add_rows(ctx, dy, ids, dtable);
+}
+
+void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
+                         Tensor& partials) {
+  cpu_only(ctx, "vocab_xent_partials");
+  cpu::vocab_xent_partials(ctx, logits, labels, start, partials);
+}
+
+void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
+  cpu_only(ctx, "vocab_xent_sumexp");
+  cpu::vocab_xent_sumexp(ctx, logits, max, sumexp);
+}
+
+void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                         const Tensor& labels, const Tensor& weights, int64_t start, float scale,
+                         double norm, Tensor& dlogits) {
+  cpu_only(ctx, "vocab_xent_backward");
+  cpu::vocab_xent_backward(ctx, logits, lse, labels, weights, start, scale, norm, dlogits);
 }
 
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,

@@ -48,17 +48,36 @@ Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
   return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
 }
 
+// The word embedding: vocab-parallel when split.
+nn::Embedding word_embedding(ParamStore& store, const BertConfig& c, const nn::TensorParallel& tp) {
+  const std::string name = "bert.embeddings.word_embeddings.weight";
+  if (tp.split()) return nn::Embedding(store, name, c.vocab_size, c.hidden, tp);
+  return nn::Embedding(store, name, c.vocab_size, c.hidden);
+}
+
+// Element e of a parameter part: its index in the whole parameter (row-major).
+uint64_t whole_index(const ParamSpec& s, int64_t e) {
+  if (s.part_dim < 0) return uint64_t(e);
+  int64_t inner = 1;  // elements per entry of part_dim
+  for (size_t d = size_t(s.part_dim) + 1; d < s.shape.size(); ++d) inner *= s.shape[d];
+  const int64_t outer = e / (s.shape[size_t(s.part_dim)] * inner), rest = e % (s.shape[size_t(s.part_dim)] * inner);
+  return uint64_t((outer * s.full_shape[size_t(s.part_dim)] + s.part_start) * inner + rest);
+}
+
 }  // namespace
 
-BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& store, Context& ctx)
+BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& store, Context& ctx,
+                                       const nn::TensorParallel& tp)
     : config_(config),
       store_(store),
-      word_(store, "bert.embeddings.word_embeddings.weight", config.vocab_size, config.hidden),
+      tp_(tp),
+      word_(word_embedding(store, config, tp)),
       position_(store, "bert.embeddings.position_embeddings.weight", config.max_position,
                 config.hidden),
       token_type_(store, "bert.embeddings.token_type_embeddings.weight", config.type_vocab,
                   config.hidden),
-      embedding_dropout_(config.hidden_dropout, 0) {
+      embedding_dropout_(config.hidden_dropout, 0),
+      vocab_mlm_loss_(tp) {
   const BertConfig& c = config;
   KILN_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0,
              "BERT config: hidden {} must be a positive multiple of heads {}", c.hidden, c.heads);
@@ -71,19 +90,24 @@ BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& sto
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
         c.hidden_dropout, c.attention_dropout, c.pre_ln,
         c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf, uint32_t(n),
-        c.recompute_attention ? &shared_attention_ : nullptr));
+        c.recompute_attention ? &shared_attention_ : nullptr, tp));
   if (c.pre_ln) final_norm_.emplace(store, "bert.encoder.LayerNorm", c.hidden, c.layer_norm_eps);
   if (c.binary_head) pooler_.emplace(store, "bert.pooler.dense", c.hidden, c.hidden);
   transform_.emplace(store, "cls.predictions.transform.dense", c.hidden, c.hidden);
   transform_norm_.emplace(store, "cls.predictions.transform.LayerNorm", c.hidden,
                           c.layer_norm_eps);
-  decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, false);
+  decoder_bias_ = tp.split() ? store.add_part("cls.predictions.bias", {c.vocab_size}, false, 0,
+                                              word_.start, word_.num)
+                             : store.add("cls.predictions.bias", {c.vocab_size}, false);
   if (c.binary_head) seq_relationship_.emplace(store, "cls.seq_relationship", c.hidden, 2);
   // The layers take eps from their own defaults; BERT's is 1e-12, the config may differ.
   for (auto& layer : layers_) {
     layer->attention_norm.eps = c.layer_norm_eps;
     layer->output_norm.eps = c.layer_norm_eps;
   }
+  if (tp.rank > 0)  // replicated parameters count on tp rank 0
+    for (size_t id = 0; id < store.specs().size(); ++id)
+      if (store.specs()[id].part_dim < 0) store.set_norm_owner(int(id), false);
   store.allocate(ctx);
 }
 
@@ -98,7 +122,7 @@ void BertForPretraining::init_mlperf(uint64_t seed) {
     }
     const float scale = config_.init_std;
 #pragma omp parallel for schedule(static)
-    for (int64_t e = 0; e < s.numel; ++e) w[e] = scale * truncated_normal(seed, s.name, uint64_t(e));
+    for (int64_t e = 0; e < s.numel; ++e) w[e] = scale * truncated_normal(seed, s.name, whole_index(s, e));
   }
 }
 
@@ -109,7 +133,7 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
              dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
   Context& ctx = *step.ctx;
   const int64_t B = batch.batch, S = batch.seq_len, P = batch.max_pred;
-  const int64_t H = config_.hidden, V = config_.vocab_size, BS = B * S;
+  const int64_t H = config_.hidden, V = word_.num, BS = B * S;  // V: this rank's vocab rows
   const DType dt = step.compute_dtype;
   B_ = B, S_ = S, P_ = P;
 
@@ -160,7 +184,9 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
   ops::matmul(ctx, ops::mat(transformed_), ops::mat(word_.weight.compute(), true),
               ops::mat(mlm_logits_), o);
   const nn::LossResult m =
-      mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data(), ctx);
+      tp_.split() ? vocab_mlm_loss_.forward(ctx, mlm_logits_, word_.start, batch.masked_ids.data(),
+                                            batch.masked_weights.data())
+                  : mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data(), ctx);
   out.mlm_loss = m.loss;
   out.mlm_correct = m.correct;
   out.mlm_weight_sum = m.count;
@@ -171,12 +197,13 @@ BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch&
 void BertForPretraining::backward(const Step& step, float loss_scale) {
   KILN_CHECK(B_ > 0, "BertForPretraining::backward called before forward");
   Context& ctx = *step.ctx;
-  const int64_t H = config_.hidden, V = config_.vocab_size, N = B_ * P_, BS = B_ * S_;
+  const int64_t H = config_.hidden, V = word_.num, N = B_ * P_, BS = B_ * S_;
   const DType dt = transformed_.dtype;
 
   // MLM decoder: logits = t W^T + bias, with W the word embedding table. dlogits is f32; the
   // matmuls take it in the operands' dtype.
-  Tensor dlogits = mlm_loss_.backward(loss_scale);  // (N, V) f32
+  Tensor dlogits = tp_.split() ? vocab_mlm_loss_.backward(loss_scale)
+                               : mlm_loss_.backward(loss_scale);  // (N, V) f32
   Tensor decoder_db = decoder_bias_.grad();
   ops::bias_grad(ctx, dlogits, decoder_db);
   if (dt != DType::f32) {
@@ -190,6 +217,7 @@ void BertForPretraining::backward(const Step& step, float loss_scale) {
               acc);
   Tensor dt_ = dtransformed_.get({N, H}, dt);
   ops::matmul(ctx, ops::mat(dlogits), ops::mat(word_.weight.compute()), ops::mat(dt_));
+  tp_.all_reduce(dt_);  // each vocab shard's part of d(transformed)
   Tensor d = transform_norm_->backward(step, dt_);
   d = transform_->backward(step, transform_act_.backward(step, d));  // (N, H)
 

@@ -9,6 +9,10 @@
 // The MLM decoder weight IS bert.embeddings.word_embeddings.weight (one parameter, both
 // gradients add). Losses: nn::MlmLoss (weighted mean over masked slots) + nn::NspLoss (mean
 // over rows with label != -1); total = mlm + nsp.
+// Tensor parallel (spec §3.2, `tp` of the constructor): the encoder layers split as
+// nn::TransformerLayer says, the word embedding (= decoder weight) and the decoder bias split
+// by vocab rows, the MLM loss vocab-parallel (nn/vocab_parallel_loss.h); everything else is
+// replicated, counted in gradient norms on tp rank 0 only (ParamSpec::norm_owner).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,6 +31,8 @@
 #include "kiln/nn/linear.h"
 #include "kiln/nn/losses.h"
 #include "kiln/nn/tanh.h"
+#include "kiln/nn/tensor_parallel.h"
+#include "kiln/nn/vocab_parallel_loss.h"
 #include "kiln/nn/transformer.h"
 
 namespace kiln::models {
@@ -55,11 +61,13 @@ class BertForPretraining {
   // Registers every parameter in `store` (which must not be allocated yet) and allocates it.
   // Parameter values start at 0; call init_mlperf or load them. `ctx`: the store's device and
   // the context its own ops run on (ParamStore::allocate).
-  BertForPretraining(const BertConfig& config, ParamStore& store, Context& ctx = cpu_context());
+  BertForPretraining(const BertConfig& config, ParamStore& store, Context& ctx = cpu_context(),
+                     const nn::TensorParallel& tp = {});
 
   // MLPerf initialisation: every Linear / Embedding weight (the parameters with decay) =
   // init_std x truncated_normal(seed, parameter name, element) (core/init.h); biases 0;
-  // LayerNorm weight 1, bias 0. Independent of thread count and parameter order.
+  // LayerNorm weight 1, bias 0. Independent of thread count and parameter order; a
+  // tensor-parallel part draws the whole parameter's elements (ParamSpec::full_shape).
   void init_mlperf(uint64_t seed);
 
   // Computes both heads and losses for `batch` (B rows of S tokens, P masked slots per row).
@@ -71,7 +79,8 @@ class BertForPretraining {
   // count, so accumulating micro-batches with loss_scale 1/k averages their losses' gradients.
   void backward(const Step& step, float loss_scale = 1.0f);
 
-  const Tensor& mlm_logits() const { return mlm_logits_; }  // (B*P, V) of the last forward
+  // (B*P, V) of the last forward; this rank's vocab columns under tensor parallelism.
+  const Tensor& mlm_logits() const { return mlm_logits_; }
   const Tensor& nsp_logits() const { return nsp_logits_; }  // (B, 2); undefined without head
   const BertConfig& config() const { return config_; }
 
@@ -89,6 +98,7 @@ class BertForPretraining {
  private:
   BertConfig config_;
   ParamStore& store_;
+  nn::TensorParallel tp_;
 
   nn::Embedding word_, position_, token_type_;
   std::optional<nn::LayerNorm> embedding_norm_;  // post-LN only
@@ -103,6 +113,7 @@ class BertForPretraining {
   std::optional<nn::LayerNorm> transform_norm_;
   Param decoder_bias_;  // cls.predictions.bias (V)
   nn::MlmLoss mlm_loss_;
+  nn::VocabParallelMlmLoss vocab_mlm_loss_;
   nn::NspLoss nsp_loss_;
 
   // Saved by forward for backward.

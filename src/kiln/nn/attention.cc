@@ -9,19 +9,24 @@ namespace kiln::nn {
 
 SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden,
                              int64_t heads, float attn_dropout, uint32_t layer_id,
-                             AttentionBuffers* recompute)
-    : query(store, prefix + ".query", hidden, hidden),
-      key(store, prefix + ".key", hidden, hidden),
-      value(store, prefix + ".value", hidden, hidden),
+                             AttentionBuffers* recompute, const TensorParallel& tp)
+    : query(store, prefix + ".query", hidden, hidden, Split::column, tp),
+      key(store, prefix + ".key", hidden, hidden, Split::column, tp),
+      value(store, prefix + ".value", hidden, hidden, Split::column, tp),
       hidden(hidden),
-      heads(heads),
+      heads(tp.share(heads, "attention heads")),
       head_dim(hidden / heads),
+      width(this->heads * head_dim),
       dropout_(attn_dropout, layer_id),
       core_(recompute ? recompute : &own_),
-      recompute_(recompute != nullptr) {
+      recompute_(recompute != nullptr),
+      first_head_(tp.start(heads)),
+      tp_(tp) {
   KILN_CHECK(heads > 0 && hidden % heads == 0, "{}: hidden size {} is not a multiple of {} heads",
              prefix, hidden, heads);
   dropout_.use_buffers(core_->dropped, core_->ddropped);
+  // q, k and v read the same x: their dx shares are summed over the group once.
+  query.reduce_input_grad = key.reduce_input_grad = value.reduce_input_grad = false;
 }
 
 Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& mask) {
@@ -41,7 +46,7 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   v_ = value.forward(step, x);
   core_forward(step);
 
-  Tensor context = ctx_.get({B * S, hidden}, x.dtype);  // dropped probs v, head by head
+  Tensor context = ctx_.get({B * S, width}, x.dtype);  // dropped probs v, head by head
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
               ops::heads_view(context, B, S, heads));
   return context;
@@ -59,6 +64,7 @@ void SelfAttention::core_forward(const Step& step) {
               ops::per_head(scores), o);
   probs_ = q_.dtype == DType::f32 ? scores : core_->probs.get({B, heads, S, S}, q_.dtype);
   ops::attention_softmax_forward(ctx, scores, mask_, probs_);
+  dropout_.element_offset = first_head_ * S * S;
   dropped_ = dropout_.forward(step, probs_);
 }
 
@@ -71,10 +77,10 @@ Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
 void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& dx,
                                   bool accumulate) {
   const int64_t B = B_, S = S_;
-  KILN_CHECK(dctx.rank() == 2 && dctx.dim(0) == B * S && dctx.dim(1) == hidden &&
+  KILN_CHECK(dctx.rank() == 2 && dctx.dim(0) == B * S && dctx.dim(1) == width &&
                  dctx.dtype == q_.dtype,
              "SelfAttention {}: gradient {} {} is not ({}, {}) {}", query.weight.spec().name,
-             dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, hidden, dtype_name(q_.dtype));
+             dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, width, dtype_name(q_.dtype));
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
   if (recompute_) core_forward(step);  // the shared buffers hold another layer's core
@@ -83,7 +89,7 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   };
 
   // dv = dropped^T dctx;  d(dropped) = dctx v^T (f32)
-  Tensor dv = dv_.get({B * S, hidden}, dt);
+  Tensor dv = dv_.get({B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
   Tensor dprobs = core_->dprobs.get({B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
@@ -91,13 +97,23 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype (over dprobs when that is f32)
   Tensor dscores = dt == DType::f32 ? dprobs : core_->dscores.get({B, heads, S, S}, dt);
   ops::softmax_backward(ctx, probs_, dp, 1.0f / std::sqrt(float(head_dim)), dscores);
-  Tensor dq = dq_.get({B * S, hidden}, dt), dk = dk_.get({B * S, hidden}, dt);
+  Tensor dq = dq_.get({B * S, width}, dt), dk = dk_.get({B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
 
-  query.backward_into(step, dq, dx, accumulate);
-  key.backward_into(step, dk, dx, true);
-  value.backward_into(step, dv, dx, true);
+  if (!tp_.split()) {
+    query.backward_into(step, dq, dx, accumulate);
+    key.backward_into(step, dk, dx, true);
+    value.backward_into(step, dv, dx, true);
+    return;
+  }
+  Tensor part = partial_dx_.get({B * S, hidden}, dt);
+  query.backward_into(step, dq, part, false);
+  key.backward_into(step, dk, part, true);
+  value.backward_into(step, dv, part, true);
+  tp_.all_reduce(part);
+  if (accumulate) ops::add(ctx, dx, part, dx);
+  else ops::copy(ctx, part, dx);
 }
 
 }  // namespace kiln::nn

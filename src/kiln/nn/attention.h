@@ -8,6 +8,9 @@
 // The attention core's (B, heads, S, S) tensors live in AttentionBuffers: each layer's own, or,
 // with selective recomputation (Megatron's --recompute-activations), one set shared by all
 // layers, and backward recomputes scores, probs and the dropout mask from the saved q and k.
+// Tensor parallel: q, k, v column-parallel, split by heads; rank r computes heads
+// [r*heads/TP, ...) and their context columns; its probs dropout masks are the whole layer's
+// (keyed by the global head).
 #pragma once
 #include <string>
 
@@ -31,12 +34,13 @@ class SelfAttention {
   // `recompute`: the attention core's buffers, shared with other layers; backward recomputes
   // what forward computed there. Null: the layer keeps its own and saves them.
   SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t heads,
-                float attn_dropout, uint32_t layer_id, AttentionBuffers* recompute = nullptr);
+                float attn_dropout, uint32_t layer_id, AttentionBuffers* recompute = nullptr,
+                const TensorParallel& tp = {});
   SelfAttention(const SelfAttention&) = delete;  // core_ may point at its own buffers
   SelfAttention& operator=(const SelfAttention&) = delete;
 
   // x: (B*S, hidden) in the compute dtype, rows ordered (b, s); mask: (B, S) i32 with
-  // 1 = token, 0 = padding (read again by a recomputing backward) -> context: (B*S, hidden).
+  // 1 = token, 0 = padding (read again by a recomputing backward) -> context: (B*S, width).
   // Saves q, k, v (B*S, hidden), and unless recomputing, probs and dropped probs
   // (B, heads, S, S) in the compute dtype.
   Tensor forward(const Step& step, const Tensor& x, const Tensor& mask);
@@ -46,7 +50,8 @@ class SelfAttention {
   void backward_into(const Step& step, const Tensor& dctx, Tensor& dx, bool accumulate);
 
   Linear query, key, value;
-  int64_t hidden, heads, head_dim;
+  int64_t hidden, heads, head_dim;  // heads: this rank's
+  int64_t width;                    // heads x head_dim: this rank's context columns
 
  private:
   // probs_ and dropped_ (B, heads, S, S) from q_, k_ and mask_.
@@ -56,11 +61,13 @@ class SelfAttention {
   AttentionBuffers own_;
   AttentionBuffers* core_;
   bool recompute_;
+  int64_t first_head_;
+  TensorParallel tp_;
   int64_t B_ = 0, S_ = 0;
   Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
-  Buffer ctx_, dq_, dk_, dv_, dx_;
+  Buffer ctx_, dq_, dk_, dv_, dx_, partial_dx_;
 };
 
 }  // namespace kiln::nn

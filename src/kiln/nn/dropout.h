@@ -33,12 +33,15 @@ class Dropout {
 
   float p;
   uint32_t layer_id;
+  // The input holds a slice of each sample that starts at this element of the whole sample
+  // (the attention heads of one tensor-parallel rank): the mask is the whole sample's.
+  int64_t element_offset = 0;
 
  private:
   bool active_ = false;
   RngStream rng_{0, 0};
   uint64_t sample_offset_ = 0;
-  int64_t samples_ = 0;
+  int64_t samples_ = 0, offset_ = 0;
   Buffer own_y_, own_dx_;
   Buffer* y_ = &own_y_;
   Buffer* dx_ = &own_dx_;

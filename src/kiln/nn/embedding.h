@@ -1,4 +1,6 @@
 // nn/embedding.h — a lookup table: row ids[i] of weight (num, dim).
+// Vocab-parallel (Megatron's VocabParallelEmbedding): rank r holds rows [r*num/TP, ...); ids
+// outside them give zero rows, and the output is all-reduced over the group (ids on the host).
 #pragma once
 #include <string>
 #include <vector>
@@ -7,6 +9,7 @@
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"
 #include "kiln/nn/params.h"
+#include "kiln/nn/tensor_parallel.h"
 
 namespace kiln::nn {
 
@@ -14,6 +17,9 @@ class Embedding {
  public:
   // Registers `name` (num, dim) with decay (Hugging Face and Megatron decay embeddings).
   Embedding(ParamStore& store, const std::string& name, int64_t num, int64_t dim);
+  // This rank's rows of a vocab-parallel table of `num` rows.
+  Embedding(ParamStore& store, const std::string& name, int64_t num, int64_t dim,
+            const TensorParallel& tp);
 
   // ids: (n) i32 in [0, num) (validated by the caller: the data loader or the model's batch
   // check) -> (n, dim) in the compute dtype of the weights. Copies the ids.
@@ -22,9 +28,13 @@ class Embedding {
   void backward(const Step& step, const Tensor& dy);
 
   Param weight;
-  int64_t num, dim;
+  int64_t num, dim;  // this rank's rows
+  int64_t start = 0;  // the first of them
 
  private:
+  TensorParallel tp_;
+  std::vector<int32_t> positions_, local_ids_;  // in-range positions and their local rows
+  Buffer rows_;
   Tensor ids_;  // (n) i32, a copy of the last forward's ids
   Buffer ids_buf_;
   Buffer y_;

@@ -23,6 +23,21 @@ Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t
   if (bias) this->bias = store.add(prefix + ".bias", {out}, false);
 }
 
+Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, Split split,
+               const TensorParallel& tp)
+    : in(in), out(out), split_(tp.split() ? split : Split::none), tp_(tp) {
+  if (split_ == Split::column) {
+    this->out = tp.share(out, (prefix + " outputs").c_str());
+    weight = store.add_part(prefix + ".weight", {out, in}, true, 0, tp.start(out), this->out);
+    bias = store.add_part(prefix + ".bias", {out}, false, 0, tp.start(out), this->out);
+    return;
+  }
+  this->in = split_ == Split::row ? tp.share(in, (prefix + " inputs").c_str()) : in;
+  weight = split_ == Split::row ? store.add_part(prefix + ".weight", {out, in}, true, 1, tp.start(in), this->in)
+                               : store.add(prefix + ".weight", {out, in}, true);
+  bias = store.add(prefix + ".bias", {out}, false);
+}
+
 Tensor Linear::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(x.rank() == 2 && x.dim(1) == in, "Linear {}: input {} does not match in={}",
              weight.spec().name, shape_str(x.shape), in);
@@ -32,8 +47,13 @@ Tensor Linear::forward(const Step& step, const Tensor& x) {
   Tensor y = y_.get({N, out}, x.dtype);  // (N, out)
   ops::MatmulOpts o;
   const Tensor b = bias.id >= 0 ? weights_for(bias, x.dtype) : Tensor{};
-  if (bias.id >= 0) o.bias = &b;
+  const bool reduce = split_ == Split::row && tp_.split();
+  if (bias.id >= 0 && !reduce) o.bias = &b;
   ops::matmul(*step.ctx, ops::mat(x), ops::mat(w, true), ops::mat(y), o);
+  if (reduce) {
+    tp_.all_reduce(y);
+    ops::bias_add(*step.ctx, y, b);
+  }
   return y;
 }
 
@@ -60,9 +80,18 @@ void Linear::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool 
     ops::bias_grad(ctx, dy, db);
   }
   ops::MatmulOpts o;
+  const Tensor w = weights_for(weight, dy.dtype);
+  if (split_ == Split::column && tp_.split() && reduce_input_grad) {  // this rank's share of dx, summed over the group
+    Tensor part = partial_dx_.get({N, in}, dy.dtype);
+    ops::matmul(ctx, ops::mat(dy), ops::mat(w), ops::mat(part), o);
+    tp_.all_reduce(part);
+    Tensor d = dx.reshape({N, in});
+    if (accumulate) ops::add(ctx, d, part, d);
+    else ops::copy(ctx, part, d);
+    return;
+  }
   o.beta = accumulate ? 1.0f : 0.0f;
-  ops::matmul(ctx, ops::mat(dy), ops::mat(weights_for(weight, dy.dtype)),
-              ops::mat(dx.reshape({N, in})), o);
+  ops::matmul(ctx, ops::mat(dy), ops::mat(w), ops::mat(dx.reshape({N, in})), o);
 }
 
 }  // namespace kiln::nn

@@ -1,4 +1,8 @@
 // nn/linear.h — y = x W^T + b, Hugging Face layout: weight (out, in), bias (out).
+// Tensor parallel (spec §3.2), parameters registered as parts of the whole ones:
+//   column: rows [r*out/TP, ...) of W and b; x replicated, y sharded; backward all-reduces dx.
+//   row:    columns [r*in/TP, ...) of W, b replicated; x sharded; forward all-reduces x W^T
+//           over the group and then adds b once.
 #pragma once
 #include <string>
 
@@ -6,13 +10,19 @@
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"
+#include "kiln/nn/tensor_parallel.h"
 
 namespace kiln::nn {
+
+enum class Split { none, column, row };
 
 class Linear {
  public:
   // Registers `prefix.weight` (out, in) with decay and, if `bias`, `prefix.bias` (out) without.
   Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, bool bias = true);
+  // A tensor-parallel part (with bias); `in` and `out` are the whole layer's sizes.
+  Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t out, Split split,
+         const TensorParallel& tp);
 
   // x: (N, in) in the weights' compute dtype (or f32: then the f32 master weights are used)
   // -> y: (N, out) in x's dtype; the bias is added by the matmul. Keeps a handle to x for backward (x must stay unchanged until then).
@@ -27,11 +37,16 @@ class Linear {
   void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
-  int64_t in, out;
+  int64_t in, out;     // this rank's sizes
+  // Column-parallel: backward all-reduces dx. False: dx is this rank's share, which the caller
+  // sums over the group (one all-reduce for several layers reading the same input).
+  bool reduce_input_grad = true;
 
  private:
+  Split split_ = Split::none;
+  TensorParallel tp_;
   Tensor x_;
-  Buffer y_, dx_;
+  Buffer y_, dx_, partial_dx_;
 };
 
 }  // namespace kiln::nn

@@ -14,6 +14,8 @@
 // Dropout stream ids (nn/dropout.h): 4*layer_id + 1 (attention probs), + 2 (attention
 // output), + 3 (MLP output); ids 4*k + 0 are free for the model (e.g. embedding dropout).
 // recompute_attention: see SelfAttention (selective recomputation of the attention core).
+// Tensor parallel (tp): attention and intermediate.dense column-parallel, attention.output.dense
+// and output.dense row-parallel (nn/linear.h); LayerNorms, dropouts and residuals replicated.
 #pragma once
 #include <string>
 
@@ -33,7 +35,8 @@ class TransformerLayer {
  public:
   TransformerLayer(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t heads,
                    int64_t intermediate, float hidden_dropout, float attn_dropout, bool pre_ln,
-                   GeluKind gelu, uint32_t layer_id, AttentionBuffers* recompute_attention = nullptr);
+                   GeluKind gelu, uint32_t layer_id, AttentionBuffers* recompute_attention = nullptr,
+                   const TensorParallel& tp = {});
 
   // x: (B*S, hidden) in the compute dtype; mask: (B, S) i32, 1 = token, 0 = padding ->
   // y: (B*S, hidden). Keeps x and every intermediate needed by backward.

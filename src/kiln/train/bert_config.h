@@ -81,8 +81,9 @@ struct BertTrainConfig {
 
   bool megatron_data() const { return !data_path.empty(); }
   // The embedding rows the model allocates: vocab_size rounded up as Megatron pads it.
+  // Padded to a multiple of make_vocab_size_divisible_by x the tensor-parallel size (Megatron).
   int64_t padded_vocab_size() const {
-    const int64_t d = make_vocab_size_divisible_by;
+    const int64_t d = make_vocab_size_divisible_by * tensor_parallel;
     return (vocab_size + d - 1) / d * d;
   }
 

@@ -9,8 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/io/safetensors.h"
 
 namespace kiln::train {
 
@@ -62,6 +66,16 @@ void LossLog::add(int64_t step, double loss) {
   if (!file_) return;
   fmt::print(file_, "{} {:a}\n", step, loss);
   std::fflush(file_);
+}
+
+void write_params_for_test(const ParamStore& store, int world_rank, int tp_rank, int tp_size) {
+  const char* dir = std::getenv("KILN_TEST_PARAMS_DIR");
+  if (!dir || !*dir) return;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const ParamSpec& s : store.specs())
+    tensors.emplace_back(s.name, Tensor::view(store.host_values().data() + s.offset, s.shape));
+  io::save_safetensors(std::filesystem::path(dir) / ("rank" + std::to_string(world_rank) + ".safetensors"),
+                       tensors, {{"tp_rank", std::to_string(tp_rank)}, {"tp_size", std::to_string(tp_size)}});
 }
 
 }  // namespace kiln::train

@@ -8,10 +8,15 @@
 //   KILN_TEST_RANK_FAILS=RANK:STEP:kill|hang  rank RANK, at the start of step STEP (1-based),
 //                            SIGKILLs itself or sleeps forever outside any collective
 //                            (tests/dist/mpi_failure_test.cc: --dist-timeout)
+//   KILN_TEST_PARAMS_DIR=DIR  at the end of a BERT run every rank writes its parameters (its
+//                            tensor-parallel parts) to DIR/rank<world rank>.safetensors, with
+//                            metadata tp_rank and tp_size (tests/dist/mpi_tensor_parallel_test.cc)
 // io/checkpoint.h has KILN_TEST_KILL_IN_SAVE.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+
+#include "kiln/nn/params.h"
 
 namespace kiln::train {
 
@@ -45,5 +50,8 @@ class LossLog {
  private:
   std::FILE* file_ = nullptr;
 };
+
+// KILN_TEST_PARAMS_DIR; does nothing when it is not set.
+void write_params_for_test(const ParamStore& store, int world_rank, int tp_rank, int tp_size);
 
 }  // namespace kiln::train

@@ -19,9 +19,9 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y);
+                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset);
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx);
+                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
@@ -33,6 +33,12 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
                                Tensor& probs);
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
+void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
+                         Tensor& partials);
+void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
+void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                         const Tensor& labels, const Tensor& weights, int64_t start, float scale,
+                         double norm, Tensor& dlogits);
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
                           const Tensor& weights, float label_smoothing, Tensor& lse,
                           Tensor& totals);

@@ -183,18 +183,22 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 namespace {
 
 // out = in * (uniform(sample, i) < p ? 0 : 1/(1-p)); one Philox block serves 4 elements of a
-// sample, at counter (global sample << 32) | (i / 4).
+// sample, at counter (global sample << 32) | (i / 4), i counted from the whole sample's start
+// (element_offset elements before this slice).
 void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
                         const RngStream& rng, uint64_t sample_offset, int64_t samples,
-                        Tensor& out) {
+                        Tensor& out, int64_t element_offset) {
   const OpScope scope = expect_cpu(ctx, op, {&in, &out});
   expect_same_numel(op, in, out);
   KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
   const int64_t n = in.numel();
-  KILN_CHECK(samples > 0 && n % samples == 0,
-             "op {}: {} elements do not split into {} samples", op, n, samples);
-  const int64_t per = n / samples, blocks = (per + 3) / 4;
-  KILN_CHECK(blocks < (int64_t(1) << 32), "op {}: {} elements per sample is too many", op, per);
+  KILN_CHECK(samples > 0 && n % samples == 0 && element_offset >= 0,
+             "op {}: {} elements do not split into {} samples (element offset {})", op, n,
+             samples, element_offset);
+  const int64_t per = n / samples, first = element_offset / 4,
+                blocks = (element_offset + per + 3) / 4 - first;
+  KILN_CHECK(first + blocks < (int64_t(1) << 32), "op {}: {} elements per sample is too many",
+             op, element_offset + per);
   const float scale = 1.0f / (1.0f - p);
   cpu::dispatch_float(in.dtype, op, [&]<typename X>(X) {
     cpu::dispatch_float(out.dtype, op, [&]<typename Y>(Y) {
@@ -202,13 +206,14 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
       Y* y = out.ptr<Y>();
 #pragma omp parallel for collapse(2) schedule(static) if (n > kParallelMin / 4)
       for (int64_t s = 0; s < samples; ++s)
-        for (int64_t j = 0; j < blocks; ++j) {
+        for (int64_t j = first; j < first + blocks; ++j) {
           const auto bits = rng.block(((sample_offset + uint64_t(s)) << 32) | uint64_t(j));
-          const int64_t i0 = s * per + 4 * j, m = std::min<int64_t>(4, per - 4 * j);
-          for (int64_t k = 0; k < m; ++k)
-            y[i0 + k] = cpu::store<Y>(u32_to_unit_float(bits[k]) < p
-                                          ? 0.0f
-                                          : cpu::load(x[i0 + k]) * scale);
+          for (int64_t k = 0; k < 4; ++k) {
+            const int64_t e = 4 * j + k - element_offset;  // index in this slice of the sample
+            if (e < 0 || e >= per) continue;
+            const int64_t i = s * per + e;
+            y[i] = cpu::store<Y>(u32_to_unit_float(bits[k]) < p ? 0.0f : cpu::load(x[i]) * scale);
+          }
         }
     });
   });
@@ -217,13 +222,14 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
 }  // namespace
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y) {
-  apply_dropout_mask(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y);
+                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
+  apply_dropout_mask(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y, element_offset);
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx) {
-  apply_dropout_mask(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx);
+                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
+  apply_dropout_mask(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx,
+                     element_offset);
 }
 
 }  // namespace kiln::ops::cpu

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <ostream>
 
@@ -28,6 +29,7 @@
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
+#include "kiln/train/test_hooks.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -115,6 +117,34 @@ void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const Res
   const io::TfImportSummary s = io::load_tf_bert_checkpoint(c.init_checkpoint, store, c.vocab_size);
   console << fmt::format("initialised {} parameters from TensorFlow checkpoint {} ({} optimizer variables skipped)\n",
                          s.loaded, s.prefix.string(), s.skipped);
+}
+
+// Tensor parallelism (spec §3.2) runs f32 on CPU; checkpoints in the whole layout come later.
+void check_tensor_parallel(const BertTrainConfig& c) {
+  const int64_t tp = c.tensor_parallel;
+  if (tp == 1) return;
+  const auto refuse = [&](const std::string& what) {
+    throw Error("--tensor-model-parallel-size {}: {}", tp, what);
+  };
+  if (!c.save_dir.empty() || !c.load_dir.empty() || !c.init_checkpoint.empty())
+    refuse("--save, --load and --init-checkpoint are not supported with tensor parallelism yet");
+  if (c.precision.dtype != DType::f32) refuse("tensor parallelism trains in fp32 only (drop --bf16 / --fp16)");
+  if (c.num_heads % tp != 0) refuse(fmt::format("model.num_attention_heads {} is not divisible by it", c.num_heads));
+  if (c.intermediate_size % tp != 0)
+    refuse(fmt::format("model.intermediate_size {} is not divisible by it", c.intermediate_size));
+}
+
+// LAMB's trust ratios under tensor parallelism: the norms of whole parameters. A split
+// parameter's partial sums add across the group; a replicated one's count once (tp rank 0's).
+std::function<void(Tensor&)> whole_tensor_norms(const ParamStore& store, dist::Communicator& tp) {
+  return [&store, &tp](Tensor& norms) {
+    Tensor sums = Tensor::view(norms.data, norms.shape, DType::f64);
+    double* v = sums.ptr<double>();
+    if (tp.rank() > 0)
+      for (size_t i = 0; i < store.specs().size(); ++i)
+        if (store.specs()[i].part_dim < 0) v[2 * i] = v[2 * i + 1] = 0.0;
+    tp.all_reduce_sum(sums);
+  };
 }
 
 class BertRecipe : public Recipe {
@@ -268,10 +298,11 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     return {};
   }
-  if (c.tensor_parallel != 1 || c.pipeline_parallel != 1)
-    throw Error("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}: tensor- and pipeline-parallel "
-                "training is not implemented yet (issue 9); train with 1 and 1 (data parallel: mpirun -np N)",
-                c.tensor_parallel, c.pipeline_parallel);
+  if (c.pipeline_parallel != 1)
+    throw Error("--pipeline-model-parallel-size {}: pipeline-parallel training is not implemented yet (issue 9); "
+                "train with 1 (tensor parallel: --tensor-model-parallel-size, data parallel: mpirun -np N)",
+                c.pipeline_parallel);
+  check_tensor_parallel(c);
   dist::Communicator& world = dist::world();
   world.set_timeout(c.dist_timeout);
   const dist::ParallelGroups groups =
@@ -324,12 +355,13 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
-  models::BertForPretraining model(bert_model_config(c), store, run.ctx);
+  models::BertForPretraining model(bert_model_config(c), store, run.ctx, nn::TensorParallel::over(*groups.tp));
   model.init_mlperf(uint64_t(c.seed));
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
   auto optimizer = make_optimizer(c, store, run.ctx);
+  if (groups.tp->size() > 1) optimizer->set_norm_reduction(whole_tensor_norms(store, *groups.tp));
   auto schedule = make_schedule(c);
 
   LoopConfig loop;
@@ -359,6 +391,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   const LoopResult r =
       run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, *groups.dp, &groups}, sinks, resume);
   if (init_phase) mllog.finish_init_phase();
+  write_params_for_test(store, world.rank(), groups.tp->rank(), groups.tp->size());
   result.steps = r.steps;
   result.losses = r.losses;
   result.reached_target = r.reached_target;

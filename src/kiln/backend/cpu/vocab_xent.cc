@@ -1,0 +1,112 @@
+// backend/cpu/vocab_xent.cc — the per-shard parts of a vocab-parallel softmax cross-entropy
+// (Megatron's tensor-parallel MLM loss): row statistics of this rank's logits, the sum of
+// exponentials under the global row max, and the local gradient.
+#include <cmath>
+#include <cstring>
+
+#include "kiln/backend/cpu/cpu_ops.h"
+#include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/route.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cpu {
+namespace {
+
+constexpr int64_t kParallelMin = 8192;
+
+void check_shard(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& rows,
+                 int64_t row_width) {
+  KILN_CHECK(logits.rank() == 2, "op {}: logits {} are not (N, V)", op, shape_str(logits.shape));
+  expect_dtype(op, "labels", labels, {DType::i32});
+  const int64_t N = logits.dim(0);
+  KILN_CHECK(labels.numel() == N && rows.numel() == N * row_width,
+             "op {}: logits {} need {} labels and {} x {} row values, got {} and {}", op,
+             shape_str(logits.shape), N, N, row_width, labels.numel(), rows.numel());
+}
+
+}  // namespace
+
+void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
+                         Tensor& partials) {
+  const OpScope scope = expect_cpu(ctx, "vocab_xent_partials", {&logits, &labels, &partials});
+  check_shard("vocab_xent_partials", logits, labels, partials, 3);
+  expect_dtype("vocab_xent_partials", "partials", partials, {DType::f32});
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  const int32_t* y = labels.ptr<int32_t>();
+  float* out = partials.ptr<float>();
+  cpu::dispatch_float(logits.dtype, "vocab_xent_partials", [&]<typename T>(T) {
+#pragma omp parallel for schedule(static) if (N * V > kParallelMin)
+    for (int64_t i = 0; i < N; ++i) {
+      const T* row = logits.ptr<T>() + i * V;
+      int64_t best = 0;
+      float mx = cpu::load(row[0]);
+      for (int64_t v = 1; v < V; ++v) {
+        const float z = cpu::load(row[v]);
+        if (z > mx) best = v, mx = z;
+      }
+      const int64_t local = int64_t(y[i]) - start;
+      out[3 * i] = mx;
+      out[3 * i + 1] = float(start + best);
+      out[3 * i + 2] = local >= 0 && local < V ? cpu::load(row[local]) : 0.0f;
+    }
+  });
+}
+
+void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
+  const OpScope scope = expect_cpu(ctx, "vocab_xent_sumexp", {&logits, &max, &sumexp});
+  KILN_CHECK(logits.rank() == 2 && max.numel() == logits.dim(0) && sumexp.numel() == logits.dim(0),
+             "op vocab_xent_sumexp: logits {}, max {}, sumexp {}", shape_str(logits.shape),
+             shape_str(max.shape), shape_str(sumexp.shape));
+  expect_dtype("vocab_xent_sumexp", "max", max, {DType::f32});
+  expect_dtype("vocab_xent_sumexp", "sumexp", sumexp, {DType::f64});
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  const float* m = max.ptr<float>();
+  double* s = sumexp.ptr<double>();
+  cpu::dispatch_float(logits.dtype, "vocab_xent_sumexp", [&]<typename T>(T) {
+#pragma omp parallel for schedule(static) if (N * V > kParallelMin)
+    for (int64_t i = 0; i < N; ++i) {
+      const T* row = logits.ptr<T>() + i * V;
+      double sum = 0.0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(cpu::load(row[v]) - m[i]));
+      s[i] = sum;
+    }
+  });
+}
+
+void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                         const Tensor& labels, const Tensor& weights, int64_t start, float scale,
+                         double norm, Tensor& dlogits) {
+  const OpScope scope =
+      expect_cpu(ctx, "vocab_xent_backward", {&logits, &lse, &labels, &weights, &dlogits});
+  check_shard("vocab_xent_backward", logits, labels, lse, 1);
+  expect_dtype("vocab_xent_backward", "lse", lse, {DType::f32});
+  KILN_CHECK(dlogits.shape == logits.shape, "op vocab_xent_backward: dlogits {} for logits {}",
+             shape_str(dlogits.shape), shape_str(logits.shape));
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  if (weights.defined()) {
+    expect_dtype("vocab_xent_backward", "weights", weights, {DType::f32});
+    KILN_CHECK(weights.numel() == N, "op vocab_xent_backward: {} weights for {} rows",
+               weights.numel(), N);
+  }
+  const int32_t* y = labels.ptr<int32_t>();
+  const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
+  const float* l = lse.ptr<float>();
+  cpu::dispatch_float(logits.dtype, "vocab_xent_backward", [&]<typename T>(T) {
+    cpu::dispatch_float(dlogits.dtype, "vocab_xent_backward", [&]<typename D>(D) {
+#pragma omp parallel for schedule(static) if (N * V > kParallelMin)
+      for (int64_t i = 0; i < N; ++i) {
+        const T* row = logits.ptr<T>() + i * V;
+        D* drow = dlogits.ptr<D>() + i * V;
+        const float k = y[i] < 0 ? 0.0f : scale * float((w ? double(w[i]) : 1.0) / norm);
+        const int64_t local = int64_t(y[i]) - start;
+        for (int64_t v = 0; v < V; ++v) {
+          float d = y[i] < 0 ? 0.0f : k * std::exp(cpu::load(row[v]) - l[i]);
+          if (v == local) d -= k;
+          drow[v] = cpu::store<D>(d);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln::ops::cpu

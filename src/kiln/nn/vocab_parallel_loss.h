@@ -1,0 +1,39 @@
+// nn/vocab_parallel_loss.h — the masked-LM loss of nn::MlmLoss over vocab-parallel logits
+// (Megatron's vocab_parallel_cross_entropy, spec §3.2): each tensor-parallel rank holds columns
+// [start, start + Vs) of the (N, V) logits. The row max, the first argmax and the target's logit
+// are combined across the group by an all-gather, the sums of exponentials by an all-reduce;
+// backward (softmax - onehot) is local to the shard.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kiln/core/context.h"
+#include "kiln/core/tensor.h"
+#include "kiln/nn/buffer.h"
+#include "kiln/nn/losses.h"
+#include "kiln/nn/tensor_parallel.h"
+
+namespace kiln::nn {
+
+class VocabParallelMlmLoss {
+ public:
+  explicit VocabParallelMlmLoss(const TensorParallel& tp) : tp_(tp) {}
+  // logits: (N, Vs) f32 on the host, this rank's columns from `start`; ids: (N) whole-vocabulary
+  // ids; weights (N). The same result on every rank of the group, as MlmLoss of the whole logits.
+  LossResult forward(Context& ctx, const Tensor& logits, int64_t start, const int32_t* ids,
+                     const float* weights);
+  // -> dlogits (N, Vs) = dloss * d(loss)/d(logits of this shard).
+  Tensor backward(float dloss);
+
+ private:
+  TensorParallel tp_;
+  Context* ctx_ = nullptr;
+  Tensor logits_;
+  int64_t start_ = 0;
+  double denom_ = 1;
+  std::vector<int32_t> ids_;
+  std::vector<float> weights_, lse_;
+  Buffer partials_, gathered_, max_, sumexp_, dlogits_;
+};
+
+}  // namespace kiln::nn

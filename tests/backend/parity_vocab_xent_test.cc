@@ -1,0 +1,107 @@
+// Parity of the vocab-parallel cross-entropy ops: two shards of a row's logits, combined as
+// nn::VocabParallelMlmLoss combines them, against the float64 softmax cross-entropy of the
+// whole rows.
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/core/error.h"
+#include "parity.h"
+
+namespace kiln {
+namespace {
+
+using testing::Parity;
+
+constexpr int64_t N = 9, V = 40, kShard = 20;
+const std::vector<int32_t> kLabels = {3, 25, -1, 19, 20, 39, 0, 31, 7};
+
+struct Reference {
+  std::vector<double> max, lse;
+  std::vector<int64_t> argmax;
+};
+
+Reference reference(const std::vector<double>& z) {
+  Reference r;
+  for (int64_t i = 0; i < N; ++i) {
+    const auto row = z.begin() + i * V;
+    const auto best = std::max_element(row, row + V);  // the first maximum
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - *best);
+    r.max.push_back(*best);
+    r.argmax.push_back(best - row);
+    r.lse.push_back(*best + std::log(sum));
+  }
+  return r;
+}
+
+TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
+  if (testing::parity_device() != Device::cpu()) GTEST_SKIP() << "vocab_xent ops are CPU only";
+  Parity p;
+  const Tensor labels = Tensor::view(const_cast<int32_t*>(kLabels.data()), {N}, DType::i32);
+  const std::vector<float> w = {1, 1, 1, 0.5f, 1, 0, 1, 1, 2};
+  const Tensor weights = Tensor::view(const_cast<float*>(w.data()), {N});
+  const Tensor whole = p.random({N, V}, DType::f32, 21, 3.0f);
+  const std::vector<double> z = p.host(whole);
+  const Reference ref = reference(z);
+  std::vector<float> max(N, -1e30f);
+  std::vector<double> sumexp(N, 0.0);
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    std::vector<float> part;
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t v = 0; v < kShard; ++v) part.push_back(float(z[size_t(i * V + shard * kShard + v)]));
+    const Tensor s = p.from_host(part, {N, kShard}, DType::f32);
+    Tensor partials = p.zeros({N, 3}, DType::f32);
+    ops::vocab_xent_partials(p.ctx, s, labels, shard * kShard, partials);
+    const std::vector<double> got = p.host(partials);
+    for (int64_t i = 0; i < N; ++i) {
+      const auto row = z.begin() + i * V + shard * kShard;
+      const auto best = std::max_element(row, row + kShard);
+      EXPECT_EQ(got[size_t(3 * i)], *best) << "row " << i;
+      EXPECT_EQ(got[size_t(3 * i + 1)], double(shard * kShard + (best - row))) << "row " << i;
+      const int64_t local = kLabels[size_t(i)] - shard * kShard;
+      EXPECT_EQ(got[size_t(3 * i + 2)], local >= 0 && local < kShard ? row[local] : 0.0) << "row " << i;
+      max[size_t(i)] = std::max(max[size_t(i)], float(got[size_t(3 * i)]));
+    }
+  }
+  for (int64_t i = 0; i < N; ++i) EXPECT_EQ(double(max[size_t(i)]), ref.max[size_t(i)]);
+  const Tensor max_t = Tensor::view(max.data(), {N});
+  std::vector<float> lse(N);
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    std::vector<float> part;
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t v = 0; v < kShard; ++v) part.push_back(float(z[size_t(i * V + shard * kShard + v)]));
+    const Tensor s = p.from_host(part, {N, kShard}, DType::f32);
+    Tensor sums = Tensor::empty({N}, DType::f64);
+    ops::vocab_xent_sumexp(p.ctx, s, max_t, sums);
+    for (int64_t i = 0; i < N; ++i) sumexp[size_t(i)] += sums.ptr<double>()[i];
+  }
+  for (int64_t i = 0; i < N; ++i) {
+    const double l = double(max[size_t(i)]) + std::log(sumexp[size_t(i)]);
+    // z - max is rounded to f32 before exp, as in softmax_xent_forward.
+    EXPECT_NEAR(l, ref.lse[size_t(i)], 1e-7 * std::abs(ref.lse[size_t(i)])) << "row " << i;
+    lse[size_t(i)] = float(l);
+  }
+  // Backward: softmax - onehot of each shard, scaled by w_i / norm.
+  const Tensor lse_t = Tensor::view(lse.data(), {N});
+  const double norm = 7.5;
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    std::vector<float> part;
+    std::vector<double> want;
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t v = 0; v < kShard; ++v) {
+        const int64_t g = shard * kShard + v;
+        part.push_back(float(z[size_t(i * V + g)]));
+        const double k = kLabels[size_t(i)] < 0 ? 0.0 : 0.5 * w[size_t(i)] / norm;
+        want.push_back(k * (std::exp(z[size_t(i * V + g)] - ref.lse[size_t(i)]) - (g == kLabels[size_t(i)])));
+      }
+    const Tensor s = p.from_host(part, {N, kShard}, DType::f32);
+    Tensor d = p.zeros({N, kShard}, DType::f32);
+    ops::vocab_xent_backward(p.ctx, s, lse_t, labels, weights, shard * kShard, 0.5f, norm, d);
+    p.expect_close(d, want, "vocab_xent_backward");
+  }
+  Tensor bad = p.zeros({N, 2}, DType::f32);
+  EXPECT_THROW(ops::vocab_xent_partials(p.ctx, whole, labels, 0, bad), Error);
+}
+
+}  // namespace
+}  // namespace kiln
