@@ -9,8 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/io/safetensors.h"
 
 namespace kiln::train {
 
@@ -62,6 +67,15 @@ void LossLog::add(int64_t step, double loss) {
   if (!file_) return;
   fmt::print(file_, "{} {:a}\n", step, loss);
   std::fflush(file_);
+}
+
+void write_test_weights(const ParamStore& store, int world_rank) {
+  const char* dir = std::getenv("KILN_TEST_WEIGHTS_DIR");
+  if (!dir || !*dir) return;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t k = 0; k < store.specs().size(); ++k)
+    tensors.emplace_back(store.specs()[k].name, Param{const_cast<ParamStore*>(&store), int(k)}.value());
+  io::save_safetensors(std::filesystem::path(dir) / fmt::format("rank{}.safetensors", world_rank), tensors);
 }
 
 }  // namespace kiln::train

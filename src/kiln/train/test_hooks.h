@@ -8,10 +8,16 @@
 //   KILN_TEST_RANK_FAILS=RANK:STEP:kill|hang  rank RANK, at the start of step STEP (1-based),
 //                            SIGKILLs itself or sleeps forever outside any collective
 //                            (tests/dist/mpi_failure_test.cc: --dist-timeout)
+//   KILN_TEST_WEIGHTS_DIR=DIR at the end of training every rank writes its parameters (f32 master
+//                            weights) to DIR/rank<R>.safetensors, R its world rank, so tests
+//                            compare pipeline stages with the single-process model
+//                            (tests/dist/mpi_pipeline_test.cc)
 // io/checkpoint.h has KILN_TEST_KILL_IN_SAVE.
 #pragma once
 #include <cstdint>
 #include <cstdio>
+
+#include "kiln/nn/params.h"
 
 namespace kiln::train {
 
@@ -45,5 +51,8 @@ class LossLog {
  private:
   std::FILE* file_ = nullptr;
 };
+
+// KILN_TEST_WEIGHTS_DIR; does nothing when it is not set.
+void write_test_weights(const ParamStore& store, int world_rank);
 
 }  // namespace kiln::train

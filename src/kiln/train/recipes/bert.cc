@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "kiln/core/cpu_features.h"
@@ -27,7 +28,9 @@
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
+#include "kiln/train/recipes/bert_pipeline.h"
 #include "kiln/train/resume.h"
+#include "kiln/train/test_hooks.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -117,13 +120,26 @@ void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const Res
                          s.loaded, s.prefix.string(), s.skipped);
 }
 
+// Checkpoints of a pipeline's stages are not written or read yet (they need the whole layout).
+void check_pipeline_flags(const BertTrainConfig& c) {
+  auto refuse = [&](bool set, const char* flag) {
+    if (set)
+      throw Error("{} with --pipeline-model-parallel-size {}: checkpoints of pipeline stages are not "
+                  "supported yet (issue 9)", flag, c.pipeline_parallel);
+  };
+  refuse(!c.save_dir.empty(), "--save");
+  refuse(!c.load_dir.empty(), "--load");
+  refuse(!c.init_checkpoint.empty(), "--init-checkpoint");
+}
+
 class BertRecipe : public Recipe {
  public:
-  BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining& model,
-             std::vector<EvalResult>& evals, int seq_len, int max_pred, int64_t parameters,
-             dist::Communicator& comm)
-      : c_(c), data_(data), model_(model), evals_(evals), seq_len_(seq_len), max_pred_(max_pred),
-        parameters_(parameters), comm_(comm),
+  // Either `model` (one process or data parallel) or `pipeline` (this rank's pipeline stage).
+  BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining* model,
+             BertPipeline* pipeline, std::vector<EvalResult>& evals, int seq_len, int max_pred,
+             int64_t parameters, const dist::ParallelGroups& groups)
+      : c_(c), data_(data), model_(model), pipeline_(pipeline), evals_(evals), seq_len_(seq_len),
+        max_pred_(max_pred), parameters_(parameters), comm_(*groups.dp), pp_(*groups.pp),
         second_(c.no_binary_head ? nullptr : (c.megatron_data() ? "sop" : "nsp")) {}
 
   std::vector<std::string> loss_names() const override {
@@ -142,8 +158,8 @@ class BertRecipe : public Recipe {
   }
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
-    const models::BertOutputs out = model_.forward(step, batch_);
-    model_.backward(step, grad_scale);
+    const models::BertOutputs out = model_->forward(step, batch_);
+    model_->backward(step, grad_scale);
     MicroBatchLosses r;
     r.loss = out.loss;
     r.parts = {out.mlm_loss};
@@ -152,8 +168,11 @@ class BertRecipe : public Recipe {
     return r;
   }
 
+  PipelineStage* pipeline() override { return pipeline_; }
+
   // Sharded: rank r evaluates batches r, r + ranks, ...; the sums are then added across ranks
-  // (weighted sums, not means of means), so every rank gets the single-process metrics.
+  // (weighted sums, not means of means), so every rank gets the single-process metrics. In a
+  // pipeline every stage runs each batch and the last one counts it.
   double evaluate(int64_t step, int64_t, Sinks& sinks) override {
     std::ostream& console = sinks.console();
     Timer timer;
@@ -167,7 +186,8 @@ class BertRecipe : public Recipe {
     data_.begin_eval(evals_done_++);
     for (int64_t b = 0; b < c_.eval_iters && data_.next_eval(batch_, int(c_.eval_batch_size)); ++b) {
       if (b % comm_.size() != comm_.rank()) continue;
-      const models::BertOutputs out = model_.forward(eval_step, batch_);
+      const models::BertOutputs out = pipeline_ ? pipeline_->evaluate(eval_step, batch_) : model_->forward(eval_step, batch_);
+      if (pipeline_ && !pipeline_->last()) continue;
       sums[0] += double(out.mlm_correct);
       sums[1] += out.mlm_weight_sum;
       sums[2] += double(out.nsp_correct);
@@ -176,6 +196,10 @@ class BertRecipe : public Recipe {
       sums[5] += out.nsp_loss;
       sums[6] += 1;
       sums[7] += double(batch_.batch);
+    }
+    if (pipeline_) {
+      dist::all_reduce_sum(pp_, sums);  // only the last stage counted
+      consumed_ = uint64_t(step * c_.global_batch_size);  // load() does not run in a pipeline
     }
     dist::all_reduce_sum(comm_, sums);
     const double correct = sums[0], weight_sum = sums[1], nsp_correct = sums[2], nsp_count = sums[3];
@@ -212,7 +236,9 @@ class BertRecipe : public Recipe {
                        second_ ? "nsp" : "-", second_ ? i.parts[1] / n : nsp_loss_);
   }
   std::string metric_name() const override { return "masked-LM accuracy"; }
-  double flops_per_sample() const override { return double(model_.flops_per_sample(seq_len_, max_pred_)); }
+  double flops_per_sample() const override {
+    return double(models::bert_flops_per_sample(bert_model_config(c_), seq_len_, max_pred_));
+  }
 
   void resume(const io::CheckpointMeta& meta, int64_t step, Sinks& sinks) override {
     consumed_ = uint64_t(meta.integer("samples_consumed"));
@@ -226,7 +252,7 @@ class BertRecipe : public Recipe {
   }
 
   std::string start_line(int64_t start_step) const override {
-    const models::BertConfig& mc = model_.config();
+    const models::BertConfig mc = bert_model_config(c_);
     return fmt::format(
         "training BERT: {} layers, hidden {}, {} heads, vocab {}, {:.2f}M parameters; global batch {} "
         "(micro {} x {}), sequence {}, {} steps from step {}\n",
@@ -243,11 +269,13 @@ class BertRecipe : public Recipe {
  private:
   const BertTrainConfig& c_;
   BertDataSource& data_;
-  models::BertForPretraining& model_;
+  models::BertForPretraining* model_;
+  BertPipeline* pipeline_;
   std::vector<EvalResult>& evals_;
   int seq_len_, max_pred_;
   int64_t parameters_;
   dist::Communicator& comm_;
+  dist::Communicator& pp_;
   const char* second_;
   data::BertBatch batch_;
   int64_t evals_done_ = 0;
@@ -268,10 +296,11 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     return {};
   }
-  if (c.tensor_parallel != 1 || c.pipeline_parallel != 1)
-    throw Error("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}: tensor- and pipeline-parallel "
-                "training is not implemented yet (issue 9); train with 1 and 1 (data parallel: mpirun -np N)",
-                c.tensor_parallel, c.pipeline_parallel);
+  if (c.tensor_parallel != 1)
+    throw Error("--tensor-model-parallel-size {}: tensor-parallel training is not implemented yet (issue 9); "
+                "train with 1 (data parallel: mpirun -np N; pipeline: --pipeline-model-parallel-size)",
+                c.tensor_parallel);
+  if (c.pipeline_parallel > 1) check_pipeline_flags(c);
   dist::Communicator& world = dist::world();
   world.set_timeout(c.dist_timeout);
   const dist::ParallelGroups groups =
@@ -324,8 +353,14 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
-  models::BertForPretraining model(bert_model_config(c), store, run.ctx);
-  model.init_mlperf(uint64_t(c.seed));
+  const models::BertConfig model_config = bert_model_config(c);
+  std::optional<models::BertForPretraining> model;
+  std::optional<BertPipeline> pipeline;
+  if (c.pipeline_parallel > 1)
+    pipeline.emplace(model_config, groups, *data, c.micro_batch_size, !c.no_binary_head, store, run.ctx);
+  else
+    model.emplace(model_config, store, run.ctx);
+  models::init_bert_weights(store, uint64_t(c.seed), model_config.init_std);
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
@@ -355,9 +390,11 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.resolved = resolved;
   loop.settings = settings;
 
-  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), *groups.dp);
+  BertRecipe recipe(c, *data, model ? &*model : nullptr, pipeline ? &*pipeline : nullptr, result.evals, seq_len,
+                    max_pred, model ? store.size() : models::BertForPretraining::param_count(model_config), groups);
   const LoopResult r =
       run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, *groups.dp, &groups}, sinks, resume);
+  write_test_weights(store, world.rank());
   if (init_phase) mllog.finish_init_phase();
   result.steps = r.steps;
   result.losses = r.losses;
