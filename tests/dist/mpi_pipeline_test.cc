@@ -90,7 +90,9 @@ TrainRun train(int processes, const fs::path& data, const fs::path& dir) {
   return r;
 }
 
-std::vector<float> values(const io::SafetensorsFile& f, const std::string& name) { return to_float_vector(f.get(name)); }
+std::vector<float> values(const io::SafetensorsFile& f, const std::string& name) {
+  return to_float_vector(f.get(name));
+}
 
 // Compares a pipeline run with the one-process run; returns the largest weight difference and
 // the largest relative loss difference.

@@ -15,8 +15,9 @@ constexpr auto F = PipelineOp::forward;
 constexpr auto B = PipelineOp::backward;
 
 TEST(PipelineSchedule, TwoStagesFourMicroBatches) {
-  EXPECT_EQ(one_f_one_b(2, 0, 4), (std::vector<PipelineOp>{{F, 0}, {F, 1}, {B, 0}, {F, 2}, {B, 1}, {F, 3}, {B, 2}, {B, 3}}));
-  EXPECT_EQ(one_f_one_b(2, 1, 4), (std::vector<PipelineOp>{{F, 0}, {B, 0}, {F, 1}, {B, 1}, {F, 2}, {B, 2}, {F, 3}, {B, 3}}));
+  using Ops = std::vector<PipelineOp>;
+  EXPECT_EQ(one_f_one_b(2, 0, 4), (Ops{{F, 0}, {F, 1}, {B, 0}, {F, 2}, {B, 1}, {F, 3}, {B, 2}, {B, 3}}));
+  EXPECT_EQ(one_f_one_b(2, 1, 4), (Ops{{F, 0}, {B, 0}, {F, 1}, {B, 1}, {F, 2}, {B, 2}, {F, 3}, {B, 3}}));
 }
 
 TEST(PipelineSchedule, WarmupIsCappedByTheMicroBatches) {

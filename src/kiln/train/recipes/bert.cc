@@ -186,7 +186,8 @@ class BertRecipe : public Recipe {
     data_.begin_eval(evals_done_++);
     for (int64_t b = 0; b < c_.eval_iters && data_.next_eval(batch_, int(c_.eval_batch_size)); ++b) {
       if (b % comm_.size() != comm_.rank()) continue;
-      const models::BertOutputs out = pipeline_ ? pipeline_->evaluate(eval_step, batch_) : model_->forward(eval_step, batch_);
+      const models::BertOutputs out =
+          pipeline_ ? pipeline_->evaluate(eval_step, batch_) : model_->forward(eval_step, batch_);
       if (pipeline_ && !pipeline_->last()) continue;
       sums[0] += double(out.mlm_correct);
       sums[1] += out.mlm_weight_sum;
