@@ -1,11 +1,14 @@
-// `mpirun -np 2 kiln train bert --pipeline-model-parallel-size 2` (PP2) and `mpirun -np 4 ...`
-// (PP2 x DP2) against one process at the same global batch: bert-tiny with 4 layers (2 per
-// stage), dropout on, 10 steps, global batch 8 in micro-batches of 2 (4 micro-batches per
-// pipeline and step, so the 1F1B schedule keeps 2 in flight on the first stage). The same
+// `mpirun -np 2 kiln train bert --pipeline-model-parallel-size 2` (PP2), `mpirun -np 4 ...`
+// (PP2 x DP2) and `mpirun -np 4 ... --pipeline-model-parallel-size 4` (PP4) against one process
+// at the same global batch: bert-tiny with 4 layers, dropout on, 10 steps, global batch 8 in
+// micro-batches of 2 (4 per pipeline and step, so the 1F1B schedule keeps several in flight on
+// the first stages). The same
 // losses, evaluations and final weights within fp32 rounding; the first and last stage's copies
 // of the tied word embedding bitwise identical. Skipped, saying why, without mpirun or MPI.
 // Label `mpi`.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,7 +36,7 @@ namespace fs = std::filesystem;
 
 // fp32 rounding: the tied embedding's two gradient halves are added in another order, and the
 // data-parallel sum too. Measured on 2026-11-30 (OMP_NUM_THREADS=1): losses within 2.3e-9
-// relative (PP2) and 1.9e-9 (PP2 x DP2), weights within 1.2e-7 absolute (both).
+// relative (PP2, PP4) and 1.9e-9 (PP2 x DP2), weights within 1.2e-7 absolute (all three).
 constexpr double kLossTolerance = 1e-6;    // relative, per step
 constexpr double kWeightTolerance = 1e-5;  // absolute, largest over all weights
 const std::string kWord = "bert.embeddings.word_embeddings.weight";
@@ -68,7 +71,7 @@ std::string environment(const fs::path& dir) {
          " KILN_TEST_WEIGHTS_DIR=" + dir.string();
 }
 
-TrainRun train(int processes, const fs::path& data, const fs::path& dir) {
+TrainRun train(int processes, int stages, const fs::path& data, const fs::path& dir) {
   fs::create_directories(dir);
   const std::string launcher =
       processes == 1 ? "env " + environment(dir) : testing::mpirun(processes, environment(dir));
@@ -77,7 +80,7 @@ TrainRun train(int processes, const fs::path& data, const fs::path& dir) {
       data.string() + " --vocab " + testing::test_vocab().string() +
       " --num-layers 4 --global-batch-size 8 --micro-batch-size 2 --train-iters 10 --eval-interval 5"
       " --eval-iters 4 --eval-batch-size 8 --output-dir " + dir.string() +
-      (processes == 1 ? "" : " --pipeline-model-parallel-size 2");
+      " --pipeline-model-parallel-size " + std::to_string(stages);
   TrainRun r;
   std::tie(r.status, r.output) = testing::run_command(command);
   std::ifstream log(dir / "losses.txt");
@@ -96,7 +99,8 @@ std::vector<float> values(const io::SafetensorsFile& f, const std::string& name)
 
 // Compares a pipeline run with the one-process run; returns the largest weight difference and
 // the largest relative loss difference.
-std::pair<double, double> expect_same_training(const TrainRun& one, const TrainRun& pp, int pipelines) {
+std::pair<double, double> expect_same_training(const TrainRun& one, const TrainRun& pp, int stages) {
+  const int pipelines = int(pp.ranks.size()) / stages;
   EXPECT_EQ(pp.losses.size(), 10u) << "rank 0 alone logs losses\n" << pp.output;
   double loss_difference = 0;
   for (size_t i = 0; i < one.losses.size() && i < pp.losses.size(); ++i) {
@@ -107,7 +111,7 @@ std::pair<double, double> expect_same_training(const TrainRun& one, const TrainR
   for (size_t i = 0; i < one.evals.size() && i < pp.evals.size(); ++i)
     EXPECT_NEAR(pp.evals[i], one.evals[i], 2e-4) << "evaluation value " << i;
 
-  // World rank = dp + pipelines x stage: stage 0 holds the embeddings, stage 1 the heads.
+  // World rank = dp + pipelines x stage: the first stage holds the embeddings, the last the heads.
   std::map<std::string, int> seen;
   double largest = 0;
   for (size_t rank = 0; rank < pp.ranks.size(); ++rank)
@@ -120,8 +124,9 @@ std::pair<double, double> expect_same_training(const TrainRun& one, const TrainR
     }
   for (const std::string& name : one.ranks[0].names())
     EXPECT_EQ(seen[name], name == kWord ? 2 * pipelines : pipelines) << name;
-  for (int first = 0; first < pipelines && pp.ranks.size() == size_t(2 * pipelines); ++first)
-    EXPECT_EQ(values(pp.ranks[size_t(first)], kWord), values(pp.ranks[size_t(first + pipelines)], kWord))
+  for (int first = 0; first < pipelines; ++first)
+    EXPECT_EQ(values(pp.ranks[size_t(first)], kWord),
+              values(pp.ranks[size_t(first + pipelines * (stages - 1))], kWord))
         << "the tied word embedding's copies on the first and last stage of pipeline " << first;
   EXPECT_LE(largest, kWeightTolerance);
   return {largest, loss_difference};
@@ -134,30 +139,33 @@ class MpiPipeline : public ::testing::Test {
     if (!testing::mpi_missing().empty() || !fs::exists(testing::test_vocab())) return;
     root_ = testing::unique_temp_dir("mpi_pipeline");
     data_ = prepared_data(root_);
-    one_ = new TrainRun(train(1, data_, root_ / "one"));
+    one_ = new TrainRun(train(1, 1, data_, root_ / "one"));
   }
   static void TearDownTestSuite() { delete one_; }
 
-  void compare(int processes) {
+  void compare(int processes, int stages) {
     if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
     KILN_REQUIRE_TEST_DATA();
     ASSERT_EQ(one_->status, 0) << one_->output;
     ASSERT_EQ(one_->losses.size(), 10u) << one_->output;
     ASSERT_EQ(one_->evals.size(), 6u) << one_->output;
-    const TrainRun pp = train(processes, data_, root_ / ("pp" + std::to_string(processes)));
+    const fs::path dir = root_ / fmt::format("pp{}x{}", stages, processes / stages);
+    const TrainRun pp = train(processes, stages, data_, dir);
     ASSERT_EQ(pp.status, 0) << pp.output;
     ASSERT_EQ(pp.ranks.size(), size_t(processes));
-    const auto [weights, losses] = expect_same_training(*one_, pp, processes / 2);
-    std::cout << processes << " ranks (PP2 x DP" << processes / 2 << "): largest relative loss difference "
-              << losses << ", largest weight difference after 10 steps " << weights << "\n";
+    const auto [weights, losses] = expect_same_training(*one_, pp, stages);
+    std::cout << fmt::format("PP{} x DP{}: largest relative loss difference {:.3g}, largest weight difference "
+                             "after 10 steps {:.3g}\n", stages, processes / stages, losses, weights);
   }
 
   static inline fs::path root_, data_;
   static inline TrainRun* one_ = nullptr;
 };
 
-TEST_F(MpiPipeline, TwoStagesTrainBertLikeOneProcess) { compare(2); }
-TEST_F(MpiPipeline, TwoDataParallelPipelinesOfTwoStagesTrainBertLikeOneProcess) { compare(4); }
+TEST_F(MpiPipeline, TwoStagesTrainBertLikeOneProcess) { compare(2, 2); }
+TEST_F(MpiPipeline, TwoDataParallelPipelinesOfTwoStagesTrainBertLikeOneProcess) { compare(4, 2); }
+// Middle stages, and 3 warm-up forwards on the first stage.
+TEST_F(MpiPipeline, FourStagesTrainBertLikeOneProcess) { compare(4, 4); }
 
 TEST(MpiPipelineFlags, CheckpointsAreRefusedWithOneLine) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
