@@ -63,7 +63,8 @@ struct PipelineStepResult {
 };
 
 // Runs one training step's micro-batches through the pipeline `pp` (this rank's stage is
-// pp.rank()). make_step(micro) describes this rank's micro-batch `micro`; each micro-batch's loss
+// pp.rank()). make_step(micro) describes this rank's micro-batch `micro`; it is called before
+// every forward and backward (the loop resets its per-op scratch there). Each micro-batch's loss
 // counts 1 / slots in the sums (slots: micro-batches of the global batch over all data-parallel
 // ranks). The losses of the last stage are broadcast to every stage.
 PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& pp, int64_t micro_batches,
