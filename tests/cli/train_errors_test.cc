@@ -57,16 +57,13 @@ TEST(TrainErrors, ConfigVocabSmallerThanVocabFileIsNamed) {
   EXPECT_NE(o.output.find("30522"), std::string::npos) << o.output;
 }
 
-TEST(TrainErrors, PipelineParallelAndUnsupportedTensorParallelRunsAreRefusedInOneLine) {
+TEST(TrainErrors, UnsupportedTensorParallelRunsAreRefusedInOneLine) {
   const fs::path dir = fresh_temp_dir("tp-pp");
   const std::string train = kTrain + " --output-dir " + dir.string();
-  expect_one_line_error(run(train + " --pipeline-model-parallel-size 2"),
-                        "--pipeline-model-parallel-size 2: pipeline-parallel training is not implemented yet");
   const std::string tp2 = train + " --tensor-model-parallel-size 2";
   expect_one_line_error(run(tp2), "1 processes do not split into --tensor-model-parallel-size 2");
-  expect_one_line_error(run(tp2 + " --save " + (dir / "ckpt").string()),
-                        "--tensor-model-parallel-size 2: --save, --load and --init-checkpoint are not "
-                        "supported with tensor parallelism yet");
+  expect_one_line_error(run(tp2 + " --pipeline-model-parallel-size 2"),
+                        "--tensor-model-parallel-size 2: tensor and pipeline parallelism together");
   expect_one_line_error(run(tp2 + " --bf16"), "--tensor-model-parallel-size 2: tensor parallelism trains in fp32 only");
   expect_one_line_error(run(tp2 + " --num-attention-heads 3 --hidden-size 129"),
                         "model.num_attention_heads 3 is not divisible by it");

@@ -11,7 +11,14 @@
 namespace kiln::models {
 namespace {
 
-void check_batch(const data::BertBatch& b, const BertConfig& c) {
+// A host i32 tensor over a batch vector (read by the ops during the step).
+Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
+  return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
+}
+
+}  // namespace
+
+void check_bert_batch(const data::BertBatch& b, const BertConfig& c) {
   KILN_CHECK(b.batch > 0 && b.seq_len > 0 && b.max_pred > 0,
              "BERT batch: batch {}, seq_len {}, max_pred {} must all be positive", b.batch,
              b.seq_len, b.max_pred);
@@ -43,10 +50,7 @@ void check_batch(const data::BertBatch& b, const BertConfig& c) {
   }
 }
 
-// A host i32 tensor over a batch vector (read by the ops during the step).
-Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
-  return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
-}
+namespace {
 
 // The word embedding: vocab-parallel when split.
 nn::Embedding word_embedding(ParamStore& store, const BertConfig& c, const nn::TensorParallel& tp) {
@@ -111,23 +115,23 @@ BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& sto
   store.allocate(ctx);
 }
 
-void BertForPretraining::init_mlperf(uint64_t seed) {
-  const auto& specs = store_.specs();
-  for (const ParamSpec& s : specs) {
-    float* w = store_.values.ptr<float>() + s.offset;
+void init_bert_weights(ParamStore& store, uint64_t seed, float init_std) {
+  for (const ParamSpec& s : store.specs()) {
+    float* w = store.values.ptr<float>() + s.offset;
     const bool is_norm_weight = s.name.find("LayerNorm.weight") != std::string::npos;
     if (!s.decay) {
       std::fill(w, w + s.numel, is_norm_weight ? 1.0f : 0.0f);
       continue;
     }
-    const float scale = config_.init_std;
 #pragma omp parallel for schedule(static)
-    for (int64_t e = 0; e < s.numel; ++e) w[e] = scale * truncated_normal(seed, s.name, whole_index(s, e));
+    for (int64_t e = 0; e < s.numel; ++e) w[e] = init_std * truncated_normal(seed, s.name, whole_index(s, e));
   }
 }
 
+void BertForPretraining::init_mlperf(uint64_t seed) { init_bert_weights(store_, seed, config_.init_std); }
+
 BertOutputs BertForPretraining::forward(const Step& step, const data::BertBatch& batch) {
-  check_batch(batch, config_);
+  check_bert_batch(batch, config_);
   KILN_CHECK(step.compute_dtype == store_.compute_dtype(),
              "BERT: the step computes in {} but the weights' compute copy is {}",
              dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
@@ -246,9 +250,13 @@ void BertForPretraining::backward(const Step& step, float loss_scale) {
 }
 
 int64_t BertForPretraining::flops_per_sample(int seq_len, int max_pred) const {
-  const int64_t H = config_.hidden, I = config_.intermediate, V = config_.vocab_size,
-                L = config_.layers, S = seq_len, P = max_pred;
-  const int64_t head = config_.binary_head ? H * H + 2 * H : 0;
+  return bert_flops_per_sample(config_, seq_len, max_pred);
+}
+
+int64_t bert_flops_per_sample(const BertConfig& config, int seq_len, int max_pred) {
+  const int64_t H = config.hidden, I = config.intermediate, V = config.vocab_size,
+                L = config.layers, S = seq_len, P = max_pred;
+  const int64_t head = config.binary_head ? H * H + 2 * H : 0;
   return 6 * (S * L * (4 * H * H + 2 * H * I) + P * (H * H + H * V) + head) +
          12 * L * S * S * H;
 }

@@ -56,6 +56,20 @@ struct BertOutputs {
   int64_t nsp_correct = 0, nsp_count = 0;  // over rows with nsp label != -1
 };
 
+// MLPerf initialisation of every parameter in `store` (BertForPretraining::init_mlperf): by
+// name and element, so a pipeline stage's parameters get the values of the whole model's.
+void init_bert_weights(ParamStore& store, uint64_t seed, float init_std);
+// Training FLOPs of one sample (forward + backward = 3 x forward; a matmul with k weights
+// costs 2k per row forward):
+//   6 x [ S x layers x (4 H^2 + 2 H I)      encoder projections and MLP, every token
+//        + max_pred x (H^2 + H V)            MLM transform and decoder, masked slots only
+//        + (H^2 + 2 H) if binary_head ]      pooler and NSP, one row
+//   + 12 x layers x S^2 x H                  attention scores Q K^T and probs V
+// Biases, LayerNorm, softmax and embeddings are not counted.
+int64_t bert_flops_per_sample(const BertConfig& config, int seq_len, int max_pred);
+// Throws kiln::Error for a batch whose sizes disagree or whose ids are outside the model's ranges.
+void check_bert_batch(const data::BertBatch& batch, const BertConfig& config);
+
 class BertForPretraining {
  public:
   // Registers every parameter in `store` (which must not be allocated yet) and allocates it.
@@ -84,14 +98,7 @@ class BertForPretraining {
   const Tensor& nsp_logits() const { return nsp_logits_; }  // (B, 2); undefined without head
   const BertConfig& config() const { return config_; }
 
-  // Training FLOPs of one sample (forward + backward = 3 x forward; a matmul with k weights
-  // costs 2k per row forward):
-  //   6 x [ S x layers x (4 H^2 + 2 H I)      encoder projections and MLP, every token
-  //        + max_pred x (H^2 + H V)            MLM transform and decoder, masked slots only
-  //        + (H^2 + 2 H) if binary_head ]      pooler and NSP, one row
-  //   + 12 x layers x S^2 x H                  attention scores Q K^T and probs V
-  // Biases, LayerNorm, softmax and embeddings are not counted.
-  int64_t flops_per_sample(int seq_len, int max_pred) const;
+  int64_t flops_per_sample(int seq_len, int max_pred) const;  // bert_flops_per_sample
   // Number of parameter elements (the tied decoder weight counted once).
   static int64_t param_count(const BertConfig& config);
 

@@ -25,7 +25,11 @@ Tensor Param::compute() const {
 
 Param ParamStore::add(std::string name, Shape shape, bool decay) {
   KILN_CHECK(!allocated(), "parameter '{}' registered after the store was allocated", name);
-  KILN_CHECK(!find(name), "parameter '{}' registered twice", name);
+  if (const ParamSpec* existing = find(name)) {
+    KILN_CHECK(share_existing_ && existing->shape == shape && existing->decay == decay,
+               "parameter '{}' registered twice", name);
+    return Param{this, int(existing - specs_.data())};
+  }
   ParamSpec spec{std::move(name), std::move(shape), size_, 0, decay};
   spec.numel = shape_numel(spec.shape);
   spec.full_shape = spec.shape;

@@ -52,8 +52,12 @@ struct Param {
 
 class ParamStore {
  public:
-  // Registers a parameter; call before allocate(). Offsets are 16-element aligned.
+  // Registers a parameter; call before allocate(). Offsets are 16-element aligned. While
+  // share_existing(true), a name registered before (same shape and decay) returns that parameter:
+  // several instances of a layer then share weights and gradients (pipeline slots, train/
+  // pipeline_schedule.h); otherwise a second registration is an error.
   Param add(std::string name, Shape shape, bool decay);
+  void share_existing(bool on) { share_existing_ = on; }
   // Registers entries [start, start + count) of dimension `dim` of a parameter of shape `full`
   // (a tensor-parallel part; ParamSpec::part_dim).
   Param add_part(std::string name, const Shape& full, bool decay, int dim, int64_t start, int64_t count);
@@ -91,6 +95,7 @@ class ParamStore {
   std::vector<ParamSpec> specs_;
   std::vector<ops::TensorSegment> segments_;
   int64_t size_ = 0;
+  bool share_existing_ = false;
   DType compute_dtype_ = DType::f32;
   Context* ctx_ = &cpu_context();
 };

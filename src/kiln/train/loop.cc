@@ -18,6 +18,7 @@
 #include "kiln/log/submission.h"
 #include "kiln/optim/grad_norm.h"
 #include "kiln/train/data_parallel.h"
+#include "kiln/train/pipeline_schedule.h"
 #include "kiln/train/run_report.h"
 #include "kiln/train/test_hooks.h"
 #include "kiln/train/whole_model.h"
@@ -210,10 +211,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     double data_seconds = 0;
     store.zero_grad();
     const float grad_scale = float(scaler.scale()) / float(slots);
-    MicroBatchLosses sum;
-    sum.parts.assign(names.size(), 0.0);
-    for (int64_t micro = 0; micro < accumulation; ++micro) {
-      run.scratch.reset();  // scratch never outlives an op: every micro-batch starts empty
+    // This rank's micro-batch `micro` of the step; its scratch starts empty (scratch never outlives an op).
+    auto make_step = [&](int64_t micro) {
+      run.scratch.reset();
       Step s;
       s.ctx = &ctx;
       s.seed = uint64_t(c.seed);
@@ -222,15 +222,28 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       s.training = true;
       s.sample_offset = uint64_t(step * c.global_batch + slot * c.micro_batch);
       s.compute_dtype = c.compute_dtype;
-      Timer data_timer;
-      recipe.load(s);
-      data_seconds += data_timer.seconds();
-      const MicroBatchLosses out = recipe.forward_backward(s, grad_scale);
-      sum.loss += out.loss / double(slots);
-      for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i)
-        sum.parts[i] += out.parts[i] / double(slots);
-      sum.correct += out.correct;
-      sum.count += out.count;
+      return s;
+    };
+    MicroBatchLosses sum;
+    sum.parts.assign(names.size(), 0.0);
+    if (PipelineStage* stage = recipe.pipeline()) {
+      const PipelineStepResult r =
+          run_pipeline_step(*stage, *state.groups->pp, accumulation, slots, grad_scale, names.size(), make_step);
+      sum = r.sum;
+      data_seconds = r.data_seconds;
+    } else {
+      for (int64_t micro = 0; micro < accumulation; ++micro) {
+        const Step s = make_step(micro);
+        Timer data_timer;
+        recipe.load(s);
+        data_seconds += data_timer.seconds();
+        const MicroBatchLosses out = recipe.forward_backward(s, grad_scale);
+        sum.loss += out.loss / double(slots);
+        for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i)
+          sum.parts[i] += out.parts[i] / double(slots);
+        sum.correct += out.correct;
+        sum.count += out.count;
+      }
     }
     Timer comm_timer;
     if (dp.ranks() > 1) {

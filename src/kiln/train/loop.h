@@ -5,7 +5,9 @@
 //   resume from the checkpoint the recipe found (train/resume.h): weights, optimizer, loss
 //   scaler, data position; MLPerf run_start unless the run continues its log; per step:
 //     zero grads; per micro-batch: load (timed as data), forward, backward of loss x scale / M
-//     (M: micro-batches per global batch over all data-parallel ranks; train/data_parallel.h)
+//     (M: micro-batches per global batch over all data-parallel ranks; train/data_parallel.h);
+//     with a pipeline (Recipe::pipeline) the same micro-batches in the 1F1B order of
+//     train/pipeline_schedule.h, the losses coming from the last stage
 //     with several ranks: gradients, losses and counters summed across them
 //     unscale (1/scale); global grad norm; a non-finite loss or norm skips the step (weights,
 //     optimizer state and the LR schedule's step untouched), counts it, warns, and lowers a
@@ -49,6 +51,7 @@
 
 namespace kiln::train {
 
+class PipelineStage;  // train/pipeline_schedule.h
 
 // What one micro-batch's forward and backward report.
 struct MicroBatchLosses {
@@ -129,6 +132,9 @@ class Recipe {
   virtual void add_meta(nlohmann::json& meta) const {}
   // The "training ..." line printed before the first step.
   virtual std::string start_line(int64_t start_step) const = 0;
+  // Pipeline-parallel runs: this rank's stage, which the loop runs with the 1F1B schedule instead
+  // of load + forward_backward per micro-batch.
+  virtual PipelineStage* pipeline() { return nullptr; }
 };
 
 struct LoopResult {

@@ -9,8 +9,9 @@
 //                            SIGKILLs itself or sleeps forever outside any collective
 //                            (tests/dist/mpi_failure_test.cc: --dist-timeout)
 //   KILN_TEST_PARAMS_DIR=DIR  at the end of a BERT run every rank writes its parameters (its
-//                            tensor-parallel parts) to DIR/rank<world rank>.safetensors, with
-//                            metadata tp_rank and tp_size (tests/dist/mpi_tensor_parallel_test.cc)
+//                            tensor-parallel parts, its pipeline stage's) to
+//                            DIR/rank<world rank>.safetensors, with metadata tp_rank and tp_size
+//                            (tests/dist/mpi_tensor_parallel_test.cc, mpi_pipeline_test.cc)
 // io/checkpoint.h has KILN_TEST_KILL_IN_SAVE.
 #pragma once
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include "kiln/core/cpu_features.h"
@@ -28,6 +29,7 @@
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
+#include "kiln/train/recipes/bert_pipeline.h"
 #include "kiln/train/resume.h"
 #include "kiln/train/test_hooks.h"
 
@@ -119,15 +121,16 @@ void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const Res
                          s.loaded, s.prefix.string(), s.skipped);
 }
 
-// Tensor parallelism (spec §3.2) runs f32 on CPU; checkpoints in the whole layout come later.
+// Tensor parallelism (spec §3.2) runs f32 on CPU.
 void check_tensor_parallel(const BertTrainConfig& c) {
   const int64_t tp = c.tensor_parallel;
   if (tp == 1) return;
   const auto refuse = [&](const std::string& what) {
     throw Error("--tensor-model-parallel-size {}: {}", tp, what);
   };
-  if (!c.save_dir.empty() || !c.load_dir.empty() || !c.init_checkpoint.empty())
-    refuse("--save, --load and --init-checkpoint are not supported with tensor parallelism yet");
+  if (c.pipeline_parallel > 1)
+    refuse(fmt::format("tensor and pipeline parallelism together (--pipeline-model-parallel-size {}) are not "
+                       "implemented yet (issue 9); use one of them", c.pipeline_parallel));
   if (c.precision.dtype != DType::f32) refuse("tensor parallelism trains in fp32 only (drop --bf16 / --fp16)");
   if (c.num_heads % tp != 0) refuse(fmt::format("model.num_attention_heads {} is not divisible by it", c.num_heads));
   if (c.intermediate_size % tp != 0)
@@ -149,11 +152,12 @@ std::function<void(Tensor&)> whole_tensor_norms(const ParamStore& store, dist::C
 
 class BertRecipe : public Recipe {
  public:
-  BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining& model,
-             std::vector<EvalResult>& evals, int seq_len, int max_pred, int64_t parameters,
-             dist::Communicator& comm)
-      : c_(c), data_(data), model_(model), evals_(evals), seq_len_(seq_len), max_pred_(max_pred),
-        parameters_(parameters), comm_(comm),
+  // Either `model` (one process or data parallel) or `pipeline` (this rank's pipeline stage).
+  BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining* model,
+             BertPipeline* pipeline, std::vector<EvalResult>& evals, int seq_len, int max_pred,
+             int64_t parameters, const dist::ParallelGroups& groups)
+      : c_(c), data_(data), model_(model), pipeline_(pipeline), evals_(evals), seq_len_(seq_len),
+        max_pred_(max_pred), parameters_(parameters), comm_(*groups.dp), pp_(*groups.pp),
         second_(c.no_binary_head ? nullptr : (c.megatron_data() ? "sop" : "nsp")) {}
 
   std::vector<std::string> loss_names() const override {
@@ -167,13 +171,11 @@ class BertRecipe : public Recipe {
   void load(const Step& step) override {
     data_.seek(step.sample_offset);
     data_.next_train(batch_, int(c_.micro_batch_size));
-    const uint64_t global = uint64_t(c_.global_batch_size);
-    consumed_ = (step.sample_offset / global + 1) * global;
   }
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
-    const models::BertOutputs out = model_.forward(step, batch_);
-    model_.backward(step, grad_scale);
+    const models::BertOutputs out = model_->forward(step, batch_);
+    model_->backward(step, grad_scale);
     MicroBatchLosses r;
     r.loss = out.loss;
     r.parts = {out.mlm_loss};
@@ -182,8 +184,11 @@ class BertRecipe : public Recipe {
     return r;
   }
 
+  PipelineStage* pipeline() override { return pipeline_; }
+
   // Sharded: rank r evaluates batches r, r + ranks, ...; the sums are then added across ranks
-  // (weighted sums, not means of means), so every rank gets the single-process metrics.
+  // (weighted sums, not means of means), so every rank gets the single-process metrics. In a
+  // pipeline every stage runs each batch and the last one counts it.
   double evaluate(int64_t step, int64_t, Sinks& sinks) override {
     std::ostream& console = sinks.console();
     Timer timer;
@@ -197,7 +202,9 @@ class BertRecipe : public Recipe {
     data_.begin_eval(evals_done_++);
     for (int64_t b = 0; b < c_.eval_iters && data_.next_eval(batch_, int(c_.eval_batch_size)); ++b) {
       if (b % comm_.size() != comm_.rank()) continue;
-      const models::BertOutputs out = model_.forward(eval_step, batch_);
+      const models::BertOutputs out =
+          pipeline_ ? pipeline_->evaluate(eval_step, batch_) : model_->forward(eval_step, batch_);
+      if (pipeline_ && !pipeline_->last()) continue;
       sums[0] += double(out.mlm_correct);
       sums[1] += out.mlm_weight_sum;
       sums[2] += double(out.nsp_correct);
@@ -207,6 +214,7 @@ class BertRecipe : public Recipe {
       sums[6] += 1;
       sums[7] += double(batch_.batch);
     }
+    if (pipeline_) dist::all_reduce_sum(pp_, sums);  // only the last stage counted
     dist::all_reduce_sum(comm_, sums);
     const double correct = sums[0], weight_sum = sums[1], nsp_correct = sums[2], nsp_count = sums[3];
     const double mlm_loss = sums[4], nsp_loss = sums[5];
@@ -227,7 +235,7 @@ class BertRecipe : public Recipe {
         second_ ? second_ : "nsp", r.nsp_loss, batches, timer.seconds());
     console.flush();
     if (log::TensorBoardWriter* tb = sinks.tensorboard()) {
-      log::write_megatron_validation_scalars(*tb, losses, step, consumed_, true);
+      log::write_megatron_validation_scalars(*tb, losses, step, step * c_.global_batch_size, true);
       tb->add_scalar("lm accuracy validation", r.mlm_accuracy, step);
       if (second_) tb->add_scalar(fmt::format("{} accuracy validation", second_), r.nsp_accuracy, step);
     }
@@ -242,21 +250,23 @@ class BertRecipe : public Recipe {
                        second_ ? "nsp" : "-", second_ ? i.parts[1] / n : nsp_loss_);
   }
   std::string metric_name() const override { return "masked-LM accuracy"; }
-  double flops_per_sample() const override { return double(model_.flops_per_sample(seq_len_, max_pred_)); }
+  double flops_per_sample() const override {
+    return double(models::bert_flops_per_sample(bert_model_config(c_), seq_len_, max_pred_));
+  }
 
   void resume(const io::CheckpointMeta& meta, int64_t step, Sinks& sinks) override {
-    consumed_ = uint64_t(meta.integer("samples_consumed"));
+    const int64_t consumed = meta.integer("samples_consumed");
     evals_done_ = meta.integer("evaluations");  // Megatron's validation samples follow it
     sinks.console() << fmt::format("resumed from {} at step {} ({} samples consumed)\n", meta.dir().string(), step,
-                                   consumed_);
+                                   consumed);
   }
   void add_meta(nlohmann::json& meta) const override {
-    meta["samples_consumed"] = consumed_;
+    meta["samples_consumed"] = meta.at("step").get<int64_t>() * c_.global_batch_size;
     meta["evaluations"] = evals_done_;
   }
 
   std::string start_line(int64_t start_step) const override {
-    const models::BertConfig& mc = model_.config();
+    const models::BertConfig mc = bert_model_config(c_);
     return fmt::format(
         "training BERT: {} layers, hidden {}, {} heads, vocab {}, {:.2f}M parameters; global batch {} "
         "(micro {} x {}), sequence {}, {} steps from step {}\n",
@@ -273,15 +283,16 @@ class BertRecipe : public Recipe {
  private:
   const BertTrainConfig& c_;
   BertDataSource& data_;
-  models::BertForPretraining& model_;
+  models::BertForPretraining* model_;
+  BertPipeline* pipeline_;
   std::vector<EvalResult>& evals_;
   int seq_len_, max_pred_;
   int64_t parameters_;
   dist::Communicator& comm_;
+  dist::Communicator& pp_;
   const char* second_;
   data::BertBatch batch_;
   int64_t evals_done_ = 0;
-  uint64_t consumed_ = 0;  // samples of the global batches begun so far (all ranks)
   double nsp_loss_ = 0;
 };
 
@@ -298,10 +309,6 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     return {};
   }
-  if (c.pipeline_parallel != 1)
-    throw Error("--pipeline-model-parallel-size {}: pipeline-parallel training is not implemented yet (issue 9); "
-                "train with 1 (tensor parallel: --tensor-model-parallel-size, data parallel: mpirun -np N)",
-                c.pipeline_parallel);
   check_tensor_parallel(c);
   dist::Communicator& world = dist::world();
   world.set_timeout(c.dist_timeout);
@@ -355,8 +362,14 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
-  models::BertForPretraining model(bert_model_config(c), store, run.ctx, nn::TensorParallel::over(*groups.tp));
-  model.init_mlperf(uint64_t(c.seed));
+  const models::BertConfig model_config = bert_model_config(c);
+  std::optional<models::BertForPretraining> model;
+  std::optional<BertPipeline> pipeline;
+  if (c.pipeline_parallel > 1)
+    pipeline.emplace(model_config, groups, *data, c.micro_batch_size, !c.no_binary_head, store, run.ctx);
+  else
+    model.emplace(model_config, store, run.ctx, nn::TensorParallel::over(*groups.tp));
+  models::init_bert_weights(store, uint64_t(c.seed), model_config.init_std);
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
@@ -387,7 +400,8 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.resolved = resolved;
   loop.settings = settings;
 
-  BertRecipe recipe(c, *data, model, result.evals, seq_len, max_pred, store.size(), *groups.dp);
+  BertRecipe recipe(c, *data, model ? &*model : nullptr, pipeline ? &*pipeline : nullptr, result.evals, seq_len,
+                    max_pred, model ? store.size() : models::BertForPretraining::param_count(model_config), groups);
   const LoopResult r =
       run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, *groups.dp, &groups}, sinks, resume);
   if (init_phase) mllog.finish_init_phase();

@@ -1,0 +1,180 @@
+#include "kiln/models/bert_stage.h"
+
+#include <string>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/error.h"
+
+namespace kiln::models {
+namespace {
+
+Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
+  return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
+}
+
+}  // namespace
+
+StageRange bert_stage_range(const BertConfig& config, int stage, int stages) {
+  KILN_CHECK(stages > 0 && stage >= 0 && stage < stages, "pipeline stage {} of {} does not exist", stage, stages);
+  KILN_CHECK(config.layers % stages == 0,
+             "--pipeline-model-parallel-size {}: model.num_layers {} is not a multiple of it", stages,
+             config.layers);
+  const int64_t per = config.layers / stages;
+  return {stage * per, (stage + 1) * per, stage == 0, stage == stages - 1};
+}
+
+BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamStore& store)
+    : config_(config), range_(range), store_(store), embedding_dropout_(config.hidden_dropout, 0) {
+  const BertConfig& c = config;
+  KILN_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0,
+             "BERT config: hidden {} must be a positive multiple of heads {}", c.hidden, c.heads);
+  const std::string word = "bert.embeddings.word_embeddings.weight";
+  if (range.first) {
+    word_.emplace(store, word, c.vocab_size, c.hidden);
+    position_.emplace(store, "bert.embeddings.position_embeddings.weight", c.max_position, c.hidden);
+    token_type_.emplace(store, "bert.embeddings.token_type_embeddings.weight", c.type_vocab, c.hidden);
+    if (!c.pre_ln) embedding_norm_.emplace(store, "bert.embeddings.LayerNorm", c.hidden, c.layer_norm_eps);
+  }
+  for (int64_t n = range.first_layer; n < range.end_layer; ++n) {
+    layers_.push_back(std::make_unique<nn::TransformerLayer>(
+        store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
+        c.hidden_dropout, c.attention_dropout, c.pre_ln, c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf,
+        uint32_t(n), c.recompute_attention ? &shared_attention_ : nullptr));
+    layers_.back()->attention_norm.eps = c.layer_norm_eps;
+    layers_.back()->output_norm.eps = c.layer_norm_eps;
+  }
+  if (!range.last) return;
+  if (c.pre_ln) final_norm_.emplace(store, "bert.encoder.LayerNorm", c.hidden, c.layer_norm_eps);
+  if (c.binary_head) pooler_.emplace(store, "bert.pooler.dense", c.hidden, c.hidden);
+  transform_.emplace(store, "cls.predictions.transform.dense", c.hidden, c.hidden);
+  transform_norm_.emplace(store, "cls.predictions.transform.LayerNorm", c.hidden, c.layer_norm_eps);
+  decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, false);
+  if (c.binary_head) seq_relationship_.emplace(store, "cls.seq_relationship", c.hidden, 2);
+  decoder_weight_ = range.first ? word_->weight : store.add(word, {c.vocab_size, c.hidden}, true);
+  if (!range.first) store.set_norm_owner(decoder_weight_.id, false);  // the first stage counts it
+}
+
+const Param* BertStage::word_embedding() const {
+  return range_.first ? &word_->weight : range_.last ? &decoder_weight_ : nullptr;
+}
+
+Tensor BertStage::embed(const Step& step, const data::BertBatch& batch) {
+  Context& ctx = *step.ctx;
+  const int64_t BS = B_ * S_;
+  positions_.resize(size_t(BS));
+  for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S_);
+  Tensor x = embeddings_.get({BS, config_.hidden}, step.compute_dtype);
+  ops::add(ctx, word_->forward(step, ids_view(batch.input_ids, {BS})),
+           position_->forward(step, ids_view(positions_, {BS})), x);
+  ops::add(ctx, x, token_type_->forward(step, ids_view(batch.segment_ids, {BS})), x);
+  if (embedding_norm_) x = embedding_norm_->forward(step, x);
+  return embedding_dropout_.forward(step, x, B_);
+}
+
+Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const Tensor& input, BertOutputs* out) {
+  check_bert_batch(batch, config_);
+  KILN_CHECK(step.compute_dtype == store_.compute_dtype(),
+             "BERT stage: the step computes in {} but the weights' compute copy is {}",
+             dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
+  B_ = batch.batch, S_ = batch.seq_len, P_ = batch.max_pred;
+  Tensor x = range_.first ? embed(step, batch) : input;
+  KILN_CHECK(x.shape == Shape({B_ * S_, config_.hidden}), "BERT stage: input {} is not ({}, {})",
+             shape_str(x.shape), B_ * S_, config_.hidden);
+  const Tensor mask = ids_view(batch.input_mask, {B_, S_});
+  for (auto& layer : layers_) x = layer->forward(step, x, mask);
+  if (!range_.last) return x;
+  KILN_CHECK(out, "BERT stage: the last stage's forward needs somewhere to put the losses");
+  if (final_norm_) x = final_norm_->forward(step, x);
+  heads(step, batch, x, *out);
+  return {};
+}
+
+// The pooler, NSP head, MLM transform and decoder over the sequence output x (B*S, H), as
+// BertForPretraining::forward computes them.
+void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out) {
+  Context& ctx = *step.ctx;
+  const int64_t B = B_, S = S_, P = P_, H = config_.hidden, V = config_.vocab_size;
+  const DType dt = step.compute_dtype;
+  out = BertOutputs{};
+  if (config_.binary_head) {
+    first_rows_.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) first_rows_[b] = int32_t(b * S);
+    Tensor first = first_tokens_.get({B, H}, dt);
+    ops::gather_rows(ctx, x, ids_view(first_rows_, {B}), first);
+    nsp_logits_ = seq_relationship_->forward(step, pooler_act_.forward(step, pooler_->forward(step, first)));
+    if (dt != DType::f32) {
+      Tensor f = nsp_f32_.get({B, 2});
+      ops::cast(ctx, nsp_logits_, f);
+      nsp_logits_ = f;
+    }
+    const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data(), ctx);
+    out.nsp_loss = r.loss;
+    out.nsp_correct = r.correct;
+    out.nsp_count = int64_t(r.count);
+  }
+  gather_rows_.resize(size_t(B * P));
+  for (int64_t i = 0; i < B * P; ++i) gather_rows_[i] = int32_t((i / P) * S + batch.masked_positions[i]);
+  Tensor gathered = gathered_.get({B * P, H}, dt);
+  ops::gather_rows(ctx, x, ids_view(gather_rows_, {B * P}), gathered);
+  transformed_ = transform_norm_->forward(step, transform_act_.forward(step, transform_->forward(step, gathered)));
+  mlm_logits_ = logits_.get({B * P, V});
+  const Tensor bias = decoder_bias_.value();
+  ops::MatmulOpts o;
+  o.bias = &bias;
+  ops::matmul(ctx, ops::mat(transformed_), ops::mat(decoder_weight_.compute(), true), ops::mat(mlm_logits_), o);
+  const nn::LossResult m = mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data(), ctx);
+  out.mlm_loss = m.loss;
+  out.mlm_correct = m.correct;
+  out.mlm_weight_sum = m.count;
+  out.loss = out.mlm_loss + out.nsp_loss;
+}
+
+// -> the gradient of the sequence output (B*S, H).
+Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
+  Context& ctx = *step.ctx;
+  const int64_t H = config_.hidden, V = config_.vocab_size, N = B_ * P_, BS = B_ * S_;
+  const DType dt = transformed_.dtype;
+  Tensor dlogits = mlm_loss_.backward(loss_scale);  // (N, V) f32
+  Tensor db = decoder_bias_.grad();
+  ops::bias_grad(ctx, dlogits, db);
+  if (dt != DType::f32) {
+    Tensor d = dlogits_c_.get({N, V}, dt);
+    ops::cast(ctx, dlogits, d);
+    dlogits = d;
+  }
+  ops::MatmulOpts acc;
+  acc.beta = 1.0f;
+  ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(decoder_weight_.grad()), acc);
+  Tensor dt_ = dtransformed_.get({N, H}, dt);
+  ops::matmul(ctx, ops::mat(dlogits), ops::mat(decoder_weight_.compute()), ops::mat(dt_));
+  Tensor d = transform_->backward(step, transform_act_.backward(step, transform_norm_->backward(step, dt_)));
+  Tensor dx = dsequence_.get({BS, H}, dt);
+  ops::fill(ctx, dx, 0.0f);
+  ops::scatter_add_rows(ctx, d, ids_view(gather_rows_, {N}), dx);
+  if (config_.binary_head) {
+    Tensor dnsp = nsp_loss_.backward(loss_scale);
+    if (dt != DType::f32) {
+      Tensor c = dnsp_c_.get({B_, 2}, dt);
+      ops::cast(ctx, dnsp, c);
+      dnsp = c;
+    }
+    Tensor dp = pooler_->backward(step, pooler_act_.backward(step, seq_relationship_->backward(step, dnsp)));
+    ops::scatter_add_rows(ctx, dp, ids_view(first_rows_, {B_}), dx);
+  }
+  return final_norm_ ? final_norm_->backward(step, dx) : dx;
+}
+
+Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale) {
+  KILN_CHECK(B_ > 0, "BertStage::backward called before forward");
+  Tensor dx = range_.last ? heads_backward(step, loss_scale) : dy;
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(step, dx);
+  if (!range_.first) return dx;
+  dx = embedding_dropout_.backward(step, dx);
+  if (embedding_norm_) dx = embedding_norm_->backward(step, dx);
+  word_->backward(step, dx);
+  position_->backward(step, dx);
+  token_type_->backward(step, dx);
+  return {};
+}
+
+}  // namespace kiln::models

@@ -1,0 +1,104 @@
+#include "kiln/train/pipeline_schedule.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "kiln/core/error.h"
+#include "kiln/core/timer.h"
+
+namespace kiln::train {
+
+int64_t warmup_forwards(int stages, int stage, int64_t micro_batches) {
+  return std::min<int64_t>(stages - stage - 1, micro_batches);
+}
+
+std::vector<PipelineOp> one_f_one_b(int stages, int stage, int64_t micro_batches) {
+  KILN_CHECK(stages > 0 && stage >= 0 && stage < stages && micro_batches > 0,
+             "1F1B schedule: stage {} of {} with {} micro-batches", stage, stages, micro_batches);
+  const int64_t warmup = warmup_forwards(stages, stage, micro_batches);
+  std::vector<PipelineOp> ops;
+  int64_t forwards = 0, backwards = 0;
+  for (; forwards < warmup; ++forwards) ops.push_back({PipelineOp::forward, forwards});
+  for (; forwards < micro_batches; ++forwards) {
+    ops.push_back({PipelineOp::forward, forwards});
+    ops.push_back({PipelineOp::backward, backwards++});
+  }
+  for (; backwards < micro_batches; ++backwards) ops.push_back({PipelineOp::backward, backwards});
+  return ops;
+}
+
+namespace {
+
+// The sends of one slot still in flight: waited for before the slot is used again.
+using Pending = std::vector<std::vector<std::unique_ptr<dist::Request>>>;
+
+void wait_all(std::vector<std::unique_ptr<dist::Request>>& requests) {
+  for (auto& r : requests) r->wait();
+  requests.clear();
+}
+
+void add_losses(MicroBatchLosses& sum, const MicroBatchLosses& out, int64_t slots) {
+  sum.loss += out.loss / double(slots);
+  for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i) sum.parts[i] += out.parts[i] / double(slots);
+  sum.correct += out.correct;
+  sum.count += out.count;
+}
+
+// Every stage gets the last stage's sums (so all make the same skip / clip / eval decisions).
+void broadcast_losses(MicroBatchLosses& sum, dist::Communicator& pp) {
+  std::vector<double> v = {sum.loss, double(sum.correct), double(sum.count)};
+  v.insert(v.end(), sum.parts.begin(), sum.parts.end());
+  Tensor t = Tensor::view(v.data(), {int64_t(v.size())}, DType::f64);
+  pp.broadcast(t, pp.size() - 1);
+  sum.loss = v[0];
+  sum.correct = int64_t(v[1]);
+  sum.count = int64_t(v[2]);
+  std::copy(v.begin() + 3, v.end(), sum.parts.begin());
+}
+
+}  // namespace
+
+PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& pp, int64_t micro_batches,
+                                     int64_t slots, float grad_scale, size_t loss_parts,
+                                     const std::function<Step(int64_t)>& make_step) {
+  const int stages = pp.size(), me = pp.rank();
+  const bool first = me == 0, last = me == stages - 1;
+  const int held = stage.slots();
+  KILN_CHECK(held >= stages - me, "pipeline stage {} holds {} micro-batches, 1F1B needs {}", me, held, stages - me);
+  PipelineStepResult r;
+  r.sum.parts.assign(loss_parts, 0.0);
+  Pending pending(static_cast<size_t>(held));
+  for (const PipelineOp& op : one_f_one_b(stages, me, micro_batches)) {
+    const int slot = int(op.micro % held);
+    const Step step = make_step(op.micro);
+    wait_all(pending[size_t(slot)]);
+    if (op.kind == PipelineOp::forward) {
+      Timer data_timer;
+      stage.load(slot, step);
+      r.data_seconds += data_timer.seconds();
+      Tensor input;
+      if (!first) {
+        input = stage.input_buffer(slot, step);
+        pp.recv(input, me - 1);
+      }
+      MicroBatchLosses out;
+      const Tensor y = stage.forward(slot, step, input, last ? &out : nullptr);
+      if (last) add_losses(r.sum, out, slots);
+      else pending[size_t(slot)].push_back(pp.isend(y, me + 1));
+    } else {
+      Tensor dy;
+      if (!last) {
+        dy = stage.output_grad_buffer(slot, step);
+        pp.recv(dy, me + 1);
+      }
+      const Tensor dx = stage.backward(slot, step, dy, grad_scale);
+      if (!first) pending[size_t(slot)].push_back(pp.isend(dx, me - 1));
+    }
+  }
+  for (auto& p : pending) wait_all(p);
+  stage.finish_gradients();
+  broadcast_losses(r.sum, pp);
+  return r;
+}
+
+}  // namespace kiln::train
