@@ -167,17 +167,5 @@ TEST_F(MpiPipeline, TwoDataParallelPipelinesOfTwoStagesTrainBertLikeOneProcess) 
 // Middle stages, and 3 warm-up forwards on the first stage.
 TEST_F(MpiPipeline, FourStagesTrainBertLikeOneProcess) { compare(4, 4); }
 
-TEST(MpiPipelineFlags, CheckpointsAreRefusedWithOneLine) {
-  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
-  const fs::path dir = testing::unique_temp_dir("mpi_pipeline_save");
-  const auto [status, output] = testing::run_command(
-      testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY " train bert --config " KILN_SOURCE_DIR
-      "/configs/bert-tiny.toml --fake-data --train-iters 1 --pipeline-model-parallel-size 2 --save " +
-      (dir / "ckpt").string() + " --output-dir " + dir.string());
-  EXPECT_NE(status, 0);
-  EXPECT_NE(output.find("--save with --pipeline-model-parallel-size 2: checkpoints of pipeline stages are not "
-                        "supported yet"), std::string::npos) << output;
-}
-
 }  // namespace
 }  // namespace kiln

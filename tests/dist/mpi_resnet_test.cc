@@ -102,6 +102,24 @@ TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRan
             << ", largest weight / BN statistic difference after 8 steps " << weights << "\n";
 }
 
+// ZeRO-1 with LARS: each rank updates half of the weights and keeps half of the momentum; the
+// trust ratios add the shards' partial norms. The same losses and weights as plain data parallel.
+TEST(MpiResNet, TheDistributedOptimizerTrainsLikePlainDataParallel) {
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  if (!fs::exists(testing::kFashionMnist)) GTEST_SKIP() << "install dataset-fashion-mnist";
+  const fs::path root = testing::unique_temp_dir("mpi_resnet_zero");
+  const fs::path data = testing::fashion_mnist_folders("mpi_zero", 64, 40);
+  const ResNetRun plain = train(testing::mpirun(2, environment(root / "plain")), data, root / "plain", "--sync-bn");
+  const ResNetRun zero = train(testing::mpirun(2, environment(root / "zero")), data, root / "zero",
+                               "--sync-bn --use-distributed-optimizer");
+  for (const ResNetRun* r : {&plain, &zero}) ASSERT_EQ(r->status, 0) << r->output;
+  EXPECT_NE(zero.output.find("distributed optimizer (ZeRO-1)"), std::string::npos) << zero.output;
+  ASSERT_EQ(zero.losses.size(), 8u) << zero.output;
+  for (size_t i = 0; i < plain.losses.size(); ++i)
+    EXPECT_NEAR(zero.losses[i], plain.losses[i], kLossTolerance * std::abs(plain.losses[i])) << "step " << i + 1;
+  EXPECT_LE(largest_difference(plain.checkpoint, zero.checkpoint), kWeightTolerance);
+}
+
 TEST(MpiResNet, ABatchThatDoesNotSplitOverTheRanksIsRefused) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = testing::unique_temp_dir("mpi_resnet_batch");

@@ -34,11 +34,13 @@ class Communicator {
   virtual void all_reduce_sum(Tensor& t) = 0;
   // In place: every rank receives root's t (same dtype and shape on every rank).
   virtual void broadcast(Tensor& t, int root) = 0;
-  // out (size() x in.numel() elements) = every rank's `in`, concatenated in rank order.
+  // out (size() x in.numel() elements) = every rank's `in`, concatenated in rank order. `in` may
+  // be this rank's own place in `out` (in place).
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;
   virtual void barrier() = 0;
   // out (n elements) = sum over ranks, in rank order, of elements [rank() x n, (rank() + 1) x n)
-  // of every rank's `in` (size() x n elements). f32, f64 or i64 as all_reduce_sum.
+  // of every rank's `in` (size() x n elements). f32, f64 or i64 as all_reduce_sum. `out` may lie
+  // inside `in` (all of `in` is read before `out` is written).
   virtual void reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
   // Point-to-point (pipeline stages): t's bytes to / from rank `peer` of this communicator; the
   // receiver's tensor has the sender's dtype and size. Any host dtype.

@@ -51,12 +51,17 @@ Param ParamStore::add_part(std::string name, const Shape& full, bool decay, int 
   return p;
 }
 
+void ParamStore::set_padding(int64_t multiple) {
+  KILN_CHECK(!allocated() && multiple >= 1, "parameter store padding {}: set it once, before allocation", multiple);
+  padding_ = multiple;
+}
+
 void ParamStore::allocate(Context& ctx) {
   ctx_ = &ctx;
   segments_.clear();
   for (const ParamSpec& s : specs_) segments_.push_back({s.offset, s.numel, s.decay});
-  values = Tensor::empty({size_}, DType::f32, ctx.device);
-  grads = Tensor::empty({size_}, DType::f32, ctx.device);
+  values = Tensor::empty({padded_size()}, DType::f32, ctx.device);
+  grads = Tensor::empty({padded_size()}, DType::f32, ctx.device);
   ops::fill(ctx, values, 0.0f);
   ops::fill(ctx, grads, 0.0f);
   set_compute_dtype(compute_dtype_);
@@ -67,7 +72,7 @@ void ParamStore::set_compute_dtype(DType dtype) {
              "compute dtype {} is not a floating-point type", dtype_name(dtype));
   compute_dtype_ = dtype;
   if (!allocated()) return;
-  compute = dtype == DType::f32 ? Tensor{} : Tensor::empty({size_}, dtype, values.device);
+  compute = dtype == DType::f32 ? Tensor{} : Tensor::empty({padded_size()}, dtype, values.device);
   refresh_compute();
 }
 

@@ -64,6 +64,11 @@ class ParamStore {
   // Allocates values and grads (zeroed) on ctx.device; later ops on the store run on `ctx`.
   // After this no parameter can be added.
   void allocate(Context& ctx = cpu_context());
+  // Before allocate(): the flat buffers get zero padding up to a multiple of `multiple` elements,
+  // so that they split into equal shards (a sharded optimizer over data-parallel ranks).
+  void set_padding(int64_t multiple);
+  // Elements of values / grads / compute: size() and the padding.
+  int64_t padded_size() const { return (size_ + padding_ - 1) / padding_ * padding_; }
   bool allocated() const { return values.defined(); }
 
   // Weights used by forward/backward: f32 (the master weights themselves), bf16 or f16 (a
@@ -87,14 +92,15 @@ class ParamStore {
   std::vector<float> values_vector() const;
   std::vector<float> grads_vector() const;
 
-  Tensor values;   // (size) f32 master weights
-  Tensor grads;    // (size) f32
-  Tensor compute;  // (size) in compute_dtype(); undefined when that is f32
+  Tensor values;   // (padded_size) f32 master weights
+  Tensor grads;    // (padded_size) f32
+  Tensor compute;  // (padded_size) in compute_dtype(); undefined when that is f32
 
  private:
   std::vector<ParamSpec> specs_;
   std::vector<ops::TensorSegment> segments_;
   int64_t size_ = 0;
+  int64_t padding_ = 1;
   bool share_existing_ = false;
   DType compute_dtype_ = DType::f32;
   Context* ctx_ = &cpu_context();

@@ -6,9 +6,8 @@
 
 namespace kiln::optim {
 
-AdamW::AdamW(ParamStore& store, AdamWConfig config, Context& ctx)
-    : Optimizer(store, ctx), config_(config) {
-  KILN_CHECK(store.allocated(), "AdamW: the parameter store is not allocated");
+AdamW::AdamW(ParamStore& store, AdamWConfig config, Context& ctx, ShardRange shard)
+    : Optimizer(store, ctx, shard), config_(config) {
   m_ = zeros_like_store();
   v_ = zeros_like_store();
 }
@@ -21,7 +20,7 @@ void AdamW::step(float lr) {
   const ops::AdamStep p{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
                         adam_bias_correction(config_.beta1, t),
                         adam_bias_correction(config_.beta2, t)};
-  ops::adamw_update(ctx_, p, store_.segments(), store_.values, store_.grads, m_, v_, store_.compute);
+  ops::adamw_update(ctx_, p, flat_.segments, flat_.values, flat_.grads, m_, v_, flat_.compute);
   ++steps_taken_;
 }
 

@@ -19,7 +19,7 @@ struct AdamWConfig {
 class AdamW : public Optimizer {
  public:
   // The store must be allocated; m and v start at zero.
-  AdamW(ParamStore& store, AdamWConfig config = {}, Context& ctx = cpu_context());
+  AdamW(ParamStore& store, AdamWConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
   void step(float lr) override;
   std::vector<NamedState> state() override;  // "m", "v"
   const AdamWConfig& config() const { return config_; }

@@ -9,7 +9,7 @@
 
 namespace kiln::optim {
 
-double global_grad_norm(const ParamStore& store, Context& ctx, dist::Communicator* model_group) {
+double global_grad_norm(const ParamStore& store, Context& ctx, std::span<dist::Communicator* const> groups) {
   const std::vector<ops::TensorSegment>& segments = store.segments();
   const int64_t n = int64_t(segments.size());
   Tensor sums = ctx.scratch_tensor({n}, DType::i64);
@@ -20,7 +20,8 @@ double global_grad_norm(const ParamStore& store, Context& ctx, dist::Communicato
   double total = 0.0;
   for (size_t k = 0; k < host.size(); ++k)  // in parameter order
     if (store.specs()[k].norm_owner) total += host[k];
-  if (model_group && model_group->size() > 1) dist::all_reduce_sum(*model_group, {&total, 1});
+  for (dist::Communicator* group : groups)
+    if (group->size() > 1) dist::all_reduce_sum(*group, {&total, 1});
   return std::sqrt(total);
 }
 

@@ -3,17 +3,19 @@
 // ops::scale_check_finite). Sums run in double over each parameter's slice in a fixed order, so
 // the norm is deterministic for any thread count. `ctx` must be the device of the store.
 #pragma once
+#include <span>
+
 #include "kiln/dist/communicator.h"
 #include "kiln/core/context.h"
 #include "kiln/nn/params.h"
 
 namespace kiln::optim {
 
-// sqrt(Σ g²) over all parameters; inf or NaN when a gradient is. With `model_group` (the ranks
-// holding parts of one model replica), the squares of every rank's parameters with
-// ParamSpec::norm_owner, summed across the group in rank order: the whole model's norm.
+// sqrt(Σ g²) over all parameters; inf or NaN when a gradient is. With `groups` (ranks holding
+// other parts of the gradients: a model-parallel group, data-parallel shards), the squares of
+// the parameters with ParamSpec::norm_owner, summed over each group in turn, in rank order.
 double global_grad_norm(const ParamStore& store, Context& ctx = cpu_context(),
-                        dist::Communicator* model_group = nullptr);
+                        std::span<dist::Communicator* const> groups = {});
 // If the global norm is finite and exceeds max_norm, multiplies every gradient by max_norm/norm
 // (no epsilon, as the MLPerf BERT reference). Returns the norm before clipping. A non-finite
 // norm leaves the gradients untouched and is returned as it is: the caller must skip the step.

@@ -4,12 +4,11 @@
 
 namespace kiln::optim {
 
-Lamb::Lamb(ParamStore& store, LambConfig config, Context& ctx)
-    : Optimizer(store, ctx), config_(config) {
-  KILN_CHECK(store.allocated(), "LAMB: the parameter store is not allocated");
+Lamb::Lamb(ParamStore& store, LambConfig config, Context& ctx, ShardRange shard)
+    : Optimizer(store, ctx, shard), config_(config) {
   m_ = zeros_like_store();
   v_ = zeros_like_store();
-  norms_ = Tensor::empty({int64_t(store_.segments().size()), 2}, DType::i64, ctx.device);
+  norms_ = Tensor::empty({int64_t(flat_.segments.size()), 2}, DType::i64, ctx.device);
 }
 
 std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
@@ -23,9 +22,9 @@ void Lamb::step(float lr) {
                         bc ? adam_bias_correction(config_.beta2, t) : 1.0f};
   // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
   // the same m, v, w rather than storing it.
-  ops::lamb_moments(ctx_, p, store_.segments(), store_.values, store_.grads, m_, v_, norms_);
+  ops::lamb_moments(ctx_, p, flat_.segments, flat_.values, flat_.grads, m_, v_, norms_);
   if (reduce_norms_) reduce_norms_(norms_);
-  ops::lamb_update(ctx_, p, store_.segments(), norms_, store_.values, m_, v_, store_.compute);
+  ops::lamb_update(ctx_, p, flat_.segments, norms_, flat_.values, m_, v_, flat_.compute);
   ++steps_taken_;
 }
 

@@ -24,7 +24,7 @@ struct LambConfig {
 class Lamb : public Optimizer {
  public:
   // The store must be allocated; m and v start at zero.
-  Lamb(ParamStore& store, LambConfig config = {}, Context& ctx = cpu_context());
+  Lamb(ParamStore& store, LambConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
   void step(float lr) override;
   std::vector<NamedState> state() override;  // "m", "v"
   const LambConfig& config() const { return config_; }

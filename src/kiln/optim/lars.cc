@@ -4,11 +4,10 @@
 
 namespace kiln::optim {
 
-Lars::Lars(ParamStore& store, LarsConfig config, Context& ctx)
-    : Optimizer(store, ctx), config_(config) {
-  KILN_CHECK(store.allocated(), "LARS: the parameter store is not allocated");
+Lars::Lars(ParamStore& store, LarsConfig config, Context& ctx, ShardRange shard)
+    : Optimizer(store, ctx, shard), config_(config) {
   momentum_ = zeros_like_store();
-  norms_ = Tensor::empty({int64_t(store_.segments().size()), 2}, DType::i64, ctx.device);
+  norms_ = Tensor::empty({int64_t(flat_.segments.size()), 2}, DType::i64, ctx.device);
 }
 
 std::vector<NamedState> Lars::state() { return {{"momentum", &momentum_}}; }
@@ -17,10 +16,10 @@ void Lars::step(float lr) {
   check_layout();
   const ops::LarsStep p{lr, config_.momentum, config_.weight_decay, config_.eeta,
                         config_.epsilon};
-  ops::segment_sum_squares(ctx_, store_.values, store_.grads, store_.segments(), norms_);
+  ops::segment_sum_squares(ctx_, flat_.values, flat_.grads, flat_.segments, norms_);
   if (reduce_norms_) reduce_norms_(norms_);
-  ops::lars_update(ctx_, p, store_.segments(), norms_, store_.values, store_.grads, momentum_,
-                   store_.compute);
+  ops::lars_update(ctx_, p, flat_.segments, norms_, flat_.values, flat_.grads, momentum_,
+                   flat_.compute);
   ++steps_taken_;
 }
 

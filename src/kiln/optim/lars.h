@@ -26,7 +26,7 @@ struct LarsConfig {
 class Lars : public Optimizer {
  public:
   // The store must be allocated; the momentum buffer starts at zero.
-  Lars(ParamStore& store, LarsConfig config = {}, Context& ctx = cpu_context());
+  Lars(ParamStore& store, LarsConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
   void step(float lr) override;
   std::vector<NamedState> state() override;  // "momentum"
   const LarsConfig& config() const { return config_; }

@@ -1,14 +1,41 @@
 #include "kiln/optim/optimizer.h"
 
+#include <algorithm>
+
 #include "kiln/core/error.h"
 
 namespace kiln::optim {
 
-Optimizer::Optimizer(ParamStore& store, Context& ctx)
-    : store_(store), ctx_(ctx) {}
+namespace {
+
+Tensor slice(const Tensor& flat, int64_t begin, int64_t size) {
+  if (!flat.defined()) return flat;
+  return Tensor::view(static_cast<std::byte*>(flat.data) + size_t(begin) * dtype_size(flat.dtype), {size}, flat.dtype,
+                      flat.device);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(ParamStore& store, Context& ctx, ShardRange shard)
+    : store_(store), ctx_(ctx) {
+  KILN_CHECK(store.allocated(), "optimizer: the parameter store is not allocated");
+  const int64_t begin = shard.begin, size = shard.size < 0 ? store.size() - begin : shard.size;
+  KILN_CHECK(begin >= 0 && size >= 0 && begin + size <= store.padded_size(),
+             "optimizer shard [{}, {}) outside the parameter store's {} elements", begin, begin + size,
+             store.padded_size());
+  for (const ops::TensorSegment& s : store.segments()) {
+    const int64_t lo = std::clamp(s.offset, begin, begin + size);
+    const int64_t hi = std::clamp(s.offset + s.numel, begin, begin + size);
+    flat_.segments.push_back({lo - begin, hi - lo, s.decay});
+  }
+  flat_.values = slice(store.values, begin, size);
+  flat_.grads = slice(store.grads, begin, size);
+  flat_.compute = slice(store.compute, begin, size);
+  flat_.size = size;
+}
 
 Tensor Optimizer::zeros_like_store() {
-  Tensor t = Tensor::empty({store_.size()}, DType::f32, ctx_.device);
+  Tensor t = Tensor::empty({flat_.size}, DType::f32, ctx_.device);
   ops::fill(ctx_, t, 0.0f);
   return t;
 }
@@ -19,11 +46,9 @@ void Optimizer::set_steps_taken(int64_t steps) {
 }
 
 void Optimizer::check_layout() {
-  KILN_CHECK(store_.allocated(), "optimizer: the parameter store is not allocated");
   for (const NamedState& s : state()) {
-    KILN_CHECK(s.data->numel() == store_.size(),
-               "optimizer state '{}' has {} elements, the parameter store {}", s.name,
-               s.data->numel(), store_.size());
+    KILN_CHECK(s.data->numel() == flat_.size, "optimizer state '{}' has {} elements, its parameters {}", s.name,
+               s.data->numel(), flat_.size);
   }
 }
 

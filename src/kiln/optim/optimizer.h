@@ -15,11 +15,18 @@ namespace kiln::optim {
 // 1 - beta^t for step t (counted from 1), computed in double and rounded to fp32.
 inline float adam_bias_correction(float beta, double t) { return float(1.0 - std::pow(double(beta), t)); }
 
-// One state buffer for checkpoints; `data` points into the optimizer and has ParamStore::size()
-// elements. Restoring = overwrite *data, then set_steps_taken().
+// One state buffer for checkpoints; `data` points into the optimizer and has the shard's size
+// (ParamStore::size() when not sharded). Restoring = overwrite *data, then set_steps_taken().
 struct NamedState {
   std::string name;
   Tensor* data;  // (store.size()) f32
+};
+
+// The slice of the store's flat buffers that an optimizer updates: all of it, or one data-parallel
+// rank's shard (ZeRO-1: `--use-distributed-optimizer`), whose state buffers then hold only it.
+struct ShardRange {
+  int64_t begin = 0;
+  int64_t size = -1;  // -1: to the end of the store
 };
 
 class Optimizer {
@@ -40,15 +47,26 @@ class Optimizer {
   void set_norm_reduction(std::function<void(Tensor& norms)> reduce) { reduce_norms_ = std::move(reduce); }
 
  protected:
-  // Ops run on ctx, which must be the device of the store's buffers.
-  Optimizer(ParamStore& store, Context& ctx);
-  // Throws unless the store is allocated and every state buffer matches its size.
+  // Ops run on ctx, which must be the device of the store's buffers. Throws unless the store is
+  // allocated and the shard lies within its padded buffers.
+  Optimizer(ParamStore& store, Context& ctx, ShardRange shard);
+  // Throws unless every state buffer matches the shard's size.
   void check_layout();
-  // A zeroed f32 state buffer with the store's layout, on the store's device.
+  // A zeroed f32 state buffer with the shard's layout, on the store's device.
   Tensor zeros_like_store();
+
+  // The shard's view of the store: every parameter's segment clipped to it (offsets from the
+  // shard's start; empty for parameters outside it, so norms keep one row per parameter), and
+  // the weights, gradients and compute copy over it.
+  struct Flat {
+    std::vector<ops::TensorSegment> segments;
+    Tensor values, grads, compute;
+    int64_t size = 0;
+  };
 
   ParamStore& store_;
   Context& ctx_;
+  Flat flat_;
   int64_t steps_taken_ = 0;
   std::function<void(Tensor& norms)> reduce_norms_;
 };

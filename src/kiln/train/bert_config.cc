@@ -56,9 +56,11 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_int("train.micro_batch_size", &c.micro_batch_size, "", {"--micro-batch-size"},
             "samples per forward/backward");
   r.add_int("parallel.tensor_model_parallel_size", &c.tensor_parallel, "", {"--tensor-model-parallel-size"},
-            "tensor-parallel ranks (--dry-run only for now; training needs 1)");
+            "tensor-parallel ranks (Megatron layout: ranks = TP x DP x PP)");
   r.add_int("parallel.pipeline_model_parallel_size", &c.pipeline_parallel, "", {"--pipeline-model-parallel-size"},
-            "pipeline stages (--dry-run only for now; training needs 1)");
+            "pipeline stages (1F1B schedule)");
+  r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
+             "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
   r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
               "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},

@@ -44,6 +44,7 @@ struct BertTrainConfig {
   MlperfPhaseConfig mlperf;        // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [parallel] data parallel is the world size (mpirun -np N) over TP x PP
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
+  bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   double dist_timeout = 600;       // seconds a collective may wait for the other ranks
   // [optim]
   std::string optimizer = "lamb";  // lamb | adamw

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
 #include "kiln/log/crc32c.h"
 
@@ -22,6 +24,53 @@ void DataParallel::broadcast_weights(ParamStore& store) { comm_.broadcast(store.
 void DataParallel::reduce_gradients(ParamStore& store) { comm_.all_reduce_sum(store.grads); }
 
 void DataParallel::reduce(std::span<double> values) { dist::all_reduce_sum(comm_, values); }
+
+optim::ShardRange DataParallel::shard(const ParamStore& store) const {
+  KILN_CHECK(store.padded_size() % shard_padding() == 0,
+             "distributed optimizer: the parameter store is not padded for {} shards", comm_.size());
+  const int64_t size = store.padded_size() / comm_.size();
+  return {comm_.rank() * size, size};
+}
+
+namespace {
+
+Tensor slice(const Tensor& flat, int64_t begin, int64_t size) {
+  return Tensor::view(static_cast<float*>(flat.data) + begin, {size}, DType::f32, flat.device);
+}
+
+}  // namespace
+
+void DataParallel::reduce_scatter_gradients(ParamStore& store, Context& ctx) {
+  const optim::ShardRange s = shard(store);
+  Tensor mine = slice(store.grads, s.begin, s.size);
+  comm_.reduce_scatter_sum(store.grads, mine);  // reads all of grads before writing its shard
+  Tensor before = slice(store.grads, 0, s.begin), after = slice(store.grads, s.begin + s.size,
+                                                                 store.padded_size() - s.begin - s.size);
+  if (before.numel() > 0) ops::fill(ctx, before, 0.0f);
+  if (after.numel() > 0) ops::fill(ctx, after, 0.0f);
+}
+
+void DataParallel::gather_weights(ParamStore& store) {
+  const optim::ShardRange s = shard(store);
+  comm_.all_gather(slice(store.values, s.begin, s.size), store.values);
+  store.refresh_compute();
+}
+
+void DataParallel::sum_norms(Tensor& norms) {
+  Tensor sums = Tensor::view(norms.data, norms.shape, DType::f64, norms.device);
+  comm_.all_reduce_sum(sums);
+}
+
+void DataParallel::gather_state(const std::vector<optim::NamedState>& state, std::vector<Tensor>& whole) {
+  for (size_t i = 0; i < state.size(); ++i) comm_.all_gather(*state[i].data, whole[i]);
+}
+
+void DataParallel::scatter_state(const ParamStore& store, const std::vector<Tensor>& whole,
+                                 const std::vector<optim::NamedState>& state) {
+  const optim::ShardRange s = shard(store);
+  for (size_t i = 0; i < state.size(); ++i)
+    std::copy_n(whole[i].ptr<float>() + s.begin, s.size, state[i].data->ptr<float>());
+}
 
 std::string DataParallel::check_replicas(const ParamStore& store) {
   int64_t mine = log::crc32c(store.values.data, store.values.nbytes());

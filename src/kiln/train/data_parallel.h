@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kiln/dist/communicator.h"
 #include "kiln/nn/params.h"
+#include "kiln/optim/optimizer.h"
 
 namespace kiln::train {
 
@@ -35,6 +37,22 @@ class DataParallel {
   void reduce_gradients(ParamStore& store);
   // values = sum over ranks of values.
   void reduce(std::span<double> values);
+  // ZeRO-1 (--use-distributed-optimizer): the optimizer of rank r updates shard r of the store's
+  // padded flat buffers (ParamStore::set_padding(shard_padding())) and holds its state for it only.
+  int64_t shard_padding() const { return 16 * int64_t(comm_.size()); }
+  optim::ShardRange shard(const ParamStore& store) const;
+  // Instead of reduce_gradients: this rank's shard of grads = the sum over ranks of that shard;
+  // the rest of grads zero, so that norms over the store count each element on one rank.
+  void reduce_scatter_gradients(ParamStore& store, Context& ctx);
+  // values = every rank's updated shard; the compute copy refreshed from them.
+  void gather_weights(ParamStore& store);
+  // The partial sums of squares of a trust-ratio optimizer (Optimizer::set_norm_reduction)
+  // summed over the ranks' shards: whole-parameter norms.
+  void sum_norms(Tensor& norms);
+  // Sharded optimizer state as whole-store buffers (for checkpoints), and back into the shards.
+  void gather_state(const std::vector<optim::NamedState>& state, std::vector<Tensor>& whole);
+  void scatter_state(const ParamStore& store, const std::vector<Tensor>& whole, const std::vector<optim::NamedState>& state);
+
   // All ranks wait here (e.g. until rank 0 has written a checkpoint).
   void barrier() { comm_.barrier(); }
   // Compares a hash of the weights across ranks: "replicated parameters bitwise identical on 2

@@ -61,8 +61,20 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   const RankFailure rank_failure = test_rank_failure();
   LossLog loss_log;
 
-  std::vector<io::FlatState> opt_state;
-  for (auto& s : optimizer.state()) opt_state.emplace_back(s.name, s.data);
+  // Checkpoints hold the optimizer state with the store's layout: a sharded optimizer's (ZeRO-1)
+  // is gathered into whole buffers to save, and loaded whole, then each rank keeps its shard.
+  const bool sharded = c.distributed_optimizer && dp.ranks() > 1;
+  std::vector<Tensor> whole_state;
+  auto flat_state = [&] {
+    std::vector<io::FlatState> flat;
+    const std::vector<optim::NamedState> named = optimizer.state();
+    for (size_t i = 0; i < named.size(); ++i)
+      flat.emplace_back(named[i].name, sharded ? &whole_state[i] : named[i].data);
+    return flat;
+  };
+  if (sharded)
+    for (size_t i = 0; i < optimizer.state().size(); ++i) whole_state.push_back(Tensor::empty({store.padded_size()}));
+  const std::vector<io::FlatState> opt_state = flat_state();
 
   LoopResult result;
   int64_t start_step = 0;
@@ -71,6 +83,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     const io::CheckpointMeta& meta = *resume.checkpoint;
     io::load_checkpoint(meta.dir(), store, resume.loads_optimizer() ? opt_state : std::vector<io::FlatState>{},
                         state.buffers);
+    if (sharded && resume.loads_optimizer()) dp.scatter_state(store, whole_state, optimizer.state());
     if (resume.continues_run()) {
       start_step = meta.integer("step");
       skipped_before = meta.integer("skipped_steps");
@@ -99,6 +112,10 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   if (mllog && !resume.continues_run() && !c.run_started) log::log_run_start(*mllog);
 
   console << recipe.start_line(start_step);
+  if (sharded)
+    console << fmt::format("distributed optimizer (ZeRO-1): each of {} ranks updates and keeps the state of {} of "
+                           "the {} parameter elements\n",
+                           dp.ranks(), dp.shard(store).size, store.size());
   console << precision_note(c.compute_dtype, cpu_features())
           << (scaler.enabled() ? fmt::format("; loss scaling {}", scaler.describe()) : std::string())
           << "\n";
@@ -112,9 +129,14 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   };
 
   const bool model_parallel = state.groups && state.groups->model_parallel();
+  // Gradient norms sum over the ranks holding other parts of the gradients: the model-parallel
+  // group, and the data-parallel ranks' shards under a sharded optimizer.
+  std::vector<dist::Communicator*> norm_groups;
+  if (model_parallel) norm_groups.push_back(state.groups->model.get());
+  if (sharded) norm_groups.push_back(&state.comm);
   auto save = [&](int64_t step) {
     if (!sinks.saves_checkpoints()) return;
-    // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
+    if (sharded) dp.gather_state(optimizer.state(), whole_state);    // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
     WholeModel whole;
     if (model_parallel && state.groups->layout.dp_rank == 0)
       whole = gather_whole_model(store, opt_state, *state.groups->model);
@@ -247,7 +269,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     }
     Timer comm_timer;
     if (dp.ranks() > 1) {
-      dp.reduce_gradients(store);
+      if (sharded) dp.reduce_scatter_gradients(store, ctx);
+      else dp.reduce_gradients(store);
       std::vector<double> totals = {sum.loss, double(sum.correct), double(sum.count)};
       totals.insert(totals.end(), sum.parts.begin(), sum.parts.end());
       dp.reduce(totals);
@@ -263,13 +286,13 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       ops::fill(ctx, first, std::numeric_limits<float>::quiet_NaN());
     }
     if (scaler.enabled() && scaler.scale() != 1.0) optim::scale_grads(store, float(1.0 / scaler.scale()), ctx);
-    dist::Communicator* model_group = state.groups && state.groups->model_parallel() ? state.groups->model.get() : nullptr;
-    const double grad_norm = optim::global_grad_norm(store, ctx, model_group);
+    const double grad_norm = optim::global_grad_norm(store, ctx, norm_groups);
     lr = state.schedule.lr(optimizer.steps_taken());  // skipped steps do not advance it
     const bool finite = std::isfinite(sum.loss) && std::isfinite(grad_norm);
     if (finite) {
       if (c.clip_grad > 0 && grad_norm > c.clip_grad) optim::scale_grads(store, float(c.clip_grad / grad_norm), ctx);
       optimizer.step(float(lr));
+      if (sharded) dp.gather_weights(store);
       scaler.update(false);
       consecutive_hopeless = 0;
       last_grad_norm = grad_norm;

@@ -93,6 +93,9 @@ struct LoopConfig {
   int64_t exit_interval = 0;       // > 0: stop after this step
   int64_t global_batch = 1, micro_batch = 1;
   int64_t log_interval = 1;
+  // --use-distributed-optimizer (ZeRO-1): the optimizer (made with DataParallel::shard) updates
+  // this rank's shard; gradients are reduce-scattered, weights all-gathered after the update.
+  bool distributed_optimizer = false;
   double clip_grad = 0;            // global-norm clip; 0: none
   double target = 1.0;             // the evaluation metric that ends the run
   DType compute_dtype = DType::f32;

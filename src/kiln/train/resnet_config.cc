@@ -44,6 +44,8 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
 
   r.add_bool("parallel.sync_bn", &c.sync_bn, "SYNCBN", {"--sync-bn"},
              "BatchNorm statistics over the images of every rank (default: per rank)");
+  r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
+             "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
   r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
               "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_float("optim.lr", &c.lr, "LR", {"--lr"}, "peak learning rate (0: 7.2 * BS / 1536)");

@@ -37,6 +37,7 @@ struct ResNetTrainConfig {
   PrecisionConfig precision;      // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
   // [parallel] data parallel over the world (mpirun -np N); the batch is split across the ranks
   bool sync_bn = false;           // BatchNorm statistics over every rank's images (SYNCBN=1)
+  bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   double dist_timeout = 600;      // seconds a collective waits for the other ranks
   MlperfPhaseConfig mlperf;       // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [optim]

@@ -16,7 +16,7 @@ std::string layout_json(const ParamStore& store) {
   for (const ParamSpec& s : store.specs())
     specs.push_back({{"name", s.name}, {"shape", s.shape}, {"full", s.full_shape}, {"dim", s.part_dim},
                      {"start", s.part_start}, {"offset", s.offset}});
-  return nlohmann::json{{"size", store.size()}, {"specs", specs}}.dump();
+  return nlohmann::json{{"size", store.padded_size()}, {"specs", specs}}.dump();
 }
 
 std::vector<ParamSpec> layout_specs(const nlohmann::json& layout) {

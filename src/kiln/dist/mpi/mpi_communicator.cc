@@ -147,7 +147,10 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
              in.nbytes());
   const int bytes = int(in.nbytes());
   const Watchdog::Wait wait = watchdog_.wait("all_gather");
-  check(MPI_Allgather(in.data, bytes, MPI_BYTE, out.data, bytes, MPI_BYTE, comm_), "MPI_Allgather");
+  // `in` may already sit at this rank's place in `out` (a sharded buffer gathered in place).
+  const bool in_place = in.data == static_cast<std::byte*>(out.data) + size_t(rank_) * size_t(bytes);
+  check(MPI_Allgather(in_place ? MPI_IN_PLACE : in.data, bytes, MPI_BYTE, out.data, bytes, MPI_BYTE, comm_),
+        "MPI_Allgather");
 }
 
 void MpiCommunicator::barrier() {

@@ -26,6 +26,7 @@
 #include "kiln/optim/lamb.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/bert_data.h"
+#include "kiln/train/data_parallel.h"
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
@@ -85,14 +86,15 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
                                                       c.lr_decay_iters);
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, ParamStore& store, Context& ctx) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const BertTrainConfig& c, ParamStore& store, Context& ctx,
+                                                 optim::ShardRange shard) {
   if (c.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
         store, optim::AdamWConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
-                                  float(c.weight_decay)}, ctx);
+                                  float(c.weight_decay)}, ctx, shard);
   return std::make_unique<optim::Lamb>(
       store, optim::LambConfig{float(c.beta1), float(c.beta2), float(c.epsilon),
-                               float(c.weight_decay), true}, ctx);
+                               float(c.weight_decay), true}, ctx, shard);
 }
 
 // The model's embedding must cover every id the vocab file and the data can hold.
@@ -137,10 +139,13 @@ void check_tensor_parallel(const BertTrainConfig& c) {
     refuse(fmt::format("model.intermediate_size {} is not divisible by it", c.intermediate_size));
 }
 
-// LAMB's trust ratios under tensor parallelism: the norms of whole parameters. A split
-// parameter's partial sums add across the group; a replicated one's count once (tp rank 0's).
-std::function<void(Tensor&)> whole_tensor_norms(const ParamStore& store, dist::Communicator& tp) {
-  return [&store, &tp](Tensor& norms) {
+// LAMB's trust ratios use the norms of whole parameters: a sharded optimizer's partial sums add
+// over its data-parallel shards; under tensor parallelism a split parameter's partial sums add
+// across the group and a replicated one's count once (tp rank 0's).
+std::function<void(Tensor&)> whole_tensor_norms(const ParamStore& store, dist::Communicator& tp, DataParallel* shards) {
+  return [&store, &tp, shards](Tensor& norms) {
+    if (shards) shards->sum_norms(norms);
+    if (tp.size() == 1) return;
     Tensor sums = Tensor::view(norms.data, norms.shape, DType::f64);
     double* v = sums.ptr<double>();
     if (tp.rank() > 0)
@@ -362,6 +367,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
+  DataParallel data_parallel(*groups.dp, c.global_batch_size, c.micro_batch_size);
+  const bool sharded = c.distributed_optimizer && groups.dp->size() > 1;
+  if (sharded) store.set_padding(data_parallel.shard_padding());
   const models::BertConfig model_config = bert_model_config(c);
   std::optional<models::BertForPretraining> model;
   std::optional<BertPipeline> pipeline;
@@ -373,8 +381,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
-  auto optimizer = make_optimizer(c, store, run.ctx);
-  if (groups.tp->size() > 1) optimizer->set_norm_reduction(whole_tensor_norms(store, *groups.tp));
+  auto optimizer = make_optimizer(c, store, run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
+  if (groups.tp->size() > 1 || sharded)
+    optimizer->set_norm_reduction(whole_tensor_norms(store, *groups.tp, sharded ? &data_parallel : nullptr));
   auto schedule = make_schedule(c);
 
   LoopConfig loop;
@@ -384,6 +393,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.exit_interval = c.exit_interval;
   loop.global_batch = c.global_batch_size;
   loop.micro_batch = c.micro_batch_size;
+  loop.distributed_optimizer = sharded;
   loop.log_interval = c.log_interval;
   loop.clip_grad = c.clip_grad;
   loop.target = c.target;

@@ -23,6 +23,7 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
+#include "kiln/train/data_parallel.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
@@ -264,13 +265,18 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
 
   RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
   ParamStore store;
+  DataParallel data_parallel(world, c.batch_size, c.batch_size / world.size());
+  const bool sharded = c.distributed_optimizer && world.size() > 1;
+  if (sharded) store.set_padding(data_parallel.shard_padding());
   models::ResNet model(model_config(c, classes), store, run.ctx);
   model.init(uint64_t(c.seed));
   model.set_sync_bn(c.sync_bn ? &world : nullptr);
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   store.set_compute_dtype(c.precision.dtype);
   optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f},
-                        run.ctx);
+                        run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
+  // LARS's trust ratios from whole-parameter norms: the shards' partial sums added.
+  if (sharded) optimizer.set_norm_reduction([&data_parallel](Tensor& norms) { data_parallel.sum_norms(norms); });
   const optim::PolyWarmupSchedule schedule(c.lr, warmup_steps, total_steps, 2.0, c.end_lr);
   std::vector<io::FlatState> buffers;
   for (auto& b : model.buffers()) buffers.emplace_back(b.first, b.second);
@@ -282,6 +288,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.exit_interval = c.exit_interval;
   loop.global_batch = c.batch_size;
   loop.micro_batch = c.batch_size / world.size();  // one micro-batch per rank
+  loop.distributed_optimizer = sharded;
   loop.log_interval = c.log_interval;
   loop.target = c.target;
   loop.compute_dtype = c.precision.dtype;
