@@ -2,11 +2,15 @@
 # Data-parallel scaling on this machine: samples/s of `kiln train bert|resnet` with 1 process using
 # every core against N processes under mpirun (each pinned to its share of the cores), and the
 # share of the step spent in (or waiting on) gradient communication, from the console line of the
-# last interval. Usage: bench/scaling.sh [bert|resnet] [N]   (N: processes, default nproc)
+# last interval. Usage: bench/scaling.sh [bert|resnet] [N] [FLAG...]   (N: processes, default nproc;
+# FLAGs go to the N-process run only, e.g. --tensor-model-parallel-size 2 or
+# --use-distributed-optimizer; tensor- and pipeline-parallel exchanges count as compute there).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=${1:-bert}
 ranks=${2:-$(nproc)}
+shift $(( $# < 2 ? $# : 2 ))
+layout=("$@")
 ninja -C "$root/build" kiln >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -33,5 +37,5 @@ report() {  # label, console output
 echo "| layout | samples/s | compute ms/step | comm ms/step | comm share |"
 echo "| --- | --- | --- | --- | --- |"
 report "1 process x $(nproc) threads" "$("$root/build/kiln" "${args[@]}")"
-report "$ranks processes (mpirun)" \
-  "$(mpirun -np "$ranks" --oversubscribe --bind-to none $as_root "$root/build/kiln" "${args[@]}")"
+report "$ranks processes (mpirun) ${layout[*]}" \
+  "$(mpirun -np "$ranks" --oversubscribe --bind-to none $as_root "$root/build/kiln" "${args[@]}" "${layout[@]}")"

@@ -15,7 +15,6 @@
 #include <tuple>
 #include <vector>
 
-#include "kiln/io/safetensors.h"
 #include "tests/dist/mpi_bert_data.h"
 #include "tests/dist/mpi_test_util.h"
 #include "tests/testing/run_command.h"
@@ -54,18 +53,6 @@ TrainRun train(int processes, const fs::path& data, const fs::path& dir, const s
   return r;
 }
 
-double largest_difference(const fs::path& a_file, const fs::path& b_file) {
-  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file), b = io::SafetensorsFile::open(b_file);
-  EXPECT_EQ(a.names(), b.names());
-  double largest = 0;
-  for (const std::string& name : a.names()) {
-    const std::vector<float> x = to_float_vector(a.get(name)), y = to_float_vector(b.get(name));
-    EXPECT_EQ(x.size(), y.size()) << name;
-    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) largest = std::max(largest, double(std::abs(x[i] - y[i])));
-  }
-  return largest;
-}
-
 void expect_losses(const TrainRun& plain, const TrainRun& run, size_t count, const std::string& what) {
   ASSERT_EQ(run.losses.size(), count) << what << "\n" << run.output;
   for (const auto& [step, loss] : run.losses) {
@@ -88,9 +75,9 @@ TEST(MpiDistributedOptimizer, Zero1OnTwoRanksTrainsLikePlainDataParallelAndResum
   EXPECT_NE(zero.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos) << zero.output;
   EXPECT_NE(zero.output.find("distributed optimizer (ZeRO-1): each of 2 ranks"), std::string::npos) << zero.output;
   const fs::path last = "ckpt/iter_0000010";
-  const double weights = largest_difference(root / "plain" / last / "model.safetensors", root / "zero" / last / "model.safetensors");
+  const double weights = testing::largest_difference(root / "plain" / last / "model.safetensors", root / "zero" / last / "model.safetensors");
   const double state =
-      largest_difference(root / "plain" / last / "optimizer.safetensors", root / "zero" / last / "optimizer.safetensors");
+      testing::largest_difference(root / "plain" / last / "optimizer.safetensors", root / "zero" / last / "optimizer.safetensors");
   EXPECT_LE(weights, kStateTolerance);
   EXPECT_LE(state, kStateTolerance);
   std::cout << "ZeRO-1 vs plain DP2 after 10 steps: weights within " << weights << ", optimizer state within " << state

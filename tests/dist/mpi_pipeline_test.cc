@@ -22,9 +22,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kiln/data/bert/prepare_bert.h"
 #include "kiln/io/safetensors.h"
-#include "tests/data/data_test_util.h"
+#include "tests/dist/mpi_bert_data.h"
 #include "tests/dist/mpi_test_util.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
@@ -40,23 +39,6 @@ namespace fs = std::filesystem;
 constexpr double kLossTolerance = 1e-6;    // relative, per step
 constexpr double kWeightTolerance = 1e-5;  // absolute, largest over all weights
 const std::string kWord = "bert.embeddings.word_embeddings.weight";
-
-fs::path prepared_data(const fs::path& root) {
-  data::testing::write_text(root / "sotu.txt", data::testing::sotu_sentences(300000));
-  data::PrepareBertOptions o;
-  o.inputs = {root / "sotu.txt"};
-  o.vocab = testing::test_vocab();
-  o.output = root / "data";
-  o.instance.max_seq_length = 64;
-  o.instance.max_predictions = 10;
-  o.instance.dupe_factor = 1;
-  o.eval_documents = 4;
-  o.eval_samples = 64;
-  o.workers = 2;
-  o.progress = false;
-  data::prepare_bert(o);
-  return o.output;
-}
 
 struct TrainRun {
   int status = 0;
@@ -138,7 +120,7 @@ class MpiPipeline : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!testing::mpi_missing().empty() || !fs::exists(testing::test_vocab())) return;
     root_ = testing::unique_temp_dir("mpi_pipeline");
-    data_ = prepared_data(root_);
+    data_ = testing::prepared_mpi_bert_data(root_);
     one_ = new TrainRun(train(1, 1, data_, root_ / "one"));
   }
   static void TearDownTestSuite() { delete one_; }

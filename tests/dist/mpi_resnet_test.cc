@@ -15,7 +15,6 @@
 #include <tuple>
 #include <vector>
 
-#include "kiln/io/safetensors.h"
 #include "tests/dist/mpi_test_util.h"
 #include "tests/testing/fashion_mnist.h"
 #include "tests/testing/run_command.h"
@@ -58,18 +57,6 @@ std::string environment(const fs::path& dir) {
   return "OMP_NUM_THREADS=1 KILN_TEST_LOSS_LOG=" + (dir / "losses.txt").string();
 }
 
-double largest_difference(const fs::path& a_file, const fs::path& b_file) {
-  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file), b = io::SafetensorsFile::open(b_file);
-  EXPECT_EQ(a.names(), b.names());
-  double largest = 0;
-  for (const std::string& name : a.names()) {
-    const std::vector<float> x = to_float_vector(a.get(name)), y = to_float_vector(b.get(name));
-    EXPECT_EQ(x.size(), y.size()) << name;
-    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) largest = std::max(largest, double(std::abs(x[i] - y[i])));
-  }
-  return largest;
-}
-
 TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRank) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   if (!fs::exists(testing::kFashionMnist)) GTEST_SKIP() << "install dataset-fashion-mnist";
@@ -92,7 +79,7 @@ TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRan
   }
   ASSERT_EQ(one.evals.size(), 2u) << one.output;
   EXPECT_EQ(sync.evals, one.evals) << "each rank evaluates half of every batch; the counts are summed";
-  const double weights = largest_difference(one.checkpoint, sync.checkpoint);
+  const double weights = testing::largest_difference(one.checkpoint, sync.checkpoint);
   EXPECT_LE(weights, kWeightTolerance);
 
   ASSERT_EQ(per_rank.losses.size(), 8u) << per_rank.output;
@@ -117,7 +104,7 @@ TEST(MpiResNet, TheDistributedOptimizerTrainsLikePlainDataParallel) {
   ASSERT_EQ(zero.losses.size(), 8u) << zero.output;
   for (size_t i = 0; i < plain.losses.size(); ++i)
     EXPECT_NEAR(zero.losses[i], plain.losses[i], kLossTolerance * std::abs(plain.losses[i])) << "step " << i + 1;
-  EXPECT_LE(largest_difference(plain.checkpoint, zero.checkpoint), kWeightTolerance);
+  EXPECT_LE(testing::largest_difference(plain.checkpoint, zero.checkpoint), kWeightTolerance);
 }
 
 TEST(MpiResNet, ABatchThatDoesNotSplitOverTheRanksIsRefused) {

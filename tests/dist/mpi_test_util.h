@@ -3,8 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kiln/io/safetensors.h"
 
 namespace kiln::testing {
 
@@ -27,6 +34,20 @@ inline std::string mpirun(int processes, const std::string& env) {
   }
   return "env " + env + " mpirun -np " + std::to_string(processes) + " --oversubscribe --bind-to none" +
          (::geteuid() == 0 ? " --allow-run-as-root" : "") + forward;
+}
+
+// The largest absolute difference between same-named tensors of two safetensors files (a
+// checkpoint's model or optimizer file); the names must match.
+inline double largest_difference(const std::filesystem::path& a_file, const std::filesystem::path& b_file) {
+  const io::SafetensorsFile a = io::SafetensorsFile::open(a_file), b = io::SafetensorsFile::open(b_file);
+  EXPECT_EQ(a.names(), b.names());
+  double largest = 0;
+  for (const std::string& name : a.names()) {
+    const std::vector<float> x = to_float_vector(a.get(name)), y = to_float_vector(b.get(name));
+    EXPECT_EQ(x.size(), y.size()) << name;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) largest = std::max(largest, double(std::abs(x[i] - y[i])));
+  }
+  return largest;
 }
 
 }  // namespace kiln::testing

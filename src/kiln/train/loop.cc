@@ -136,7 +136,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   if (sharded) norm_groups.push_back(&state.comm);
   auto save = [&](int64_t step) {
     if (!sinks.saves_checkpoints()) return;
-    if (sharded) dp.gather_state(optimizer.state(), whole_state);    // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
+    if (sharded) dp.gather_state(optimizer.state(), whole_state);
+    // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
     WholeModel whole;
     if (model_parallel && state.groups->layout.dp_rank == 0)
       whole = gather_whole_model(store, opt_state, *state.groups->model);
