@@ -12,6 +12,7 @@
 #include "kiln/dist/parallel_groups.h"
 #include "kiln/dist/world.h"
 #include "kiln/io/checkpoint.h"
+#include "kiln/io/param_parts.h"
 #include "kiln/train/whole_model.h"
 #include "tests/testing/run_command.h"
 
@@ -144,7 +145,7 @@ void fill_parts(ParamStore& store, Tensor& m) {
   for (const ParamSpec& s : store.specs()) {
     std::vector<float> whole(size_t(shape_numel(s.full_shape)));
     for (size_t i = 0; i < whole.size(); ++i) whole[i] = whole_value(s.name, int64_t(i));
-    extract_part(s, whole.data(), store.values.ptr<float>() + s.offset);
+    io::extract_part(s, whole.data(), store.values.ptr<float>() + s.offset);
     for (int64_t i = 0; i < s.numel; ++i) m.ptr<float>()[s.offset + i] = 2 * store.values.ptr<float>()[s.offset + i];
   }
 }

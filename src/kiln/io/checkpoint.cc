@@ -18,6 +18,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint_meta.h"
+#include "kiln/io/param_parts.h"
 #include "kiln/io/safetensors.h"
 
 namespace kiln::io {

@@ -106,11 +106,6 @@ class ParamStore {
   Context* ctx_ = &cpu_context();
 };
 
-// A part's elements (ParamSpec::shape) from / into the whole parameter (ParamSpec::full_shape);
-// a plain copy for a whole parameter.
-void extract_part(const ParamSpec& spec, const float* whole, float* part);
-void insert_part(const ParamSpec& spec, const float* part, float* whole);
-
 inline float* Param::w() const { return store->values.ptr<float>() + spec().offset; }
 inline float* Param::g() const { return store->grads.ptr<float>() + spec().offset; }
 inline const ParamSpec& Param::spec() const { return store->specs()[id]; }

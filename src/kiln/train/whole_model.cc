@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/core/error.h"
+#include "kiln/io/param_parts.h"
 
 namespace kiln::train {
 namespace {
@@ -53,9 +54,9 @@ class Assembler {
           whole_.optimizer.emplace_back(state + "." + s.name, Tensor::zeros(s.full_shape));
       }
       const size_t k = at->second;
-      insert_part(s, buffers[0] + s.offset, whole_.model[k].second.ptr<float>());
+      io::insert_part(s, buffers[0] + s.offset, whole_.model[k].second.ptr<float>());
       for (size_t i = 0; i < state_names_.size(); ++i)
-        insert_part(s, buffers[i + 1] + s.offset,
+        io::insert_part(s, buffers[i + 1] + s.offset,
                     whole_.optimizer[k * state_names_.size() + i].second.ptr<float>());
     }
   }
