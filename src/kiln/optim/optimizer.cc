@@ -6,16 +6,6 @@
 
 namespace kiln::optim {
 
-namespace {
-
-Tensor slice(const Tensor& flat, int64_t begin, int64_t size) {
-  if (!flat.defined()) return flat;
-  return Tensor::view(static_cast<std::byte*>(flat.data) + size_t(begin) * dtype_size(flat.dtype), {size}, flat.dtype,
-                      flat.device);
-}
-
-}  // namespace
-
 Optimizer::Optimizer(ParamStore& store, Context& ctx, ShardRange shard)
     : store_(store), ctx_(ctx) {
   KILN_CHECK(store.allocated(), "optimizer: the parameter store is not allocated");
@@ -28,9 +18,9 @@ Optimizer::Optimizer(ParamStore& store, Context& ctx, ShardRange shard)
     const int64_t hi = std::clamp(s.offset + s.numel, begin, begin + size);
     flat_.segments.push_back({lo - begin, hi - lo, s.decay});
   }
-  flat_.values = slice(store.values, begin, size);
-  flat_.grads = slice(store.grads, begin, size);
-  flat_.compute = slice(store.compute, begin, size);
+  flat_.values = store.values.slice_rows(begin, begin + size);
+  flat_.grads = store.grads.slice_rows(begin, begin + size);
+  if (store.compute.defined()) flat_.compute = store.compute.slice_rows(begin, begin + size);
   flat_.size = size;
 }
 

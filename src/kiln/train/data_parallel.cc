@@ -32,27 +32,19 @@ optim::ShardRange DataParallel::shard(const ParamStore& store) const {
   return {comm_.rank() * size, size};
 }
 
-namespace {
-
-Tensor slice(const Tensor& flat, int64_t begin, int64_t size) {
-  return Tensor::view(static_cast<float*>(flat.data) + begin, {size}, DType::f32, flat.device);
-}
-
-}  // namespace
-
 void DataParallel::reduce_scatter_gradients(ParamStore& store, Context& ctx) {
   const optim::ShardRange s = shard(store);
-  Tensor mine = slice(store.grads, s.begin, s.size);
+  const int64_t end = s.begin + s.size;
+  Tensor mine = store.grads.slice_rows(s.begin, end);
   comm_.reduce_scatter_sum(store.grads, mine);  // reads all of grads before writing its shard
-  Tensor before = slice(store.grads, 0, s.begin), after = slice(store.grads, s.begin + s.size,
-                                                                 store.padded_size() - s.begin - s.size);
+  Tensor before = store.grads.slice_rows(0, s.begin), after = store.grads.slice_rows(end, store.padded_size());
   if (before.numel() > 0) ops::fill(ctx, before, 0.0f);
   if (after.numel() > 0) ops::fill(ctx, after, 0.0f);
 }
 
 void DataParallel::gather_weights(ParamStore& store) {
   const optim::ShardRange s = shard(store);
-  comm_.all_gather(slice(store.values, s.begin, s.size), store.values);
+  comm_.all_gather(store.values.slice_rows(s.begin, s.begin + s.size), store.values);
   store.refresh_compute();
 }
 
