@@ -7,6 +7,16 @@
 
 namespace kiln {
 
+// Listens to the backward of a step's last micro-batch (data-parallel gradient buckets,
+// train/grad_buckets.h): the model says which gradients are final, so that their reduction
+// can start while the rest of the backward runs.
+class GradientWatch {
+ public:
+  virtual ~GradientWatch() = default;
+  // Every gradient at flat offset >= `offset` of the step's ParamStore is final.
+  virtual void final_from(int64_t offset) = 0;
+};
+
 struct Step {
   uint64_t seed = 0;      // run seed; keys every dropout mask
   uint64_t index = 0;     // micro-step counter: step * accumulation + micro-batch
@@ -17,6 +27,12 @@ struct Step {
   uint64_t sample_offset = 0;
   DType compute_dtype = DType::f32;  // activations and the weights' compute copy
   Context* ctx = &cpu_context();     // device, stream, scratch arena for the ops
+  GradientWatch* grad_watch = nullptr;  // set on a step's last micro-batch only
+
+  // Models call this in backward, in order of decreasing offsets.
+  void grads_final_from(int64_t offset) const {
+    if (grad_watch) grad_watch->final_from(offset);
+  }
 };
 
 }  // namespace kiln

@@ -89,12 +89,15 @@ BertForPretraining::BertForPretraining(const BertConfig& config, ParamStore& sto
   if (!c.pre_ln)
     embedding_norm_.emplace(store, "bert.embeddings.LayerNorm", c.hidden, c.layer_norm_eps);
   // Layer n uses dropout streams 4n+1..4n+3; stream 0 is the embedding dropout.
-  for (int64_t n = 0; n < c.layers; ++n)
+  for (int64_t n = 0; n < c.layers; ++n) {
+    layer_offsets_.push_back(store.size());
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
         c.hidden_dropout, c.attention_dropout, c.pre_ln,
         c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf, uint32_t(n),
         c.recompute_attention ? &shared_attention_ : nullptr, tp));
+  }
+  heads_offset_ = store.size();
   if (c.pre_ln) final_norm_.emplace(store, "bert.encoder.LayerNorm", c.hidden, c.layer_norm_eps);
   if (c.binary_head) pooler_.emplace(store, "bert.pooler.dense", c.hidden, c.hidden);
   transform_.emplace(store, "cls.predictions.transform.dense", c.hidden, c.hidden);
@@ -241,7 +244,11 @@ void BertForPretraining::backward(const Step& step, float loss_scale) {
   }
 
   if (final_norm_) dx = final_norm_->backward(step, dx);
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(step, dx);
+  step.grads_final_from(heads_offset_);  // not the decoder weight: it is the word embedding
+  for (size_t n = layers_.size(); n-- > 0;) {
+    dx = layers_[n]->backward(step, dx);
+    step.grads_final_from(layer_offsets_[n]);
+  }
   dx = embedding_dropout_.backward(step, dx);
   if (embedding_norm_) dx = embedding_norm_->backward(step, dx);
   word_.backward(step, dx);

@@ -112,6 +112,9 @@ class BertForPretraining {
   nn::Dropout embedding_dropout_;
   nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
+  // Where each layer's parameters start in the store, and the heads' (Step::grads_final_from).
+  std::vector<int64_t> layer_offsets_;
+  int64_t heads_offset_ = 0;
   std::optional<nn::LayerNorm> final_norm_;  // pre-LN only
   std::optional<nn::Linear> pooler_, seq_relationship_;
   nn::Tanh pooler_act_;

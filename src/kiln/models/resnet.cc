@@ -132,11 +132,13 @@ ResNet::ResNet(const ResNetConfig& config, ParamStore& store, Context& ctx)
     for (int64_t b = 0; b < config.depths[stage]; ++b) {
       const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
       const std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
+      block_offsets_.push_back(store.size());
       blocks_.push_back(
           std::make_unique<Block>(store, prefix, config, in, config.widths[stage], stride));
       in = config.widths[stage] * config.expansion();
     }
   }
+  fc_offset_ = store.size();
   fc_.emplace(store, "fc", in, config.num_classes, true);
   store.allocate(ctx);
   init(0);
@@ -207,7 +209,11 @@ Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, in
 
 void ResNet::backward(const Step& step, const Tensor& dlogits) {
   Tensor d = avgpool_.backward(step, fc_->backward(step, dlogits));
-  for (size_t i = blocks_.size(); i-- > 0;) d = blocks_[i]->backward(step, d);
+  step.grads_final_from(fc_offset_);
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    d = blocks_[i]->backward(step, d);
+    step.grads_final_from(block_offsets_[i]);
+  }
   if (maxpool_) d = maxpool_->backward(step, d);
   conv1_.backward(step, bn1_.backward(step, d), /*need_dx=*/false);
 }

@@ -103,6 +103,9 @@ class ResNet {
   std::vector<std::unique_ptr<Block>> blocks_;
   nn::GlobalAvgPool avgpool_;
   std::optional<nn::Linear> fc_;  // optional only to register it after the blocks
+  // Where each block's parameters start in the store, and fc's (Step::grads_final_from).
+  std::vector<int64_t> block_offsets_;
+  int64_t fc_offset_ = 0;
   nn::Buffer images_;             // the images in a low-precision compute dtype
 
 };
