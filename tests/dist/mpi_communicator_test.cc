@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,25 @@ void check_on_this_rank() {
   Tensor tb = Tensor::view(b.data(), {2});
   comm.broadcast(tb, 1);
   EXPECT_EQ(b, (std::vector<float>{1.0f, 2.5f}));
+
+  // Non-blocking sums run on the communication thread while this one sums on another
+  // communicator: the same bits as the blocking sum, in the order they were started.
+  EXPECT_TRUE(comm.can_overlap()) << "Debian's OpenMPI provides MPI_THREAD_MULTIPLE";
+  const int64_t m = 300000;
+  Tensor buckets = Tensor::empty({3 * m});
+  for (int64_t i = 0; i < 3 * m; ++i) buckets.ptr<float>()[i] = value(rank, i);
+  std::vector<std::unique_ptr<dist::Request>> pending;
+  for (int64_t k = 3; k-- > 0;) {
+    Tensor part = buckets.slice_rows(k * m, (k + 1) * m);
+    pending.push_back(comm.iall_reduce_sum(part));
+  }
+  const std::unique_ptr<dist::Communicator> other = comm.split(0, rank);
+  std::vector<double> meanwhile = {double(rank) + 0.5};
+  dist::all_reduce_sum(*other, meanwhile);
+  EXPECT_EQ(meanwhile[0], 2.0);
+  for (auto& request : pending) request->wait();
+  for (int64_t i = 0; i < 3 * m; ++i)
+    ASSERT_EQ(buckets.ptr<float>()[i], float(double(value(0, i)) + double(value(1, i)))) << "element " << i;
   comm.barrier();
   dist::finalize();
 }

@@ -2,7 +2,8 @@
 // (Fashion-MNIST folders): each rank decodes half of every batch, BatchNorm statistics and their
 // backward sums span both halves, so losses, evaluations, weights and BN running statistics
 // match the one-process run within fp32 rounding. Without --sync-bn each rank normalises its own
-// half (tinygrad's UnsyncedBatchNorm): the losses differ from the first step. Label `mpi`.
+// half (tinygrad's UnsyncedBatchNorm): the losses differ from the first step. The SyncBN run reduces
+// its gradients in buckets during backward (--overlap-grad-reduce). Label `mpi`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -63,11 +64,14 @@ TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRan
   const fs::path root = testing::unique_temp_dir("mpi_resnet");
   const fs::path data = testing::fashion_mnist_folders("mpi", 64, 40);  // 4 steps per epoch; eval pads 8 rows
   const ResNetRun one = train("env " + environment(root / "one"), data, root / "one", "");
-  const ResNetRun sync = train(testing::mpirun(2, environment(root / "sync")), data, root / "sync", "--sync-bn");
+  // Gradients in buckets reduced on the communication thread while backward's SyncBN sums run on this one.
+  const ResNetRun sync = train(testing::mpirun(2, environment(root / "sync")), data, root / "sync",
+                               "--sync-bn --overlap-grad-reduce --ddp-bucket-size 20000");
   const ResNetRun per_rank = train(testing::mpirun(2, environment(root / "per_rank")), data, root / "per_rank", "");
   for (const ResNetRun* r : {&one, &sync, &per_rank}) ASSERT_EQ(r->status, 0) << r->output;
 
   EXPECT_NE(sync.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos) << sync.output;
+  EXPECT_NE(sync.output.find("elements, each all-reduced during backward"), std::string::npos) << sync.output;
   EXPECT_NE(sync.output.find(" ms (2 ranks) | "), std::string::npos) << "the console line shows communication time\n"
                                                                    << sync.output;
   ASSERT_EQ(one.losses.size(), 8u) << one.output;

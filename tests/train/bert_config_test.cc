@@ -108,6 +108,17 @@ TEST(BertConfig, InconsistentValuesAreRejected) {
   EXPECT_THROW(resolve(c, "", {}), Error);  // no data and no fake data
 }
 
+TEST(BertConfig, GradientBucketsComeFromMegatronsFlagsOrToml) {
+  Resolved a;
+  resolve(a, "[parallel]\nddp_bucket_size = 5000\n", {"--fake-data", "--overlap-grad-reduce"});
+  EXPECT_TRUE(a.config.ddp.overlap_grad_reduce);
+  EXPECT_EQ(a.config.ddp.bucket_size, 5000);
+  Resolved b;
+  EXPECT_NE(testing::error_of([&] { resolve(b, "", {"--fake-data", "--ddp-bucket-size", "-1"}); })
+                .find("parallel.ddp_bucket_size must be >= 0, got -1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln::train
 

@@ -6,6 +6,19 @@
 #include "kiln/core/error.h"
 
 namespace kiln::dist {
+namespace {
+
+class DoneRequest final : public Request {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Request> Communicator::iall_reduce_sum(Tensor& t) {
+  all_reduce_sum(t);
+  return std::make_unique<DoneRequest>();
+}
 
 void check_collective_tensor(const Tensor& t, const char* op) {
   KILN_CHECK(t.device.is_cpu(), "{}: tensors must be on the host, got {}", op, t.device.str());

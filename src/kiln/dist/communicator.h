@@ -32,6 +32,11 @@ class Communicator {
   // In place, on every rank: t = sum over ranks of t, added in rank order. t: a host f32, f64 or
   // i64 tensor of the same shape on every rank (f32 is accumulated in f64, then rounded).
   virtual void all_reduce_sum(Tensor& t) = 0;
+  // all_reduce_sum(t), started and left to run while the caller goes on where the transport can
+  // (can_overlap()), else run before returning. `t` stays untouched until the request's wait()
+  // returns. Every rank starts the same requests in the same order; they complete in that order.
+  virtual std::unique_ptr<Request> iall_reduce_sum(Tensor& t);
+  virtual bool can_overlap() const { return false; }
   // In place: every rank receives root's t (same dtype and shape on every rank).
   virtual void broadcast(Tensor& t, int root) = 0;
   // out (size() x in.numel() elements) = every rank's `in`, concatenated in rank order. `in` may

@@ -36,7 +36,8 @@ void init(int& argc, char**& argv) {
 #ifdef KILN_HAVE_MPI
   if (launched == 0) return;
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  // MULTIPLE: overlapped gradient buckets reduce on a thread of their own (dist/async_collectives.h).
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   mpi_started = true;
   current() = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 #else

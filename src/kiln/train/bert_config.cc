@@ -61,6 +61,7 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "pipeline stages (1F1B schedule)");
   r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
              "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
+  register_ddp_config(r, c.ddp);
   r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
               "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},
@@ -155,6 +156,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
     throw Error("config: --attention-backend must be auto, local, unfused, fused or flash, got '{}'",
                 c.attention_backend);
   finalize_mlperf_phase(c.mlperf);
+  check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if ((c.dry_run || c.mlperf.phase == MlperfPhase::init) && c.seq_length == 0) c.seq_length = 512;

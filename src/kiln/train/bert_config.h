@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/ddp_config.h"
 #include "kiln/train/mlperf_phase.h"
 #include "kiln/train/precision_config.h"
 #include "kiln/train/resume_flags.h"
@@ -45,6 +46,7 @@ struct BertTrainConfig {
   // [parallel] data parallel is the world size (mpirun -np N) over TP x PP
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
+  DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
   double dist_timeout = 600;       // seconds a collective may wait for the other ranks
   // [optim]
   std::string optimizer = "lamb";  // lamb | adamw

@@ -1,5 +1,6 @@
-// train/data_parallel.h — data parallelism for the training loop (Megatron's DDP, without
-// buckets yet): which micro-batches of the global batch a rank runs, and what its ranks share.
+// train/data_parallel.h — data parallelism for the training loop (Megatron's DDP; its gradient
+// buckets are train/grad_buckets.h): which micro-batches of the global batch a rank runs, and
+// what its ranks share.
 //
 // A global batch of G samples is G / m micro-batch slots of m samples. Megatron's sampler: the
 // k-th micro-batch of every rank spans m x DP consecutive samples and rank r takes the r-th m of

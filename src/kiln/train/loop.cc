@@ -18,6 +18,7 @@
 #include "kiln/log/submission.h"
 #include "kiln/optim/grad_norm.h"
 #include "kiln/train/data_parallel.h"
+#include "kiln/train/grad_buckets.h"
 #include "kiln/train/pipeline_schedule.h"
 #include "kiln/train/run_report.h"
 #include "kiln/train/test_hooks.h"
@@ -36,6 +37,25 @@ std::string duration_text(double seconds) {
 }
 
 std::string scale_text(double scale) { return fmt::format("{:.1f}", scale); }
+
+// --overlap-grad-reduce: the buckets that reduce the gradients during backward, where they can;
+// says once how the gradients are reduced when overlap was asked for.
+std::optional<GradBuckets> overlapped_buckets(const LoopConfig& c, const DataParallel& dp, dist::Communicator& comm,
+                                              ParamStore& store, std::ostream& console) {
+  if (!c.ddp.overlap_grad_reduce || dp.ranks() == 1) return std::nullopt;
+  if (c.distributed_optimizer) {
+    console << "--overlap-grad-reduce: with the distributed optimizer the gradients are reduce-scattered after "
+               "backward (no buckets)\n";
+    return std::nullopt;
+  }
+  const int64_t elements = c.ddp.bucket_size > 0 ? c.ddp.bucket_size : default_bucket_elements(dp.ranks());
+  std::optional<GradBuckets> buckets(std::in_place, comm, store, elements);
+  console << fmt::format("gradient buckets: {} of >= {} elements, {}\n", buckets->buckets().size(), elements,
+                         comm.can_overlap() ? "each all-reduced during backward as soon as its gradients are final"
+                                            : "all-reduced in turn after backward (MPI without "
+                                              "MPI_THREAD_MULTIPLE: no overlap)");
+  return buckets;
+}
 
 }  // namespace
 
@@ -116,6 +136,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     console << fmt::format("distributed optimizer (ZeRO-1): each of {} ranks updates and keeps the state of {} of "
                            "the {} parameter elements\n",
                            dp.ranks(), dp.shard(store).size, store.size());
+  std::optional<GradBuckets> buckets = overlapped_buckets(c, dp, state.comm, store, console);
   console << precision_note(c.compute_dtype, cpu_features())
           << (scaler.enabled() ? fmt::format("; loss scaling {}", scaler.describe()) : std::string())
           << "\n";
@@ -245,6 +266,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       s.training = true;
       s.sample_offset = uint64_t(step * c.global_batch + slot * c.micro_batch);
       s.compute_dtype = c.compute_dtype;
+      if (buckets && micro == accumulation - 1) s.grad_watch = &*buckets;
       return s;
     };
     MicroBatchLosses sum;
@@ -271,6 +293,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     Timer comm_timer;
     if (dp.ranks() > 1) {
       if (sharded) dp.reduce_scatter_gradients(store, ctx);
+      else if (buckets) buckets->finish();
       else dp.reduce_gradients(store);
       std::vector<double> totals = {sum.loss, double(sum.correct), double(sum.count)};
       totals.insert(totals.end(), sum.parts.begin(), sum.parts.end());

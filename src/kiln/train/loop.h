@@ -8,7 +8,9 @@
 //     (M: micro-batches per global batch over all data-parallel ranks; train/data_parallel.h);
 //     with a pipeline (Recipe::pipeline) the same micro-batches in the 1F1B order of
 //     train/pipeline_schedule.h, the losses coming from the last stage
-//     with several ranks: gradients, losses and counters summed across them
+//     with several ranks: gradients, losses and counters summed across them (gradients in
+//     buckets started during the last micro-batch's backward with --overlap-grad-reduce,
+//     train/grad_buckets.h)
 //     unscale (1/scale); global grad norm; a non-finite loss or norm skips the step (weights,
 //     optimizer state and the LR schedule's step untouched), counts it, warns, and lowers a
 //     dynamic loss scale; else clip (clip_grad > 0) and optimizer.step(lr(optimizer steps))
@@ -45,6 +47,7 @@
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/optimizer.h"
+#include "kiln/train/ddp_config.h"
 #include "kiln/train/resolved_config.h"
 #include "kiln/train/resume.h"
 #include "kiln/train/sinks.h"
@@ -96,6 +99,7 @@ struct LoopConfig {
   // --use-distributed-optimizer (ZeRO-1): the optimizer (made with DataParallel::shard) updates
   // this rank's shard; gradients are reduce-scattered, weights all-gathered after the update.
   bool distributed_optimizer = false;
+  DdpConfig ddp;                   // --overlap-grad-reduce: gradients reduced in buckets during backward
   double clip_grad = 0;            // global-norm clip; 0: none
   double target = 1.0;             // the evaluation metric that ends the run
   DType compute_dtype = DType::f32;

@@ -46,6 +46,7 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
              "BatchNorm statistics over the images of every rank (default: per rank)");
   r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
              "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
+  register_ddp_config(r, c.ddp);
   r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
               "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_float("optim.lr", &c.lr, "LR", {"--lr"}, "peak learning rate (0: 7.2 * BS / 1536)");
@@ -89,6 +90,7 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   if (c.init != "torchvision" && c.init != "mlperf")
     throw Error("config: model.init must be torchvision or mlperf, got '{}'", c.init);
   finalize_mlperf_phase(c.mlperf);
+  check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
   if (c.benchmark > 0) c.fake_data = true;
   if (!c.fake_data && c.data_dir.empty())

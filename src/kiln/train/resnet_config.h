@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kiln/train/config_registry.h"
+#include "kiln/train/ddp_config.h"
 #include "kiln/train/mlperf_phase.h"
 #include "kiln/train/precision_config.h"
 #include "kiln/train/resume_flags.h"
@@ -38,6 +39,7 @@ struct ResNetTrainConfig {
   // [parallel] data parallel over the world (mpirun -np N); the batch is split across the ranks
   bool sync_bn = false;           // BatchNorm statistics over every rank's images (SYNCBN=1)
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
+  DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
   double dist_timeout = 600;      // seconds a collective waits for the other ranks
   MlperfPhaseConfig mlperf;       // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [optim]

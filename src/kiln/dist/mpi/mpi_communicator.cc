@@ -91,6 +91,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm)
   check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank");
   check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size");
   MPI_Comm_free(&node);
+  int level = MPI_THREAD_SINGLE;
+  check(MPI_Query_thread(&level), "MPI_Query_thread");
+  threads_ = level == MPI_THREAD_MULTIPLE;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -125,6 +128,13 @@ void MpiCommunicator::all_reduce_sum(Tensor& t) {
           "MPI_Allgather");
     std::memcpy(data + size_t(first) * element, outgoing_.data(), bytes);
   }
+}
+
+std::unique_ptr<Request> MpiCommunicator::iall_reduce_sum(Tensor& t) {
+  if (!can_overlap()) return Communicator::iall_reduce_sum(t);
+  check_collective_tensor(t, "all_reduce_sum");
+  if (!async_) async_ = std::make_unique<AsyncCollectives>(split(0, rank_));
+  return async_->all_reduce_sum(t);
 }
 
 void MpiCommunicator::broadcast(Tensor& t, int root) {

@@ -11,8 +11,10 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <memory>
 #include <vector>
 
+#include "kiln/dist/async_collectives.h"
 #include "kiln/dist/communicator.h"
 #include "kiln/dist/watchdog.h"
 
@@ -27,6 +29,10 @@ class MpiCommunicator final : public Communicator {
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
   void all_reduce_sum(Tensor& t) override;
+  // On a thread of its own, over a communicator split from this one on first use; where MPI
+  // was not started with MPI_THREAD_MULTIPLE, it runs before returning.
+  std::unique_ptr<Request> iall_reduce_sum(Tensor& t) override;
+  bool can_overlap() const override { return threads_ && size_ > 1; }
   void broadcast(Tensor& t, int root) override;
   void all_gather(const Tensor& in, Tensor& out) override;
   void barrier() override;
@@ -45,6 +51,8 @@ class MpiCommunicator final : public Communicator {
   // Buffers kept between calls: all_reduce_sum's input split into shares (then the summed shares
   // of every rank), the shares other ranks sent (all_reduce_sum, reduce_scatter_sum), its own sum.
   std::vector<std::byte> outgoing_, shares_, summed_;
+  bool threads_ = false;  // MPI_THREAD_MULTIPLE
+  std::unique_ptr<AsyncCollectives> async_;
 };
 
 }  // namespace kiln::dist

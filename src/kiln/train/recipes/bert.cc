@@ -394,6 +394,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.global_batch = c.global_batch_size;
   loop.micro_batch = c.micro_batch_size;
   loop.distributed_optimizer = sharded;
+  loop.ddp = c.ddp;
   loop.log_interval = c.log_interval;
   loop.clip_grad = c.clip_grad;
   loop.target = c.target;

@@ -289,6 +289,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.global_batch = c.batch_size;
   loop.micro_batch = c.batch_size / world.size();  // one micro-batch per rank
   loop.distributed_optimizer = sharded;
+  loop.ddp = c.ddp;
   loop.log_interval = c.log_interval;
   loop.target = c.target;
   loop.compute_dtype = c.precision.dtype;
