@@ -135,6 +135,9 @@ TEST(MpiTensorParallel, Tp2AndTp2Dp2TrainBertLikeOneProcess) {
   const TrainRun tp2 = train(testing::mpirun(2, environment(root / "tp2")), data, root / "tp2", 2);
   ASSERT_EQ(tp2.status, 0) << tp2.output;
   expect_like_one_process(one, tp2, root / "one", root / "tp2", 2, 2);
+  EXPECT_NE(tp2.output.find("parameters that tensor-parallel ranks replicate bitwise identical on 2 ranks"),
+            std::string::npos)
+      << tp2.output;
   const TrainRun tp2dp2 = train(testing::mpirun(4, environment(root / "tp2dp2")), data, root / "tp2dp2", 2);
   ASSERT_EQ(tp2dp2.status, 0) << tp2dp2.output;
   EXPECT_NE(tp2dp2.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos)

@@ -12,30 +12,21 @@
 #include "kiln/models/resnet.h"
 #include "kiln/nn/cross_entropy.h"
 #include "tests/backend/random_fill.h"
+#include "tests/testing/fake_communicator.h"
 
 namespace kiln::train {
 namespace {
 
-// One rank that records which flat ranges of `base` were started, in order.
-class RecordingComm final : public dist::Communicator {
+// Records which flat ranges of `base` were started, in order.
+class RecordingComm final : public testing::FakeCommunicator {
  public:
-  explicit RecordingComm(const Tensor& base) : base_(base.ptr<float>()) {}
+  explicit RecordingComm(const Tensor& base) : FakeCommunicator(2), base_(base.ptr<float>()) {}
   std::vector<std::pair<int64_t, int64_t>> started;  // (begin, end)
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  void all_reduce_sum(Tensor&) override {}
   std::unique_ptr<dist::Request> iall_reduce_sum(Tensor& t) override {
     const int64_t begin = t.ptr<float>() - base_;
     started.emplace_back(begin, begin + t.numel());
     return Communicator::iall_reduce_sum(t);
   }
-  void broadcast(Tensor&, int) override {}
-  void all_gather(const Tensor&, Tensor&) override {}
-  void barrier() override {}
-  void reduce_scatter_sum(const Tensor&, Tensor&) override {}
-  std::unique_ptr<dist::Request> isend(const Tensor&, int) override { return nullptr; }
-  std::unique_ptr<dist::Request> irecv(Tensor&, int) override { return nullptr; }
-  std::unique_ptr<dist::Communicator> split(int, int) override { return nullptr; }
 
  private:
   const float* base_;

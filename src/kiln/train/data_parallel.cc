@@ -64,17 +64,21 @@ void DataParallel::scatter_state(const ParamStore& store, const std::vector<Tens
     std::copy_n(whole[i].ptr<float>() + s.begin, s.size, state[i].data->ptr<float>());
 }
 
-std::string DataParallel::check_replicas(const ParamStore& store) {
-  int64_t mine = log::crc32c(store.values.data, store.values.nbytes());
-  std::vector<int64_t> all(size_t(comm_.size()));
+std::string check_replicas(dist::Communicator& group, const ParamStore& store, bool tp_replicas_only) {
+  uint32_t crc = 0;
+  if (!tp_replicas_only) crc = log::crc32c(store.values.data, store.values.nbytes());
+  for (const ParamSpec& s : store.specs())
+    if (tp_replicas_only && s.part_dim < 0) crc = log::crc32c(store.values.ptr<float>() + s.offset, size_t(s.numel) * 4, crc);
+  int64_t mine = crc;
+  std::vector<int64_t> all(size_t(group.size()));
   Tensor in = Tensor::view(&mine, {1}, DType::i64);
   Tensor out = Tensor::view(all.data(), {int64_t(all.size())}, DType::i64);
-  comm_.all_gather(in, out);
+  group.all_gather(in, out);
+  const char* what = tp_replicas_only ? "parameters that tensor-parallel ranks replicate" : "replicated parameters";
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0])
-      throw Error("replicated parameters differ across ranks: rank 0 crc32c {:08x}, rank {} crc32c {:08x}", all[0], r,
-                  all[r]);
-  return fmt::format("replicated parameters bitwise identical on {} ranks (crc32c {:08x})", all.size(), all[0]);
+      throw Error("{} differ across ranks: rank 0 crc32c {:08x}, rank {} crc32c {:08x}", what, all[0], r, all[r]);
+  return fmt::format("{} bitwise identical on {} ranks (crc32c {:08x})", what, all.size(), all[0]);
 }
 
 }  // namespace kiln::train

@@ -20,6 +20,11 @@
 
 namespace kiln::train {
 
+// Compares a hash of the weights across `group` (with `tp_replicas_only`, of the parameters that
+// tensor-parallel ranks replicate: ParamSpec::part_dim < 0): a line saying they are bitwise
+// identical, or throws kiln::Error naming the rank whose weights differ.
+std::string check_replicas(dist::Communicator& group, const ParamStore& store, bool tp_replicas_only);
+
 class DataParallel {
  public:
   // Throws kiln::Error when the global batch does not split into micro-batches on every rank.
@@ -58,7 +63,7 @@ class DataParallel {
   void barrier() { comm_.barrier(); }
   // Compares a hash of the weights across ranks: "replicated parameters bitwise identical on 2
   // ranks (crc32c ...)", or throws kiln::Error naming the ranks whose weights differ.
-  std::string check_replicas(const ParamStore& store);
+  std::string check_replicas(const ParamStore& store) { return train::check_replicas(comm_, store, false); }
 
  private:
   dist::Communicator& comm_;

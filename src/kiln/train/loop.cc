@@ -479,6 +479,7 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   if (!result.reached_target && c.benchmark == 0 && result.steps == c.total_steps && mllog)
     log::log_run_stop(*mllog, false);
   if (dp.ranks() > 1) console << dp.check_replicas(store) << "\n";
+  if (state.groups && state.groups->tp->size() > 1) console << check_replicas(*state.groups->tp, store, true) << "\n";
   if (tensorboard) tensorboard->flush();
   console.flush();
   return result;
