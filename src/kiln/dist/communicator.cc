@@ -22,8 +22,9 @@ std::unique_ptr<Request> Communicator::iall_reduce_sum(Tensor& t) {
 
 void check_collective_tensor(const Tensor& t, const char* op) {
   KILN_CHECK(t.device.is_cpu(), "{}: tensors must be on the host, got {}", op, t.device.str());
-  KILN_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i64,
-             "{}: dtype {} is not supported (f32, f64, i64)", op, dtype_name(t.dtype));
+  KILN_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i64 || t.dtype == DType::bf16 ||
+                 t.dtype == DType::f16,
+             "{}: dtype {} is not supported (f32, f64, i64, bf16, f16)", op, dtype_name(t.dtype));
 }
 
 void SingleProcess::all_reduce_sum(Tensor& t) { check_collective_tensor(t, "all_reduce_sum"); }

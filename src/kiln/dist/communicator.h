@@ -29,8 +29,9 @@ class Communicator {
   // This process's index among the ranks on its machine, and how many there are.
   virtual int local_rank() const { return 0; }
   virtual int local_size() const { return 1; }
-  // In place, on every rank: t = sum over ranks of t, added in rank order. t: a host f32, f64 or
-  // i64 tensor of the same shape on every rank (f32 is accumulated in f64, then rounded).
+  // In place, on every rank: t = sum over ranks of t, added in rank order. t: a host f32, f64,
+  // i64, bf16 or f16 tensor of the same shape on every rank (floats narrower than f64 are
+  // accumulated in f64, then rounded once).
   virtual void all_reduce_sum(Tensor& t) = 0;
   // all_reduce_sum(t), started and left to run while the caller goes on where the transport can
   // (can_overlap()), else run before returning. `t` stays untouched until the request's wait()

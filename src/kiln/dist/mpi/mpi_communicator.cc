@@ -37,8 +37,22 @@ void sum_in_rank_order(const std::byte* src, int ranks, int64_t n, void* dst) {
   }
 }
 
+// The same for 16-bit floats: each element widened, summed in f64, rounded once.
+template <float (*widen)(uint16_t), uint16_t (*narrow)(float)>
+void sum_halves_in_rank_order(const std::byte* src, int ranks, int64_t n, void* dst) {
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(src);
+  uint16_t* y = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    double acc = widen(x[i]);
+    for (int r = 1; r < ranks; ++r) acc += widen(x[int64_t(r) * n + i]);
+    y[i] = narrow(float(acc));
+  }
+}
+
 void sum_in_rank_order(DType dtype, const std::byte* src, int ranks, int64_t n, void* dst) {
   switch (dtype) {
+    case DType::bf16: sum_halves_in_rank_order<bf16_to_f32, f32_to_bf16>(src, ranks, n, dst); break;
+    case DType::f16: sum_halves_in_rank_order<f16_to_f32, f32_to_f16>(src, ranks, n, dst); break;
     case DType::f32: sum_in_rank_order<float, double>(src, ranks, n, dst); break;
     case DType::f64: sum_in_rank_order<double, double>(src, ranks, n, dst); break;
     default: sum_in_rank_order<int64_t, int64_t>(src, ranks, n, dst); break;

@@ -123,7 +123,7 @@ void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const Res
                          s.loaded, s.prefix.string(), s.skipped);
 }
 
-// Tensor parallelism (spec §3.2) runs f32 on CPU.
+// Tensor parallelism (spec §3.2): what the layout needs of the model.
 void check_tensor_parallel(const BertTrainConfig& c) {
   const int64_t tp = c.tensor_parallel;
   if (tp == 1) return;
@@ -133,7 +133,6 @@ void check_tensor_parallel(const BertTrainConfig& c) {
   if (c.pipeline_parallel > 1)
     refuse(fmt::format("tensor and pipeline parallelism together (--pipeline-model-parallel-size {}) are not "
                        "implemented yet (issue 9); use one of them", c.pipeline_parallel));
-  if (c.precision.dtype != DType::f32) refuse("tensor parallelism trains in fp32 only (drop --bf16 / --fp16)");
   if (c.num_heads % tp != 0) refuse(fmt::format("model.num_attention_heads {} is not divisible by it", c.num_heads));
   if (c.intermediate_size % tp != 0)
     refuse(fmt::format("model.intermediate_size {} is not divisible by it", c.intermediate_size));
