@@ -141,24 +141,31 @@ TEST(FusedUpdate, LarsIsBitwiseTheOldLoopAndRefreshesTheComputeCopy) {
                    [&](ParamStore& st, OldState& s, float lr, int) { old_lars(st, s, c, lr); });
 }
 
-TEST(FusedUpdate, LambAndLarsAreBitwiseIdenticalAtOneAndTwoThreads) {
-  auto run = [](int threads, bool lamb) {
+// Weights and every state buffer (backend.h: the multi-tensor ops do not depend on the thread count).
+TEST(FusedUpdate, LambLarsAndAdamWAreBitwiseIdenticalAtOneAndTwoThreads) {
+  enum Kind { lamb, lars, adamw };
+  auto run = [](int threads, Kind kind) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     ParamStore store;
     test::make_store(store, 20000);
     std::unique_ptr<Optimizer> opt;
-    if (lamb) opt = std::make_unique<Lamb>(store);
-    else opt = std::make_unique<Lars>(store);
+    if (kind == lamb) opt = std::make_unique<Lamb>(store);
+    else if (kind == lars) opt = std::make_unique<Lars>(store);
+    else opt = std::make_unique<AdamW>(store);
     for (int t = 1; t <= 2; ++t) {
       test::fill_grads(store, t);
       opt->step(0.05f);
     }
     omp_set_num_threads(saved);
-    return store.values_vector();
+    std::vector<float> out = store.values_vector();
+    for (const NamedState& s : opt->state()) {
+      const std::vector<float> v = to_float_vector(*s.data);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
   };
-  EXPECT_EQ(run(1, true), run(2, true));
-  EXPECT_EQ(run(1, false), run(2, false));
+  for (Kind kind : {lamb, lars, adamw}) EXPECT_EQ(run(1, kind), run(2, kind)) << "optimizer " << int(kind);
 }
 
 }  // namespace
