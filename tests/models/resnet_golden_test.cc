@@ -132,12 +132,14 @@ void expect_matches_golden(const std::string& golden) {
     EXPECT_LT(max_rel_error(to_float_vector(*buf), values(f, "after." + name)), 1e-5) << name;
 
   // Eval mode normalises with those running statistics and leaves them alone.
+  std::vector<std::vector<float>> stats;
+  for (auto& [name, buf] : buffers) stats.push_back(to_float_vector(*buf));
   Step eval;
   eval.training = false;
   const Tensor eval_logits = model.forward(eval, images.ptr<float>(), N, images.dim(1), images.dim(2));
-  EXPECT_LT(max_rel_error(eval_logits.ptr<float>(), values(f, "eval_logits")), 2e-5);
-  for (auto& [name, buf] : buffers)
-    EXPECT_EQ(to_float_vector(*buf), values(f, "after." + name)) << name << " changed in eval mode";
+  EXPECT_LT(max_rel_error(eval_logits.ptr<float>(), values(f, "eval_logits")), 2e-5);  // measured 4e-7
+  for (size_t i = 0; i < buffers.size(); ++i)
+    EXPECT_EQ(to_float_vector(*buffers[i].second), stats[i]) << buffers[i].first << " changed in eval mode";
 
   const std::vector<float> initial = store.values_vector();
   optim::LarsConfig lc;
