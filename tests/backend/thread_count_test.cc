@@ -4,19 +4,20 @@
 // multi-tensor optimizer ops and norms are checked in tests/optim (fused_update_test,
 // grad_norm_test) and parity_optim_test; initialisation in tests/models.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/philox.h"
 #include "tests/backend/random_fill.h"
+#include "tests/testing/thread_count.h"
 
 namespace kiln::ops {
 namespace {
+
+using kiln::testing::expect_thread_count_independent;
 
 Tensor from(const std::vector<float>& v, Shape shape) {
   Tensor t = Tensor::empty(shape, DType::f32);
@@ -37,19 +38,6 @@ std::vector<std::byte> bytes_of(std::initializer_list<const Tensor*> tensors) {
     out.insert(out.end(), p, p + t->numel() * int64_t(dtype_size(t->dtype)));
   }
   return out;
-}
-
-// Runs `op` (which returns the bytes of its outputs, computed from fresh inputs) at 1 and at 2
-// threads; the bytes must be identical.
-void expect_thread_count_independent(const char* name, const std::function<std::vector<std::byte>()>& op) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const std::vector<std::byte> one = op();
-  omp_set_num_threads(2);
-  const std::vector<std::byte> two = op();
-  omp_set_num_threads(saved);
-  ASSERT_FALSE(one.empty()) << name;
-  EXPECT_TRUE(one == two) << name << ": results differ between 1 and 2 threads";
 }
 
 constexpr int64_t N = 512, C = 384;
