@@ -154,7 +154,8 @@ TEST(ThreadCount, CrossEntropyTotalsAndGradientsAreIndependentOfIt) {
     vocab_xent_partials(ctx, logits, label_t, 100, partials);
     for (int64_t i = 0; i < N; ++i) max.ptr<float>()[i] = partials.ptr<float>()[3 * i];
     vocab_xent_sumexp(ctx, logits, max, sumexp);
-    for (int64_t i = 0; i < N; ++i) lse.ptr<float>()[i] = max.ptr<float>()[i] + float(std::log(sumexp.ptr<double>()[i]));
+    for (int64_t i = 0; i < N; ++i)
+      lse.ptr<float>()[i] = max.ptr<float>()[i] + float(std::log(sumexp.ptr<double>()[i]));
     vocab_xent_backward(ctx, logits, lse, label_t, Tensor{}, 100, 1.0f, 321.0, dlogits);
     return bytes_of({&partials, &sumexp, &dlogits});
   });

@@ -81,7 +81,8 @@ void expect_matches_every_step(const std::string& opt,
       const auto want = values(f, at + s.name);
       const auto got = slice(store.host_values().data(), s);
       EXPECT_LT(max_rel_error(got, want), kValueTol) << at << s.name;
-      const auto want_before = t == 1 ? values(f, "init." + s.name) : values(f, opt + "." + std::to_string(t - 1) + "." + s.name);
+      const std::string previous = t == 1 ? "init." : opt + "." + std::to_string(t - 1) + ".";
+      const auto want_before = values(f, previous + s.name);
       std::vector<double> got_update(got.size()), want_update(got.size());
       for (size_t i = 0; i < got.size(); ++i) {
         got_update[i] = double(got[i]) - before[size_t(s.offset) + i];
