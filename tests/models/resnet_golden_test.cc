@@ -1,6 +1,7 @@
 // Golden parity of ResNet (train-mode forward, label-smoothed loss, all gradients, BN running
-// statistics, two LARS steps) with torchvision in float64: tools/golden/make_resnet_golden.py
-// -> tests/golden/resnet_tiny.safetensors.
+// statistics, eval-mode forward, two LARS steps) with torchvision in float64:
+// tools/golden/make_resnet_golden.py -> tests/golden/resnet_tiny.safetensors (Bottleneck,
+// projection shortcuts) and resnet_basic_tiny.safetensors (BasicBlock, identity shortcuts).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,22 +42,28 @@ double compare_params(const io::SafetensorsFile& f, const ParamStore& store, boo
   return max_err;
 }
 
-io::SafetensorsFile golden_file() {
-  return io::SafetensorsFile::open(std::filesystem::path(KILN_SOURCE_DIR) /
-                                   "tests/golden/resnet_tiny.safetensors");
+io::SafetensorsFile golden_file(const std::string& name = "resnet_tiny") {
+  return io::SafetensorsFile::open(std::filesystem::path(KILN_SOURCE_DIR) / "tests/golden" /
+                                   (name + ".safetensors"));
+}
+
+std::vector<int64_t> integers(const std::string& list) {
+  std::vector<int64_t> out;
+  for (const char* p = list.c_str(); *p;) {
+    char* end;
+    out.push_back(std::strtoll(p, &end, 10));
+    p = *end ? end + 1 : end;
+  }
+  return out;
 }
 
 // The golden file's tiny ResNet config.
 ResNetConfig golden_config(const io::SafetensorsFile& f) {
   auto meta = [&](const char* key) { return f.metadata().at(key); };
   ResNetConfig config;
-  config.depths = {1, 1, 1, 1};
-  config.widths.clear();
-  for (const char* p = meta("widths").c_str(); *p;) {
-    char* end;
-    config.widths.push_back(std::strtoll(p, &end, 10));
-    p = *end ? end + 1 : end;
-  }
+  config.block = meta("block") == "basic" ? ResNetBlock::basic : ResNetBlock::bottleneck;
+  config.depths = integers(meta("depths"));
+  config.widths = integers(meta("widths"));
   config.stem_width = std::stoll(meta("stem_width"));
   config.num_classes = std::stoll(meta("classes"));
   return config;
@@ -73,7 +80,9 @@ void load_golden(const io::SafetensorsFile& f, ParamStore& store, ResNet& model)
     std::memcpy(store.host_values().data() + s.offset, f.get(s.name).ptr<float>(), 4 * s.numel);
   }
   const auto buffers = model.buffers();
-  ASSERT_EQ(buffers.size(), 3 * (1 + 4 * 4));  // stem BN + 3 BNs and a downsample BN per block
+  int64_t buffers_in_file = 0;
+  for (const auto& n : f.names()) buffers_in_file += n.rfind("after.", 0) == 0;
+  ASSERT_EQ(int64_t(buffers.size()), buffers_in_file);
   for (auto& [name, buf] : buffers) {
     ASSERT_TRUE(f.contains("after." + name)) << name;
     if (name.ends_with("num_batches_tracked")) continue;
@@ -82,8 +91,20 @@ void load_golden(const io::SafetensorsFile& f, ParamStore& store, ResNet& model)
   }
 }
 
-TEST(ResNetGolden, MatchesTorchvisionForwardGradientsRunningStatsAndLars) {
-  const auto f = golden_file();
+// Counts the model's identity and projection shortcuts (a block without downsample parameters).
+std::pair<int, int> shortcuts(const ResNetConfig& config, const ParamStore& store) {
+  int identity = 0, projection = 0;
+  for (size_t stage = 0; stage < config.depths.size(); ++stage)
+    for (int64_t b = 0; b < config.depths[stage]; ++b) {
+      const std::string block = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
+      ++(store.find(block + ".downsample.0.weight") ? projection : identity);
+    }
+  return {identity, projection};
+}
+
+void expect_matches_golden(const std::string& golden) {
+  SCOPED_TRACE(golden);
+  const auto f = golden_file(golden);
   auto meta = [&](const char* key) { return f.metadata().at(key); };
   ParamStore store;
   ResNet model(golden_config(f), store);
@@ -110,6 +131,16 @@ TEST(ResNetGolden, MatchesTorchvisionForwardGradientsRunningStatsAndLars) {
   for (auto& [name, buf] : buffers)
     EXPECT_LT(max_rel_error(to_float_vector(*buf), values(f, "after." + name)), 1e-5) << name;
 
+  // Eval mode normalises with those running statistics and leaves them alone.
+  std::vector<std::vector<float>> stats;
+  for (auto& [name, buf] : buffers) stats.push_back(to_float_vector(*buf));
+  Step eval;
+  eval.training = false;
+  const Tensor eval_logits = model.forward(eval, images.ptr<float>(), N, images.dim(1), images.dim(2));
+  EXPECT_LT(max_rel_error(eval_logits.ptr<float>(), values(f, "eval_logits")), 2e-5);  // measured 4e-7
+  for (size_t i = 0; i < buffers.size(); ++i)
+    EXPECT_EQ(to_float_vector(*buffers[i].second), stats[i]) << buffers[i].first << " changed in eval mode";
+
   const std::vector<float> initial = store.values_vector();
   optim::LarsConfig lc;
   lc.momentum = std::stof(meta("lars_momentum"));
@@ -135,6 +166,20 @@ TEST(ResNetGolden, MatchesTorchvisionForwardGradientsRunningStatsAndLars) {
     }
     EXPECT_LT(max_rel_error(got_delta, want_delta), 5e-3) << s.name;  // measured <= 6e-4
   }
+}
+
+TEST(ResNetGolden, BottleneckMatchesTorchvisionForwardGradientsRunningStatsEvalAndLars) {
+  expect_matches_golden("resnet_tiny");
+}
+
+TEST(ResNetGolden, BasicBlockWithIdentityShortcutsMatchesTorchvision) {
+  const auto f = golden_file("resnet_basic_tiny");
+  ParamStore store;
+  const ResNetConfig config = golden_config(f);
+  ResNet model(config, store);
+  EXPECT_EQ(config.block, ResNetBlock::basic);
+  EXPECT_EQ(shortcuts(config, store), std::make_pair(3, 3));  // layer1.0/1 and layer2.1 are identities
+  expect_matches_golden("resnet_basic_tiny");
 }
 
 // One train-mode forward and backward of the golden tiny ResNet with activations and weights in

@@ -1,8 +1,8 @@
-"""Golden reference for kiln's ResNet (models/resnet.h), nn::SoftmaxCrossEntropy and optim::Lars:
-a reduced torchvision ResNet v1.5 (torchvision's own Bottleneck blocks, one per stage, narrow
-widths, ImageNet stem) evaluated in float64 on a 32x32 batch in train mode.
+"""Golden references for kiln's ResNet (models/resnet.h), nn::SoftmaxCrossEntropy and optim::Lars:
+reduced torchvision ResNets v1.5 (torchvision's own Bottleneck and BasicBlock, narrow widths,
+ImageNet stem) evaluated in float64 on a 32x32 batch.
 
-Writes tests/golden/resnet_tiny.safetensors:
+Writes, for each entry of GOLDENS, tests/golden/<name>.safetensors:
   <param>                 initial parameters, torchvision names and layouts (conv OIHW), F32
   <bn>.running_mean/var   initial BN running statistics (random, to test the update), F32
   images (N, H, W, 3)     the input in kiln's NHWC layout, F32;  labels (N) I32, -1 = padding
@@ -10,11 +10,17 @@ Writes tests/golden/resnet_tiny.safetensors:
                           label_smoothing=0.1, ignore_index=-1)
   grad.<param>            d loss / d param
   after.<bn>.running_mean/var, after.<bn>.num_batches_tracked   BN buffers after that forward
-  loss2 ([])              the loss of the second forward (after one LARS step)
+  eval_logits (N, classes)  forward in eval mode (the running statistics above), same params
+  loss2 ([])              the loss of the second train-mode forward (after one LARS step)
   lars2.<param>           parameters after two LARS steps (lr LR[0], then LR[1], forward and
                           backward recomputed before the second), MLPerf LARS (see lars()).
 Everything is computed in float64 from float32-rounded values and stored as F32.
 Metadata holds the config.
+
+resnet_tiny: Bottleneck, one block per stage (every shortcut a projection).
+resnet_basic_tiny: BasicBlock, two blocks in the first two stages: identity shortcuts (stage 1
+  keeps the stem's width and stride 1; the second block of each stage), a projection for a
+  channel change with stride 2 (layer2.0) and for a stride change alone (layer3.0, 16 -> 16).
 
 Run: /usr/bin/python3 tools/golden/make_resnet_golden.py   (Debian python3-torch, torchvision)
 """
@@ -24,15 +30,20 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torchvision.models.resnet import Bottleneck
+from torchvision.models.resnet import BasicBlock, Bottleneck
 
 import safetensors_np as st
 
 torch.set_default_dtype(torch.float64)
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden",
-                   "resnet_tiny.safetensors")
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden")
 
-CONFIG = dict(stem_width=8, widths=(4, 8, 16, 32), classes=10, batch=4, size=32)
+GOLDENS = {
+    "resnet_tiny": dict(block="bottleneck", depths=(1, 1, 1, 1), stem_width=8, widths=(4, 8, 16, 32),
+                        classes=10, batch=4, size=32),
+    "resnet_basic_tiny": dict(block="basic", depths=(2, 2, 1, 1), stem_width=8, widths=(8, 16, 16, 32),
+                              classes=10, batch=4, size=32),
+}
+BLOCKS = {"basic": BasicBlock, "bottleneck": Bottleneck}
 LABELS = [3, 7, -1, 1]
 SMOOTHING = 0.1
 LARS = dict(momentum=0.9, weight_decay=0.01, eeta=0.001, epsilon=0.0)
@@ -42,19 +53,22 @@ LR = (2.0, 1.5)
 class TinyResNet(nn.Module):
     """torchvision.models.ResNet with configurable stage widths (torchvision fixes 64..512)."""
 
-    def __init__(self, stem_width, widths, classes):
+    def __init__(self, block, depths, stem_width, widths, classes):
         super().__init__()
         self.conv1 = nn.Conv2d(3, stem_width, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(stem_width)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         inplanes = stem_width
-        for i, w in enumerate(widths):
-            stride = 1 if i == 0 else 2
-            down = nn.Sequential(nn.Conv2d(inplanes, w * 4, 1, stride, bias=False),
-                                 nn.BatchNorm2d(w * 4))
-            setattr(self, f"layer{i + 1}", nn.Sequential(Bottleneck(inplanes, w, stride, down)))
-            inplanes = w * 4
+        for i, (depth, w) in enumerate(zip(depths, widths)):
+            stride, out = 1 if i == 0 else 2, w * block.expansion
+            down = None
+            if stride != 1 or inplanes != out:  # torchvision's _make_layer rule
+                down = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride, bias=False),
+                                     nn.BatchNorm2d(out))
+            blocks = [block(inplanes, w, stride, down)] + [block(out, w) for _ in range(depth - 1)]
+            setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
+            inplanes = out
         self.nstages = len(widths)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(inplanes, classes)
@@ -98,10 +112,9 @@ def loss_of(logits, labels):
     return loss
 
 
-def main():
+def make(golden, c):
     gen = torch.Generator().manual_seed(1234)
-    c = CONFIG
-    model = TinyResNet(c["stem_width"], c["widths"], c["classes"])
+    model = TinyResNet(BLOCKS[c["block"]], c["depths"], c["stem_width"], c["widths"], c["classes"])
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "bn" in name or "downsample.1" in name:  # not the torchvision 1/0: test both
@@ -142,6 +155,10 @@ def main():
         out["grad." + name] = p.grad.numpy().astype(np.float32)
     for name, b in model.named_buffers():
         out["after." + name] = b.numpy().astype(np.float32)
+    model.eval()
+    with torch.no_grad():
+        out["eval_logits"] = model(x).numpy().astype(np.float32)
+    model.train()
 
     bufs = {}
     lars(model, bufs, LR[0])
@@ -153,11 +170,18 @@ def main():
     for name, p in model.named_parameters():
         out["lars2." + name] = p.detach().numpy().astype(np.float32)
 
-    meta = dict(stem_width=c["stem_width"], widths=",".join(map(str, c["widths"])),
+    meta = dict(block=c["block"], depths=",".join(map(str, c["depths"])),
+                stem_width=c["stem_width"], widths=",".join(map(str, c["widths"])),
                 classes=c["classes"], label_smoothing=SMOOTHING, lr0=LR[0], lr1=LR[1],
                 **{"lars_" + k: v for k, v in LARS.items()})
-    st.save(OUT, out, meta)
-    print(f"wrote {OUT}: {os.path.getsize(OUT)} bytes, loss {loss.item():.6f} -> {loss2.item():.6f}")
+    path = os.path.join(GOLDEN_DIR, golden + ".safetensors")
+    st.save(path, out, meta)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes, loss {loss.item():.6f} -> {loss2.item():.6f}")
+
+
+def main():
+    for name, config in GOLDENS.items():
+        make(name, config)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,22 @@ TEST(IndexedDataset, MatchesCommittedGoldenBytes) {
   }
 }
 
+// The committed golden bytes are what tools/golden/make_indexed_golden.py writes: its own BERT
+// tokenizer and MMIDIDX writer (from the spec, not kiln), the sentences split by hand.
+TEST(IndexedDataset, GoldenBytesComeFromTheIndependentPythonWriter) {
+  KILN_REQUIRE_TEST_DATA();
+  const fs::path dir = fresh_temp_dir("indexed-python-writer");
+  const auto [rc, out] = run_command("/usr/bin/python3 " +
+                                     (fs::path(KILN_SOURCE_DIR) / "tools/golden/make_indexed_golden.py").string() +
+                                     " " + test_vocab().string() + " " + dir.string());
+  ASSERT_EQ(rc, 0) << out;
+  for (const char* kind : {"sentence", "document"})
+    for (const char* ext : {".bin", ".idx"}) {
+      const std::string name = std::string("expected_text_") + kind + ext;
+      EXPECT_EQ(kiln::read_file(dir / name), kiln::read_file(kGolden / name)) << name;
+    }
+}
+
 TEST(IndexedDataset, OutputIsByteIdenticalForAnyWorkerCount) {
   const fs::path dir = fresh_temp_dir("indexed-workers");
   kiln::data::testing::write_text(dir / "many.jsonl", [] {

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
 #include "kiln/data/indexed/indexed_writer.h"
 #include "tests/data/data_test_util.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/run_command.h"
 
 namespace {
 
@@ -112,6 +115,61 @@ TEST(MegatronMapping, EmptyEpochIsAnErrorNotAHang) {
             "over 512 tokens (prepare with --split-sentences, or train with --bert-no-binary-head)");
   o.min_sentences = 1;
   EXPECT_EQ(build_sample_mapping(*data, 0, 3, o, "x").size(), 12u);  // 4 epochs of 3
+}
+
+// Documents of varied shapes: empty, single-sentence, long, and one with a sentence over 512 tokens.
+std::vector<std::vector<int>> varied_documents() {
+  std::vector<std::vector<int>> docs;
+  for (int d = 0; d < 60; ++d) {
+    std::vector<int> doc;
+    for (int s = 0; s < (d * 7) % 10; ++s) doc.push_back(1 + (d * 31 + s * 17) % 120);
+    docs.push_back(doc);
+  }
+  docs[13] = {30, 513, 30};
+  docs[40] = {600};  // alone in its document: kept without the binary head
+  return docs;
+}
+
+// tests/data/megatron/megatron_mapping_ref.py ports helpers.cpp build_mapping from the spec with
+// its own Mersenne Twisters, given only the documents' sentence lengths; kiln must agree exactly.
+TEST(MegatronMapping, MatchesAnIndependentPythonPort) {
+  const auto docs = varied_documents();
+  const auto data = make_dataset("mapping-python", docs);
+  const auto dir = kiln::data::testing::fresh_temp_dir("mapping-python-ref");
+  const std::string script = std::string(KILN_SOURCE_DIR) + "/tests/data/megatron/megatron_mapping_ref.py";
+  struct Case {
+    int64_t begin, end;
+    MappingOptions o;
+  };
+  std::vector<Case> cases(4);
+  cases[0] = {0, 60, {.max_len = 125, .num_samples = 500}};  // binary head, seed 1234, P(short) 0.1
+  cases[1] = {5, 47, {.max_len = 61, .short_seq_prob = 0.3, .seed = 7, .min_sentences = 1, .num_samples = 300}};
+  cases[2] = {20, 60, {.max_len = 509, .short_seq_prob = 0.0, .seed = 99, .num_samples = 50}};
+  cases[3] = {0, 60, {.max_len = 13, .short_seq_prob = 0.5, .seed = 4000000000u, .num_samples = 2000}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto& [begin, end, o] = cases[c];
+    SCOPED_TRACE(::testing::Message() << "case " << c);
+    const nlohmann::json req{{"documents", docs},         {"doc_begin", begin},  {"doc_end", end},
+                             {"max_len", o.max_len},      {"seed", o.seed},      {"short_seq_prob", o.short_seq_prob},
+                             {"min_sentences", o.min_sentences}, {"num_samples", o.num_samples}};
+    kiln::data::testing::write_text(dir / "req.json", req.dump());
+    const auto [rc, out] = kiln::testing::run_command("/usr/bin/python3 " + script + " " + (dir / "req.json").string() +
+                                                      " " + (dir / "out.json").string());
+    ASSERT_EQ(rc, 0) << out;
+    const auto want = nlohmann::json::parse(kiln::read_file(dir / "out.json"));
+    const auto got = build_sample_mapping(*data, begin, end, o, "test");
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_GE(int64_t(got.size()), o.num_samples);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::vector<int64_t>({got[i].first, got[i].last, got[i].target}), want[i].get<std::vector<int64_t>>())
+          << "sample " << i;
+  }
+}
+
+TEST(MegatronMapping, PythonPortsMersenneTwistersGiveTheStandardsValues) {
+  const auto [rc, out] = kiln::testing::run_command("/usr/bin/python3 " + std::string(KILN_SOURCE_DIR) +
+                                                    "/tests/data/megatron/megatron_mapping_ref.py --self-test");
+  EXPECT_EQ(rc, 0) << out;
 }
 
 TEST(MegatronBlend, GreedyIndexFollowsWeightsWithTiesToTheLowestIndex) {
