@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,8 +44,7 @@ TrainRun train(int processes, const std::string& layout, const fs::path& data, c
       " --eval-batch-size 8 --save-interval 5 " + layout + " --output-dir " + dir.string() + " " + extra;
   TrainRun r;
   std::tie(r.status, r.output) = testing::run_command(command);
-  std::ifstream log(dir / "losses.txt");
-  for (std::string step, loss; log >> step >> loss;) r.losses.emplace_back(std::stoi(step), std::strtod(loss.c_str(), nullptr));
+  r.losses = testing::read_loss_log(dir / "losses.txt");
   return r;
 }
 
