@@ -104,13 +104,15 @@ class MpiLayoutCheckpoint : public ::testing::Test {
 };
 
 TEST_F(MpiLayoutCheckpoint, ATensorParallelCheckpointResumesAsPipelineDataParallelAndOneProcess) {
-  save(2, "tp2", "--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 128");
+  ASSERT_NO_FATAL_FAILURE(save(2, "tp2", "--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 128"));
   expect_resumes("tp2", {{2, "pp2", "--pipeline-model-parallel-size 2 " + kPad256}, {2, "dp2", kPad256},
                          {1, "one", kPad256}});
 }
 
 TEST_F(MpiLayoutCheckpoint, ATensorTimesPipelineParallelCheckpointResumesInOneProcessAndDataParallel) {
-  save(4, "tp2pp2", "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --make-vocab-size-divisible-by 128");
+  ASSERT_NO_FATAL_FAILURE(save(4, "tp2pp2",
+                               "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                               "--make-vocab-size-divisible-by 128"));
   expect_resumes("tp2pp2", {{1, "one", kPad256}, {2, "dp2", kPad256}});
 }
 

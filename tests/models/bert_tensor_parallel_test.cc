@@ -130,8 +130,9 @@ void expect_parts_of(const ParamStore& whole_store, const RankResult (&ranks)[2]
       for (int64_t e = 0; e < s.numel; ++e) {
         const int64_t at = whole_index(s, e);
         ASSERT_EQ(ranks[r].initial[size_t(s.offset + e)], wv[size_t(w.offset + at)]) << w.name << " init";
-        if (s.part_dim < 0 && r == 1)
+        if (s.part_dim < 0 && r == 1) {
           ASSERT_EQ(float(g[size_t(at)]), rg[size_t(s.offset + e)]) << w.name << " differs across ranks";
+        }
         g[size_t(at)] = rg[size_t(s.offset + e)];
       }
     }
