@@ -63,7 +63,8 @@ TEST(TrainErrors, UnsupportedTensorParallelRunsAreRefusedInOneLine) {
   const std::string tp2 = train + " --tensor-model-parallel-size 2";
   expect_one_line_error(run(tp2), "1 processes do not split into --tensor-model-parallel-size 2");
   expect_one_line_error(run(tp2 + " --pipeline-model-parallel-size 2"),
-                        "--tensor-model-parallel-size 2: tensor and pipeline parallelism together");
+                        "1 processes do not split into --tensor-model-parallel-size 2 x --pipeline-model-parallel-size 2: "
+                        "start a multiple of 4");
   expect_one_line_error(run(tp2 + " --bf16"), "--tensor-model-parallel-size 2: tensor parallelism trains in fp32 only");
   expect_one_line_error(run(tp2 + " --num-attention-heads 3 --hidden-size 129"),
                         "model.num_attention_heads 3 is not divisible by it");

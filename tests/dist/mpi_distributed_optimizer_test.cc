@@ -48,8 +48,7 @@ TrainRun train(int processes, const fs::path& data, const fs::path& dir, const s
       " --load " + (dir / "ckpt").string() + " " + extra;
   TrainRun r;
   std::tie(r.status, r.output) = testing::run_command(command);
-  std::ifstream log(dir / "losses.txt");
-  for (std::string step, loss; log >> step >> loss;) r.losses.emplace_back(std::stoi(step), std::strtod(loss.c_str(), nullptr));
+  r.losses = testing::read_loss_log(dir / "losses.txt");
   return r;
 }
 

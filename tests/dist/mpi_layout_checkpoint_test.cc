@@ -1,14 +1,13 @@
 // Checkpoints across layouts: a tensor-parallel run (TP2) saves at step 5 and stops; its
 // checkpoint, holding whole parameters, resumes as 2 pipeline stages (PP2), as 2 data-parallel
-// ranks (DP2) and as one process, and each continues with the losses of the one-process run
-// that never stopped (bert-tiny, dropout on, same global batch and padded vocab). Skipped,
+// ranks (DP2) and as one process; a TP2 x PP2 run's checkpoint resumes as one process and as
+// DP2. Each continues with the losses of the one-process run that never stopped (bert-tiny, dropout on, same global batch and padded vocab). Skipped,
 // saying why, without mpirun or when kiln was built without MPI. Label `mpi`.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,8 +44,7 @@ TrainRun train(int processes, const std::string& layout, const fs::path& data, c
       " --eval-batch-size 8 --save-interval 5 " + layout + " --output-dir " + dir.string() + " " + extra;
   TrainRun r;
   std::tie(r.status, r.output) = testing::run_command(command);
-  std::ifstream log(dir / "losses.txt");
-  for (std::string step, loss; log >> step >> loss;) r.losses.emplace_back(std::stoi(step), std::strtod(loss.c_str(), nullptr));
+  r.losses = testing::read_loss_log(dir / "losses.txt");
   return r;
 }
 
@@ -60,31 +58,62 @@ void expect_continues(const TrainRun& whole, const TrainRun& resumed, const std:
   }
 }
 
-TEST(MpiLayoutCheckpoint, ATensorParallelCheckpointResumesAsPipelineDataParallelAndOneProcess) {
-  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
-  KILN_REQUIRE_TEST_DATA();
-  const fs::path root = testing::unique_temp_dir("mpi_layout_checkpoint");
-  const fs::path data = testing::prepared_mpi_bert_data(root);
-  const std::string pad256 = "--make-vocab-size-divisible-by 256";
-  const TrainRun whole = train(1, pad256, data, root / "whole", "--save " + (root / "whole/ckpt").string());
-  ASSERT_EQ(whole.status, 0) << whole.output;
-  ASSERT_EQ(whole.losses.size(), 10u) << whole.output;
-
-  const fs::path saved = root / "tp2/ckpt";
-  const TrainRun tp2 = train(2, "--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 128", data, root / "tp2",
-                        "--exit-interval 5 --save " + saved.string());
-  ASSERT_EQ(tp2.status, 0) << tp2.output;
-  ASSERT_TRUE(fs::exists(saved / "iter_0000005/model.safetensors")) << tp2.output;
-
-  const std::vector<std::tuple<int, std::string, std::string>> layouts = {
-      {2, "pp2", "--pipeline-model-parallel-size 2 " + pad256}, {2, "dp2", pad256}, {1, "one", pad256}};
-  for (const auto& [processes, name, layout] : layouts) {
-    // The TP2 run's folder: its checkpoint and the MLPerf log that the resumed run continues.
-    fs::copy(root / "tp2", root / name, fs::copy_options::recursive);
-    fs::remove(root / name / "losses.txt");
-    const std::string ckpt = (root / name / "ckpt").string();
-    expect_continues(whole, train(processes, layout, data, root / name, "--save " + ckpt + " --load " + ckpt), name);
+// The data and the uninterrupted one-process run, shared by the tests.
+class MpiLayoutCheckpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::mpi_missing().empty() || !fs::exists(testing::test_vocab())) return;
+    root_ = testing::unique_temp_dir("mpi_layout_checkpoint");
+    data_ = testing::prepared_mpi_bert_data(root_);
+    whole_ = new TrainRun(train(1, kPad256, data_, root_ / "whole", "--save " + (root_ / "whole/ckpt").string()));
   }
+  static void TearDownTestSuite() { delete whole_; }
+
+  void SetUp() override {
+    if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+    KILN_REQUIRE_TEST_DATA();
+    ASSERT_EQ(whole_->status, 0) << whole_->output;
+    ASSERT_EQ(whole_->losses.size(), 10u) << whole_->output;
+  }
+
+  // Trains `processes` ranks in `layout` for 5 steps into root/name, saving at step 5.
+  void save(int processes, const std::string& name, const std::string& layout) {
+    const fs::path saved = root_ / name / "ckpt";
+    const TrainRun run = train(processes, layout, data_, root_ / name, "--exit-interval 5 --save " + saved.string());
+    ASSERT_EQ(run.status, 0) << run.output;
+    ASSERT_TRUE(fs::exists(saved / "iter_0000005/model.safetensors")) << run.output;
+  }
+
+  // Resumes the checkpoint saved in root/saved_name in each (processes, name, layout).
+  void expect_resumes(const std::string& saved_name,
+                      const std::vector<std::tuple<int, std::string, std::string>>& layouts) {
+    for (const auto& [processes, name, layout] : layouts) {
+      // The saving run's folder: its checkpoint and the MLPerf log that the resumed run continues.
+      const fs::path dir = root_ / (saved_name + "_as_" + name);
+      fs::copy(root_ / saved_name, dir, fs::copy_options::recursive);
+      fs::remove(dir / "losses.txt");
+      const std::string ckpt = (dir / "ckpt").string();
+      expect_continues(*whole_, train(processes, layout, data_, dir, "--save " + ckpt + " --load " + ckpt),
+                       saved_name + " as " + name);
+    }
+  }
+
+  static inline const std::string kPad256 = "--make-vocab-size-divisible-by 256";
+  static inline fs::path root_, data_;
+  static inline TrainRun* whole_ = nullptr;
+};
+
+TEST_F(MpiLayoutCheckpoint, ATensorParallelCheckpointResumesAsPipelineDataParallelAndOneProcess) {
+  ASSERT_NO_FATAL_FAILURE(save(2, "tp2", "--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 128"));
+  expect_resumes("tp2", {{2, "pp2", "--pipeline-model-parallel-size 2 " + kPad256}, {2, "dp2", kPad256},
+                         {1, "one", kPad256}});
+}
+
+TEST_F(MpiLayoutCheckpoint, ATensorTimesPipelineParallelCheckpointResumesInOneProcessAndDataParallel) {
+  ASSERT_NO_FATAL_FAILURE(save(4, "tp2pp2",
+                               "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                               "--make-vocab-size-divisible-by 128"));
+  expect_resumes("tp2pp2", {{1, "one", kPad256}, {2, "dp2", kPad256}});
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -65,8 +64,7 @@ TrainRun train(int processes, int stages, const fs::path& data, const fs::path& 
       " --pipeline-model-parallel-size " + std::to_string(stages);
   TrainRun r;
   std::tie(r.status, r.output) = testing::run_command(command);
-  std::ifstream log(dir / "losses.txt");
-  for (std::string step, loss; log >> step >> loss;) r.losses.push_back(std::strtod(loss.c_str(), nullptr));
+  r.losses = testing::read_losses(dir / "losses.txt");
   const std::regex eval("eval at step \\d+: masked-LM accuracy ([0-9.]+), masked-LM loss ([0-9.]+), nsp accuracy ([0-9.]+)");
   for (std::sregex_iterator i(r.output.begin(), r.output.end(), eval), end; i != end; ++i)
     for (int k = 1; k <= 3; ++k) r.evals.push_back(std::stod((*i)[k]));

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <regex>
 #include <string>
@@ -46,8 +45,7 @@ ResNetRun train(const std::string& launcher, const fs::path& data, const fs::pat
       " --image-size 28 --eval-resize 28 --batch-size 16 --epochs 2 --warmup-epochs 0 --lr 0.1 --workers 1"
       " --log-interval 1 --save " + (dir / "ckpt").string() + " --save-interval 2 --output-dir " + dir.string() +
       " " + flags);
-  std::ifstream log(dir / "losses.txt");
-  for (std::string step, loss; log >> step >> loss;) r.losses.push_back(std::strtod(loss.c_str(), nullptr));
+  r.losses = testing::read_losses(dir / "losses.txt");
   const std::regex eval("eval: (top-1 [0-9.]+ \\(\\d+ / \\d+ images\\), loss [0-9.]+)");
   for (std::sregex_iterator i(r.output.begin(), r.output.end(), eval), end; i != end; ++i) r.evals.push_back((*i)[1]);
   r.checkpoint = dir / "ckpt/iter_0000008/model.safetensors";

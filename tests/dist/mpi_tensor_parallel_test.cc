@@ -1,7 +1,8 @@
-// `mpirun -np 2 kiln train bert --tensor-model-parallel-size 2` (TP2) and `mpirun -np 4 ...`
-// (TP2 x DP2) against one process at the same global batch (bert-tiny, dropout on, 10 steps,
-// global batch 8): the same losses and evaluation, the same final weights once the ranks'
-// parts are put together, and every replicated parameter bitwise identical on all ranks.
+// `mpirun -np 2 kiln train bert --tensor-model-parallel-size 2` (TP2), `mpirun -np 4 ...`
+// (TP2 x DP2) and `mpirun -np 4 ... --pipeline-model-parallel-size 2` (TP2 x PP2) against one
+// process at the same global batch (bert-tiny, dropout on, 10 steps, global batch 8): the same
+// losses and evaluation, the same final weights once the ranks' parts are put together, and
+// every replicated parameter (and each tp rank's part) bitwise identical on all ranks holding it.
 // In bf16, TP2's losses stay within bf16 rounding of the one-process bf16 run's.
 // Skipped, saying why, without mpirun or when kiln was built without MPI. Label `mpi`.
 #include <gtest/gtest.h>
@@ -10,7 +11,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <regex>
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 // fp32 rounding: row-parallel sums and the vocab-parallel softmax add in another order.
 // Measured on 2026-11-30 (OMP_NUM_THREADS=1), TP2 and TP2 x DP2 alike: losses within 1.6e-9
-// relative, weights within 1.2e-7 absolute after 10 steps.
+// relative, weights within 1.2e-7 absolute after 10 steps; TP2 x PP2 on 2026-12-01: 1.6e-9 and 6e-8.
 constexpr double kLossTolerance = 1e-7;    // relative, per step
 constexpr double kWeightTolerance = 2e-6;  // absolute, largest over all weights
 
@@ -44,18 +44,17 @@ struct TrainRun {
 
 // The whole-vocabulary padding must be the same for every layout: 256 = 128 x TP2.
 TrainRun train(const std::string& launcher, const fs::path& data, const fs::path& dir, int tp,
-               const std::string& flags = "") {
+               const std::string& extra = "") {
   fs::create_directories(dir / "params");
   const std::string command =
       launcher + " " KILN_BINARY " train bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --data " +
       data.string() + " --vocab " + testing::test_vocab().string() +
       " --global-batch-size 8 --micro-batch-size 2 --train-iters 10 --eval-interval 5 --eval-iters 4"
       " --eval-batch-size 8 --tensor-model-parallel-size " + std::to_string(tp) +
-      " --make-vocab-size-divisible-by " + std::to_string(256 / tp) + " --output-dir " + dir.string() + " " + flags;
+      " --make-vocab-size-divisible-by " + std::to_string(256 / tp) + " --output-dir " + dir.string() + " " + extra;
   TrainRun r;
   std::tie(r.status, r.output) = testing::run_command(command);
-  std::ifstream log(dir / "losses.txt");
-  for (std::string step, loss; log >> step >> loss;) r.losses.push_back(std::strtod(loss.c_str(), nullptr));
+  r.losses = testing::read_losses(dir / "losses.txt");
   const std::regex eval("eval at step \\d+: masked-LM accuracy ([0-9.]+), masked-LM loss ([0-9.]+), nsp accuracy ([0-9.]+)");
   for (std::sregex_iterator i(r.output.begin(), r.output.end(), eval), end; i != end; ++i)
     for (int k = 1; k <= 3; ++k) r.evals.push_back(std::stod((*i)[k]));
@@ -67,8 +66,10 @@ std::string environment(const fs::path& dir) {
          " KILN_TEST_PARAMS_DIR=" + (dir / "params").string();
 }
 
-// Whole parameters from the parts of ranks 0 .. tp-1 (tp rank = world rank % tp); checks that
-// every rank holds the same replicated parameters (bitwise) and parts of one tp rank.
+// Whole parameters from the ranks' parts (tp rank = world rank % tp; under pipeline parallelism
+// a rank holds its stage's parameters only, the first and last stage each a part of the word
+// embedding); checks that every rank holding a replicated parameter holds the same values
+// (bitwise), and every rank holding a part the same part as the other ranks of its tp rank.
 std::map<std::string, std::vector<float>> assemble(const fs::path& params, int ranks, int tp,
                                                    const io::SafetensorsFile& whole) {
   std::vector<io::SafetensorsFile> files;
@@ -79,24 +80,30 @@ std::map<std::string, std::vector<float>> assemble(const fs::path& params, int r
     const Tensor w = whole.get(name);
     std::vector<float>& v = out[name];
     v.assign(size_t(w.numel()), 0.0f);
+    std::vector<bool> placed(size_t(tp), false);  // by tp rank; [0] for a replicated parameter
     for (int r = 0; r < ranks; ++r) {
+      if (!files[size_t(r)].contains(name)) continue;
       const Tensor part = files[size_t(r)].get(name);
       const std::vector<float> p = to_float_vector(part);
       if (part.shape == w.shape) {  // replicated
-        if (r == 0) v = p;
-        else EXPECT_TRUE(p == v) << name << " differs between rank 0 and rank " << r;
+        if (!placed[0]) v = p;
+        else EXPECT_TRUE(p == v) << name << " differs on rank " << r;
+        placed[0] = true;
         continue;
       }
       const int dim = part.shape[0] != w.shape[0] ? 0 : 1;
       const int64_t rows = part.shape[0], cols = part.rank() == 2 ? part.shape[1] : 1,
                     whole_cols = w.rank() == 2 ? w.shape[1] : 1, start = (r % tp) * part.shape[size_t(dim)];
+      const bool first = !placed[size_t(r % tp)];
+      placed[size_t(r % tp)] = true;
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) {
           const size_t at = dim == 0 ? size_t((start + i) * whole_cols + j) : size_t(i * whole_cols + start + j);
-          if (r < tp) v[at] = p[size_t(i * cols + j)];
-          else EXPECT_EQ(v[at], p[size_t(i * cols + j)]) << name << " part differs on DP replica rank " << r;
+          if (first) v[at] = p[size_t(i * cols + j)];
+          else EXPECT_EQ(v[at], p[size_t(i * cols + j)]) << name << " part differs on rank " << r;
         }
     }
+    EXPECT_TRUE(placed[0]) << name << " is on no rank";
   }
   return out;
 }
@@ -123,28 +130,55 @@ void expect_like_one_process(const TrainRun& one, const TrainRun& run, const fs:
     for (size_t i = 0; i < x.size(); ++i) largest = std::max(largest, double(std::abs(x[i] - y[i])));
   }
   EXPECT_LE(largest, kWeightTolerance);
-  std::cout << ranks << " ranks, TP " << tp << ": largest relative loss difference " << loss_difference
-            << ", largest weight difference after 10 steps " << largest << "\n";
+  std::cout << dir.filename().string() << " (" << ranks << " ranks, TP " << tp << "): largest relative loss "
+            << "difference " << loss_difference << ", largest weight difference after 10 steps " << largest << "\n";
 }
 
-TEST(MpiTensorParallel, Tp2AndTp2Dp2TrainBertLikeOneProcess) {
-  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
-  KILN_REQUIRE_TEST_DATA();
-  const fs::path root = testing::unique_temp_dir("mpi_tensor_parallel");
-  const fs::path data = testing::prepared_mpi_bert_data(root);
-  const TrainRun one = train("env " + environment(root / "one"), data, root / "one", 1);
-  ASSERT_EQ(one.status, 0) << one.output;
-  const TrainRun tp2 = train(testing::mpirun(2, environment(root / "tp2")), data, root / "tp2", 2);
-  ASSERT_EQ(tp2.status, 0) << tp2.output;
-  expect_like_one_process(one, tp2, root / "one", root / "tp2", 2, 2);
+// The data and the one-process run, shared by the layouts' tests.
+class MpiTensorParallel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::mpi_missing().empty() || !fs::exists(testing::test_vocab())) return;
+    root_ = testing::unique_temp_dir("mpi_tensor_parallel");
+    data_ = testing::prepared_mpi_bert_data(root_);
+    one_ = new TrainRun(train("env " + environment(root_ / "one"), data_, root_ / "one", 1));
+  }
+  static void TearDownTestSuite() { delete one_; }
+
+  void SetUp() override {
+    if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+    KILN_REQUIRE_TEST_DATA();
+    ASSERT_EQ(one_->status, 0) << one_->output;
+  }
+
+  // `mpirun -np processes` with tensor-parallel size 2 and `extra` flags, against one process.
+  TrainRun expect_tp2_like_one_process(int processes, const std::string& name, const std::string& extra = "") {
+    const fs::path dir = root_ / name;
+    const TrainRun run = train(testing::mpirun(processes, environment(dir)), data_, dir, 2, extra);
+    EXPECT_EQ(run.status, 0) << run.output;
+    if (run.status == 0) expect_like_one_process(*one_, run, root_ / "one", dir, processes, 2);
+    return run;
+  }
+
+  static inline fs::path root_, data_;
+  static inline TrainRun* one_ = nullptr;
+};
+
+TEST_F(MpiTensorParallel, Tp2AndTp2Dp2TrainBertLikeOneProcess) {
+  const TrainRun tp2 = expect_tp2_like_one_process(2, "tp2");
   EXPECT_NE(tp2.output.find("parameters that tensor-parallel ranks replicate bitwise identical on 2 ranks"),
             std::string::npos)
       << tp2.output;
-  const TrainRun tp2dp2 = train(testing::mpirun(4, environment(root / "tp2dp2")), data, root / "tp2dp2", 2);
-  ASSERT_EQ(tp2dp2.status, 0) << tp2dp2.output;
+  const TrainRun tp2dp2 = expect_tp2_like_one_process(4, "tp2dp2");
   EXPECT_NE(tp2dp2.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos)
       << tp2dp2.output;
-  expect_like_one_process(one, tp2dp2, root / "one", root / "tp2dp2", 4, 2);
+}
+
+// bert-tiny's 2 layers on 2 stages of 2 tensor-parallel ranks each: world ranks 0, 1 hold the
+// embeddings and layer 0, ranks 2, 3 layer 1 and the heads with their vocab-parallel copy of the
+// word embedding.
+TEST_F(MpiTensorParallel, Tp2TimesPp2TrainsBertLikeOneProcess) {
+  expect_tp2_like_one_process(4, "tp2pp2", "--pipeline-model-parallel-size 2");
 }
 
 double largest_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
@@ -155,19 +189,15 @@ double largest_relative_difference(const std::vector<double>& a, const std::vect
 
 // bf16 activations: the row-parallel partial sums are rounded to bf16 before the all-reduce adds
 // them, one rounding more than one process makes, so the runs differ by bf16 rounding, not more.
-TEST(MpiTensorParallel, Tp2InBf16TrainsLikeOneProcessInBf16) {
-  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
-  KILN_REQUIRE_TEST_DATA();
-  const fs::path root = testing::unique_temp_dir("mpi_tensor_parallel_bf16");
-  const fs::path data = testing::prepared_mpi_bert_data(root);
-  const TrainRun f32 = train("env " + environment(root / "f32"), data, root / "f32", 1);
-  const TrainRun one = train("env " + environment(root / "one"), data, root / "one", 1, "--bf16");
-  const TrainRun tp2 = train(testing::mpirun(2, environment(root / "tp2")), data, root / "tp2", 2, "--bf16");
-  for (const TrainRun* r : {&f32, &one, &tp2}) {
+TEST_F(MpiTensorParallel, Tp2InBf16TrainsLikeOneProcessInBf16) {
+  const TrainRun one = train("env " + environment(root_ / "one_bf16"), data_, root_ / "one_bf16", 1, "--bf16");
+  const TrainRun tp2 =
+      train(testing::mpirun(2, environment(root_ / "tp2_bf16")), data_, root_ / "tp2_bf16", 2, "--bf16");
+  for (const TrainRun* r : {static_cast<const TrainRun*>(one_), &one, &tp2}) {
     ASSERT_EQ(r->status, 0) << r->output;
     ASSERT_EQ(r->losses.size(), 10u) << r->output;
   }
-  const double bf16_vs_f32 = largest_relative_difference(f32.losses, one.losses);
+  const double bf16_vs_f32 = largest_relative_difference(one_->losses, one.losses);
   const double tp2_vs_one = largest_relative_difference(one.losses, tp2.losses);
   // bf16 keeps 8 significant bits (relative rounding 4e-3); a wrong sum would differ by far more.
   // Measured on 2026-12-01: 3.3e-5 (TP2 vs one process), 9.3e-5 (bf16 vs f32).

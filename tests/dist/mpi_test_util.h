@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -34,6 +36,22 @@ inline std::string mpirun(int processes, const std::string& env) {
   }
   return "env " + env + " mpirun -np " + std::to_string(processes) + " --oversubscribe --bind-to none" +
          (::geteuid() == 0 ? " --allow-run-as-root" : "") + forward;
+}
+
+// The (step, loss) lines that KILN_TEST_LOSS_LOG makes rank 0 write (train/test_hooks.h), in
+// order; none when the file is missing.
+inline std::vector<std::pair<int, double>> read_loss_log(const std::filesystem::path& file) {
+  std::vector<std::pair<int, double>> losses;
+  std::ifstream log(file);
+  for (std::string step, loss; log >> step >> loss;) losses.emplace_back(std::stoi(step), std::strtod(loss.c_str(), nullptr));
+  return losses;
+}
+
+// The losses of read_loss_log alone.
+inline std::vector<double> read_losses(const std::filesystem::path& file) {
+  std::vector<double> losses;
+  for (const auto& entry : read_loss_log(file)) losses.push_back(entry.second);
+  return losses;
 }
 
 // The largest absolute difference between same-named tensors of two safetensors files (a

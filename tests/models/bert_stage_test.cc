@@ -1,7 +1,8 @@
 // models/bert_stage.h: two pipeline stages run one after the other in one process compute what
 // the whole BertForPretraining computes (losses, every gradient, the tied word embedding's as the
 // sum of the two stages' copies), dropout on; and stage instances over one ParamStore hold one
-// micro-batch each, interleaved in the 1F1B order, with the gradients of sequential runs.
+// micro-batch each, interleaved in the 1F1B order, with the gradients of sequential runs; backward
+// tells Step::grad_watch which gradients are final after the heads and after each layer.
 #include "kiln/models/bert_stage.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/philox.h"
+#include "kiln/models/bert.h"
 
 namespace kiln::models {
 namespace {
@@ -148,6 +150,55 @@ TEST(BertStage, InstancesOverOneStoreHoldOneMicroBatchEach) {
   ParamStore store;
   BertStage once(c, whole, store);
   EXPECT_THROW(BertStage(c, whole, store), Error);  // a second registration without share_existing
+}
+
+// Records what a backward says is final (core/step.h).
+struct FinalOffsets final : GradientWatch {
+  std::vector<int64_t> offsets;
+  void final_from(int64_t offset) override { offsets.push_back(offset); }
+};
+
+int64_t offset_of(const ParamStore& store, const std::string& name) { return store.find(name)->offset; }
+
+// The whole model says, after the heads and after each layer, from where on the gradients are
+// final; a pipeline stage says the same of its own parameters, in every instance.
+TEST(BertStage, BackwardSaysAfterTheHeadsAndEachLayerWhichGradientsAreFinal) {
+  for (bool pre_ln : {false, true}) {
+    const BertConfig c = config(pre_ln);
+    const std::string heads = pre_ln ? "bert.encoder.LayerNorm.weight" : "bert.pooler.dense.weight";
+    auto layer = [](int n) { return "bert.encoder.layer." + std::to_string(n) + ".attention.self.query.weight"; };
+    ParamStore store;
+    BertForPretraining whole(c, store);
+    init_bert_weights(store, 3, c.init_std);
+    FinalOffsets watch;
+    Step step = train_step(0);
+    step.grad_watch = &watch;
+    whole.forward(step, batch(1));
+    whole.backward(step, 1.0f);
+    EXPECT_EQ(watch.offsets, std::vector<int64_t>({offset_of(store, heads), offset_of(store, layer(3)),
+                                                   offset_of(store, layer(2)), offset_of(store, layer(1)),
+                                                   offset_of(store, layer(0))}));
+
+    ParamStore last_store;
+    last_store.share_existing(true);
+    BertStage a(c, bert_stage_range(c, 1, 2), last_store), b(c, bert_stage_range(c, 1, 2), last_store);
+    last_store.share_existing(false);
+    last_store.allocate();
+    init_bert_weights(last_store, 3, c.init_std);
+    const std::vector<int64_t> want = {offset_of(last_store, heads), offset_of(last_store, layer(3)),
+                                       offset_of(last_store, layer(2))};
+    EXPECT_GT(want[0], want[1]) << "the heads come after the layers";
+    for (BertStage* instance : {&a, &b}) {
+      FinalOffsets stage_watch;
+      step.grad_watch = &stage_watch;
+      Tensor input = instance->input_buffer(12, DType::f32);
+      for (int64_t i = 0; i < input.numel(); ++i) input.ptr<float>()[i] = 0.01f * float(i % 17);
+      BertOutputs out;
+      instance->forward(step, batch(1, 1), input, &out);
+      instance->backward(step, {}, 1.0f);
+      EXPECT_EQ(stage_watch.offsets, want);
+    }
+  }
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
-// BertForPretraining split over two tensor-parallel ranks (two threads joined by an in-process
-// communicator) against the whole model: the parts start from the whole model's weights, and
-// one training forward + backward (dropout on) gives the same losses and, put together, the same
-// gradients; replicated parameters get bitwise identical gradients on both ranks.
+// BertForPretraining, and the last of two pipeline stages (models/bert_stage.h), split over two
+// tensor-parallel ranks (two threads joined by an in-process communicator) against the unsplit
+// model / stage: the parts start from the whole model's weights, and one training forward +
+// backward (dropout on) gives the same losses and, put together, the same gradients; replicated
+// parameters get bitwise identical gradients on both ranks.
 #include <gtest/gtest.h>
 
 #include <barrier>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -115,6 +117,35 @@ struct RankResult {
   ParamStore store;
 };
 
+// The ranks' initial weights are the whole store's, their gradients put together the whole
+// store's; replicated gradients are bitwise identical on both ranks and counted in norms on rank 0.
+void expect_parts_of(const ParamStore& whole_store, const RankResult (&ranks)[2], const std::string& what) {
+  const std::vector<float> wg = whole_store.grads_vector(), wv = whole_store.values_vector();
+  for (const ParamSpec& w : whole_store.specs()) {
+    std::vector<double> g(size_t(w.numel), 0.0);
+    for (int r = 0; r < 2; ++r) {
+      const ParamSpec& s = *ranks[r].store.find(w.name);
+      EXPECT_EQ(s.norm_owner, w.norm_owner && (r == 0 || s.part_dim >= 0)) << w.name;
+      const std::vector<float> rg = ranks[r].store.grads_vector();
+      for (int64_t e = 0; e < s.numel; ++e) {
+        const int64_t at = whole_index(s, e);
+        ASSERT_EQ(ranks[r].initial[size_t(s.offset + e)], wv[size_t(w.offset + at)]) << w.name << " init";
+        if (s.part_dim < 0 && r == 1) {
+          ASSERT_EQ(float(g[size_t(at)]), rg[size_t(s.offset + e)]) << w.name << " differs across ranks";
+        }
+        g[size_t(at)] = rg[size_t(s.offset + e)];
+      }
+    }
+    double d = 0, n = 0;
+    for (int64_t i = 0; i < w.numel; ++i) {
+      d += std::pow(g[size_t(i)] - wg[size_t(w.offset + i)], 2);
+      n += std::pow(double(wg[size_t(w.offset + i)]), 2);
+    }
+    if (w.name.find("attention.self.key.bias") != std::string::npos) continue;  // analytically 0
+    EXPECT_LE(std::sqrt(d), 1e-5 * std::sqrt(n) + 1e-9) << w.name << " " << what;
+  }
+}
+
 TEST(BertTensorParallel, TwoRanksComputeTheWholeModelsLossAndGradients) {
   for (bool pre_ln : {false, true}) {
     const BertConfig c = tiny(pre_ln);
@@ -150,30 +181,60 @@ TEST(BertTensorParallel, TwoRanksComputeTheWholeModelsLossAndGradients) {
       EXPECT_EQ(r.out.mlm_correct, want.mlm_correct);
       EXPECT_EQ(r.out.nsp_correct, want.nsp_correct);
     }
-    const std::vector<float> wg = whole_store.grads_vector(), wv = whole_store.values_vector();
-    for (const ParamSpec& w : whole_store.specs()) {
-      std::vector<double> g(size_t(w.numel), 0.0);
-      for (int r = 0; r < 2; ++r) {
-        const ParamSpec& s = *ranks[r].store.find(w.name);
-        EXPECT_EQ(s.norm_owner, r == 0 || s.part_dim >= 0) << w.name;
-        const std::vector<float> rg = ranks[r].store.grads_vector();
-        for (int64_t e = 0; e < s.numel; ++e) {
-          const int64_t at = whole_index(s, e);
-          ASSERT_EQ(ranks[r].initial[size_t(s.offset + e)], wv[size_t(w.offset + at)]) << w.name << " init";
-          if (s.part_dim < 0 && r == 1)
-            ASSERT_EQ(float(g[size_t(at)]), rg[size_t(s.offset + e)]) << w.name << " differs across ranks";
-          g[size_t(at)] = rg[size_t(s.offset + e)];
-        }
-      }
-      double d = 0, n = 0;
-      for (int64_t i = 0; i < w.numel; ++i) {
-        d += std::pow(g[size_t(i)] - wg[size_t(w.offset + i)], 2);
-        n += std::pow(double(wg[size_t(w.offset + i)]), 2);
-      }
-      if (w.name.find("attention.self.key.bias") != std::string::npos) continue;  // analytically 0
-      EXPECT_LE(std::sqrt(d), 1e-5 * std::sqrt(n) + 1e-9) << w.name << " pre_ln " << pre_ln;
-    }
+    expect_parts_of(whole_store, ranks, pre_ln ? "pre-LN" : "post-LN");
   }
+}
+
+// The last of two pipeline stages over two tensor-parallel ranks: its own vocab-parallel copy of
+// the word embedding as the decoder, not counted in norms; the same loss, input gradient and
+// parameter gradients as the unsplit last stage.
+TEST(BertTensorParallel, TwoRanksOfTheLastPipelineStageComputeTheUnsplitStage) {
+  const BertConfig c = tiny(true);
+  const StageRange range = bert_stage_range(c, 1, 2);
+  const data::BertBatch b = batch(3, 16, 4, int(c.vocab_size));
+  const Step step{7, 0, true, 5};
+  Tensor input = Tensor::empty({3 * 16, c.hidden});
+  const RngStream rng{9, rng_stream(RngPurpose::test, 0, 0)};
+  for (int64_t i = 0; i < input.numel(); ++i) input.ptr<float>()[i] = rng.uniform(uint64_t(i)) - 0.5f;
+  ParamStore whole_store;
+  BertStage whole(c, range, whole_store);
+  whole_store.allocate();
+  init_bert_weights(whole_store, 3, c.init_std);
+  BertOutputs want;
+  whole.forward(step, b, input, &want);
+  const std::vector<float> want_dx = to_float_vector(whole.backward(step, {}, 1.0f));
+
+  ThreadPair pair;
+  RankResult ranks[2];
+  std::vector<float> dx[2];
+  auto run = [&](int r) {
+    ThreadRank comm(pair, r);
+    Arena scratch;
+    Context ctx{Device::cpu(), nullptr, &scratch};
+    BertStage stage(c, range, ranks[r].store, nn::TensorParallel::over(comm));
+    ranks[r].store.allocate(ctx);
+    init_bert_weights(ranks[r].store, 3, c.init_std);
+    ranks[r].initial = ranks[r].store.values_vector();
+    Step s = step;
+    s.ctx = &ctx;
+    stage.forward(s, b, input, &ranks[r].out);
+    dx[r] = to_float_vector(stage.backward(s, {}, 1.0f));
+  };
+  std::thread other(run, 1);
+  run(0);
+  other.join();
+
+  EXPECT_FALSE(whole_store.find("bert.embeddings.word_embeddings.weight")->norm_owner);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(ranks[r].out.loss, want.loss, 1e-5 * want.loss);
+    EXPECT_EQ(ranks[r].out.mlm_correct, want.mlm_correct);
+    ASSERT_EQ(dx[r].size(), want_dx.size());
+    double d = 0, n = 0;
+    for (size_t i = 0; i < want_dx.size(); ++i) d += std::pow(double(dx[r][i]) - want_dx[i], 2), n += std::pow(double(want_dx[i]), 2);
+    EXPECT_LE(std::sqrt(d), 1e-5 * std::sqrt(n)) << "input gradient on rank " << r;
+  }
+  EXPECT_EQ(dx[0], dx[1]);
+  expect_parts_of(whole_store, ranks, "last stage");
 }
 
 }  // namespace

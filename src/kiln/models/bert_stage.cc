@@ -8,8 +8,27 @@
 namespace kiln::models {
 namespace {
 
+const char* const kWord = "bert.embeddings.word_embeddings.weight";
+
+// A host i32 tensor over a batch vector (read by the ops during the step).
 Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
   return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
+}
+
+// The tensor in f32: itself, or its cast into `buffer`.
+Tensor as_f32(Context& ctx, const Tensor& t, nn::Buffer& buffer) {
+  if (t.dtype == DType::f32) return t;
+  Tensor f = buffer.get(t.shape);
+  ops::cast(ctx, t, f);
+  return f;
+}
+
+// The f32 tensor in `dtype`: itself, or its cast into `buffer`.
+Tensor as_dtype(Context& ctx, const Tensor& t, DType dtype, nn::Buffer& buffer) {
+  if (dtype == DType::f32) return t;
+  Tensor c = buffer.get(t.shape, dtype);
+  ops::cast(ctx, t, c);
+  return c;
 }
 
 }  // namespace
@@ -23,35 +42,63 @@ StageRange bert_stage_range(const BertConfig& config, int stage, int stages) {
   return {stage * per, (stage + 1) * per, stage == 0, stage == stages - 1};
 }
 
-BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamStore& store)
-    : config_(config), range_(range), store_(store), embedding_dropout_(config.hidden_dropout, 0) {
+BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamStore& store,
+                     const nn::TensorParallel& tp)
+    : config_(config),
+      range_(range),
+      store_(store),
+      tp_(tp),
+      embedding_dropout_(config.hidden_dropout, 0),
+      vocab_mlm_loss_(tp) {
   const BertConfig& c = config;
   KILN_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0,
              "BERT config: hidden {} must be a positive multiple of heads {}", c.hidden, c.heads);
-  const std::string word = "bert.embeddings.word_embeddings.weight";
-  if (range.first) {
-    word_.emplace(store, word, c.vocab_size, c.hidden);
-    position_.emplace(store, "bert.embeddings.position_embeddings.weight", c.max_position, c.hidden);
-    token_type_.emplace(store, "bert.embeddings.token_type_embeddings.weight", c.type_vocab, c.hidden);
-    if (!c.pre_ln) embedding_norm_.emplace(store, "bert.embeddings.LayerNorm", c.hidden, c.layer_norm_eps);
-  }
+  KILN_CHECK(c.layers > 0 && c.layers < 16000, "BERT config: layers {} out of range", c.layers);
+  vocab_rows_ = tp.share(c.vocab_size, "vocabulary");
+  vocab_start_ = tp.start(c.vocab_size);
+  if (range.first) add_embeddings(store);
   for (int64_t n = range.first_layer; n < range.end_layer; ++n) {
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
         c.hidden_dropout, c.attention_dropout, c.pre_ln, c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf,
-        uint32_t(n), c.recompute_attention ? &shared_attention_ : nullptr));
+        uint32_t(n), c.recompute_attention ? &shared_attention_ : nullptr, tp));
+    // The layers take eps from their own defaults; BERT's is 1e-12, the config may differ.
     layers_.back()->attention_norm.eps = c.layer_norm_eps;
     layers_.back()->output_norm.eps = c.layer_norm_eps;
   }
-  if (!range.last) return;
+  if (range.last) add_heads(store);
+  if (tp.rank > 0)  // replicated parameters count on tp rank 0
+    for (size_t id = 0; id < store.specs().size(); ++id)
+      if (store.specs()[id].part_dim < 0) store.set_norm_owner(int(id), false);
+}
+
+void BertStage::add_embeddings(ParamStore& store) {
+  const BertConfig& c = config_;
+  if (tp_.split()) word_.emplace(store, kWord, c.vocab_size, c.hidden, tp_);
+  else word_.emplace(store, kWord, c.vocab_size, c.hidden);
+  position_.emplace(store, "bert.embeddings.position_embeddings.weight", c.max_position, c.hidden);
+  token_type_.emplace(store, "bert.embeddings.token_type_embeddings.weight", c.type_vocab, c.hidden);
+  if (!c.pre_ln) embedding_norm_.emplace(store, "bert.embeddings.LayerNorm", c.hidden, c.layer_norm_eps);
+}
+
+// In Hugging Face's order; the decoder's copy of the word embedding last.
+void BertStage::add_heads(ParamStore& store) {
+  const BertConfig& c = config_;
+  const int64_t V = c.vocab_size;
   if (c.pre_ln) final_norm_.emplace(store, "bert.encoder.LayerNorm", c.hidden, c.layer_norm_eps);
   if (c.binary_head) pooler_.emplace(store, "bert.pooler.dense", c.hidden, c.hidden);
   transform_.emplace(store, "cls.predictions.transform.dense", c.hidden, c.hidden);
   transform_norm_.emplace(store, "cls.predictions.transform.LayerNorm", c.hidden, c.layer_norm_eps);
-  decoder_bias_ = store.add("cls.predictions.bias", {c.vocab_size}, false);
+  decoder_bias_ = tp_.split() ? store.add_part("cls.predictions.bias", {V}, false, 0, vocab_start_, vocab_rows_)
+                              : store.add("cls.predictions.bias", {V}, false);
   if (c.binary_head) seq_relationship_.emplace(store, "cls.seq_relationship", c.hidden, 2);
-  decoder_weight_ = range.first ? word_->weight : store.add(word, {c.vocab_size, c.hidden}, true);
-  if (!range.first) store.set_norm_owner(decoder_weight_.id, false);  // the first stage counts it
+  if (range_.first) {
+    decoder_weight_ = word_->weight;
+    return;
+  }
+  decoder_weight_ = tp_.split() ? store.add_part(kWord, {V, c.hidden}, true, 0, vocab_start_, vocab_rows_)
+                                : store.add(kWord, {V, c.hidden}, true);
+  store.set_norm_owner(decoder_weight_.id, false);  // the first stage counts it
 }
 
 const Param* BertStage::word_embedding() const {
@@ -63,7 +110,7 @@ Tensor BertStage::embed(const Step& step, const data::BertBatch& batch) {
   const int64_t BS = B_ * S_;
   positions_.resize(size_t(BS));
   for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S_);
-  Tensor x = embeddings_.get({BS, config_.hidden}, step.compute_dtype);
+  Tensor x = embeddings_.get({BS, config_.hidden}, step.compute_dtype);  // (B*S, H)
   ops::add(ctx, word_->forward(step, ids_view(batch.input_ids, {BS})),
            position_->forward(step, ids_view(positions_, {BS})), x);
   ops::add(ctx, x, token_type_->forward(step, ids_view(batch.segment_ids, {BS})), x);
@@ -74,7 +121,7 @@ Tensor BertStage::embed(const Step& step, const data::BertBatch& batch) {
 Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const Tensor& input, BertOutputs* out) {
   check_bert_batch(batch, config_);
   KILN_CHECK(step.compute_dtype == store_.compute_dtype(),
-             "BERT stage: the step computes in {} but the weights' compute copy is {}",
+             "BERT: the step computes in {} but the weights' compute copy is {}",
              dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
   B_ = batch.batch, S_ = batch.seq_len, P_ = batch.max_pred;
   Tensor x = range_.first ? embed(step, batch) : input;
@@ -85,28 +132,23 @@ Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const 
   if (!range_.last) return x;
   KILN_CHECK(out, "BERT stage: the last stage's forward needs somewhere to put the losses");
   if (final_norm_) x = final_norm_->forward(step, x);
-  heads(step, batch, x, *out);
+  heads(step, batch, x, *out);  // x: the sequence output (B*S, H)
   return {};
 }
 
-// The pooler, NSP head, MLM transform and decoder over the sequence output x (B*S, H), as
-// BertForPretraining::forward computes them.
+// The pooler, NSP head, MLM transform and decoder over the sequence output x (B*S, H).
 void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out) {
   Context& ctx = *step.ctx;
-  const int64_t B = B_, S = S_, P = P_, H = config_.hidden, V = config_.vocab_size;
+  const int64_t B = B_, S = S_, P = P_, H = config_.hidden, V = vocab_rows_;
   const DType dt = step.compute_dtype;
   out = BertOutputs{};
   if (config_.binary_head) {
     first_rows_.resize(size_t(B));
     for (int64_t b = 0; b < B; ++b) first_rows_[b] = int32_t(b * S);
-    Tensor first = first_tokens_.get({B, H}, dt);
+    Tensor first = first_tokens_.get({B, H}, dt);  // (B, H) token 0 of each row
     ops::gather_rows(ctx, x, ids_view(first_rows_, {B}), first);
-    nsp_logits_ = seq_relationship_->forward(step, pooler_act_.forward(step, pooler_->forward(step, first)));
-    if (dt != DType::f32) {
-      Tensor f = nsp_f32_.get({B, 2});
-      ops::cast(ctx, nsp_logits_, f);
-      nsp_logits_ = f;
-    }
+    Tensor pooled = pooler_act_.forward(step, pooler_->forward(step, first));
+    nsp_logits_ = as_f32(ctx, seq_relationship_->forward(step, pooled), nsp_f32_);  // (B, 2)
     const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data(), ctx);
     out.nsp_loss = r.loss;
     out.nsp_correct = r.correct;
@@ -116,13 +158,18 @@ void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tens
   for (int64_t i = 0; i < B * P; ++i) gather_rows_[i] = int32_t((i / P) * S + batch.masked_positions[i]);
   Tensor gathered = gathered_.get({B * P, H}, dt);
   ops::gather_rows(ctx, x, ids_view(gather_rows_, {B * P}), gathered);
-  transformed_ = transform_norm_->forward(step, transform_act_.forward(step, transform_->forward(step, gathered)));
+  Tensor t = transform_act_.forward(step, transform_->forward(step, gathered));
+  transformed_ = transform_norm_->forward(step, t);  // (B*P, H)
+  // logits (f32) = t Wword^T + bias, whatever the operands' dtype.
   mlm_logits_ = logits_.get({B * P, V});
   const Tensor bias = decoder_bias_.value();
   ops::MatmulOpts o;
   o.bias = &bias;
   ops::matmul(ctx, ops::mat(transformed_), ops::mat(decoder_weight_.compute(), true), ops::mat(mlm_logits_), o);
-  const nn::LossResult m = mlm_loss_.forward(mlm_logits_, batch.masked_ids.data(), batch.masked_weights.data(), ctx);
+  const int32_t* ids = batch.masked_ids.data();
+  const float* weights = batch.masked_weights.data();
+  const nn::LossResult m = tp_.split() ? vocab_mlm_loss_.forward(ctx, mlm_logits_, vocab_start_, ids, weights)
+                                       : mlm_loss_.forward(mlm_logits_, ids, weights, ctx);
   out.mlm_loss = m.loss;
   out.mlm_correct = m.correct;
   out.mlm_weight_sum = m.count;
@@ -132,48 +179,56 @@ void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tens
 // -> the gradient of the sequence output (B*S, H).
 Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   Context& ctx = *step.ctx;
-  const int64_t H = config_.hidden, V = config_.vocab_size, N = B_ * P_, BS = B_ * S_;
+  const int64_t H = config_.hidden, N = B_ * P_, BS = B_ * S_;
   const DType dt = transformed_.dtype;
-  Tensor dlogits = mlm_loss_.backward(loss_scale);  // (N, V) f32
+  // MLM decoder: logits = t W^T + bias. dlogits is f32; the matmuls take it in the operands' dtype.
+  const Tensor dlogits_f32 = tp_.split() ? vocab_mlm_loss_.backward(loss_scale) : mlm_loss_.backward(loss_scale);
   Tensor db = decoder_bias_.grad();
-  ops::bias_grad(ctx, dlogits, db);
-  if (dt != DType::f32) {
-    Tensor d = dlogits_c_.get({N, V}, dt);
-    ops::cast(ctx, dlogits, d);
-    dlogits = d;
-  }
+  ops::bias_grad(ctx, dlogits_f32, db);
+  const Tensor dlogits = as_dtype(ctx, dlogits_f32, dt, dlogits_c_);  // (N, V)
   ops::MatmulOpts acc;
   acc.beta = 1.0f;
   ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(decoder_weight_.grad()), acc);
   Tensor dt_ = dtransformed_.get({N, H}, dt);
   ops::matmul(ctx, ops::mat(dlogits), ops::mat(decoder_weight_.compute()), ops::mat(dt_));
-  Tensor d = transform_->backward(step, transform_act_.backward(step, transform_norm_->backward(step, dt_)));
+  tp_.all_reduce(dt_);  // each vocab shard's part of d(transformed)
+  Tensor d = transform_norm_->backward(step, dt_);
+  d = transform_->backward(step, transform_act_.backward(step, d));  // (N, H)
   Tensor dx = dsequence_.get({BS, H}, dt);
   ops::fill(ctx, dx, 0.0f);
   ops::scatter_add_rows(ctx, d, ids_view(gather_rows_, {N}), dx);
   if (config_.binary_head) {
-    Tensor dnsp = nsp_loss_.backward(loss_scale);
-    if (dt != DType::f32) {
-      Tensor c = dnsp_c_.get({B_, 2}, dt);
-      ops::cast(ctx, dnsp, c);
-      dnsp = c;
-    }
-    Tensor dp = pooler_->backward(step, pooler_act_.backward(step, seq_relationship_->backward(step, dnsp)));
+    const Tensor dnsp = as_dtype(ctx, nsp_loss_.backward(loss_scale), dt, dnsp_c_);  // (B, 2)
+    Tensor dp = seq_relationship_->backward(step, dnsp);
+    dp = pooler_->backward(step, pooler_act_.backward(step, dp));  // (B, H)
     ops::scatter_add_rows(ctx, dp, ids_view(first_rows_, {B_}), dx);
   }
   return final_norm_ ? final_norm_->backward(step, dx) : dx;
 }
 
-Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale) {
-  KILN_CHECK(B_ > 0, "BertStage::backward called before forward");
-  Tensor dx = range_.last ? heads_backward(step, loss_scale) : dy;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(step, dx);
-  if (!range_.first) return dx;
+void BertStage::embed_backward(const Step& step, Tensor dx) {
   dx = embedding_dropout_.backward(step, dx);
   if (embedding_norm_) dx = embedding_norm_->backward(step, dx);
   word_->backward(step, dx);
   position_->backward(step, dx);
   token_type_->backward(step, dx);
+}
+
+Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale) {
+  KILN_CHECK(B_ > 0, "BertStage::backward called before forward");
+  Tensor dx = dy;
+  if (range_.last) {
+    dx = heads_backward(step, loss_scale);
+    // Every head parameter is final; the decoder weight is too unless it is the word embedding.
+    const Param& first_head = final_norm_ ? final_norm_->weight : pooler_ ? pooler_->weight : transform_->weight;
+    step.grads_final_from(first_head.spec().offset);
+  }
+  for (size_t n = layers_.size(); n-- > 0;) {
+    dx = layers_[n]->backward(step, dx);
+    step.grads_final_from(layers_[n]->attention.query.weight.spec().offset);
+  }
+  if (!range_.first) return dx;
+  embed_backward(step, dx);
   return {};
 }
 

@@ -1,15 +1,31 @@
-// models/bert_stage.h — one pipeline stage of BertForPretraining (models/bert.h), Megatron's
-// split (../shared/specs/megatron-bert.md §3.3): stage p of P holds the encoder layers
-// [p L / P, (p + 1) L / P); the first stage also the embeddings (and the embedding LayerNorm,
-// post-LN), the last the final LayerNorm (pre-LN), the pooler and both heads with their losses.
-// Parameter names, initialisation (init by name and element) and dropout streams (layer n keeps
-// 4n+1..4n+3, global sample keys) are those of the whole model, so a stage computes exactly the
-// part of the single-process model that it holds.
+// models/bert_stage.h — THE BERT implementation: a contiguous part of BertForPretraining
+// (models/bert.h) on kiln's layers, with Hugging Face parameter names; post-LN (original BERT) or
+// pre-LN (Megatron). The whole model is the one stage that is first and last; a pipeline stage
+// follows Megatron's split (../shared/specs/megatron-bert.md §3.3): stage p of P holds the
+// encoder layers [p L / P, (p + 1) L / P); the first stage also the embeddings (and the embedding
+// LayerNorm, post-LN), the last the final LayerNorm (pre-LN), the pooler and both heads with
+// their losses.
 //
-// Tied word embeddings: the last stage holds its own copy of bert.embeddings.word_embeddings.
-// weight as the MLM decoder, initialised identically and marked norm_owner = false; the training
-// side sums its gradient with the first stage's (train/recipes/bert_pipeline.h), so both copies
-// stay identical.
+// Post-LN: LN(word[ids] + pos[s] + type[seg]) -> dropout -> post-LN layers (erf GELU).
+// Pre-LN:  (word[ids] + pos[s] + type[seg]) -> dropout -> pre-LN layers (tanh GELU in the MLP)
+//          -> final LayerNorm `bert.encoder.LayerNorm` (Megatron's encoder.final_layernorm).
+// Heads:   pooler tanh(dense(h[:, 0])) -> cls.seq_relationship (B, 2)          (binary_head)
+//          h at masked positions -> dense -> erf GELU -> LayerNorm -> x Wword^T + cls.predictions.bias
+// Losses: nn::MlmLoss (weighted mean over masked slots) + nn::NspLoss (mean over rows with
+// label != -1); total = mlm + nsp. Parameter names, initialisation (init_bert_weights) and dropout
+// streams (layer n keeps 4n+1..4n+3, stream 0 is the embedding dropout; global sample keys) do
+// not depend on the split, so a stage computes exactly the part of the whole model it holds.
+//
+// Tied word embeddings: the MLM decoder weight IS bert.embeddings.word_embeddings.weight. A stage
+// that is first and last holds it once (both gradients add); a last stage that is not first holds
+// its own copy, initialised identically and marked norm_owner = false; the training side sums its
+// gradient with the first stage's over the embedding group (train/recipes/bert_pipeline.h), so
+// both copies stay identical.
+//
+// Tensor parallel (spec §3.2, `tp`): the encoder layers split as nn::TransformerLayer says, the
+// word embedding (and the last stage's decoder copy) and the decoder bias split by vocab rows,
+// the MLM loss vocab-parallel (nn/vocab_parallel_loss.h); everything else is replicated, counted
+// in gradient norms on tp rank 0 only (ParamSpec::norm_owner).
 //
 // One BertStage holds the saved state of ONE micro-batch in flight. A 1F1B pipeline keeps up to
 // P - p micro-batches in flight on stage p: it makes that many BertStage instances over the same
@@ -23,8 +39,19 @@
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
 #include "kiln/data/bert/bert_batch.h"
-#include "kiln/models/bert.h"
+#include "kiln/models/bert_config.h"
+#include "kiln/nn/buffer.h"
+#include "kiln/nn/dropout.h"
+#include "kiln/nn/embedding.h"
+#include "kiln/nn/gelu.h"
+#include "kiln/nn/layernorm.h"
+#include "kiln/nn/linear.h"
+#include "kiln/nn/losses.h"
 #include "kiln/nn/params.h"
+#include "kiln/nn/tanh.h"
+#include "kiln/nn/tensor_parallel.h"
+#include "kiln/nn/transformer.h"
+#include "kiln/nn/vocab_parallel_loss.h"
 
 namespace kiln::models {
 
@@ -38,16 +65,21 @@ StageRange bert_stage_range(const BertConfig& config, int stage, int stages);
 class BertStage {
  public:
   // Registers the stage's parameters in `store` (not allocated yet); the caller allocates it.
-  BertStage(const BertConfig& config, const StageRange& range, ParamStore& store);
+  BertStage(const BertConfig& config, const StageRange& range, ParamStore& store,
+            const nn::TensorParallel& tp = {});
 
   // First stage: embeds `batch`; other stages: `input` (B*S, H) is the previous stage's output
-  // and must stay unchanged until backward (input_buffer gives one per instance). Returns the
-  // output for the next stage (B*S, H), or, on the last stage, an undefined tensor and the
-  // losses in `out`.
+  // and must stay unchanged until backward (input_buffer gives one per instance). Activations run
+  // in step.compute_dtype (the store's compute dtype), statistics and the MLM / NSP logits in
+  // f32. Returns the output for the next stage (B*S, H), or, on the last stage, an undefined
+  // tensor and the losses in `out`. Throws kiln::Error for inconsistent sizes or ids out of range.
   Tensor forward(const Step& step, const data::BertBatch& batch, const Tensor& input, BertOutputs* out);
   // Last stage: the gradient of loss_scale x its losses; other stages: `dy` is the gradient of
-  // the output. Accumulates parameter gradients; returns the input's gradient (undefined on the
-  // first stage), valid until this instance's next backward.
+  // the output. Accumulates parameter gradients into store.grads (f32); returns the input's
+  // gradient (undefined on the first stage), valid until this instance's next backward. Each
+  // micro-batch's loss is normalised by its own MLM weight sum and NSP row count, so accumulating
+  // micro-batches with loss_scale 1/k averages their losses' gradients. Tells step.grads_final_from
+  // after the heads and after each layer.
   Tensor backward(const Step& step, const Tensor& dy, float loss_scale);
 
   // Where a received input for this instance lives: (rows, H) in `dtype`.
@@ -55,21 +87,30 @@ class BertStage {
   // The word embedding this stage holds (first: the table; last: the decoder's copy).
   const Param* word_embedding() const;
   const StageRange& range() const { return range_; }
+  // Last stage, after forward: (B*P, V) f32, this rank's vocab columns under tensor parallelism;
+  // (B, 2) f32, undefined without the binary head.
+  const Tensor& mlm_logits() const { return mlm_logits_; }
+  const Tensor& nsp_logits() const { return nsp_logits_; }
 
  private:
+  void add_embeddings(ParamStore& store);
+  void add_heads(ParamStore& store);
   Tensor embed(const Step& step, const data::BertBatch& batch);
   void heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out);
   Tensor heads_backward(const Step& step, float loss_scale);
+  void embed_backward(const Step& step, Tensor dx);
 
   BertConfig config_;
   StageRange range_;
   ParamStore& store_;
+  nn::TensorParallel tp_;
+  int64_t vocab_start_ = 0, vocab_rows_ = 0;  // this rank's rows of the word embedding
   // first stage
   std::optional<nn::Embedding> word_, position_, token_type_;
   std::optional<nn::LayerNorm> embedding_norm_;  // post-LN only
   nn::Dropout embedding_dropout_;
   // every stage
-  nn::AttentionBuffers shared_attention_;
+  nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
   // last stage
   std::optional<nn::LayerNorm> final_norm_;  // pre-LN only
@@ -77,8 +118,9 @@ class BertStage {
   nn::Tanh pooler_act_;
   nn::Gelu transform_act_;
   std::optional<nn::LayerNorm> transform_norm_;
-  Param decoder_weight_, decoder_bias_;
+  Param decoder_weight_, decoder_bias_;  // decoder_weight_: the word embedding or its copy
   nn::MlmLoss mlm_loss_;
+  nn::VocabParallelMlmLoss vocab_mlm_loss_;
   nn::NspLoss nsp_loss_;
 
   // Saved by forward for backward.

@@ -43,8 +43,14 @@ Param ParamStore::add_part(std::string name, const Shape& full, bool decay, int 
              "parameter '{}': part [{}, {}) of dimension {} is outside its shape", name, start, start + count, dim);
   Shape shape = full;
   shape[size_t(dim)] = count;
+  const size_t registered = specs_.size();
   Param p = add(std::move(name), shape, decay);
-  ParamSpec& spec = specs_.back();
+  ParamSpec& spec = specs_[size_t(p.id)];
+  if (specs_.size() == registered) {  // shared: the same part again
+    KILN_CHECK(spec.part_dim == dim && spec.part_start == start && spec.full_shape == full,
+               "parameter '{}' registered twice as different parts", spec.name);
+    return p;
+  }
   spec.part_dim = dim;
   spec.part_start = start;
   spec.full_shape = full;

@@ -130,9 +130,6 @@ void check_tensor_parallel(const BertTrainConfig& c) {
   const auto refuse = [&](const std::string& what) {
     throw Error("--tensor-model-parallel-size {}: {}", tp, what);
   };
-  if (c.pipeline_parallel > 1)
-    refuse(fmt::format("tensor and pipeline parallelism together (--pipeline-model-parallel-size {}) are not "
-                       "implemented yet (issue 9); use one of them", c.pipeline_parallel));
   if (c.num_heads % tp != 0) refuse(fmt::format("model.num_attention_heads {} is not divisible by it", c.num_heads));
   if (c.intermediate_size % tp != 0)
     refuse(fmt::format("model.intermediate_size {} is not divisible by it", c.intermediate_size));

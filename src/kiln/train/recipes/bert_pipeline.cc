@@ -10,8 +10,10 @@ BertPipeline::BertPipeline(const models::BertConfig& config, const dist::Paralle
     : groups_(groups), data_(data), micro_batch_(micro_batch), binary_head_(binary_head),
       range_(models::bert_stage_range(config, groups.pp->rank(), groups.pp->size())), hidden_(config.hidden) {
   const int held = groups.pp->size() - groups.pp->rank();  // micro-batches in flight on this stage
+  const nn::TensorParallel tp = nn::TensorParallel::over(*groups.tp);
   store.share_existing(true);
-  for (int k = 0; k < held; ++k) instances_.push_back(std::make_unique<models::BertStage>(config, range_, store));
+  for (int k = 0; k < held; ++k)
+    instances_.push_back(std::make_unique<models::BertStage>(config, range_, store, tp));
   store.share_existing(false);
   store.allocate(ctx);
   batches_.resize(size_t(held));
@@ -49,7 +51,8 @@ Tensor BertPipeline::backward(int slot, const Step& step, const Tensor& grad_out
 }
 
 // The first stage's embedding gradient + the last stage's decoder gradient, on both: the
-// single-process gradient of the one tied parameter.
+// single-process gradient of the one tied parameter (under tensor parallelism, of this tp rank's
+// vocab rows: the embedding group joins the ranks with the same tp rank).
 void BertPipeline::finish_gradients() {
   const Param* word = instances_[0]->word_embedding();
   if (!word || groups_.embedding->size() < 2) return;
