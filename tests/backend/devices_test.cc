@@ -56,6 +56,8 @@ TEST(Devices, CudaWithoutADeviceIsAOneLineError) {
   Tensor host = Tensor::zeros({4});
   expect_one_line_error([&] { ops::fill(ctx, host, 1.0f); }, {"fill", "cuda:0"});
   expect_one_line_error([&] { ops::add(ctx, host, host, host); }, {"add", "cuda:0"});
+  expect_one_line_error([&] { ops::tanh_forward(ctx, host, host); }, {"tanh_forward", "cuda:0"});
+  expect_one_line_error([&] { ops::scale_all(ctx, host, 2.0f); }, {"scale_all", "cuda:0"});
   Tensor dev_view = Tensor::view(host.data, {4}, DType::f32, Device::cuda(0));
   expect_one_line_error([&] { ops::copy(cpu_context(), host, dev_view); }, {"cuda:0"});
 }
@@ -64,7 +66,9 @@ TEST(Devices, OpsWithoutACudaImplementationSaySo) {
   if (compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "built without CUDA";
   Context ctx{Device::cuda(0)};
   Tensor t = Tensor::zeros({2, 2});
-  expect_one_line_error([&] { ops::tanh_forward(ctx, t, t); }, {"tanh_forward", "cuda:0", "not implemented"});
+  const RngStream rng{42, rng_stream(RngPurpose::dropout, 0, 0)};
+  expect_one_line_error([&] { ops::dropout_forward(ctx, t, 0.1f, rng, 0, 1, t, 2); },
+                        {"dropout_forward with an element offset", "cuda:0", "not implemented"});
 }
 
 }  // namespace
