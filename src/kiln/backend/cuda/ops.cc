@@ -29,8 +29,13 @@ void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngSt
 
 void register_backend() { register_allocator(); }
 
+// Zero fills any dtype (f64 sums, i64 totals), as on the CPU.
 void fill(Context& ctx, Tensor& t, float value) {
   const OpScope scope = expect_cuda(ctx, "fill", {&t});
+  if (value == 0.0f) {
+    check(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_of(ctx)), "fill");
+    return;
+  }
   expect_dtype("fill", "tensor", t, {DType::f32, DType::bf16, DType::f16, DType::i32});
   launch_fill(t, value, stream_of(ctx));
   check_launch("fill");
