@@ -1,5 +1,7 @@
 // backend/cuda/ops_batchnorm.cc — batch norm (training, eval, backward, the SyncBN steps and the
 // running statistics) on CUDA: checks, then the bodies of bodies_batchnorm.h.
+#include <algorithm>
+
 #include "kiln/backend/cuda/bodies_batchnorm.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"

@@ -2,6 +2,7 @@
 // LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
 // The table of a segment list is uploaded once and kept, so that a steady-state step copies
 // nothing from the host (and can be captured in a CUDA graph).
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
