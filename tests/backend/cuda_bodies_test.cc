@@ -10,41 +10,16 @@
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/grid.h"
+#include "cuda_bodies.h"
 #include "random_fill.h"
 
 namespace kiln {
 namespace {
 
 using namespace ops::cuda;
+using namespace testing::cuda_bodies;
 using testing::max_rel_error;
 using testing::random_normal;
-
-// Host storage of n values in T, and their values as double.
-template <typename T>
-std::vector<T> stored(const std::vector<float>& v) {
-  std::vector<T> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = store<T>(v[i]);
-  return out;
-}
-template <typename T>
-std::vector<double> values(const std::vector<T>& v) {
-  std::vector<double> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = load(v[i]);
-  return out;
-}
-
-template <typename T> double tolerance();
-template <> double tolerance<float>() { return 2e-5; }
-template <> double tolerance<bf16_t>() { return 1.6e-2; }
-template <> double tolerance<f16_t>() { return 2e-3; }
-
-// Runs fn(T{}) for every storage type.
-template <typename Fn>
-void for_each_type(Fn fn) {
-  fn(float{});
-  fn(bf16_t{});
-  fn(f16_t{});
-}
 
 const int64_t kSizes[] = {1, 3, 255, 256, 257, 4099, 4096 * 256 + 5};
 

@@ -3,7 +3,10 @@
 // no-device tests skip (tools/gpu_check.sh runs the parity suite there).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/devices.h"
@@ -56,6 +59,8 @@ TEST(Devices, CudaWithoutADeviceIsAOneLineError) {
   Tensor host = Tensor::zeros({4});
   expect_one_line_error([&] { ops::fill(ctx, host, 1.0f); }, {"fill", "cuda:0"});
   expect_one_line_error([&] { ops::add(ctx, host, host, host); }, {"add", "cuda:0"});
+  expect_one_line_error([&] { ops::tanh_forward(ctx, host, host); }, {"tanh_forward", "cuda:0"});
+  expect_one_line_error([&] { ops::scale_all(ctx, host, 2.0f); }, {"scale_all", "cuda:0"});
   Tensor dev_view = Tensor::view(host.data, {4}, DType::f32, Device::cuda(0));
   expect_one_line_error([&] { ops::copy(cpu_context(), host, dev_view); }, {"cuda:0"});
 }
@@ -64,7 +69,71 @@ TEST(Devices, OpsWithoutACudaImplementationSaySo) {
   if (compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "built without CUDA";
   Context ctx{Device::cuda(0)};
   Tensor t = Tensor::zeros({2, 2});
-  expect_one_line_error([&] { ops::tanh_forward(ctx, t, t); }, {"tanh_forward", "cuda:0", "not implemented"});
+  const RngStream rng{42, rng_stream(RngPurpose::dropout, 0, 0)};
+  expect_one_line_error([&] { ops::dropout_forward(ctx, t, 0.1f, rng, 0, 1, t, 2); },
+                        {"dropout_forward with an element offset", "cuda:0", "not implemented"});
+}
+
+// Every op reaches the CUDA backend on a CUDA context: with host tensors each one stops at the
+// device check (naming the op), never at "not implemented".
+TEST(Devices, EveryOpHasACudaImplementation) {
+  if (compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "built without CUDA";
+  Context ctx{Device::cuda(0)};
+  Tensor t = Tensor::zeros({2, 2}), none;
+  const ops::AdamStep adam;
+  const ops::LarsStep lars;
+  const ops::ConvShape conv;
+  const ops::PoolShape pool;
+  const std::vector<std::pair<const char*, std::function<void()>>> calls = {
+      {"bias_add", [&] { ops::bias_add(ctx, t, t); }},
+      {"bias_grad", [&] { ops::bias_grad(ctx, t, t); }},
+      {"tanh_backward", [&] { ops::tanh_backward(ctx, t, t, t); }},
+      {"softmax_backward", [&] { ops::softmax_backward(ctx, t, t, 1.0f, t); }},
+      {"attention_softmax_forward", [&] { ops::attention_softmax_forward(ctx, t, t, t); }},
+      {"layernorm_backward", [&] { ops::layernorm_backward(ctx, t, t, t, t, t, t, t, t); }},
+      {"gather_rows", [&] { ops::gather_rows(ctx, t, t, t); }},
+      {"scatter_add_rows", [&] { ops::scatter_add_rows(ctx, t, t, t); }},
+      {"softmax_xent_forward", [&] { ops::softmax_xent_forward(ctx, t, t, none, 0, t, t); }},
+      {"softmax_xent_backward",
+       [&] { ops::softmax_xent_backward(ctx, t, t, t, none, 0, 1, 1, t); }},
+      {"vocab_xent_partials", [&] { ops::vocab_xent_partials(ctx, t, t, 0, t); }},
+      {"vocab_xent_sumexp", [&] { ops::vocab_xent_sumexp(ctx, t, t, t); }},
+      {"vocab_xent_backward", [&] { ops::vocab_xent_backward(ctx, t, t, t, none, 0, 1, 1, t); }},
+      {"segment_sum_squares", [&] { ops::segment_sum_squares(ctx, t, none, {}, t); }},
+      {"scale_check_finite", [&] { ops::scale_check_finite(ctx, t, 1, t); }},
+      {"adamw_update", [&] { ops::adamw_update(ctx, adam, {}, t, t, t, t, none); }},
+      {"lamb_moments", [&] { ops::lamb_moments(ctx, adam, {}, t, t, t, t, t); }},
+      {"lamb_update", [&] { ops::lamb_update(ctx, adam, {}, t, t, t, t, none); }},
+      {"lars_update", [&] { ops::lars_update(ctx, lars, {}, t, t, t, t, none); }},
+      {"conv2d_forward", [&] { ops::conv2d_forward(ctx, conv, t, t, t); }},
+      {"conv2d_backward_data", [&] { ops::conv2d_backward_data(ctx, conv, t, t, t); }},
+      {"conv2d_backward_weights", [&] { ops::conv2d_backward_weights(ctx, conv, t, t, t); }},
+      {"batchnorm_train_forward",
+       [&] { ops::batchnorm_train_forward(ctx, t, t, t, 1e-5f, false, t, t, t); }},
+      {"batchnorm_eval_forward",
+       [&] { ops::batchnorm_eval_forward(ctx, t, t, t, t, t, 1e-5f, false, t); }},
+      {"batchnorm_backward",
+       [&] { ops::batchnorm_backward(ctx, t, t, t, t, t, t, 1e-5f, false, true, t, t, t); }},
+      {"batchnorm_channel_sums", [&] { ops::batchnorm_channel_sums(ctx, t, t); }},
+      {"batchnorm_update_running",
+       [&] { ops::batchnorm_update_running(ctx, t, t, 2, 0.1f, t, t, t); }},
+      {"maxpool_forward", [&] { ops::maxpool_forward(ctx, pool, t, t, t); }},
+      {"maxpool_backward", [&] { ops::maxpool_backward(ctx, pool, t, t, t); }},
+      {"global_avgpool_forward", [&] { ops::global_avgpool_forward(ctx, t, t); }},
+      {"relu_backward", [&] { ops::relu_backward(ctx, t, t, t); }},
+      {"add_relu_forward", [&] { ops::add_relu_forward(ctx, t, t, t); }},
+      {"residual_add", [&] { ops::residual_add(ctx, t, t); }},
+  };
+  for (const auto& [op, call] : calls) {
+    try {
+      call();
+      ADD_FAILURE() << op << ": no error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(op), std::string::npos) << what;
+      EXPECT_EQ(what.find("not implemented"), std::string::npos) << what;
+    }
+  }
 }
 
 }  // namespace

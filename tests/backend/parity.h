@@ -58,6 +58,12 @@ struct Parity {
     ops::copy(ctx, host, dev);
     return dev;
   }
+  // A copy of a host tensor (any dtype: ids, masks, labels) on the device under test.
+  Tensor to_device(const Tensor& host) {
+    Tensor dev = Tensor::empty(host.shape, host.dtype, ctx.device);
+    ops::copy(ctx, host, dev);
+    return dev;
+  }
   // scale * N(0, 1) from test stream `id`, rounded to `dtype`, on the device.
   Tensor random(const Shape& shape, DType dtype, uint32_t id, float scale = 1.0f) {
     return from_host(random_normal(shape_numel(shape), id, scale), shape, dtype);

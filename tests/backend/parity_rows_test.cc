@@ -11,7 +11,8 @@ using testing::Parity;
 TEST(ParityRows, GatherCopiesRowsAndConverts) {
   Parity p;
   const std::vector<int32_t> ids = {3, 0, 9, 3, 3, 5, 9};
-  const Tensor id = Tensor::view(const_cast<int32_t*>(ids.data()), {7}, DType::i32);
+  const Tensor id =
+      p.to_device(Tensor::view(const_cast<int32_t*>(ids.data()), {7}, DType::i32));
   for (DType table_dt : testing::float_dtypes())
     for (DType out_dt : testing::float_dtypes()) {
       const Tensor table = p.random({10, 70}, table_dt, 1);
@@ -29,7 +30,8 @@ TEST(ParityRows, GatherCopiesRowsAndConverts) {
 TEST(ParityRows, ScatterAddSumsRepeatedIdsInOrder) {
   Parity p;
   const std::vector<int32_t> ids = {3, 0, 9, 3, 3, 5, 9};
-  const Tensor id = Tensor::view(const_cast<int32_t*>(ids.data()), {7}, DType::i32);
+  const Tensor id =
+      p.to_device(Tensor::view(const_cast<int32_t*>(ids.data()), {7}, DType::i32));
   for (DType dy_dt : testing::float_dtypes())
     for (DType table_dt : {DType::f32, dy_dt}) {
       const Tensor dy = p.random({7, 130}, dy_dt, 2);

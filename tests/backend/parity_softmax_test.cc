@@ -51,7 +51,8 @@ TEST(ParitySoftmax, AttentionSoftmaxMasksPaddedKeysFromTheI32Mask) {
   Parity p;
   const int64_t B = 3, heads = 2, Sq = 5, Sk = 6;
   const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1,  1, 1, 1, 0, 0, 0,  1, 0, 1, 0, 1, 1};
-  const Tensor m = Tensor::view(const_cast<int32_t*>(mask.data()), {B, Sk}, DType::i32);
+  const Tensor m =
+      p.to_device(Tensor::view(const_cast<int32_t*>(mask.data()), {B, Sk}, DType::i32));
   for (DType in : {DType::f32, DType::bf16})
     for (DType out : testing::float_dtypes()) {
       const Tensor scores = p.random({B, heads, Sq, Sk}, in, 3, 2.0f);

@@ -139,7 +139,8 @@ void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor&
 // Softmax cross-entropy over the rows of logits (N, V) (f32, bf16 or f16; arithmetic in f32,
 // sums in double) with targets q_i = (1 - ls)·onehot(label_i) + ls/V.
 // labels (N) i32: in [0, V), or negative for an ignored row (a kiln::Error when >= V; loaders
-// validate labels, this only keeps a bad one from reading out of bounds). weights (N) f32
+// validate labels, this only keeps a bad one from reading out of bounds; on CUDA, which does not
+// read labels on the host, such a row makes totals[0] NaN instead). weights (N) f32
 // (masked_lm_weights), or an undefined tensor for weight 1 on every row.
 // Writes lse (N) f32, log-sum-exp of each row (saved for backward), and totals (3), f64 in i64:
 //   [0] Σ w_i · (lse_i - (1-ls)·z_i[label_i] - ls·Σ_v z_iv / V)  over rows with label_i >= 0,
@@ -177,7 +178,8 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
 // [offset, offset + numel) of every flat buffer the op takes (a parameter of a ParamStore;
 // padding between segments is not touched). Sums are taken in double over chunks of
 // kSumChunk elements of a segment, and the chunk sums are added in index order: the result does
-// not depend on the thread count.
+// not depend on the thread count. (CUDA sums a chunk as 32 interleaved partial sums in double,
+// added in order: deterministic, equal to the CPU's up to the rounding of double additions.)
 struct TensorSegment {
   int64_t offset = 0, numel = 0;
   bool decay = true;  // weight decay (and LARS's trust ratio) applies

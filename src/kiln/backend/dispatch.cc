@@ -2,21 +2,14 @@
 // of the context's device, ops::cpu:: (backend/cpu/) or ops::cuda:: (backend/cuda/). An op
 // without a CUDA implementation says so on a CUDA context (cpu_only).
 #include "kiln/backend/cpu/cpu_ops.h"
-#include "kiln/backend/route.h"
-#ifdef KILN_HAVE_CUDA
-#include "kiln/backend/cuda/cuda_ops.h"
-#endif
+#include "kiln/backend/dispatch_cuda.h"
 
 namespace kiln::ops {
 
-// The CUDA implementation's call, or, in a build without the CUDA backend, the error saying so.
 #ifdef KILN_HAVE_CUDA
-#define KILN_ON_CUDA(ctx, op, call) cuda::call
 namespace {
 [[maybe_unused]] const bool kCudaRegistered = (cuda::register_backend(), true);
 }  // namespace
-#else
-#define KILN_ON_CUDA(ctx, op, call) no_backend(ctx, op)
 #endif
 
 void fill(Context& ctx, Tensor& t, float value) {
@@ -53,12 +46,12 @@ void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
 }
 
 void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
-  cpu_only(ctx, "bias_add");
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "bias_add", bias_add(ctx, y, bias));
   cpu::bias_add(ctx, y, bias);
 }
 
 void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
-  cpu_only(ctx, "bias_grad");
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "bias_grad", bias_grad(ctx, dy, db));
   cpu::bias_grad(ctx, dy, db);
 }
 
@@ -73,12 +66,12 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
 }
 
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y) {
-  cpu_only(ctx, "tanh_forward");
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "tanh_forward", tanh_forward(ctx, x, y));
   cpu::tanh_forward(ctx, x, y);
 }
 
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  cpu_only(ctx, "tanh_backward");
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "tanh_backward", tanh_backward(ctx, y, dy, dx));
   cpu::tanh_backward(ctx, y, dy, dx);
 }
 
@@ -111,7 +104,9 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx) {
-  cpu_only(ctx, "layernorm_backward");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "layernorm_backward",
+                        layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db, accumulate_dx));
   cpu::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db, accumulate_dx);
 }
 
@@ -121,98 +116,129 @@ void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
 }
 
 void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx) {
-  cpu_only(ctx, "softmax_backward");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "softmax_backward",
+                        softmax_backward(ctx, y, dy, scale, dx));
   cpu::softmax_backward(ctx, y, dy, scale, dx);
 }
 
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs) {
-  cpu_only(ctx, "attention_softmax_forward");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "attention_softmax_forward",
+                        attention_softmax_forward(ctx, scores, mask, probs));
   cpu::attention_softmax_forward(ctx, scores, mask, probs);
 }
 
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
-  cpu_only(ctx, "gather_rows");
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "gather_rows", gather_rows(ctx, table, ids, out));
   cpu::gather_rows(ctx, table, ids, out);
 }
 
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
-  cpu_only(ctx, "scatter_add_rows");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "scatter_add_rows",
+                        scatter_add_rows(ctx, dy, ids, dtable));
   cpu::scatter_add_rows(ctx, dy, ids, dtable);
 }
 
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
                          Tensor& partials) {
-  cpu_only(ctx, "vocab_xent_partials");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "vocab_xent_partials",
+                        vocab_xent_partials(ctx, logits, labels, start, partials));
   cpu::vocab_xent_partials(ctx, logits, labels, start, partials);
 }
 
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
-  cpu_only(ctx, "vocab_xent_sumexp");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "vocab_xent_sumexp",
+                        vocab_xent_sumexp(ctx, logits, max, sumexp));
   cpu::vocab_xent_sumexp(ctx, logits, max, sumexp);
 }
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
                          double norm, Tensor& dlogits) {
-  cpu_only(ctx, "vocab_xent_backward");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "vocab_xent_backward",
+                        vocab_xent_backward(ctx, logits, lse, labels, weights, start, scale,
+                                            norm, dlogits));
   cpu::vocab_xent_backward(ctx, logits, lse, labels, weights, start, scale, norm, dlogits);
 }
 
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
                           const Tensor& weights, float label_smoothing, Tensor& lse,
                           Tensor& totals) {
-  cpu_only(ctx, "softmax_xent_forward");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "softmax_xent_forward",
+                        softmax_xent_forward(ctx, logits, labels, weights, label_smoothing,
+                                             lse, totals));
   cpu::softmax_xent_forward(ctx, logits, labels, weights, label_smoothing, lse, totals);
 }
 
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
                            float scale, double norm, Tensor& dlogits) {
-  cpu_only(ctx, "softmax_xent_backward");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "softmax_xent_backward",
+                        softmax_xent_backward(ctx, logits, lse, labels, weights,
+                                              label_smoothing, scale, norm, dlogits));
   cpu::softmax_xent_backward(ctx, logits, lse, labels, weights, label_smoothing, scale, norm,
                              dlogits);
 }
 
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
                          std::span<const TensorSegment> segments, Tensor& sums) {
-  cpu_only(ctx, "segment_sum_squares");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "segment_sum_squares",
+                        segment_sum_squares(ctx, a, b, segments, sums));
   cpu::segment_sum_squares(ctx, a, b, segments, sums);
 }
 
 void scale_all(Context& ctx, Tensor& x, float factor) {
-  cpu_only(ctx, "scale_all");
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "scale_all", scale_all(ctx, x, factor));
   cpu::scale_all(ctx, x, factor);
 }
 
 void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
-  cpu_only(ctx, "scale_check_finite");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "scale_check_finite",
+                        scale_check_finite(ctx, x, factor, found));
   cpu::scale_check_finite(ctx, x, factor, found);
 }
 
 void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
-  cpu_only(ctx, "adamw_update");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "adamw_update",
+                        adamw_update(ctx, p, segments, w, g, m, v, w_compute));
   cpu::adamw_update(ctx, p, segments, w, g, m, v, w_compute);
 }
 
 void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
-  cpu_only(ctx, "lamb_moments");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "lamb_moments",
+                        lamb_moments(ctx, p, segments, w, g, m, v, norms));
   cpu::lamb_moments(ctx, p, segments, w, g, m, v, norms);
 }
 
 void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
                  Tensor& w_compute) {
-  cpu_only(ctx, "lamb_update");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "lamb_update",
+                        lamb_update(ctx, p, segments, norms, w, m, v, w_compute));
   cpu::lamb_update(ctx, p, segments, norms, w, m, v, w_compute);
 }
 
 void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
                  Tensor& w_compute) {
-  cpu_only(ctx, "lars_update");
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "lars_update",
+                        lars_update(ctx, p, segments, norms, w, g, momentum, w_compute));
   cpu::lars_update(ctx, p, segments, norms, w, g, momentum, w_compute);
 }
 

@@ -14,7 +14,7 @@ void check_devices(const Context& ctx, const char* op, std::initializer_list<con
 void cpu_only(const Context& ctx, const char* op) {
 #ifdef KILN_HAVE_CUDA
   KILN_CHECK(!on_cuda(ctx),
-             "op {}: not implemented on {} yet (the CUDA backend has a first set of ops)", op,
+             "op {}: not implemented on {} yet (the CUDA backend lacks it so far)", op,
              ctx.device.str());
 #else
   if (on_cuda(ctx)) no_backend(ctx, op);

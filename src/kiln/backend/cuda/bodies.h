@@ -77,6 +77,54 @@ struct GeluBackwardBody {
   }
 };
 
+// ---- item i = element i; operands as FloatPtr (hd_types.h) ----
+
+struct TanhForwardBody {
+  FloatPtr x, y;
+  KILN_HD void operator()(int64_t i) const { y.set(i, tanhf(x[i])); }
+};
+
+// dx = dy (1 - y^2) from the forward output y.
+struct TanhBackwardBody {
+  FloatPtr y, dy, dx;
+  KILN_HD void operator()(int64_t i) const {
+    const float v = y[i];
+    dx.set(i, dy[i] * (1.0f - v * v));
+  }
+};
+
+// max(v, 0) as std::max(v, 0.0f) computes it: NaN and -0 pass through, as on the CPU.
+KILN_HD inline float relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+struct ReluForwardBody {
+  FloatPtr x, y;
+  KILN_HD void operator()(int64_t i) const { y.set(i, relu(x[i])); }
+};
+
+struct ReluBackwardBody {
+  FloatPtr y, dy, dx;
+  KILN_HD void operator()(int64_t i) const { dx.set(i, y[i] > 0.0f ? dy[i] : 0.0f); }
+};
+
+// y = max(a + b, 0); y may alias a or b.
+struct AddReluBody {
+  FloatPtr a, b, y;
+  KILN_HD void operator()(int64_t i) const { y.set(i, relu(a[i] + b[i])); }
+};
+
+// y += x (residual_add).
+struct AccumulateBody {
+  FloatPtr x, y;
+  KILN_HD void operator()(int64_t i) const { y.set(i, y[i] + x[i]); }
+};
+
+// y (N, C) += bias (C) on every row.
+struct BiasAddBody {
+  FloatPtr y, bias;
+  int64_t C;
+  KILN_HD void operator()(int64_t i) const { y.set(i, y[i] + bias[i % C]); }
+};
+
 // Item k = one Philox block: sample k / blocks, elements 4 (k % blocks) .. +3 of that sample,
 // at counter (global sample << 32) | (k % blocks) — the CPU backend's mask, bit for bit.
 template <typename X, typename Y>

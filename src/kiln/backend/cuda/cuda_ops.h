@@ -1,4 +1,4 @@
-// backend/cuda/cuda_ops.h — the ops the CUDA backend implements so far (contracts in
+// backend/cuda/cuda_ops.h — the ops the CUDA backend implements (contracts in
 // backend/backend.h); backend/dispatch.cc calls them for CUDA contexts.
 #pragma once
 #include "kiln/backend/backend.h"
@@ -21,6 +21,98 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
 void softmax_forward(Context& ctx, const Tensor& x, Tensor& y);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
+
+// ops_activations.cc
+void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
+void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
+void residual_add(Context& ctx, const Tensor& x, Tensor& y);
+void bias_add(Context& ctx, Tensor& y, const Tensor& bias);
+void bias_grad(Context& ctx, const Tensor& dy, Tensor& db);
+
+// ops_rows.cc
+void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx);
+void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
+                               Tensor& probs);
+void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
+                        Tensor& db, bool accumulate_dx);
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
+
+// ops_losses.cc
+void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
+                          const Tensor& weights, float label_smoothing, Tensor& lse,
+                          Tensor& totals);
+void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                           const Tensor& labels, const Tensor& weights, float label_smoothing,
+                           float scale, double norm, Tensor& dlogits);
+void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
+                         Tensor& partials);
+void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
+void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                         const Tensor& labels, const Tensor& weights, int64_t start, float scale,
+                         double norm, Tensor& dlogits);
+
+// ops_optim.cc
+void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
+                         std::span<const TensorSegment> segments, Tensor& sums);
+void scale_all(Context& ctx, Tensor& x, float factor);
+void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found);
+void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute);
+void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
+void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
+                 Tensor& w_compute);
+void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
+                 Tensor& w_compute);
+
+// conv.cc (cuDNN)
+void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& w,
+                    Tensor& y);
+void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
+                          Tensor& dx);
+void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
+                             Tensor& dw);
+
+// ops_pool.cc
+void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,
+                     Tensor& argmax);
+void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const Tensor& argmax,
+                      Tensor& dx);
+void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y);
+void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
+
+// ops_batchnorm.cc
+void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
+                             const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
+                             Tensor& var);
+void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
+                            const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
+                            bool relu, Tensor& y);
+void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
+                        bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+void batchnorm_channel_sums(Context& ctx, const Tensor& x, Tensor& sum);
+void batchnorm_channel_deviations(Context& ctx, const Tensor& x, const Tensor& sum,
+                                  int64_t total_rows, Tensor& squares);
+void batchnorm_stats_from_sums(Context& ctx, const Tensor& sum, const Tensor& squares,
+                               int64_t rows, Tensor& mean, Tensor& var);
+void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                             const Tensor& mean, bool relu, Tensor& sums);
+void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y,
+                                  const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                                  const Tensor& var, float eps, bool relu,
+                                  const Tensor& local_sums, const Tensor& global_sums,
+                                  int64_t total_rows, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& var, int64_t rows,
+                              float momentum, Tensor& running_mean, Tensor& running_var,
+                              Tensor& num_batches_tracked);
 
 // Registers the backend (its allocator); called once at static initialisation.
 void register_backend();

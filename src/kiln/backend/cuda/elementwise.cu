@@ -1,5 +1,6 @@
-// backend/cuda/elementwise.cu — fill, cast, add, scale, GELU and dropout kernels: the bodies of bodies.h
-// over one item per element (per Philox block for dropout).
+// backend/cuda/elementwise.cu — fill, cast, add, scale, GELU and dropout kernels, and the
+// elementwise bodies that ops_activations.cc runs: the bodies of bodies.h over one item per
+// element (per Philox block for dropout).
 #include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
@@ -87,5 +88,14 @@ void launch_dropout(const DropoutArgs& a, const Tensor& x, Tensor& y, void* stre
     });
   });
 }
+
+template void run_kernel(int64_t, const TanhForwardBody&, void*);
+template void run_kernel(int64_t, const TanhBackwardBody&, void*);
+template void run_kernel(int64_t, const ReluForwardBody&, void*);
+template void run_kernel(int64_t, const ReluBackwardBody&, void*);
+template void run_kernel(int64_t, const AddReluBody&, void*);
+template void run_kernel(int64_t, const AccumulateBody&, void*);
+template void run_kernel(int64_t, const BiasAddBody&, void*);
+template void run_kernel(int64_t, const ScaleBody<float, float>&, void*);
 
 }  // namespace kiln::ops::cuda

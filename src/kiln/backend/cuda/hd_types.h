@@ -36,6 +36,26 @@ template <> KILN_HD inline f16_t store<f16_t>(float x) {
 #endif
 }
 
+// Elements of a float tensor whose storage type (f32, bf16 or f16) is known only at run time.
+// The kernels added after the first landing take their operands this way, so that an op whose
+// operands may each have any float dtype is one kernel rather than one per combination (27 or
+// 81 instantiations, times three GPU architectures, on a 2-core CI machine); the branch on the
+// dtype is the same for every thread of a launch.
+struct FloatPtr {
+  void* p = nullptr;
+  DType dtype = DType::f32;
+  KILN_HD float operator[](int64_t i) const {
+    if (dtype == DType::bf16) return load(static_cast<const bf16_t*>(p)[i]);
+    if (dtype == DType::f16) return load(static_cast<const f16_t*>(p)[i]);
+    return static_cast<const float*>(p)[i];
+  }
+  KILN_HD void set(int64_t i, float v) const {
+    if (dtype == DType::bf16) static_cast<bf16_t*>(p)[i] = store<bf16_t>(v);
+    else if (dtype == DType::f16) static_cast<f16_t*>(p)[i] = store<f16_t>(v);
+    else static_cast<float*>(p)[i] = v;
+  }
+};
+
 // Calls fn(T{}) with T the storage type of `dtype`, which the caller has checked is f32, bf16
 // or f16.
 template <typename Fn>

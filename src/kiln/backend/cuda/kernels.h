@@ -1,6 +1,6 @@
-// backend/cuda/kernels.h — launches of the CUDA backend's own kernels (elementwise.cu,
-// rows.cu) on `stream` (a cudaStream_t). Callers (ops.cc) have checked devices, dtypes and
-// shapes, and check the launch for errors.
+// backend/cuda/kernels.h — launches of the CUDA backend's own kernels (elementwise.cu, rows.cu,
+// optim.cu, cnn.cu) on `stream` (a cudaStream_t). Callers (ops*.cc) have checked devices, dtypes
+// and shapes, and check the launch for errors.
 #pragma once
 #include <cstdint>
 
@@ -8,6 +8,11 @@
 #include "kiln/core/tensor.h"
 
 namespace kiln::ops::cuda {
+
+// The body (bodies*.h) over items 0 .. items-1 on grid_for(items) (grid.h); defined for each
+// body type that a .cu file instantiates.
+template <typename Body>
+void run_kernel(int64_t items, const Body& body, void* stream);
 
 // Every element of t (f32, bf16, f16 or i32) = value.
 void launch_fill(Tensor& t, float value, void* stream);

@@ -1,5 +1,5 @@
 // backend/cuda/launch.cuh — runs a body of bodies.h on the device over grid_for(items): one
-// kernel template shared by elementwise.cu and rows.cu.
+// kernel template shared by the .cu files, and run_kernel (kernels.h) on it.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,6 +17,11 @@ void launch(int64_t items, const Body& body, void* stream) {
   if (items == 0) return;
   const Grid g = grid_for(items);
   for_each_item<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(g, items, body);
+}
+
+template <typename Body>
+void run_kernel(int64_t items, const Body& body, void* stream) {
+  launch(items, body, stream);
 }
 
 }  // namespace kiln::ops::cuda

@@ -1,25 +1,13 @@
-// backend/cuda/ops.cc — the CUDA ops other than matmul: checks, then a kernel of kernels.h (or
-// a cudaMemcpyAsync) on the context's stream.
+// backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout, softmax and LayerNorm
+// forward on CUDA: checks, then a kernel of kernels.h (or a cudaMemcpyAsync) on the context's
+// stream.
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
-#include "kiln/backend/cuda/runtime.h"
-#include "kiln/backend/route.h"
+#include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops::cuda {
 namespace {
-
-constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
-
-// check_devices plus the device's presence; the op holds the scope for its body.
-OpScope expect_cuda(const Context& ctx, const char* op, std::initializer_list<const Tensor*> ts) {
-  check_devices(ctx, op, ts);
-  require_device(ctx.device);
-  check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
-  return OpScope(op);
-}
-
-void check_launch(const char* op) { check(cudaGetLastError(), op); }
 
 void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngStream& rng,
              uint64_t sample_offset, int64_t samples, Tensor& y) {
@@ -41,8 +29,13 @@ void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngSt
 
 void register_backend() { register_allocator(); }
 
+// Zero fills any dtype (f64 sums, i64 totals), as on the CPU.
 void fill(Context& ctx, Tensor& t, float value) {
   const OpScope scope = expect_cuda(ctx, "fill", {&t});
+  if (value == 0.0f) {
+    check(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_of(ctx)), "fill");
+    return;
+  }
   expect_dtype("fill", "tensor", t, {DType::f32, DType::bf16, DType::f16, DType::i32});
   launch_fill(t, value, stream_of(ctx));
   check_launch("fill");

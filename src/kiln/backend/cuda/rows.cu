@@ -1,6 +1,8 @@
-// backend/cuda/rows.cu — row softmax and LayerNorm forward: the bodies of bodies.h, one thread
-// per row.
+// backend/cuda/rows.cu — row softmax and LayerNorm forward (the bodies of bodies.h, one thread
+// per row), and the row, column and loss bodies of bodies_rows.h and bodies_losses.h.
 #include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/bodies_losses.h"
+#include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
 
@@ -33,5 +35,19 @@ void launch_layernorm_rows(const Tensor& x, const Tensor& w, const Tensor& b, fl
     });
   });
 }
+
+template void run_kernel(int64_t, const SoftmaxBackwardRowBody&, void*);
+template void run_kernel(int64_t, const AttentionSoftmaxRowBody&, void*);
+template void run_kernel(int64_t, const LayerNormBackwardRowBody&, void*);
+template void run_kernel(int64_t, const LayerNormParamGradBody&, void*);
+template void run_kernel(int64_t, const BiasGradBody&, void*);
+template void run_kernel(int64_t, const GatherBody&, void*);
+template void run_kernel(int64_t, const ScatterAddBody&, void*);
+template void run_kernel(int64_t, const XentRowBody&, void*);
+template void run_kernel(int64_t, const XentTotalsBody&, void*);
+template void run_kernel(int64_t, const XentGradBody&, void*);
+template void run_kernel(int64_t, const VocabPartialsBody&, void*);
+template void run_kernel(int64_t, const VocabSumexpBody&, void*);
+template void run_kernel(int64_t, const VocabGradBody&, void*);
 
 }  // namespace kiln::ops::cuda

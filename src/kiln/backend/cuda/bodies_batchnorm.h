@@ -1,0 +1,172 @@
+// backend/cuda/bodies_batchnorm.h — bodies of the CUDA batch-norm kernels over NHWC rows (bodies.h
+// says how they run). Channel sums follow the CPU backend (backend/cpu/batchnorm.cc) exactly:
+// rows cut into the same chunks, one double partial sum per (chunk, channel) item, the chunks
+// added in order per channel — so the statistics match it bit for bit, without atomics.
+// Per-channel coefficients are computed once per channel, then applied per element.
+#pragma once
+#include <math.h>
+
+#include <cstdint>
+
+#include "kiln/backend/cuda/hd_types.h"
+
+namespace kiln::ops::cuda {
+
+// Rows per partial sum, as the CPU backend's chunk_rows: at most 256 chunks.
+KILN_HD inline int64_t bn_chunk_rows(int64_t rows) {
+  const int64_t even = (rows + 255) / 256;
+  return even > 64 ? even : 64;
+}
+
+// g = dy where the fused ReLU let the output through, else 0.
+KILN_HD inline float bn_grad(const FloatPtr& y, const FloatPtr& dy, int64_t i, bool relu) {
+  return relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+}
+
+// What a partial-sum pass adds per row and channel (K = 1, 1 and 2 values).
+enum class BnSum : uint8_t {
+  x,           // Σ x
+  deviations,  // Σ (x - sum / total_rows)², sum the f64 channel sums
+  backward,    // Σ g and Σ g (x - mean)
+};
+
+// Item = chunk b * C + c: partial[(b * K + k) * C + c] = channel c's sums over the chunk's rows.
+struct BnPartialBody {
+  BnSum what;
+  FloatPtr x, y, dy;        // y, dy: backward only
+  const double* sum;        // deviations only
+  const float* mean;        // backward only
+  int64_t rows, C, total_rows;
+  bool relu;
+  double* partial;
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t b = item / C, c = item % C, chunk = bn_chunk_rows(rows);
+    const int64_t end = (b + 1) * chunk < rows ? (b + 1) * chunk : rows;
+    const int K = what == BnSum::backward ? 2 : 1;
+    const double m = what == BnSum::deviations ? sum[c] / double(total_rows) : 0.0;
+    double s0 = 0.0, s1 = 0.0;
+    for (int64_t r = b * chunk; r < end; ++r) {
+      const int64_t i = r * C + c;
+      if (what == BnSum::x) {
+        s0 += x[i];
+      } else if (what == BnSum::deviations) {
+        const double d = double(x[i]) - m;
+        s0 += d * d;
+      } else {
+        const double g = bn_grad(y, dy, i, relu);
+        s0 += g;
+        s1 += g * (double(x[i]) - mean[c]);
+      }
+    }
+    partial[(b * K) * C + c] = s0;
+    if (K == 2) partial[(b * K + 1) * C + c] = s1;
+  }
+};
+
+// Item j < K * C: out[j] = Σ_b partial[b * K * C + j], in chunk order.
+struct BnCombineBody {
+  const double* partial;
+  int64_t chunks, width;  // width = K * C
+  double* out;
+  KILN_HD void operator()(int64_t j) const {
+    double s = 0.0;
+    for (int64_t b = 0; b < chunks; ++b) s += partial[b * width + j];
+    out[j] = s;
+  }
+};
+
+// Item c: mean = sum / rows, var = squares / rows (biased).
+struct BnStatsBody {
+  const double* sum;
+  const double* squares;
+  int64_t rows;
+  float* mean;
+  float* var;
+  KILN_HD void operator()(int64_t c) const {
+    mean[c] = float(sum[c] / double(rows));
+    var[c] = float(squares[c] / double(rows));
+  }
+};
+
+// Item c: the forward's y = x a + b, a = gamma rstd, b = beta - mean gamma rstd.
+struct BnForwardCoefBody {
+  const float* gamma;
+  const float* beta;
+  const float* mean;
+  const float* var;
+  float eps;
+  float* a;
+  float* b;
+  KILN_HD void operator()(int64_t c) const {
+    const double rstd = 1.0 / sqrt(double(var[c]) + eps);
+    a[c] = float(gamma[c] * rstd);
+    b[c] = float(beta[c] - mean[c] * (gamma[c] * rstd));
+  }
+};
+
+// Item i = element: y = x a + b per channel, max(., 0) with relu.
+struct BnNormalizeBody {
+  FloatPtr x, y;
+  const float* a;
+  const float* b;
+  int64_t C;
+  bool relu;
+  KILN_HD void operator()(int64_t i) const {
+    const float v = x[i] * a[i % C] + b[i % C];
+    y.set(i, relu && v < 0.0f ? 0.0f : v);
+  }
+};
+
+// Item c: dbeta += Σ g, dgamma += Σ g (x - mean) rstd from this rank's sums `local`, and the dx
+// coefficients k = gamma rstd, u = Σ g / total_rows, v = Σ g (x - mean) rstd² / total_rows from
+// the sums over every rank (`global`; u = v = 0 for eval statistics).
+struct BnBackwardCoefBody {
+  const float* gamma;
+  const float* var;
+  float eps;
+  bool training;
+  const double* local;
+  const double* global;
+  int64_t C, total_rows;
+  float* dgamma;
+  float* dbeta;
+  float* k;  // k, u, v: C each
+  KILN_HD void operator()(int64_t c) const {
+    const double rstd = 1.0 / sqrt(double(var[c]) + eps);
+    dbeta[c] += float(local[c]);
+    dgamma[c] += float(local[C + c] * rstd);
+    k[c] = float(gamma[c] * rstd);
+    k[C + c] = training ? float(global[c] / double(total_rows)) : 0.0f;
+    k[2 * C + c] = training ? float(global[C + c] * rstd * rstd / double(total_rows)) : 0.0f;
+  }
+};
+
+// Item i = element: dx = k (g - u - (x - mean) v) per channel.
+struct BnBackwardDxBody {
+  FloatPtr x, y, dy, dx;
+  const float* mean;
+  const float* k;
+  int64_t C;
+  bool relu;
+  KILN_HD void operator()(int64_t i) const {
+    const int64_t c = i % C;
+    dx.set(i, k[c] * (bn_grad(y, dy, i, relu) - k[C + c] - (x[i] - mean[c]) * k[2 * C + c]));
+  }
+};
+
+// Item c: PyTorch's running statistics; item 0 also counts the batch.
+struct BnRunningBody {
+  const float* mean;
+  const float* var;
+  float momentum, unbias;
+  float* running_mean;
+  float* running_var;
+  float* count;
+  KILN_HD void operator()(int64_t c) const {
+    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
+    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * var[c] * unbias;
+    if (c == 0) count[0] += 1.0f;
+  }
+};
+
+}  // namespace kiln::ops::cuda

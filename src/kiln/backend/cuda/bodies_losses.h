@@ -1,0 +1,165 @@
+// backend/cuda/bodies_losses.h — bodies of the CUDA softmax cross-entropy kernels (bodies.h says
+// how they run): per row, the log-sum-exp, loss term and hit; one item that adds the rows up in
+// row order on the device (the totals the host reads back once); per element, the gradient; and
+// the vocab-parallel shard parts. Arithmetic as the CPU backend's (backend/cpu/losses.cc).
+#pragma once
+#include <math.h>
+
+#include <cstdint>
+
+#include "kiln/backend/cuda/hd_types.h"
+
+namespace kiln::ops::cuda {
+
+// Row i's first argmax and its value.
+struct RowMax {
+  int64_t at = 0;
+  float value = 0.0f;
+};
+KILN_HD inline RowMax row_max(const FloatPtr& z, int64_t o, int64_t V) {
+  RowMax m{0, z[o]};
+  for (int64_t v = 1; v < V; ++v)
+    if (z[o + v] > m.value) m = {v, z[o + v]};
+  return m;
+}
+
+// Σ_v exp(z_v - mx) over a row, each difference rounded to f32, the sum in double.
+KILN_HD inline double row_sumexp(const FloatPtr& z, int64_t o, int64_t V, float mx) {
+  double sum = 0.0;
+  for (int64_t v = 0; v < V; ++v) sum += exp(double(z[o + v] - mx));
+  return sum;
+}
+
+// Item i = row i of logits (N, V): lse[i], and the row's weighted loss term and hit (0 for an
+// ignored row, label < 0). A label >= V (the CPU backend throws; here there is no host read)
+// makes the row's loss NaN, so the loss the host reads back is NaN rather than a stray read.
+struct XentRowBody {
+  FloatPtr logits;
+  const int32_t* labels;
+  const float* weights;  // null: weight 1
+  float* lse;
+  double* row_loss;
+  int64_t* row_hit;
+  int64_t V;
+  float smoothing;
+  KILN_HD void operator()(int64_t i) const {
+    const int64_t o = i * V, y = labels[i];
+    const RowMax m = row_max(logits, o, V);
+    const float l = float(double(m.value) + log(row_sumexp(logits, o, V, m.value)));
+    lse[i] = l;
+    row_loss[i] = 0.0;
+    row_hit[i] = 0;
+    if (y < 0) return;
+    if (y >= V) {
+      row_loss[i] = NAN;
+      return;
+    }
+    const double w = weights ? double(weights[i]) : 1.0, ls = smoothing;
+    double term = double(l) - (1.0 - ls) * double(logits[o + y]);
+    if (ls != 0.0) {
+      double zsum = 0.0;
+      for (int64_t v = 0; v < V; ++v) zsum += logits[o + v];
+      term -= ls * zsum / double(V);
+    }
+    row_loss[i] = w * term;
+    row_hit[i] = w > 0.0 && m.at == y;
+  }
+};
+
+// The single item 0: totals = (Σ loss, Σ w, Σ hits) over the rows with a label >= 0, in row order.
+struct XentTotalsBody {
+  const int32_t* labels;
+  const float* weights;
+  const double* row_loss;
+  const int64_t* row_hit;
+  int64_t N;
+  double* totals;
+  KILN_HD void operator()(int64_t) const {
+    double loss = 0.0, weight = 0.0, hits = 0.0;
+    for (int64_t i = 0; i < N; ++i) {
+      if (labels[i] < 0) continue;
+      loss += row_loss[i];
+      weight += weights ? double(weights[i]) : 1.0;
+      hits += double(row_hit[i]);
+    }
+    totals[0] = loss;
+    totals[1] = weight;
+    totals[2] = hits;
+  }
+};
+
+// The gradient's row factor c_i = scale · f32(w_i / norm), 0 for an ignored row.
+KILN_HD inline float xent_factor(int32_t label, const float* weights, int64_t i, float scale,
+                                 double norm) {
+  if (label < 0) return 0.0f;
+  return scale * float((weights ? double(weights[i]) : 1.0) / norm);
+}
+
+// Item e = element e of dlogits (N, V): c_i (exp(z - lse_i) - ls/V - (1-ls)[v == label_i]).
+struct XentGradBody {
+  FloatPtr logits, dlogits;
+  const float* lse;
+  const int32_t* labels;
+  const float* weights;
+  int64_t V;
+  float smoothing, scale;
+  double norm;
+  KILN_HD void operator()(int64_t e) const {
+    const int64_t i = e / V, v = e % V;
+    const int32_t y = labels[i];
+    if (y < 0) {
+      dlogits.set(e, 0.0f);
+      return;
+    }
+    const float k = xent_factor(y, weights, i, scale, norm);
+    float d = k * (expf(logits[e] - lse[i]) - smoothing / float(V));
+    if (v == y) d -= k * (1.0f - smoothing);
+    dlogits.set(e, d);
+  }
+};
+
+// Item i = row i of a vocab shard (N, Vs) starting at column `start` of the whole vocabulary:
+// partials row i = (max, whole-vocabulary id of the first argmax, the label's logit or 0).
+struct VocabPartialsBody {
+  FloatPtr logits;
+  const int32_t* labels;
+  float* partials;
+  int64_t V, start;
+  KILN_HD void operator()(int64_t i) const {
+    const int64_t o = i * V, local = int64_t(labels[i]) - start;
+    const RowMax m = row_max(logits, o, V);
+    partials[3 * i] = m.value;
+    partials[3 * i + 1] = float(start + m.at);
+    partials[3 * i + 2] = local >= 0 && local < V ? logits[o + local] : 0.0f;
+  }
+};
+
+// Item i = row i: sumexp[i] = Σ_v exp(z_iv - max_i) in double.
+struct VocabSumexpBody {
+  FloatPtr logits;
+  const float* max;
+  double* sumexp;
+  int64_t V;
+  KILN_HD void operator()(int64_t i) const { sumexp[i] = row_sumexp(logits, i * V, V, max[i]); }
+};
+
+// Item e = element e of the shard's dlogits: c_i (exp(z - lse_i) - [start + v == label_i]).
+struct VocabGradBody {
+  FloatPtr logits, dlogits;
+  const float* lse;
+  const int32_t* labels;
+  const float* weights;
+  int64_t V, start;
+  float scale;
+  double norm;
+  KILN_HD void operator()(int64_t e) const {
+    const int64_t i = e / V, v = e % V;
+    const int32_t y = labels[i];
+    const float k = xent_factor(y, weights, i, scale, norm);
+    float d = y < 0 ? 0.0f : k * expf(logits[e] - lse[i]);
+    if (start + v == y) d -= k;
+    dlogits.set(e, d);
+  }
+};
+
+}  // namespace kiln::ops::cuda

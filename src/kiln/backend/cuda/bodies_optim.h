@@ -1,0 +1,232 @@
+// backend/cuda/bodies_optim.h — bodies of the CUDA multi-tensor kernels (bodies.h says how they
+// run): squared norms per segment, gradient scaling with the non-finite check, and the fused
+// AdamW / LAMB / LARS updates over segments of the flat f32 buffers.
+//
+// A launch runs over the chunks of kSumChunk elements of every segment (ChunkPlan, made once on
+// the host and kept on the device). Elementwise updates take one item per element slot of a
+// chunk. Sums take kLanes items per chunk, lane l adding elements l, l + kLanes, ... of the chunk
+// in double (neighbouring lanes read neighbouring elements); a second launch adds each segment's
+// lane sums in chunk and lane order. The result does not depend on the launch's size; it differs
+// from the CPU backend's chunk-order sums only by the rounding of double additions.
+#pragma once
+#include <math.h>
+
+#include <cstdint>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/hd_types.h"
+
+namespace kiln::ops::cuda {
+
+inline constexpr int64_t kLanes = 32;
+
+// Chunk of a segment: elements [begin, begin + count) of the flat buffers.
+struct Chunk {
+  int64_t begin = 0;
+  int32_t count = 0;
+  int32_t segment = 0;
+};
+// Segment k's chunks are [first, first + count) of the chunk table; decay as TensorSegment's.
+struct SegmentChunks {
+  int64_t first = 0;
+  int32_t count = 0;
+  int32_t decay = 0;
+};
+
+// The Adam step's scalars and its two formulas, as the CPU backend's adam_math.h has them.
+struct AdamScalars {
+  float beta1, beta2, eps, weight_decay, bc1, bc2;
+  KILN_HD void moments(float g, float& m, float& v) const {
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+  }
+  KILN_HD float direction(float m, float v, float w, bool decay) const {
+    return (m / bc1) / (sqrtf(v / bc2) + eps) + (decay ? weight_decay : 0.0f) * w;
+  }
+};
+
+// Where element slot `item` of a per-element launch falls: false for slots past a chunk's end.
+KILN_HD inline bool element_of(const Chunk* chunks, int64_t item, int64_t& i, int32_t& segment) {
+  const Chunk& c = chunks[item / kSumChunk];
+  const int64_t e = item % kSumChunk;
+  if (e >= c.count) return false;
+  i = c.begin + e;
+  segment = c.segment;
+  return true;
+}
+
+// Item = lane of a chunk: partial[item] = (Σ a², Σ b²) over its elements (b may be null).
+struct LaneSquaresBody {
+  const Chunk* chunks;
+  const float* a;
+  const float* b;
+  double* partial;  // 2 per item
+  KILN_HD void operator()(int64_t item) const {
+    const Chunk& c = chunks[item / kLanes];
+    double sa = 0.0, sb = 0.0;
+    for (int64_t e = item % kLanes; e < c.count; e += kLanes) {
+      const double x = a[c.begin + e];
+      sa += x * x;
+      if (b) sb += double(b[c.begin + e]) * double(b[c.begin + e]);
+    }
+    partial[2 * item] = sa;
+    partial[2 * item + 1] = sb;
+  }
+};
+
+// Item = lane of a chunk: the Adam moments of its elements, and partial[item] = (Σ w², Σ u²).
+struct LambMomentsBody {
+  const Chunk* chunks;
+  const SegmentChunks* segments;
+  AdamScalars adam;
+  const float* w;
+  const float* g;
+  float* m;
+  float* v;
+  double* partial;
+  KILN_HD void operator()(int64_t item) const {
+    const Chunk& c = chunks[item / kLanes];
+    const bool decay = segments[c.segment].decay;
+    double sw = 0.0, su = 0.0;
+    for (int64_t e = item % kLanes; e < c.count; e += kLanes) {
+      const int64_t i = c.begin + e;
+      adam.moments(g[i], m[i], v[i]);
+      const float u = adam.direction(m[i], v[i], w[i], decay);
+      sw += double(w[i]) * double(w[i]);
+      su += double(u) * double(u);
+    }
+    partial[2 * item] = sw;
+    partial[2 * item + 1] = su;
+  }
+};
+
+// Item k = segment k: its lane sums added in order into sums (n) or, with pairs, sums (n, 2).
+struct SegmentTotalsBody {
+  const SegmentChunks* segments;
+  const double* partial;
+  double* sums;
+  bool pairs;
+  KILN_HD void operator()(int64_t k) const {
+    double a = 0.0, b = 0.0;
+    const int64_t first = segments[k].first * kLanes, end = first + segments[k].count * kLanes;
+    for (int64_t j = first; j < end; ++j) a += partial[2 * j], b += partial[2 * j + 1];
+    if (!pairs) {
+      sums[k] = a;
+      return;
+    }
+    sums[2 * k] = a;
+    sums[2 * k + 1] = b;
+  }
+};
+
+// Item k = segment k: the step size of LAMB, lr · ‖w‖/‖u‖ (1 when either is 0), from norms
+// (n, 2) = (Σ w², Σ u²).
+struct LambRatioBody {
+  const double* norms;
+  float lr;
+  float* step;
+  KILN_HD void operator()(int64_t k) const {
+    const double wn = sqrt(norms[2 * k]), un = sqrt(norms[2 * k + 1]);
+    step[k] = float(double(lr) * (wn > 0.0 && un > 0.0 ? wn / un : 1.0));
+  }
+};
+
+// Item k = segment k: LARS's step size, lr · eeta ‖w‖ / (‖g‖ + wd ‖w‖ + epsilon) where the
+// segment decays (1 for the ratio when a norm is 0), lr elsewhere; norms (n, 2) = (Σ w², Σ g²).
+struct LarsRatioBody {
+  const SegmentChunks* segments;
+  const double* norms;
+  float lr, weight_decay, eeta, epsilon;
+  float* step;
+  KILN_HD void operator()(int64_t k) const {
+    if (!segments[k].decay) {
+      step[k] = lr;
+      return;
+    }
+    const double wn = sqrt(norms[2 * k]), gn = sqrt(norms[2 * k + 1]);
+    const double ratio = wn > 0.0 && gn > 0.0
+                             ? double(eeta) * wn / (gn + double(weight_decay) * wn + double(epsilon))
+                             : 1.0;
+    step[k] = float(double(lr) * ratio);
+  }
+};
+
+// w_compute[i] = w (bf16 / f16), when the copy exists.
+KILN_HD inline void refresh(const FloatPtr& compute, int64_t i, float w) {
+  if (compute.p) compute.set(i, w);
+}
+
+// Item = element slot: the AdamW step of element i.
+struct AdamWBody {
+  const Chunk* chunks;
+  const SegmentChunks* segments;
+  AdamScalars adam;
+  float lr;
+  float* w;
+  const float* g;
+  float* m;
+  float* v;
+  FloatPtr compute;
+  KILN_HD void operator()(int64_t item) const {
+    int64_t i = 0;
+    int32_t k = 0;
+    if (!element_of(chunks, item, i, k)) return;
+    adam.moments(g[i], m[i], v[i]);
+    w[i] -= lr * adam.direction(m[i], v[i], w[i], segments[k].decay);
+    refresh(compute, i, w[i]);
+  }
+};
+
+// Item = element slot: w -= step[segment] · u with u from the moments LambMomentsBody left.
+struct LambUpdateBody {
+  const Chunk* chunks;
+  const SegmentChunks* segments;
+  AdamScalars adam;
+  const float* step;
+  float* w;
+  const float* m;
+  const float* v;
+  FloatPtr compute;
+  KILN_HD void operator()(int64_t item) const {
+    int64_t i = 0;
+    int32_t k = 0;
+    if (!element_of(chunks, item, i, k)) return;
+    w[i] -= step[k] * adam.direction(m[i], v[i], w[i], segments[k].decay);
+    refresh(compute, i, w[i]);
+  }
+};
+
+// Item = element slot: v = momentum v + step[segment] (g + wd w); w -= v (wd only where decay).
+struct LarsUpdateBody {
+  const Chunk* chunks;
+  const SegmentChunks* segments;
+  const float* step;
+  float momentum, weight_decay;
+  float* w;
+  const float* g;
+  float* vel;
+  FloatPtr compute;
+  KILN_HD void operator()(int64_t item) const {
+    int64_t i = 0;
+    int32_t k = 0;
+    if (!element_of(chunks, item, i, k)) return;
+    const float wd = segments[k].decay ? weight_decay : 0.0f;
+    vel[i] = momentum * vel[i] + step[k] * (g[i] + wd * w[i]);
+    w[i] -= vel[i];
+    refresh(compute, i, w[i]);
+  }
+};
+
+// Item i: x[i] *= factor, and *found = 1 when the result is inf or NaN (every writer stores the
+// same value, so the order of the stores does not matter).
+struct ScaleCheckBody {
+  float* x;
+  float factor;
+  int32_t* found;
+  KILN_HD void operator()(int64_t i) const {
+    x[i] *= factor;
+    if (!isfinite(x[i])) *found = 1;
+  }
+};
+
+}  // namespace kiln::ops::cuda

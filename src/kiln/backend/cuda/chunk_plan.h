@@ -1,0 +1,33 @@
+// backend/cuda/chunk_plan.h — the chunk table of the CUDA multi-tensor kernels (bodies_optim.h):
+// every segment cut into chunks of kSumChunk elements, in segment order. Plain host code, tested
+// on the CPU; ops_optim.cc keeps one copy per segment list on the device.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/bodies_optim.h"
+
+namespace kiln::ops::cuda {
+
+struct ChunkPlan {
+  std::vector<Chunk> chunks;
+  std::vector<SegmentChunks> segments;
+};
+
+inline ChunkPlan plan_chunks(std::span<const TensorSegment> segments) {
+  ChunkPlan plan;
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const TensorSegment& s = segments[k];
+    SegmentChunks sc{int64_t(plan.chunks.size()), 0, s.decay ? 1 : 0};
+    for (int64_t begin = 0; begin < s.numel; begin += kSumChunk, ++sc.count)
+      plan.chunks.push_back({s.offset + begin, int32_t(std::min(kSumChunk, s.numel - begin)),
+                             int32_t(k)});
+    plan.segments.push_back(sc);
+  }
+  return plan;
+}
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,23 @@
+// backend/cuda/cnn.cu — the pooling and batch-norm kernels that ops_pool.cc and ops_batchnorm.cc
+// run: the bodies of bodies_pool.h and bodies_batchnorm.h.
+#include "kiln/backend/cuda/bodies_batchnorm.h"
+#include "kiln/backend/cuda/bodies_pool.h"
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/launch.cuh"
+
+namespace kiln::ops::cuda {
+
+template void run_kernel(int64_t, const MaxPoolBody&, void*);
+template void run_kernel(int64_t, const MaxPoolBackwardBody&, void*);
+template void run_kernel(int64_t, const GlobalAvgPoolBody&, void*);
+template void run_kernel(int64_t, const GlobalAvgPoolBackwardBody&, void*);
+template void run_kernel(int64_t, const BnPartialBody&, void*);
+template void run_kernel(int64_t, const BnCombineBody&, void*);
+template void run_kernel(int64_t, const BnStatsBody&, void*);
+template void run_kernel(int64_t, const BnForwardCoefBody&, void*);
+template void run_kernel(int64_t, const BnNormalizeBody&, void*);
+template void run_kernel(int64_t, const BnBackwardCoefBody&, void*);
+template void run_kernel(int64_t, const BnBackwardDxBody&, void*);
+template void run_kernel(int64_t, const BnRunningBody&, void*);
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,233 @@
+// backend/cuda/conv.cc — 2-D convolutions on cuDNN: NHWC activations, the (K, C/groups, R, S)
+// weights as cuDNN's NCHW filters, f32 accumulation, the algorithm from cuDNN's heuristics and
+// its workspace from the step's scratch; only deterministic algorithms. f32 convolutions use FMA math (no TF32, as on the CPU).
+// The weight gradient is accumulated into the f32 dw (beta = 1); for bf16 / f16 activations it
+// runs in f32 on converted copies, since cuDNN's filter gradient has the activations' dtype.
+// Built only where CMake found cuDNN (KILN_HAVE_CUDNN); elsewhere the ops say so.
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/core/error.h"
+
+#ifdef KILN_HAVE_CUDNN
+#include <cudnn.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+#endif
+
+namespace kiln::ops::cuda {
+namespace {
+
+// Throws unless x (N, H, W, C), w (K, C/groups, R, S) and y (N, P, Q, K) fit the shape.
+void check_conv(const char* op, const ConvShape& s, const Tensor& x, const Tensor& w,
+                const Tensor& y) {
+  KILN_CHECK(s.groups > 0 && s.C % s.groups == 0 && s.K % s.groups == 0 && s.P() > 0 && s.Q() > 0,
+             "op {}: channels {} -> {} in {} groups, output {}x{}", op, s.C, s.K, s.groups, s.P(),
+             s.Q());
+  const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S}, ys{s.N, s.P(), s.Q(), s.K};
+  KILN_CHECK(x.shape == xs && w.shape == ws && y.shape == ys,
+             "op {}: input {}, weights {}, output {} do not fit the convolution {} * {} -> {}", op,
+             shape_str(x.shape), shape_str(w.shape), shape_str(y.shape), shape_str(xs),
+             shape_str(ws), shape_str(ys));
+}
+
+#ifdef KILN_HAVE_CUDNN
+
+void check_dnn(cudnnStatus_t status, const char* op, const char* what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw Error("op {}: cuDNN {}: {}", op, what, cudnnGetErrorString(status));
+}
+
+// The device's cuDNN handle, made on first use and kept for the process.
+cudnnHandle_t dnn_handle(int index, const char* op) {
+  static std::mutex mu;
+  static std::vector<cudnnHandle_t> handles(static_cast<size_t>(device_count()), nullptr);
+  const std::lock_guard lock(mu);
+  cudnnHandle_t& h = handles[size_t(index)];
+  if (!h) check_dnn(cudnnCreate(&h), op, "create");
+  return h;
+}
+
+cudnnDataType_t dnn_type(DType t) {
+  if (t == DType::bf16) return CUDNN_DATA_BFLOAT16;
+  if (t == DType::f16) return CUDNN_DATA_HALF;
+  return CUDNN_DATA_FLOAT;
+}
+
+// The descriptors of one convolution in one dtype, destroyed with it.
+struct ConvDescs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  ConvDescs(const char* op, const ConvShape& s, DType dtype) {
+    const cudnnDataType_t t = dnn_type(dtype);
+    check_dnn(cudnnCreateTensorDescriptor(&x), op, "tensor descriptor");
+    check_dnn(cudnnCreateTensorDescriptor(&y), op, "tensor descriptor");
+    check_dnn(cudnnCreateFilterDescriptor(&w), op, "filter descriptor");
+    check_dnn(cudnnCreateConvolutionDescriptor(&conv), op, "convolution descriptor");
+    check_dnn(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, t, int(s.N), int(s.C), int(s.H),
+                                         int(s.W)),
+              op, "input");
+    check_dnn(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, t, int(s.N), int(s.K), int(s.P()),
+                                         int(s.Q())),
+              op, "output");
+    check_dnn(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, int(s.K), int(s.C / s.groups),
+                                         int(s.R), int(s.S)),
+              op, "weights");
+    check_dnn(cudnnSetConvolution2dDescriptor(conv, int(s.pad_h), int(s.pad_w), int(s.stride_h),
+                                              int(s.stride_w), int(s.dil_h), int(s.dil_w),
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+              op, "geometry");
+    check_dnn(cudnnSetConvolutionGroupCount(conv, int(s.groups)), op, "groups");
+    check_dnn(cudnnSetConvolutionMathType(
+                  conv, dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+              op, "math type");
+  }
+  ~ConvDescs() {
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(x);
+  }
+  ConvDescs(const ConvDescs&) = delete;
+  ConvDescs& operator=(const ConvDescs&) = delete;
+};
+
+// The first of cuDNN's heuristic choices (ranked) that runs and is deterministic: kiln's ops give
+// bitwise-repeatable results, and some cuDNN algorithms add with atomics.
+template <typename Perf>
+auto first_usable(const char* op, const Perf* perf, int count) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
+      return perf[i].algo;
+  throw Error("op {}: cuDNN has no deterministic algorithm for this convolution", op);
+}
+
+// A workspace of `bytes` from the step's scratch.
+void* workspace(Context& ctx, Tensor& holder, size_t bytes) {
+  holder = ctx.scratch_tensor({std::max<int64_t>(1, int64_t((bytes + 7) / 8))}, DType::i64);
+  return holder.data;
+}
+
+cudnnHandle_t bound_handle(Context& ctx, const char* op) {
+  cudnnHandle_t h = dnn_handle(ctx.device.index, op);
+  check_dnn(cudnnSetStream(h, stream_of(ctx)), op, "stream");
+  return h;
+}
+
+#endif
+
+// Throws unless the tensors share one float dtype.
+void check_dtypes(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+  expect_dtype(op, "activations", a, kFloat);
+  KILN_CHECK(b.dtype == a.dtype && c.dtype == a.dtype, "op {}: dtypes {}, {} and {} differ", op,
+             dtype_name(a.dtype), dtype_name(b.dtype), dtype_name(c.dtype));
+}
+
+[[maybe_unused]] void no_cudnn(const char* op, const Context& ctx) {
+  throw Error("op {}: {} needs cuDNN, which this kiln was built without", op, ctx.device.str());
+}
+
+}  // namespace
+
+void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& w,
+                    Tensor& y) {
+  const char* op = "conv2d_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &w, &y});
+  check_dtypes(op, x, w, y);
+  check_conv(op, s, x, w, y);
+#ifdef KILN_HAVE_CUDNN
+  const cudnnHandle_t h = bound_handle(ctx, op);
+  const ConvDescs d(op, s, x.dtype);
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int found = 0;
+  check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+            op, "heuristics");
+  const auto algo = first_usable(op, perf, found);
+  size_t bytes = 0;
+  check_dnn(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, &bytes), op,
+            "workspace size");
+  Tensor holder;
+  void* ws = workspace(ctx, holder, bytes);
+  const float one = 1.0f, zero = 0.0f;
+  check_dnn(cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, algo, ws, bytes,
+                                    &zero, d.y, y.data),
+            op, "forward");
+#else
+  no_cudnn(op, ctx);
+#endif
+}
+
+void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
+                          Tensor& dx) {
+  const char* op = "conv2d_backward_data";
+  const OpScope scope = expect_cuda(ctx, op, {&dy, &w, &dx});
+  check_dtypes(op, dy, w, dx);
+  check_conv(op, s, dx, w, dy);
+#ifdef KILN_HAVE_CUDNN
+  const cudnnHandle_t h = bound_handle(ctx, op);
+  const ConvDescs d(op, s, dy.dtype);
+  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int found = 0;
+  check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
+            op, "heuristics");
+  const auto algo = first_usable(op, perf, found);
+  size_t bytes = 0;
+  check_dnn(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, &bytes),
+            op, "workspace size");
+  Tensor holder;
+  void* ws = workspace(ctx, holder, bytes);
+  const float one = 1.0f, zero = 0.0f;
+  check_dnn(cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, algo, ws,
+                                         bytes, &zero, d.x, dx.data),
+            op, "backward data");
+#else
+  no_cudnn(op, ctx);
+#endif
+}
+
+void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
+                             Tensor& dw) {
+  const char* op = "conv2d_backward_weights";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &dy, &dw});
+  expect_dtype(op, "activations", x, kFloat);
+  KILN_CHECK(dy.dtype == x.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(x.dtype),
+             dtype_name(dy.dtype));
+  expect_dtype(op, "dw", dw, {DType::f32});
+  check_conv(op, s, x, dw, dy);
+#ifdef KILN_HAVE_CUDNN
+  Tensor xf = x, dyf = dy;
+  if (x.dtype != DType::f32) {
+    xf = ctx.scratch_tensor(x.shape, DType::f32);
+    dyf = ctx.scratch_tensor(dy.shape, DType::f32);
+    cast(ctx, x, xf);
+    cast(ctx, dy, dyf);
+  }
+  const cudnnHandle_t h = bound_handle(ctx, op);
+  const ConvDescs d(op, s, DType::f32);
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int found = 0;
+  check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+            op, "heuristics");
+  const auto algo = first_usable(op, perf, found);
+  size_t bytes = 0;
+  check_dnn(
+      cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, &bytes), op,
+      "workspace size");
+  Tensor holder;
+  void* ws = workspace(ctx, holder, bytes);
+  const float one = 1.0f;
+  check_dnn(cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, algo, ws,
+                                           bytes, &one, d.w, dw.data),
+            op, "backward weights");
+#else
+  no_cudnn(op, ctx);
+#endif
+}
+
+}  // namespace kiln::ops::cuda

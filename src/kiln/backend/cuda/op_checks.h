@@ -1,0 +1,39 @@
+// backend/cuda/op_checks.h — what every CUDA op does before and after its launch: the device
+// checks, the dtype sets, the operands as FloatPtr, the launch and its error check.
+#pragma once
+#include <initializer_list>
+
+#include "kiln/backend/cuda/hd_types.h"
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/runtime.h"
+#include "kiln/backend/route.h"
+
+namespace kiln::ops::cuda {
+
+inline constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
+
+// check_devices plus the device's presence; the op holds the scope for its body.
+inline OpScope expect_cuda(const Context& ctx, const char* op,
+                           std::initializer_list<const Tensor*> ts) {
+  check_devices(ctx, op, ts);
+  require_device(ctx.device);
+  check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
+  return OpScope(op);
+}
+
+inline void check_launch(const char* op) { check(cudaGetLastError(), op); }
+
+// run_kernel on the context's stream, then the launch's error check.
+template <typename Body>
+void run(Context& ctx, const char* op, int64_t items, const Body& body) {
+  run_kernel(items, body, stream_of(ctx));
+  check_launch(op);
+}
+
+// A float tensor's elements for a body; throws unless its dtype is f32, bf16 or f16.
+inline FloatPtr float_ptr(const char* op, const char* what, const Tensor& t) {
+  expect_dtype(op, what, t, kFloat);
+  return {t.data, t.dtype};
+}
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,113 @@
+// backend/cuda/ops_losses.cc — softmax cross-entropy and its vocab-parallel parts on CUDA:
+// checks, then bodies of bodies_losses.h. Labels stay on the device: a label >= V is not a host
+// error here but a NaN loss (bodies_losses.h), so that no op in the step waits for the GPU.
+#include "kiln/backend/cuda/bodies_losses.h"
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cuda {
+namespace {
+
+// N of logits (N, V); labels (N) i32, rows (N * row_width) values, weights (N) f32 or undefined.
+int64_t check_rows(const char* op, const Tensor& logits, const Tensor& labels,
+                   const Tensor& weights, const Tensor& rows, int64_t row_width) {
+  KILN_CHECK(logits.rank() == 2, "op {}: logits {} are not (N, V)", op, shape_str(logits.shape));
+  const int64_t N = logits.dim(0);
+  expect_dtype(op, "labels", labels, {DType::i32});
+  KILN_CHECK(labels.numel() == N && rows.numel() == N * row_width,
+             "op {}: logits {} need {} labels and {} x {} row values, got {} and {}", op,
+             shape_str(logits.shape), N, N, row_width, labels.numel(), rows.numel());
+  if (weights.defined()) {
+    expect_dtype(op, "weights", weights, {DType::f32});
+    KILN_CHECK(weights.numel() == N, "op {}: {} weights for {} rows", op, weights.numel(), N);
+  }
+  return N;
+}
+
+const float* weights_of(const Tensor& weights) {
+  return weights.defined() ? weights.ptr<float>() : nullptr;
+}
+
+void check_grad(const char* op, const Tensor& logits, const Tensor& lse, const Tensor& dlogits) {
+  expect_dtype(op, "lse", lse, {DType::f32});
+  KILN_CHECK(dlogits.shape == logits.shape, "op {}: dlogits {} for logits {}", op,
+             shape_str(dlogits.shape), shape_str(logits.shape));
+}
+
+}  // namespace
+
+void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
+                          const Tensor& weights, float label_smoothing, Tensor& lse,
+                          Tensor& totals) {
+  const char* op = "softmax_xent_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &labels, &weights, &lse, &totals});
+  const int64_t N = check_rows(op, logits, labels, weights, lse, 1);
+  expect_dtype(op, "lse", lse, {DType::f32});
+  expect_dtype(op, "totals", totals, {DType::i64});
+  KILN_CHECK(totals.numel() == 3, "op {}: totals hold {} values, not 3", op, totals.numel());
+  // Per row: the loss term (f64 bits) and the hit, added up in row order by the second launch.
+  Tensor rows = ctx.scratch_tensor({2, N}, DType::i64);
+  double* row_loss = reinterpret_cast<double*>(rows.data);
+  int64_t* row_hit = rows.ptr<int64_t>() + N;
+  const float* w = weights_of(weights);
+  run(ctx, op, N,
+      XentRowBody{float_ptr(op, "logits", logits), labels.ptr<int32_t>(), w, lse.ptr<float>(),
+                  row_loss, row_hit, logits.dim(1), label_smoothing});
+  run(ctx, op, 1,
+      XentTotalsBody{labels.ptr<int32_t>(), w, row_loss, row_hit, N,
+                     reinterpret_cast<double*>(totals.data)});
+}
+
+void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                           const Tensor& labels, const Tensor& weights, float label_smoothing,
+                           float scale, double norm, Tensor& dlogits) {
+  const char* op = "softmax_xent_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &dlogits});
+  check_rows(op, logits, labels, weights, lse, 1);
+  check_grad(op, logits, lse, dlogits);
+  run(ctx, op, logits.numel(),
+      XentGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
+                   lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),
+                   label_smoothing, scale, norm});
+}
+
+void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
+                         Tensor& partials) {
+  const char* op = "vocab_xent_partials";
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &labels, &partials});
+  const int64_t N = check_rows(op, logits, labels, Tensor{}, partials, 3);
+  expect_dtype(op, "partials", partials, {DType::f32});
+  run(ctx, op, N,
+      VocabPartialsBody{float_ptr(op, "logits", logits), labels.ptr<int32_t>(),
+                        partials.ptr<float>(), logits.dim(1), start});
+}
+
+void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
+  const char* op = "vocab_xent_sumexp";
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &max, &sumexp});
+  KILN_CHECK(logits.rank() == 2 && max.numel() == logits.dim(0) &&
+                 sumexp.numel() == logits.dim(0),
+             "op {}: logits {}, max {}, sumexp {}", op, shape_str(logits.shape),
+             shape_str(max.shape), shape_str(sumexp.shape));
+  expect_dtype(op, "max", max, {DType::f32});
+  expect_dtype(op, "sumexp", sumexp, {DType::f64});
+  run(ctx, op, logits.dim(0),
+      VocabSumexpBody{float_ptr(op, "logits", logits), max.ptr<float>(), sumexp.ptr<double>(),
+                      logits.dim(1)});
+}
+
+void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
+                         const Tensor& labels, const Tensor& weights, int64_t start, float scale,
+                         double norm, Tensor& dlogits) {
+  const char* op = "vocab_xent_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &dlogits});
+  check_rows(op, logits, labels, weights, lse, 1);
+  check_grad(op, logits, lse, dlogits);
+  run(ctx, op, logits.numel(),
+      VocabGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
+                    lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),
+                    start, scale, norm});
+}
+
+}  // namespace kiln::ops::cuda

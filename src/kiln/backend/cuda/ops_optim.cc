@@ -1,0 +1,191 @@
+// backend/cuda/ops_optim.cc — the multi-tensor norms, gradient scaling and fused AdamW / LAMB /
+// LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
+// The table of a segment list is uploaded once and kept, so that a steady-state step copies
+// nothing from the host (and can be captured in a CUDA graph).
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/chunk_plan.h"
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cuda {
+namespace {
+
+// A segment list's chunk table in device memory, kept for the process.
+struct DevicePlan {
+  const Chunk* chunks = nullptr;
+  const SegmentChunks* segments = nullptr;
+  int64_t chunk_count = 0;
+};
+
+const DevicePlan& device_plan(const Context& ctx, std::span<const TensorSegment> segments) {
+  static std::mutex mu;
+  static auto* plans = new std::map<std::vector<int64_t>, DevicePlan>;  // never destroyed
+  std::vector<int64_t> key{ctx.device.index};
+  for (const TensorSegment& s : segments) key.insert(key.end(), {s.offset, s.numel, int64_t(s.decay)});
+  const std::lock_guard lock(mu);
+  auto it = plans->find(key);
+  if (it != plans->end()) return it->second;
+  const ChunkPlan plan = plan_chunks(segments);
+  const size_t chunk_bytes = plan.chunks.size() * sizeof(Chunk);
+  const size_t segment_bytes = plan.segments.size() * sizeof(SegmentChunks);
+  void* mem = nullptr;
+  check(cudaMalloc(&mem, chunk_bytes + segment_bytes + 1), "chunk table");
+  auto* bytes = static_cast<std::byte*>(mem);
+  check(cudaMemcpy(bytes, plan.chunks.data(), chunk_bytes, cudaMemcpyHostToDevice), "chunk table");
+  check(cudaMemcpy(bytes + chunk_bytes, plan.segments.data(), segment_bytes,
+                   cudaMemcpyHostToDevice),
+        "chunk table");
+  const DevicePlan d{reinterpret_cast<const Chunk*>(bytes),
+                     reinterpret_cast<const SegmentChunks*>(bytes + chunk_bytes),
+                     int64_t(plan.chunks.size())};
+  return plans->emplace(std::move(key), d).first->second;
+}
+
+// Throws unless the defined flat buffers are f32 and hold every segment.
+void check_segments(const char* op, std::span<const TensorSegment> segments,
+                    std::initializer_list<const Tensor*> flat) {
+  for (const Tensor* t : flat) {
+    if (!t->defined()) continue;
+    expect_dtype(op, "flat buffer", *t, {DType::f32});
+    for (const TensorSegment& s : segments)
+      KILN_CHECK(s.offset >= 0 && s.numel >= 0 && s.offset + s.numel <= t->numel(),
+                 "op {}: segment [{}, {}) outside a buffer of {} elements", op, s.offset,
+                 s.offset + s.numel, t->numel());
+  }
+}
+
+void check_sums(const char* op, const Tensor& sums, int64_t want) {
+  expect_dtype(op, "sums", sums, {DType::i64});
+  KILN_CHECK(sums.numel() == want, "op {}: sums hold {} values, {} needed", op, sums.numel(), want);
+}
+
+// The bf16 / f16 weight copy to refresh, or a null FloatPtr.
+FloatPtr compute_copy(const char* op, const Tensor& w, const Tensor& w_compute) {
+  if (!w_compute.defined()) return {};
+  expect_dtype(op, "w_compute", w_compute, {DType::bf16, DType::f16});
+  expect_same_numel(op, w, w_compute);
+  return {w_compute.data, w_compute.dtype};
+}
+
+AdamScalars adam_scalars(const AdamStep& p) {
+  return {p.beta1, p.beta2, p.eps, p.weight_decay, p.bc1, p.bc2};
+}
+
+// Scratch for the lane sums of a plan: two doubles per lane.
+double* lane_partials(Context& ctx, Tensor& holder, const DevicePlan& plan) {
+  holder = ctx.scratch_tensor({std::max<int64_t>(1, 2 * plan.chunk_count * kLanes)}, DType::i64);
+  return reinterpret_cast<double*>(holder.data);
+}
+
+// Per-segment f32 step sizes in scratch.
+float* segment_steps(Context& ctx, Tensor& holder, size_t segments) {
+  holder = ctx.scratch_tensor({std::max<int64_t>(1, int64_t(segments))}, DType::f32);
+  return holder.ptr<float>();
+}
+
+}  // namespace
+
+void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
+                         std::span<const TensorSegment> segments, Tensor& sums) {
+  const char* op = "segment_sum_squares";
+  const OpScope scope = expect_cuda(ctx, op, {&a, &b, &sums});
+  check_segments(op, segments, {&a, &b});
+  const int64_t n = int64_t(segments.size());
+  check_sums(op, sums, b.defined() ? 2 * n : n);
+  const DevicePlan& plan = device_plan(ctx, segments);
+  Tensor holder;
+  double* partial = lane_partials(ctx, holder, plan);
+  const float* bp = b.defined() ? b.ptr<float>() : nullptr;
+  run(ctx, op, plan.chunk_count * kLanes, LaneSquaresBody{plan.chunks, a.ptr<float>(), bp, partial});
+  run(ctx, op, n,
+      SegmentTotalsBody{plan.segments, partial, reinterpret_cast<double*>(sums.data), b.defined()});
+}
+
+void scale_all(Context& ctx, Tensor& x, float factor) {
+  const OpScope scope = expect_cuda(ctx, "scale_all", {&x});
+  expect_dtype("scale_all", "x", x, {DType::f32});
+  run(ctx, "scale_all", x.numel(), ScaleBody<float, float>{x.ptr<float>(), x.ptr<float>(), factor});
+}
+
+void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
+  const char* op = "scale_check_finite";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &found});
+  expect_dtype(op, "x", x, {DType::f32});
+  expect_dtype(op, "found", found, {DType::i32});
+  KILN_CHECK(found.numel() == 1, "op {}: found holds {} values, not 1", op, found.numel());
+  check(cudaMemsetAsync(found.data, 0, sizeof(int32_t), stream_of(ctx)), op);
+  run(ctx, op, x.numel(), ScaleCheckBody{x.ptr<float>(), factor, found.ptr<int32_t>()});
+}
+
+void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
+  const char* op = "adamw_update";
+  const OpScope scope = expect_cuda(ctx, op, {&w, &g, &m, &v, &w_compute});
+  check_segments(op, segments, {&w, &g, &m, &v});
+  const FloatPtr compute = compute_copy(op, w, w_compute);
+  const DevicePlan& plan = device_plan(ctx, segments);
+  run(ctx, op, plan.chunk_count * kSumChunk,
+      AdamWBody{plan.chunks, plan.segments, adam_scalars(p), p.lr, w.ptr<float>(), g.ptr<float>(),
+                m.ptr<float>(), v.ptr<float>(), compute});
+}
+
+void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
+  const char* op = "lamb_moments";
+  const OpScope scope = expect_cuda(ctx, op, {&w, &g, &m, &v, &norms});
+  check_segments(op, segments, {&w, &g, &m, &v});
+  check_sums(op, norms, 2 * int64_t(segments.size()));
+  const DevicePlan& plan = device_plan(ctx, segments);
+  Tensor holder;
+  double* partial = lane_partials(ctx, holder, plan);
+  run(ctx, op, plan.chunk_count * kLanes,
+      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(p), w.ptr<float>(), g.ptr<float>(),
+                      m.ptr<float>(), v.ptr<float>(), partial});
+  run(ctx, op, int64_t(segments.size()),
+      SegmentTotalsBody{plan.segments, partial, reinterpret_cast<double*>(norms.data), true});
+}
+
+void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
+                 Tensor& w_compute) {
+  const char* op = "lamb_update";
+  const OpScope scope = expect_cuda(ctx, op, {&norms, &w, &m, &v, &w_compute});
+  check_segments(op, segments, {&w, &m, &v});
+  check_sums(op, norms, 2 * int64_t(segments.size()));
+  const FloatPtr compute = compute_copy(op, w, w_compute);
+  const DevicePlan& plan = device_plan(ctx, segments);
+  Tensor holder;
+  float* step = segment_steps(ctx, holder, segments.size());
+  run(ctx, op, int64_t(segments.size()),
+      LambRatioBody{reinterpret_cast<const double*>(norms.data), p.lr, step});
+  run(ctx, op, plan.chunk_count * kSumChunk,
+      LambUpdateBody{plan.chunks, plan.segments, adam_scalars(p), step, w.ptr<float>(),
+                     m.ptr<float>(), v.ptr<float>(), compute});
+}
+
+void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
+                 Tensor& w_compute) {
+  const char* op = "lars_update";
+  const OpScope scope = expect_cuda(ctx, op, {&norms, &w, &g, &momentum, &w_compute});
+  check_segments(op, segments, {&w, &g, &momentum});
+  check_sums(op, norms, 2 * int64_t(segments.size()));
+  const FloatPtr compute = compute_copy(op, w, w_compute);
+  const DevicePlan& plan = device_plan(ctx, segments);
+  Tensor holder;
+  float* step = segment_steps(ctx, holder, segments.size());
+  run(ctx, op, int64_t(segments.size()),
+      LarsRatioBody{plan.segments, reinterpret_cast<const double*>(norms.data), p.lr,
+                    p.weight_decay, p.eeta, p.epsilon, step});
+  run(ctx, op, plan.chunk_count * kSumChunk,
+      LarsUpdateBody{plan.chunks, plan.segments, step, p.momentum, p.weight_decay, w.ptr<float>(),
+                     g.ptr<float>(), momentum.ptr<float>(), compute});
+}
+
+}  // namespace kiln::ops::cuda

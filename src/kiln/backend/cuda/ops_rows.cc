@@ -1,0 +1,104 @@
+// backend/cuda/ops_rows.cc — softmax backward, the masked attention softmax, LayerNorm backward,
+// and the embedding gather / scatter-add on CUDA: checks, then bodies of bodies_rows.h.
+#include <algorithm>
+
+#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cuda {
+namespace {
+
+// Items a scatter-add aims for: enough (column, row class) pairs to fill an H200.
+constexpr int64_t kScatterItems = 1 << 16;
+constexpr int64_t kMaxScatterClasses = 256;
+
+void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Tensor& rows) {
+  expect_dtype(op, "ids", ids, {DType::i32});
+  KILN_CHECK(table.rank() == 2 && rows.rank() == 2 && table.dim(1) == rows.dim(1) &&
+                 rows.dim(0) == ids.numel(),
+             "op {}: table {}, ids {}, rows {}", op, shape_str(table.shape), shape_str(ids.shape),
+             shape_str(rows.shape));
+}
+
+}  // namespace
+
+void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx) {
+  const char* op = "softmax_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx});
+  expect_same_numel(op, y, dy);
+  expect_same_numel(op, y, dx);
+  KILN_CHECK(y.rank() >= 1 && y.dim(-1) > 0, "op {}: rows of {} are empty", op, shape_str(y.shape));
+  const int64_t cols = y.dim(-1);
+  run(ctx, op, y.numel() / cols,
+      SoftmaxBackwardRowBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy),
+                             float_ptr(op, "dx", dx), cols, scale});
+}
+
+void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
+                               Tensor& probs) {
+  const char* op = "attention_softmax_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&scores, &mask, &probs});
+  expect_same_numel(op, scores, probs);
+  expect_dtype(op, "mask", mask, {DType::i32});
+  KILN_CHECK(scores.rank() == 4 && mask.rank() == 2 && mask.dim(0) == scores.dim(0) &&
+                 mask.dim(1) == scores.dim(3) && scores.dim(3) > 0,
+             "op {}: scores {} (B, heads, Sq, Sk) with mask {} (B, Sk)", op,
+             shape_str(scores.shape), shape_str(mask.shape));
+  const int64_t per_batch = scores.dim(1) * scores.dim(2), Sk = scores.dim(3);
+  run(ctx, op, scores.numel() / Sk,
+      AttentionSoftmaxRowBody{float_ptr(op, "scores", scores), float_ptr(op, "probs", probs),
+                              mask.ptr<int32_t>(), per_batch, Sk});
+}
+
+void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
+                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
+                        Tensor& db, bool accumulate_dx) {
+  const char* op = "layernorm_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
+  const int64_t C = w.numel();
+  KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && dw.numel() == C && db.numel() == C,
+             "op {}: input {} with weight {}, dw {} and db {}", op, shape_str(x.shape),
+             shape_str(w.shape), shape_str(dw.shape), shape_str(db.shape));
+  const int64_t N = x.numel() / C;
+  KILN_CHECK(mean.numel() == N && rstd.numel() == N && mean.dtype == DType::f32 &&
+                 rstd.dtype == DType::f32,
+             "op {}: mean and rstd must be f32 ({})", op, N);
+  expect_same_numel(op, x, dy);
+  expect_same_numel(op, x, dx);
+  expect_dtype(op, "dw", dw, {DType::f32});
+  expect_dtype(op, "db", db, {DType::f32});
+  const FloatPtr xs = float_ptr(op, "x", x), dys = float_ptr(op, "dy", dy);
+  // Parameter gradients first: dx may alias dy.
+  run(ctx, op, C,
+      LayerNormParamGradBody{xs, dys, mean.ptr<float>(), rstd.ptr<float>(), dw.ptr<float>(),
+                             db.ptr<float>(), N, C});
+  run(ctx, op, N,
+      LayerNormBackwardRowBody{xs, dys, float_ptr(op, "weight", w), float_ptr(op, "dx", dx),
+                               mean.ptr<float>(), rstd.ptr<float>(), C, accumulate_dx});
+}
+
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
+  const char* op = "gather_rows";
+  const OpScope scope = expect_cuda(ctx, op, {&table, &ids, &out});
+  check_rows(op, table, ids, out);
+  run(ctx, op, out.numel(),
+      GatherBody{float_ptr(op, "table", table), float_ptr(op, "out", out), ids.ptr<int32_t>(),
+                 table.dim(1)});
+}
+
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
+  const char* op = "scatter_add_rows";
+  const OpScope scope = expect_cuda(ctx, op, {&dy, &ids, &dtable});
+  check_rows(op, dtable, ids, dy);
+  const int64_t dim = dtable.dim(1);
+  if (dim == 0 || ids.numel() == 0) return;
+  const int64_t most = std::max<int64_t>(1, std::min(kMaxScatterClasses, dtable.dim(0)));
+  const int64_t classes = std::clamp<int64_t>(kScatterItems / dim, 1, most);
+  run(ctx, op, classes * dim,
+      ScatterAddBody{float_ptr(op, "dy", dy), float_ptr(op, "dtable", dtable), ids.ptr<int32_t>(),
+                     ids.numel(), dim, classes});
+}
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,19 @@
+// backend/cuda/optim.cu — the multi-tensor kernels that ops_optim.cc runs: the bodies of
+// bodies_optim.h.
+#include "kiln/backend/cuda/bodies_optim.h"
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/launch.cuh"
+
+namespace kiln::ops::cuda {
+
+template void run_kernel(int64_t, const LaneSquaresBody&, void*);
+template void run_kernel(int64_t, const LambMomentsBody&, void*);
+template void run_kernel(int64_t, const SegmentTotalsBody&, void*);
+template void run_kernel(int64_t, const LambRatioBody&, void*);
+template void run_kernel(int64_t, const LarsRatioBody&, void*);
+template void run_kernel(int64_t, const AdamWBody&, void*);
+template void run_kernel(int64_t, const LambUpdateBody&, void*);
+template void run_kernel(int64_t, const LarsUpdateBody&, void*);
+template void run_kernel(int64_t, const ScaleCheckBody&, void*);
+
+}  // namespace kiln::ops::cuda

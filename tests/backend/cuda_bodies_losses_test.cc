@@ -1,0 +1,128 @@
+// The CUDA backend's cross-entropy bodies (bodies_losses.h) run on the CPU over the launch's
+// grid: the row and total passes and the gradient against float64 references, the vocab shard
+// parts against the CPU backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/bodies_losses.h"
+#include "kiln/backend/cuda/grid.h"
+#include "cuda_bodies.h"
+#include "random_fill.h"
+
+namespace kiln {
+namespace {
+
+using namespace ops::cuda;
+using namespace testing::cuda_bodies;
+using testing::max_rel_error;
+using testing::random_normal;
+
+constexpr int64_t N = 9, V = 301;
+const std::vector<int32_t> kLabels = {3, -1, 300, 0, 17, -1, 150, 299, 42};
+const std::vector<float> kWeights = {1, 1, 0.5f, 1, 0, 1, 2, 1, 1};
+
+struct XentResult {
+  std::vector<float> lse;
+  double totals[3];
+};
+
+template <typename T>
+XentResult run_forward(const std::vector<T>& z, const std::vector<int32_t>& labels, float ls) {
+  XentResult r{std::vector<float>(static_cast<size_t>(N)), {}};
+  std::vector<double> loss(static_cast<size_t>(N));
+  std::vector<int64_t> hit(static_cast<size_t>(N));
+  run_all(N, XentRowBody{ptr(z), labels.data(), kWeights.data(), r.lse.data(), loss.data(),
+                         hit.data(), V, ls});
+  run_all(1, XentTotalsBody{labels.data(), kWeights.data(), loss.data(), hit.data(), N, r.totals});
+  return r;
+}
+
+TEST(CudaBodies, SoftmaxXentForwardTotalsAndGradientMatchFloat64) {
+  for (float ls : {0.0f, 0.1f})
+    for_each_type([&](auto tag) {
+      using T = decltype(tag);
+      const std::vector<T> z = stored<T>(random_normal(N * V, 22, 3.0f));
+      const XentResult r = run_forward(z, kLabels, ls);
+      const std::vector<double> zd = values(z);
+      double loss = 0, weight = 0, hits = 0;
+      std::vector<double> lse(static_cast<size_t>(N)), grad(size_t(N * V), 0.0);
+      const double scale = 0.5, norm = 6.5;
+      for (int64_t i = 0; i < N; ++i) {
+        const auto row = zd.begin() + i * V;
+        const double mx = *std::max_element(row, row + V);
+        double sum = 0, zsum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx), zsum += row[v];
+        lse[size_t(i)] = mx + std::log(sum);
+        const int32_t y = kLabels[size_t(i)];
+        if (y < 0) continue;
+        const double w = kWeights[size_t(i)];
+        loss += w * (lse[size_t(i)] - (1 - ls) * row[y] - ls * zsum / V);
+        weight += w;
+        hits += w > 0 && std::max_element(row, row + V) - row == y;
+        for (int64_t v = 0; v < V; ++v)
+          grad[size_t(i * V + v)] = scale * w / norm *
+                                    (std::exp(row[v] - lse[size_t(i)]) - ls / V - (1 - ls) * (v == y));
+      }
+      EXPECT_LE(max_rel_error(r.lse, lse), 1e-6);
+      EXPECT_NEAR(r.totals[0], loss, 1e-5 * std::abs(loss));
+      EXPECT_EQ(r.totals[1], weight);
+      EXPECT_EQ(r.totals[2], hits);
+      std::vector<T> d(z.size());
+      run_all(N * V, XentGradBody{ptr(z), ptr(d), r.lse.data(), kLabels.data(), kWeights.data(),
+                                  V, ls, float(scale), norm});
+      EXPECT_LE(max_rel_error(values(d), grad), tolerance<T>() + 1e-5) << ls;
+    });
+}
+
+TEST(CudaBodies, SoftmaxXentLabelPastTheRowMakesTheLossNaNWithoutReadingPastIt) {
+  std::vector<int32_t> labels = kLabels;
+  labels[2] = int32_t(V);
+  const std::vector<float> z = random_normal(N * V, 23);
+  const XentResult r = run_forward(z, labels, 0.0f);
+  EXPECT_TRUE(std::isnan(r.totals[0]));
+  std::vector<float> d(z.size());
+  run_all(N * V, XentGradBody{ptr(z), ptr(d), r.lse.data(), labels.data(), nullptr, V, 0.0f,
+                              1.0f, 1.0});
+  for (float v : d) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
+  const int64_t start = 150;
+  const std::vector<float> z = random_normal(N * V, 24, 2.0f);
+  const Tensor zt = Tensor::view(const_cast<float*>(z.data()), {N, V});
+  const Tensor labels = Tensor::view(const_cast<int32_t*>(kLabels.data()), {N}, DType::i32);
+  const Tensor weights = Tensor::view(const_cast<float*>(kWeights.data()), {N});
+  std::vector<float> partials(static_cast<size_t>(3 * N));
+  run_all(N, VocabPartialsBody{ptr(z), kLabels.data(), partials.data(), V, start});
+  Tensor want = Tensor::empty({N, 3});
+  ops::vocab_xent_partials(cpu_context(), zt, labels, start, want);
+  EXPECT_EQ(std::memcmp(partials.data(), want.data, want.nbytes()), 0);
+
+  std::vector<float> mx(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) mx[size_t(i)] = partials[size_t(3 * i)] + 0.25f;
+  std::vector<double> sums(static_cast<size_t>(N));
+  run_all(N, VocabSumexpBody{ptr(z), mx.data(), sums.data(), V});
+  Tensor want_sums = Tensor::empty({N}, DType::f64);
+  ops::vocab_xent_sumexp(cpu_context(), zt, Tensor::view(mx.data(), {N}), want_sums);
+  EXPECT_LE(max_rel_error(sums, std::vector<double>(want_sums.ptr<double>(),
+                                                    want_sums.ptr<double>() + N)),
+            1e-14);
+
+  std::vector<float> lse(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) lse[size_t(i)] = mx[size_t(i)] + std::log(float(sums[size_t(i)]));
+  std::vector<float> d(z.size());
+  run_all(N * V, VocabGradBody{ptr(z), ptr(d), lse.data(), kLabels.data(), kWeights.data(), V,
+                               start, 0.5f, 3.0});
+  Tensor want_d = Tensor::empty({N, V});
+  ops::vocab_xent_backward(cpu_context(), zt, Tensor::view(lse.data(), {N}), labels, weights,
+                           start, 0.5f, 3.0, want_d);
+  EXPECT_LE(max_rel_error(d, std::vector<float>(want_d.ptr<float>(), want_d.ptr<float>() + N * V)),
+            1e-6);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,188 @@
+// The CUDA backend's multi-tensor bodies (bodies_optim.h) and their chunk table (chunk_plan.h),
+// run on the CPU over the launches' grids: the table covers every segment element once, the norms
+// match float64, and the AdamW / LAMB / LARS updates match the CPU backend over segments with
+// gaps (left untouched).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/bodies_optim.h"
+#include "kiln/backend/cuda/chunk_plan.h"
+#include "kiln/backend/cuda/grid.h"
+#include "cuda_bodies.h"
+#include "random_fill.h"
+
+namespace kiln {
+namespace {
+
+using namespace ops::cuda;
+using namespace testing::cuda_bodies;
+using testing::max_rel_error;
+using testing::random_normal;
+
+// Segments of assorted sizes (one spans several chunks, one is empty) with 5-element gaps.
+std::vector<ops::TensorSegment> make_segments(int64_t& total) {
+  const int64_t sizes[] = {1, 37, 3 * ops::kSumChunk + 11, 0, 1000};
+  std::vector<ops::TensorSegment> segs;
+  int64_t at = 3;
+  for (size_t k = 0; k < std::size(sizes); ++k) {
+    segs.push_back({at, sizes[k], k % 2 == 0});
+    at += sizes[k] + 5;
+  }
+  total = at;
+  return segs;
+}
+
+TEST(CudaBodies, ChunkPlanCoversEverySegmentElementOnce) {
+  int64_t n = 0;
+  const auto segs = make_segments(n);
+  const ChunkPlan plan = plan_chunks(segs);
+  std::vector<int> hits(size_t(n), 0);
+  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
+  run_all(slots, [&](int64_t item) {
+    int64_t i = 0;
+    int32_t k = 0;
+    if (!element_of(plan.chunks.data(), item, i, k)) return;
+    ++hits[size_t(i)];
+    const auto& s = segs[size_t(k)];
+    ASSERT_TRUE(i >= s.offset && i < s.offset + s.numel) << i;
+  });
+  std::vector<int> want(size_t(n), 0);
+  for (const auto& s : segs)
+    for (int64_t i = s.offset; i < s.offset + s.numel; ++i) want[size_t(i)] = 1;
+  EXPECT_EQ(hits, want);
+  ASSERT_EQ(plan.segments.size(), segs.size());
+  EXPECT_EQ(plan.segments[2].count, 4);
+  EXPECT_EQ(plan.segments[3].count, 0);
+  EXPECT_EQ(plan.segments[4].decay, 1);
+}
+
+// The lane pass and the per-segment totals, as ops_optim.cc launches them.
+std::vector<double> sum_squares(const ChunkPlan& plan, const float* a, const float* b) {
+  std::vector<double> partial(2 * plan.chunks.size() * kLanes), sums(2 * plan.segments.size());
+  run_all(int64_t(plan.chunks.size()) * kLanes, LaneSquaresBody{plan.chunks.data(), a, b, partial.data()});
+  run_all(int64_t(plan.segments.size()),
+          SegmentTotalsBody{plan.segments.data(), partial.data(), sums.data(), true});
+  return sums;
+}
+
+TEST(CudaBodies, SegmentSumSquaresMatchFloat64) {
+  int64_t n = 0;
+  const auto segs = make_segments(n);
+  const std::vector<float> a = random_normal(n, 25), b = random_normal(n, 26, 0.1f);
+  const std::vector<double> got = sum_squares(plan_chunks(segs), a.data(), b.data());
+  for (size_t k = 0; k < segs.size(); ++k) {
+    double sa = 0, sb = 0;
+    for (int64_t i = segs[k].offset; i < segs[k].offset + segs[k].numel; ++i)
+      sa += double(a[size_t(i)]) * a[size_t(i)], sb += double(b[size_t(i)]) * b[size_t(i)];
+    EXPECT_NEAR(got[2 * k], sa, 1e-12 * sa) << k;
+    EXPECT_NEAR(got[2 * k + 1], sb, 1e-12 * sb) << k;
+  }
+}
+
+struct State {
+  std::vector<float> w, g, m, v;
+};
+State make_state(int64_t n) {
+  State s{random_normal(n, 27), random_normal(n, 28, 0.01f), random_normal(n, 29, 0.001f),
+          random_normal(n, 30, 1e-6f)};
+  for (float& x : s.v) x = std::abs(x);
+  return s;
+}
+// Elements of two bf16 / f16 weight copies that differ: a w within 1e-6 of the CPU backend's
+// may round to a neighbouring value.
+int differing(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  int n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+struct Views {
+  Tensor w, g, m, v;
+};
+Views views(State& s) {
+  auto view = [](std::vector<float>& x) { return Tensor::view(x.data(), {int64_t(x.size())}); };
+  return {view(s.w), view(s.g), view(s.m), view(s.v)};
+}
+
+const ops::AdamStep kAdam{0.01f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.1f, 0.002f};
+
+TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
+  int64_t n = 0;
+  const auto segs = make_segments(n);
+  const ChunkPlan plan = plan_chunks(segs);
+  const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, kAdam.bc1, kAdam.bc2};
+  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
+  // AdamW, with the bf16 copy refreshed.
+  State got = make_state(n), want = make_state(n);
+  std::vector<uint16_t> copy(size_t(n), 0), want_copy(size_t(n), 0);
+  run_all(slots, AdamWBody{plan.chunks.data(), plan.segments.data(), adam, kAdam.lr, got.w.data(),
+                           got.g.data(), got.m.data(), got.v.data(), FloatPtr{copy.data(), DType::bf16}});
+  Tensor wc = Tensor::view(want_copy.data(), {n}, DType::bf16);
+  Views t = views(want);
+  ops::adamw_update(cpu_context(), kAdam, segs, t.w, t.g, t.m, t.v, wc);
+  EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
+  EXPECT_LE(max_rel_error(got.m, want.m), 1e-6);
+  EXPECT_LE(max_rel_error(got.v, want.v), 1e-6);
+  EXPECT_LE(differing(copy, want_copy), 2);
+  // LAMB: moments with norms, then the update.
+  got = make_state(n), want = make_state(n);
+  std::vector<double> partial(2 * plan.chunks.size() * kLanes), norms(2 * segs.size());
+  run_all(int64_t(plan.chunks.size()) * kLanes,
+          LambMomentsBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
+                          got.m.data(), got.v.data(), partial.data()});
+  run_all(int64_t(segs.size()),
+          SegmentTotalsBody{plan.segments.data(), partial.data(), norms.data(), true});
+  std::vector<double> want_norms(2 * segs.size());
+  Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
+  t = views(want);
+  ops::lamb_moments(cpu_context(), kAdam, segs, t.w, t.g, t.m, t.v, nt);
+  EXPECT_LE(max_rel_error(norms, want_norms), 1e-9);
+  std::vector<float> step(segs.size());
+  run_all(int64_t(segs.size()), LambRatioBody{norms.data(), kAdam.lr, step.data()});
+  run_all(slots, LambUpdateBody{plan.chunks.data(), plan.segments.data(), adam, step.data(),
+                                got.w.data(), got.m.data(), got.v.data(), FloatPtr{}});
+  Tensor none;
+  ops::lamb_update(cpu_context(), kAdam, segs, nt, t.w, t.m, t.v, none);
+  EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
+}
+
+TEST(CudaBodies, LarsUpdateMatchesTheCpuBackend) {
+  int64_t n = 0;
+  const auto segs = make_segments(n);
+  const ChunkPlan plan = plan_chunks(segs);
+  const ops::LarsStep p{0.5f, 0.9f, 5e-5f, 0.001f, 1e-9f};
+  State got = make_state(n), want = make_state(n);
+  const std::vector<double> norms = sum_squares(plan, got.w.data(), got.g.data());
+  std::vector<float> step(segs.size());
+  run_all(int64_t(segs.size()), LarsRatioBody{plan.segments.data(), norms.data(), p.lr,
+                                              p.weight_decay, p.eeta, p.epsilon, step.data()});
+  std::vector<uint16_t> copy(size_t(n), 0), want_copy(size_t(n), 0);
+  run_all(int64_t(plan.chunks.size()) * ops::kSumChunk,
+          LarsUpdateBody{plan.chunks.data(), plan.segments.data(), step.data(), p.momentum,
+                         p.weight_decay, got.w.data(), got.g.data(), got.m.data(),
+                         FloatPtr{copy.data(), DType::f16}});
+  std::vector<double> want_norms = norms;
+  Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
+  Tensor wc = Tensor::view(want_copy.data(), {n}, DType::f16);
+  Views t = views(want);
+  ops::lars_update(cpu_context(), p, segs, nt, t.w, t.g, t.m, wc);
+  EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
+  EXPECT_LE(max_rel_error(got.m, want.m), 1e-6);
+  EXPECT_LE(differing(copy, want_copy), 2);
+}
+
+TEST(CudaBodies, ScaleCheckFiniteFlagsInfAndNaNOnly) {
+  std::vector<float> x = random_normal(5000, 31);
+  int32_t found = 0;
+  run_all(5000, ScaleCheckBody{x.data(), 0.5f, &found});
+  EXPECT_EQ(found, 0);
+  x[4321] = 3e38f;  // finite, overflows when doubled
+  run_all(5000, ScaleCheckBody{x.data(), 2.0f, &found});
+  EXPECT_EQ(found, 1);
+  EXPECT_TRUE(std::isinf(x[4321]));
+}
+
+}  // namespace
+}  // namespace kiln

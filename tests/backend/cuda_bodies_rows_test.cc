@@ -1,0 +1,185 @@
+// The CUDA backend's activation, row and column bodies (bodies.h, bodies_rows.h) run on the CPU
+// over the launch's grid, against float64 references; the column sums, gathers and scatter-adds
+// against the CPU backend bit for bit (they add in the same order).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/grid.h"
+#include "cuda_bodies.h"
+#include "random_fill.h"
+
+namespace kiln {
+namespace {
+
+using namespace ops::cuda;
+using namespace testing::cuda_bodies;
+using testing::max_rel_error;
+using testing::random_normal;
+
+TEST(CudaBodies, ActivationsAndResidualJoinsMatchFloat64) {
+  const int64_t C = 29, n = C * 141;  // (141, 29) rows for the bias
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> x = stored<T>(random_normal(n, 11, 2.0f));
+    const std::vector<T> g = stored<T>(random_normal(n, 12));
+    const std::vector<float> bias = random_normal(C, 13);
+    std::vector<T> th(x.size()), dth(x.size()), r(x.size()), dr(x.size()), j(x.size());
+    std::vector<T> acc = g, biased = g;
+    run_all(n, TanhForwardBody{ptr(x), ptr(th)});
+    run_all(n, TanhBackwardBody{ptr(th), ptr(g), ptr(dth)});
+    run_all(n, ReluForwardBody{ptr(x), ptr(r)});
+    run_all(n, ReluBackwardBody{ptr(r), ptr(g), ptr(dr)});
+    run_all(n, AddReluBody{ptr(x), ptr(g), ptr(j)});
+    run_all(n, AccumulateBody{ptr(x), ptr(acc)});
+    run_all(n, BiasAddBody{ptr(biased), ptr(bias), C});
+    const std::vector<double> xd = values(x), gd = values(g), thd = values(th), rd = values(r);
+    std::vector<double> w_th(xd.size()), w_dth(xd.size()), w_r(xd.size()), w_dr(xd.size()),
+        w_j(xd.size()), w_acc(xd.size()), w_bias(xd.size());
+    for (size_t i = 0; i < xd.size(); ++i) {
+      w_th[i] = std::tanh(xd[i]);
+      w_dth[i] = gd[i] * (1 - thd[i] * thd[i]);
+      w_r[i] = std::max(xd[i], 0.0);
+      w_dr[i] = rd[i] > 0 ? gd[i] : 0.0;
+      w_j[i] = std::max(xd[i] + gd[i], 0.0);
+      w_acc[i] = xd[i] + gd[i];
+      w_bias[i] = gd[i] + bias[i % size_t(C)];
+    }
+    EXPECT_LE(max_rel_error(values(th), w_th), tolerance<T>());
+    EXPECT_LE(max_rel_error(values(dth), w_dth), tolerance<T>());
+    EXPECT_EQ(values(r), w_r);  // exact: max and a copy
+    EXPECT_EQ(values(dr), w_dr);
+    EXPECT_LE(max_rel_error(values(j), w_j), tolerance<T>());
+    EXPECT_LE(max_rel_error(values(acc), w_acc), tolerance<T>());
+    EXPECT_LE(max_rel_error(values(biased), w_bias), tolerance<T>());
+  });
+}
+
+TEST(CudaBodies, SoftmaxBackwardAndMaskedAttentionSoftmaxMatchFloat64) {
+  const int64_t B = 2, heads = 3, Sq = 5, Sk = 67, rows = B * heads * Sq;
+  const std::vector<int32_t> mask = [&] {
+    std::vector<int32_t> m(size_t(B * Sk), 1);
+    for (int64_t k = 50; k < Sk; ++k) m[size_t(Sk + k)] = 0;  // batch 1 pads its tail
+    return m;
+  }();
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> s = stored<T>(random_normal(rows * Sk, 14, 3.0f));
+    std::vector<T> p(s.size());
+    run_all(rows, AttentionSoftmaxRowBody{ptr(s), ptr(p), mask.data(), heads * Sq, Sk});
+    const std::vector<T> dy = stored<T>(random_normal(rows * Sk, 15));
+    std::vector<T> dx(s.size());
+    run_all(rows, SoftmaxBackwardRowBody{ptr(p), ptr(dy), ptr(dx), Sk, 0.5f});
+    const std::vector<double> sd = values(s), pd = values(p), dyd = values(dy);
+    std::vector<double> want_p(s.size()), want_dx(s.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t o = size_t(r * Sk);
+      const int32_t* m = mask.data() + (r / (heads * Sq)) * Sk;
+      double mx = -INFINITY, sum = 0, dot = 0;
+      for (int64_t k = 0; k < Sk; ++k) mx = std::max(mx, sd[o + k] + (m[k] ? 0 : -10000));
+      for (int64_t k = 0; k < Sk; ++k) sum += std::exp(sd[o + k] + (m[k] ? 0 : -10000) - mx);
+      for (int64_t k = 0; k < Sk; ++k)
+        want_p[o + k] = std::exp(sd[o + k] + (m[k] ? 0 : -10000) - mx) / sum;
+      for (int64_t k = 0; k < Sk; ++k) dot += pd[o + k] * dyd[o + k];
+      for (int64_t k = 0; k < Sk; ++k) want_dx[o + k] = 0.5 * pd[o + k] * (dyd[o + k] - dot);
+    }
+    EXPECT_LE(max_rel_error(values(p), want_p), tolerance<T>());
+    EXPECT_LE(max_rel_error(values(dx), want_dx), tolerance<T>());
+  });
+}
+
+TEST(CudaBodies, LayerNormBackwardMatchesFloat64AndAccumulates) {
+  const int64_t N = 23, C = 259;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> x = stored<T>(random_normal(N * C, 16, 2.0f));
+    const std::vector<T> dy = stored<T>(random_normal(N * C, 17));
+    const std::vector<float> w = random_normal(C, 18);
+    const std::vector<double> xd = values(x), dyd = values(dy);
+    std::vector<float> mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N));
+    for (int64_t r = 0; r < N; ++r) {
+      double m = 0, v = 0;
+      for (int64_t c = 0; c < C; ++c) m += xd[size_t(r * C + c)] / double(C);
+      for (int64_t c = 0; c < C; ++c) v += std::pow(xd[size_t(r * C + c)] - m, 2) / double(C);
+      mean[size_t(r)] = float(m);
+      rstd[size_t(r)] = float(1 / std::sqrt(v + 1e-5));
+    }
+    std::vector<T> dx(x.size());
+    std::vector<T> acc = stored<T>(random_normal(N * C, 19));
+    const std::vector<double> acc0 = values(acc);
+    std::vector<float> dw(size_t(C), 1.0f), db(size_t(C), -1.0f);
+    run_all(C, LayerNormParamGradBody{ptr(x), ptr(dy), mean.data(), rstd.data(), dw.data(),
+                                      db.data(), N, C});
+    run_all(N, LayerNormBackwardRowBody{ptr(x), ptr(dy), ptr(w), ptr(dx), mean.data(),
+                                        rstd.data(), C, false});
+    run_all(N, LayerNormBackwardRowBody{ptr(x), ptr(dy), ptr(w), ptr(acc), mean.data(),
+                                        rstd.data(), C, true});
+    std::vector<double> want(x.size()), want_acc(x.size()), want_dw(size_t(C), 1.0),
+        want_db(size_t(C), -1.0);
+    for (int64_t r = 0; r < N; ++r) {
+      double sg = 0, sgx = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t i = size_t(r * C + c);
+        const double xh = (xd[i] - mean[size_t(r)]) * rstd[size_t(r)], g = dyd[i] * w[size_t(c)];
+        sg += g, sgx += g * xh;
+        want_dw[size_t(c)] += dyd[i] * xh;
+        want_db[size_t(c)] += dyd[i];
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t i = size_t(r * C + c);
+        const double xh = (xd[i] - mean[size_t(r)]) * rstd[size_t(r)];
+        want[i] = rstd[size_t(r)] * (dyd[i] * w[size_t(c)] - sg / double(C) - xh * sgx / double(C));
+        want_acc[i] = acc0[i] + want[i];
+      }
+    }
+    EXPECT_LE(max_rel_error(values(dx), want), tolerance<T>());
+    EXPECT_LE(max_rel_error(values(acc), want_acc), tolerance<T>());
+    EXPECT_LE(max_rel_error(dw, want_dw), 1e-5);
+    EXPECT_LE(max_rel_error(db, want_db), 1e-5);
+  });
+}
+
+TEST(CudaBodies, BiasGradGatherAndScatterAddAreTheCpuBackendsBitForBit) {
+  const int64_t n = 300, dim = 70, num = 11;
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t((i * 7 + i / 13) % num);  // repeats
+  const Tensor id_t = Tensor::view(ids.data(), {n}, DType::i32);
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const DType dt = dtype_of<T>();
+    const std::vector<T> dy = stored<T>(random_normal(n * dim, 20));
+    const Tensor dy_t = Tensor::view(const_cast<T*>(dy.data()), {n, dim}, dt);
+    // bias_grad
+    std::vector<float> db(size_t(dim), 0.25f);
+    run_all(dim, BiasGradBody{ptr(dy), db.data(), n, dim});
+    Tensor want_db = Tensor::empty({dim}, DType::f32);
+    ops::fill(cpu_context(), want_db, 0.25f);
+    ops::bias_grad(cpu_context(), dy_t, want_db);
+    EXPECT_EQ(std::memcmp(db.data(), want_db.data, want_db.nbytes()), 0) << dtype_name(dt);
+    // gather into f32 rows
+    std::vector<float> rows(static_cast<size_t>(n * dim));
+    const Tensor table = Tensor::view(const_cast<T*>(dy.data()), {n, dim}, dt);
+    run_all(n * dim, GatherBody{ptr(dy), ptr(rows), ids.data(), dim});
+    Tensor want_rows = Tensor::empty({n, dim});
+    ops::gather_rows(cpu_context(), table, id_t, want_rows);
+    EXPECT_EQ(std::memcmp(rows.data(), want_rows.data, want_rows.nbytes()), 0) << dtype_name(dt);
+    // scatter-add into a table of the same dtype, for several row-class counts
+    for (int64_t classes : {int64_t(1), int64_t(3), num}) {
+      std::vector<T> table_rows = stored<T>(random_normal(num * dim, 21));
+      Tensor want = Tensor::empty({num, dim}, dt);
+      std::memcpy(want.data, table_rows.data(), want.nbytes());
+      run_all(classes * dim, ScatterAddBody{ptr(dy), ptr(table_rows), ids.data(), n, dim, classes});
+      ops::scatter_add_rows(cpu_context(), dy_t, id_t, want);
+      EXPECT_EQ(std::memcmp(table_rows.data(), want.data, want.nbytes()), 0)
+          << dtype_name(dt) << " classes " << classes;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace kiln
