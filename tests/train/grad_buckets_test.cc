@@ -81,7 +81,9 @@ class FinalityCheck final : public GradientWatch {
     const std::vector<float> last = store_.grads_vector();
     for (size_t i = 0; i < snapshots_.size(); ++i) {
       const auto& [offset, grads] = snapshots_[i];
-      if (i > 0) EXPECT_LT(offset, snapshots_[i - 1].first) << model << ": offsets must decrease";
+      if (i > 0) {
+        EXPECT_LT(offset, snapshots_[i - 1].first) << model << ": offsets must decrease";
+      }
       for (int64_t e = offset; e < store_.size(); ++e)
         ASSERT_EQ(grads[size_t(e)], last[size_t(e)]) << model << ": element " << e << " changed after notification " << i;
     }

@@ -30,7 +30,11 @@ Param ParamStore::add(std::string name, Shape shape, bool decay) {
                "parameter '{}' registered twice", name);
     return Param{this, int(existing - specs_.data())};
   }
-  ParamSpec spec{std::move(name), std::move(shape), size_, 0, decay};
+  ParamSpec spec;
+  spec.name = std::move(name);
+  spec.shape = std::move(shape);
+  spec.offset = size_;
+  spec.decay = decay;
   spec.numel = shape_numel(spec.shape);
   spec.full_shape = spec.shape;
   size_ += (spec.numel + 15) / 16 * 16;
