@@ -57,6 +57,7 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
   vocab_rows_ = tp.share(c.vocab_size, "vocabulary");
   vocab_start_ = tp.start(c.vocab_size);
   if (range.first) add_embeddings(store);
+  else if (range.last) add_decoder_copy(store);
   for (int64_t n = range.first_layer; n < range.end_layer; ++n) {
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
@@ -81,7 +82,7 @@ void BertStage::add_embeddings(ParamStore& store) {
   if (!c.pre_ln) embedding_norm_.emplace(store, "bert.embeddings.LayerNorm", c.hidden, c.layer_norm_eps);
 }
 
-// In Hugging Face's order; the decoder's copy of the word embedding last.
+// In Hugging Face's order.
 void BertStage::add_heads(ParamStore& store) {
   const BertConfig& c = config_;
   const int64_t V = c.vocab_size;
@@ -92,12 +93,16 @@ void BertStage::add_heads(ParamStore& store) {
   decoder_bias_ = tp_.split() ? store.add_part("cls.predictions.bias", {V}, false, 0, vocab_start_, vocab_rows_)
                               : store.add("cls.predictions.bias", {V}, false);
   if (c.binary_head) seq_relationship_.emplace(store, "cls.seq_relationship", c.hidden, 2);
-  if (range_.first) {
-    decoder_weight_ = word_->weight;
-    return;
-  }
-  decoder_weight_ = tp_.split() ? store.add_part(kWord, {V, c.hidden}, true, 0, vocab_start_, vocab_rows_)
-                                : store.add(kWord, {V, c.hidden}, true);
+  if (range_.first) decoder_weight_ = word_->weight;
+}
+
+// Registered before the layers, at the lowest offsets: its gradient is final only once the
+// embedding group has added the first stage's (after backward), so no data-parallel gradient
+// bucket that starts during backward (Step::grads_final_from) may hold it.
+void BertStage::add_decoder_copy(ParamStore& store) {
+  const int64_t V = config_.vocab_size;
+  decoder_weight_ = tp_.split() ? store.add_part(kWord, {V, config_.hidden}, true, 0, vocab_start_, vocab_rows_)
+                                : store.add(kWord, {V, config_.hidden}, true);
   store.set_norm_owner(decoder_weight_.id, false);  // the first stage counts it
 }
 

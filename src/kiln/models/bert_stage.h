@@ -95,6 +95,7 @@ class BertStage {
  private:
   void add_embeddings(ParamStore& store);
   void add_heads(ParamStore& store);
+  void add_decoder_copy(ParamStore& store);  // a last stage that is not the first
   Tensor embed(const Step& step, const data::BertBatch& batch);
   void heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out);
   Tensor heads_backward(const Step& step, float loss_scale);
