@@ -65,7 +65,6 @@ TEST(TrainErrors, UnsupportedTensorParallelRunsAreRefusedInOneLine) {
   expect_one_line_error(run(tp2 + " --pipeline-model-parallel-size 2"),
                         "1 processes do not split into --tensor-model-parallel-size 2 x --pipeline-model-parallel-size 2: "
                         "start a multiple of 4");
-  expect_one_line_error(run(tp2 + " --bf16"), "--tensor-model-parallel-size 2: tensor parallelism trains in fp32 only");
   expect_one_line_error(run(tp2 + " --num-attention-heads 3 --hidden-size 129"),
                         "model.num_attention_heads 3 is not divisible by it");
 }

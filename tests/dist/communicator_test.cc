@@ -6,6 +6,7 @@
 #include "kiln/dist/communicator.h"
 #include "kiln/train/data_parallel.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/fake_communicator.h"
 
 namespace kiln {
 namespace {
@@ -37,36 +38,17 @@ TEST(Communicator, RefusesTensorsItCannotReduce) {
   std::vector<int32_t> v = {1, 2};
   Tensor t = Tensor::view(v.data(), {2}, DType::i32);
   EXPECT_EQ(testing::error_of([&] { one.all_reduce_sum(t); }),
-            "all_reduce_sum: dtype i32 is not supported (f32, f64, i64)");
+            "all_reduce_sum: dtype i32 is not supported (f32, f64, i64, bf16, f16)");
   std::vector<float> f = {1, 2};
   Tensor tf = Tensor::view(f.data(), {2});
   EXPECT_EQ(testing::error_of([&] { one.broadcast(tf, 1); }), "broadcast: root 1 outside world size 1");
 }
 
-// A communicator that only reports a rank and a size, for the slot layout.
-class Layout final : public dist::Communicator {
- public:
-  Layout(int rank, int size) : rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  void all_reduce_sum(Tensor&) override {}
-  void broadcast(Tensor&, int) override {}
-  void all_gather(const Tensor&, Tensor&) override {}
-  void barrier() override {}
-  void reduce_scatter_sum(const Tensor&, Tensor&) override {}
-  std::unique_ptr<dist::Request> isend(const Tensor&, int) override { return nullptr; }
-  std::unique_ptr<dist::Request> irecv(Tensor&, int) override { return nullptr; }
-  std::unique_ptr<dist::Communicator> split(int, int) override { return nullptr; }
-
- private:
-  int rank_, size_;
-};
-
 TEST(DataParallel, RanksTakeInterleavedSlotsThatCoverTheGlobalBatchOnce) {
   // Global batch 16, micro batch 2: 8 slots; 4 ranks run 2 micro-batches each (Megatron's sampler).
   std::vector<int> owner(8, -1);
   for (int r = 0; r < 4; ++r) {
-    Layout comm(r, 4);
+    testing::FakeCommunicator comm(4, r);
     train::DataParallel dp(comm, 16, 2);
     EXPECT_EQ(dp.micro_batches_per_rank(), 2);
     EXPECT_EQ(dp.slots(), 8);
@@ -79,7 +61,7 @@ TEST(DataParallel, RanksTakeInterleavedSlotsThatCoverTheGlobalBatchOnce) {
 }
 
 TEST(DataParallel, AGlobalBatchThatDoesNotSplitAcrossRanksIsOneLine) {
-  Layout comm(0, 3);
+  testing::FakeCommunicator comm(3, 0);
   EXPECT_EQ(testing::error_of([&] { train::DataParallel(comm, 8, 2); }),
             "global batch 8 does not split into micro-batches of 2 on 3 data-parallel ranks (it must be a "
             "multiple of 6)");

@@ -52,6 +52,24 @@ void check_on_this_rank() {
   comm.all_reduce_sum(tc);
   EXPECT_EQ(counts, (std::vector<int64_t>{11, -14}));
 
+  // bf16 and f16 (tensor-parallel activations): each rank's values widened, summed in rank order,
+  // rounded once.
+  auto small = [](int r, int i) { return float(r + 1) * 0.37f * float(i % 11 - 5) + 0.01f * float(i); };
+  std::vector<uint16_t> bf(100), hf(100);
+  for (int i = 0; i < 100; ++i) {
+    bf[size_t(i)] = f32_to_bf16(small(rank, i));
+    hf[size_t(i)] = f32_to_f16(small(rank, i));
+  }
+  Tensor tbf = Tensor::view(bf.data(), {100}, DType::bf16), thf = Tensor::view(hf.data(), {100}, DType::f16);
+  comm.all_reduce_sum(tbf);
+  comm.all_reduce_sum(thf);
+  for (int i = 0; i < 100; ++i) {
+    const float b0 = bf16_to_f32(f32_to_bf16(small(0, i))), b1 = bf16_to_f32(f32_to_bf16(small(1, i)));
+    const float h0 = f16_to_f32(f32_to_f16(small(0, i))), h1 = f16_to_f32(f32_to_f16(small(1, i)));
+    ASSERT_EQ(bf[size_t(i)], f32_to_bf16(float(double(b0) + double(b1)))) << "bf16 element " << i;
+    ASSERT_EQ(hf[size_t(i)], f32_to_f16(float(double(h0) + double(h1)))) << "f16 element " << i;
+  }
+
   std::vector<float> b = {float(rank), 2.5f * float(rank)};
   Tensor tb = Tensor::view(b.data(), {2});
   comm.broadcast(tb, 1);

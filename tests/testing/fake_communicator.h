@@ -1,4 +1,4 @@
-// A communicator for unit tests: `ranks` ranks, this one rank 0, every collective a no-op unless a
+// A communicator for unit tests: `ranks` ranks, this one `rank`, every collective a no-op unless a
 // test overrides it (to record what the code under test asks for, or to play the other ranks).
 #pragma once
 #include <memory>
@@ -9,8 +9,8 @@ namespace kiln::testing {
 
 class FakeCommunicator : public dist::Communicator {
  public:
-  explicit FakeCommunicator(int ranks) : ranks_(ranks) {}
-  int rank() const override { return 0; }
+  explicit FakeCommunicator(int ranks, int rank = 0) : ranks_(ranks), rank_(rank) {}
+  int rank() const override { return rank_; }
   int size() const override { return ranks_; }
   void all_reduce_sum(Tensor&) override {}
   void broadcast(Tensor&, int) override {}
@@ -22,7 +22,7 @@ class FakeCommunicator : public dist::Communicator {
   std::unique_ptr<dist::Communicator> split(int, int) override { return nullptr; }
 
  private:
-  int ranks_;
+  int ranks_, rank_;
 };
 
 }  // namespace kiln::testing
