@@ -18,11 +18,12 @@ std::string_view dtype_name(DType t);     // "f32", "bf16", ... (safetensors use
 DType dtype_from_name(std::string_view);  // accepts "f32"/"F32"/"float32"; throws kiln::Error
 
 // bf16: upper 16 bits of an f32, rounded to nearest even; NaN stays NaN.
+// Written as a select, not an early return, so that loops storing bf16 vectorise.
 KILN_HD inline uint16_t f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
+  const uint32_t u = f32_bits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 KILN_HD inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
 // IEEE half precision, round to nearest even, with subnormals, inf and NaN. The portable

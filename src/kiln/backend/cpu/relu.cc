@@ -44,7 +44,7 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
     const T *yp = y.ptr<T>(), *dyp = dy.ptr<T>();
     T* dxp = dx.ptr<T>();
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dxp[i] = load(yp[i]) > 0.0f ? dyp[i] : store<T>(0.0f);
+    for (int64_t i = 0; i < n; ++i) dxp[i] = store<T>(load(yp[i]) > 0.0f ? load(dyp[i]) : 0.0f);
   });
 }
 
