@@ -176,15 +176,16 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
 // state; double sums) ----
 // A multi-tensor op runs over segments of flat buffers: segment k covers elements
 // [offset, offset + numel) of every flat buffer the op takes (a parameter of a ParamStore;
-// padding between segments is not touched). Sums are taken in double over chunks of
-// kSumChunk elements of a segment, and the chunk sums are added in index order: the result does
-// not depend on the thread count. (CUDA sums a chunk as 32 interleaved partial sums in double,
-// added in order: deterministic, equal to the CPU's up to the rounding of double additions.)
+// padding between segments is not touched). Sums are taken in double, in one order on every
+// backend: a segment is cut into chunks of kSumChunk elements, lane l of a chunk sums its
+// elements l, l + kSumLanes, ..., and the lane sums of all chunks are added in chunk and lane
+// order. The result does not depend on the thread count or the launch size.
 struct TensorSegment {
   int64_t offset = 0, numel = 0;
   bool decay = true;  // weight decay (and LARS's trust ratio) applies
 };
 inline constexpr int64_t kSumChunk = 1 << 14;
+inline constexpr int64_t kSumLanes = 32;
 
 // sums (n) f64 in i64 (n = segments.size()): Σ a² over segment k; with b defined, sums is (n, 2)
 // and row k holds (Σ a², Σ b²). a, b: flat f32.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/backend/cpu/cpu_ops.h"
+#include "kiln/backend/cpu/philox_lanes.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/cpu/vec_math.h"
 #include "kiln/backend/route.h"
@@ -197,22 +198,27 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
              samples, element_offset);
   const int64_t per = n / samples, first = element_offset / 4,
                 blocks = (element_offset + per + 3) / 4 - first;
-  KILN_CHECK(first + blocks < (int64_t(1) << 32), "op {}: {} elements per sample is too many",
+  KILN_CHECK(first + blocks + kPhiloxLanes < (int64_t(1) << 32), "op {}: {} elements per sample is too many",
              op, element_offset + per);
   const float scale = 1.0f / (1.0f - p);
   cpu::dispatch_float(in.dtype, op, [&]<typename X>(X) {
     cpu::dispatch_float(out.dtype, op, [&]<typename Y>(Y) {
       const X* x = in.ptr<X>();
       Y* y = out.ptr<Y>();
+      const int64_t batches = (blocks + kPhiloxLanes - 1) / kPhiloxLanes;
 #pragma omp parallel for collapse(2) schedule(static) if (n > kParallelMin / 4)
       for (int64_t s = 0; s < samples; ++s)
-        for (int64_t j = first; j < first + blocks; ++j) {
-          const auto bits = rng.block(((sample_offset + uint64_t(s)) << 32) | uint64_t(j));
-          for (int64_t k = 0; k < 4; ++k) {
-            const int64_t e = 4 * j + k - element_offset;  // index in this slice of the sample
-            if (e < 0 || e >= per) continue;
-            const int64_t i = s * per + e;
-            y[i] = cpu::store<Y>(u32_to_unit_float(bits[k]) < p ? 0.0f : cpu::load(x[i]) * scale);
+        for (int64_t b = 0; b < batches; ++b) {
+          const int64_t j0 = first + b * kPhiloxLanes;
+          uint32_t bits[4 * kPhiloxLanes];  // element t of the batch: element base + t of the slice
+          philox_lanes(rng.seed, rng.stream, uint32_t(sample_offset + uint64_t(s)), uint32_t(j0), bits);
+          const int64_t base = 4 * j0 - element_offset;
+          const int64_t t0 = std::max<int64_t>(0, -base), t1 = std::min<int64_t>(4 * kPhiloxLanes, per - base);
+#pragma omp simd
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t i = s * per + base + t;
+            const float kept = cpu::load(x[i]) * scale;
+            y[i] = cpu::store<Y>(u32_to_unit_float(bits[t]) < p ? 0.0f : kept);
           }
         }
     });

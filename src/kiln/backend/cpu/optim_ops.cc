@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <type_traits>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/adam_math.h"
@@ -50,11 +51,34 @@ void for_each_chunk(std::span<const TensorSegment> segments, F&& fn) {
   }
 }
 
-// Per segment, (Σ_i f(k, i).a, Σ_i f(k, i).b) over its elements: double partial sums per chunk,
-// added in chunk order. f is called exactly once per element, so it may update state there.
+// Per segment, (Σ_i f(k, i).a, Σ_i f(k, i).b) over its elements in double, in backend.h's order:
+// kSumLanes interleaved lane sums per chunk, then every lane of every chunk added in order. f is
+// called exactly once per element, so it may update state there.
 struct Pair {
   double a = 0, b = 0;
 };
+
+// The lane sums of elements [begin, end) of segment k into lanes (kSumLanes).
+template <typename F>
+void lane_sums(F& f, size_t k, int64_t begin, int64_t end, Pair* lanes) {
+  double a[kSumLanes] = {}, b[kSumLanes] = {};
+  int64_t i = begin;
+  for (; i + kSumLanes <= end; i += kSumLanes) {
+#pragma omp simd
+    for (int64_t l = 0; l < kSumLanes; ++l) {
+      const Pair p = f(k, i + l);
+      a[l] += p.a;
+      b[l] += p.b;
+    }
+  }
+  for (int64_t l = 0; i + l < end; ++l) {
+    const Pair p = f(k, i + l);
+    a[l] += p.a;
+    b[l] += p.b;
+  }
+  for (int64_t l = 0; l < kSumLanes; ++l) lanes[l] = {a[l], b[l]};
+}
+
 template <typename F>
 void segment_sums(Context& ctx, std::span<const TensorSegment> segments, F&& f, double* out_a,
                   double* out_b) {
@@ -63,20 +87,15 @@ void segment_sums(Context& ctx, std::span<const TensorSegment> segments, F&& f, 
   int64_t* first = first_t.ptr<int64_t>();  // first chunk slot of each segment
   first[0] = 0;
   for (size_t k = 0; k < n; ++k) first[k + 1] = first[k] + chunks_of(segments[k].numel);
-  Tensor partial_t = ctx.scratch_tensor({std::max<int64_t>(first[n], 1), 2}, DType::i64);
+  Tensor partial_t = ctx.scratch_tensor({std::max<int64_t>(first[n], 1) * kSumLanes, 2}, DType::i64);
   Pair* partial = reinterpret_cast<Pair*>(partial_t.data);
   for_each_chunk(segments, [&](size_t k, int64_t c, int64_t begin, int64_t end) {
-    Pair s;
-    for (int64_t i = begin; i < end; ++i) {
-      const Pair p = f(k, i);
-      s.a += p.a;
-      s.b += p.b;
-    }
-    partial[first[k] + c] = s;
+    lane_sums(f, k, begin, end, partial + (first[k] + c) * kSumLanes);
   });
   for (size_t k = 0; k < n; ++k) {
     Pair total;
-    for (int64_t c = first[k]; c < first[k + 1]; ++c) total.a += partial[c].a, total.b += partial[c].b;
+    for (int64_t j = first[k] * kSumLanes; j < first[k + 1] * kSumLanes; ++j)
+      total.a += partial[j].a, total.b += partial[j].b;
     out_a[k] = total.a;
     if (out_b) out_b[k] = total.b;
   }
@@ -99,10 +118,21 @@ void check_sums(const char* op, const Tensor& sums, int64_t want) {
   KILN_CHECK(sums.numel() == want, "op {}: sums hold {} values, {} needed", op, sums.numel(), want);
 }
 
-// Stores w into the compute copy at index i.
-inline void refresh(void* compute, DType dtype, int64_t i, float w) {
-  if (dtype == DType::bf16) static_cast<cpu::bf16_t*>(compute)[i] = cpu::store<cpu::bf16_t>(w);
-  else static_cast<cpu::f16_t*>(compute)[i] = cpu::store<cpu::f16_t>(w);
+// W[i] = update(i) for i in [begin, end), and each new weight rounded into the compute copy
+// (T = void: none). The dtype is chosen outside the loop, so the loop vectorises.
+template <typename T, typename F>
+void update_weights(int64_t begin, int64_t end, float* W, T* compute, F&& update) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    W[i] = update(i);
+    if constexpr (!std::is_void_v<T>) compute[i] = cpu::store<T>(W[i]);
+  }
+}
+template <typename F>
+void update_weights(int64_t begin, int64_t end, float* W, const Tensor& compute, F&& update) {
+  if (!compute.defined()) update_weights<void>(begin, end, W, nullptr, update);
+  else if (compute.dtype == DType::bf16) update_weights(begin, end, W, static_cast<bf16_t*>(compute.data), update);
+  else update_weights(begin, end, W, static_cast<f16_t*>(compute.data), update);
 }
 
 }  // namespace
@@ -162,16 +192,13 @@ void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment
   float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float *M = m.ptr<float>(), *V = v.ptr<float>();
-  void* C = w_compute.data;
-  const DType cdt = w_compute.dtype;
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const int64_t o = segments[k].offset;
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
-    for (int64_t i = o + begin; i < o + end; ++i) {
+    update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
       cpu::adam_moments(G[i], p.beta1, p.beta2, M[i], V[i]);
-      W[i] -= p.lr * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
-      if (C) refresh(C, cdt, i, W[i]);
-    }
+      return W[i] - p.lr * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+    });
   });
 }
 
@@ -185,7 +212,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment
   float *M = m.ptr<float>(), *V = v.ptr<float>();
   segment_pair_sums(ctx, segments, [&](size_t k, int64_t e) {
     const int64_t i = segments[k].offset + e;
-    const float wd = segments[k].decay ? p.weight_decay : 0.0f;
+    const float wd = p.weight_decay * float(segments[k].decay);  // no load under a condition: vectorises
     cpu::adam_moments(G[i], p.beta1, p.beta2, M[i], V[i]);
     const float u = cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
     return Pair{double(W[i]) * double(W[i]), double(u) * double(u)};
@@ -202,18 +229,15 @@ void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment>
   const double* sq = reinterpret_cast<const double*>(norms.data);
   float* W = w.ptr<float>();
   const float *M = m.ptr<float>(), *V = v.ptr<float>();
-  void* C = w_compute.data;
-  const DType cdt = w_compute.dtype;
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const double w_norm = std::sqrt(sq[2 * k]), u_norm = std::sqrt(sq[2 * k + 1]);
     const double ratio = (w_norm > 0.0 && u_norm > 0.0) ? w_norm / u_norm : 1.0;
     const float scale = float(double(p.lr) * ratio);
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
     const int64_t o = segments[k].offset;
-    for (int64_t i = o + begin; i < o + end; ++i) {
-      W[i] -= scale * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
-      if (C) refresh(C, cdt, i, W[i]);
-    }
+    update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
+      return W[i] - scale * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+    });
   });
 }
 
@@ -228,8 +252,6 @@ void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment>
   float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float* Mo = momentum.ptr<float>();
-  void* C = w_compute.data;
-  const DType cdt = w_compute.dtype;
   const float mom = p.momentum;
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const bool decay = segments[k].decay;
@@ -244,13 +266,10 @@ void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment>
       scale = float(double(p.lr) * ratio);
     }
     const int64_t o = segments[k].offset;
-#pragma omp simd
-    for (int64_t i = o + begin; i < o + end; ++i) {
+    update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
       Mo[i] = mom * Mo[i] + scale * (G[i] + wd * W[i]);
-      W[i] -= Mo[i];
-    }
-    if (C)
-      for (int64_t i = o + begin; i < o + end; ++i) refresh(C, cdt, i, W[i]);
+      return W[i] - Mo[i];
+    });
   });
 }
 

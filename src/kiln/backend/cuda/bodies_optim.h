@@ -6,8 +6,7 @@
 // the host and kept on the device). Elementwise updates take one item per element slot of a
 // chunk. Sums take kLanes items per chunk, lane l adding elements l, l + kLanes, ... of the chunk
 // in double (neighbouring lanes read neighbouring elements); a second launch adds each segment's
-// lane sums in chunk and lane order. The result does not depend on the launch's size; it differs
-// from the CPU backend's chunk-order sums only by the rounding of double additions.
+// lane sums in chunk and lane order: backend.h's order, the CPU backend's too.
 #pragma once
 #include <math.h>
 
@@ -18,7 +17,7 @@
 
 namespace kiln::ops::cuda {
 
-inline constexpr int64_t kLanes = 32;
+inline constexpr int64_t kLanes = kSumLanes;
 
 // Chunk of a segment: elements [begin, begin + count) of the flat buffers.
 struct Chunk {
