@@ -1,0 +1,20 @@
+# Run by ctest (TEST_INCLUDE_FILES): one ctest test per GoogleTest suite of KILN_TEST_BINARY
+# whose name passes KILN_SUITE_FILTER (a gtest filter), labelled KILN_SUITE_LABEL. One process per
+# suite instead of per test: each start of the test binary loads oneDNN, MPI and (in a CUDA build)
+# cuBLASLt and cuDNN, about half a second, which per test was most of the fast set's time.
+execute_process(COMMAND "${KILN_TEST_BINARY}" --gtest_list_tests "--gtest_filter=${KILN_SUITE_FILTER}"
+                OUTPUT_VARIABLE listing RESULT_VARIABLE listed)
+if(NOT listed EQUAL 0)
+  add_test(kiln_tests_NOT_LISTED "${KILN_TEST_BINARY}" --gtest_list_tests)
+  return()
+endif()
+string(REPLACE "\n" ";" lines "${listing}")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^([A-Za-z0-9_]+)\\.$")
+    set(suite "${CMAKE_MATCH_1}")
+    add_test("${suite}" "${KILN_TEST_BINARY}" "--gtest_filter=${suite}.*")
+    # A suite whose every test skipped (nothing passed, nothing failed) is reported as skipped.
+    set_tests_properties("${suite}" PROPERTIES LABELS "${KILN_SUITE_LABEL}" TIMEOUT 1200
+                         SKIP_REGULAR_EXPRESSION "\\[  PASSED  \\] 0 tests")
+  endif()
+endforeach()
