@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kiln/backend/cuda/cublaslt_library.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/matmul_plan.h"
@@ -23,7 +24,7 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
 void check_lt(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error("op matmul: cuBLASLt {}: {}", what, cublasLtGetStatusString(status));
+    throw Error("op matmul: cuBLASLt {}: {}", what, cublaslt().GetStatusString(status));
 }
 
 struct LtDevice {
@@ -38,7 +39,7 @@ const LtDevice& lt_device(int index) {
   const std::lock_guard lock(mu);
   LtDevice& d = devices[size_t(index)];
   if (!d.handle) {
-    check_lt(cublasLtCreate(&d.handle), "create");
+    check_lt(cublaslt().Create(&d.handle), "create");
     check(cudaMalloc(&d.workspace, kWorkspaceBytes), "matmul workspace");
   }
   return d;
@@ -52,28 +53,28 @@ cudaDataType_t cuda_type(DType t) {
 
 struct Layout {
   cublasLtMatrixLayout_t h = nullptr;
-  ~Layout() { cublasLtMatrixLayoutDestroy(h); }
+  ~Layout() { cublaslt().MatrixLayoutDestroy(h); }
 };
 struct Desc {
   cublasLtMatmulDesc_t h = nullptr;
-  ~Desc() { cublasLtMatmulDescDestroy(h); }
+  ~Desc() { cublaslt().MatmulDescDestroy(h); }
 };
 struct Preference {
   cublasLtMatmulPreference_t h = nullptr;
-  ~Preference() { cublasLtMatmulPreferenceDestroy(h); }
+  ~Preference() { cublaslt().MatmulPreferenceDestroy(h); }
 };
 
 // The view's stored matrix as cuBLASLt's column-major (cols, rows, ld) layout.
 void make_layout(Layout& l, const MatView& v, const Batch& batch) {
-  check_lt(cublasLtMatrixLayoutCreate(&l.h, cuda_type(v.t.dtype), uint64_t(v.cols),
+  check_lt(cublaslt().MatrixLayoutCreate(&l.h, cuda_type(v.t.dtype), uint64_t(v.cols),
                                       uint64_t(v.rows), v.ld),
            "layout");
   if (batch.count == 1) return;
   const int32_t count = int32_t(batch.count);
-  check_lt(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+  check_lt(cublaslt().MatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                             sizeof(count)),
            "batch count");
-  check_lt(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+  check_lt(cublaslt().MatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                             &batch.stride, sizeof(batch.stride)),
            "batch stride");
 }
@@ -88,24 +89,24 @@ cublasLtEpilogue_t epilogue(const MatmulOpts& o) {
 }
 
 void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o) {
-  check_lt(cublasLtMatmulDescCreate(&d.h, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F), "desc");
+  check_lt(cublaslt().MatmulDescCreate(&d.h, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F), "desc");
   // cuBLASLt's A is kiln's B and vice versa.
   const cublasOperation_t ta = b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
            "transa");
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
+  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
            "transb");
   const cublasLtEpilogue_t ep = epilogue(o);
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
+  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
            "epilogue");
   if (!o.bias) return;
   const void* bias = o.bias->data;
   const cudaDataType_t bias_type = cuda_type(o.bias->dtype);
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                           sizeof(bias)),
            "bias");
-  check_lt(cublasLtMatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                           sizeof(bias_type)),
            "bias type");
 }
@@ -142,20 +143,20 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   Desc desc;
   make_desc(desc, a, b, opts);
   Preference pref;
-  check_lt(cublasLtMatmulPreferenceCreate(&pref.h), "preference");
-  check_lt(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  check_lt(cublaslt().MatmulPreferenceCreate(&pref.h), "preference");
+  check_lt(cublaslt().MatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                 &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
            "workspace");
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(lt.handle, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1,
+  check_lt(cublaslt().MatmulAlgoGetHeuristic(lt.handle, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1,
                                           &heuristic, &found),
            "heuristic");
   KILN_CHECK(found > 0, "op matmul: cuBLASLt has no algorithm for {} x {} x {} in {} -> {}", M, N,
              K, dtype_name(a.t.dtype), dtype_name(c.t.dtype));
   const int64_t outer = merged ? 1 : c.batch[0];
   for (int64_t b0 = 0; b0 < outer; ++b0)
-    check_lt(cublasLtMatmul(lt.handle, desc.h, &opts.alpha, at(b, b0), la.h, at(a, b0), lb.h,
+    check_lt(cublaslt().Matmul(lt.handle, desc.h, &opts.alpha, at(b, b0), la.h, at(a, b0), lb.h,
                             &opts.beta, at(c, b0), lc.h, at(c, b0), lc.h, &heuristic.algo,
                             lt.workspace, kWorkspaceBytes, stream_of(ctx)),
              "matmul");
