@@ -161,7 +161,6 @@ TEST(ParityElementwise, DropoutFollowsTheGlobalSampleKeyedMask) {
 // A tensor-parallel rank's slice of each sample (columns [off, off + 37) of 4 samples of 100,
 // unaligned to the 4-element Philox blocks) gets the whole samples' mask.
 TEST(ParityElementwise, DropoutOfASliceOfEachSampleMatchesTheWholeSamples) {
-  if (testing::parity_device() != Device::cpu()) GTEST_SKIP() << "element offsets are CPU only";
   Parity p;
   const RngStream rng{42, rng_stream(RngPurpose::dropout, 5, 0)};
   const Tensor x = p.random({4, 100}, DType::f32, 15);

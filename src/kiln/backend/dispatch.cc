@@ -1,6 +1,5 @@
 // backend/dispatch.cc — the op table's entry points (backend.h): each runs the implementation
-// of the context's device, ops::cpu:: (backend/cpu/) or ops::cuda:: (backend/cuda/). An op
-// without a CUDA implementation says so on a CUDA context (cpu_only).
+// of the context's device, ops::cpu:: (backend/cpu/) or ops::cuda:: (backend/cuda/).
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/dispatch_cuda.h"
 
@@ -77,19 +76,17 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
                      uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
-  if (element_offset != 0) cpu_only(ctx, "dropout_forward with an element offset");
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "dropout_forward",
-                        dropout_forward(ctx, x, p, rng, sample_offset, samples, y));
+                        dropout_forward(ctx, x, p, rng, sample_offset, samples, y, element_offset));
   cpu::dropout_forward(ctx, x, p, rng, sample_offset, samples, y, element_offset);
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
                       uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
-  if (element_offset != 0) cpu_only(ctx, "dropout_backward with an element offset");
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "dropout_backward",
-                        dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx));
+                        dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx, element_offset));
   cpu::dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx, element_offset);
 }
 

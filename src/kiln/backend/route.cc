@@ -11,16 +11,6 @@ void check_devices(const Context& ctx, const char* op, std::initializer_list<con
                shape_str(t->shape), t->device.str(), ctx.device.str());
 }
 
-void cpu_only(const Context& ctx, const char* op) {
-#ifdef KILN_HAVE_CUDA
-  KILN_CHECK(!on_cuda(ctx),
-             "op {}: not implemented on {} yet (the CUDA backend lacks it so far)", op,
-             ctx.device.str());
-#else
-  if (on_cuda(ctx)) no_backend(ctx, op);
-#endif
-}
-
 void no_backend(const Context& ctx, const char* op) {
   throw Error("op {}: no backend for {} is compiled into this kiln", op, ctx.device.str());
 }

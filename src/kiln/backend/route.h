@@ -12,8 +12,6 @@
 namespace kiln::ops {
 
 inline bool on_cuda(const Context& ctx) { return ctx.device.kind == DeviceKind::cuda; }
-// For an op that has no CUDA implementation (yet): throws on a CUDA context, naming the op.
-void cpu_only(const Context& ctx, const char* op);
 // Throws for an op asked to run on a device whose backend is not compiled into this kiln.
 [[noreturn]] void no_backend(const Context& ctx, const char* op);
 

@@ -18,22 +18,26 @@ constexpr uint64_t rng_stream(RngPurpose purpose, uint32_t layer, uint64_t step)
   return (uint64_t(purpose) << 56) | (uint64_t(layer & 0xffffu) << 40) | (step & 0xffffffffffull);
 }
 
+// One Philox4x32 round of the counter (c0..c3) under the key (k0, k1), then the key's bump.
+KILN_HD inline void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t& k0,
+                                 uint32_t& k1) {
+  const uint64_t p0 = uint64_t(0xD2511F53u) * c0;
+  const uint64_t p1 = uint64_t(0xCD9E8D57u) * c2;
+  const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0;
+  const uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+  c1 = uint32_t(p1);
+  c3 = uint32_t(p0);
+  c0 = n0;
+  c2 = n2;
+  k0 += 0x9E3779B9u;
+  k1 += 0xBB67AE85u;
+}
+
 KILN_HD inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t stream, uint64_t index) {
   uint32_t c0 = uint32_t(index), c1 = uint32_t(index >> 32);
   uint32_t c2 = uint32_t(stream), c3 = uint32_t(stream >> 32);
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = uint64_t(0xD2511F53u) * c0;
-    const uint64_t p1 = uint64_t(0xCD9E8D57u) * c2;
-    const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0;
-    const uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
-    c1 = uint32_t(p1);
-    c3 = uint32_t(p0);
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
+  for (int round = 0; round < 10; ++round) philox_round(c0, c1, c2, c3, k0, k1);
   return {c0, c1, c2, c3};
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kiln/core/philox.h"
+
 namespace kiln::ops::cpu {
 
 inline constexpr int kPhiloxLanes = 16;
@@ -17,18 +19,7 @@ inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t l
     uint32_t c0 = lo + uint32_t(l), c1 = hi, c2 = uint32_t(stream), c3 = uint32_t(stream >> 32);
     uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
 #pragma GCC unroll 10
-    for (int round = 0; round < 10; ++round) {
-      const uint64_t p0 = uint64_t(0xD2511F53u) * c0;
-      const uint64_t p1 = uint64_t(0xCD9E8D57u) * c2;
-      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0;
-      const uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
-      c1 = uint32_t(p1);
-      c3 = uint32_t(p0);
-      c0 = n0;
-      c2 = n2;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
+    for (int round = 0; round < 10; ++round) philox_round(c0, c1, c2, c3, k0, k1);
     words[0][l] = c0;
     words[1][l] = c1;
     words[2][l] = c2;

@@ -125,23 +125,26 @@ struct BiasAddBody {
   KILN_HD void operator()(int64_t i) const { y.set(i, y[i] + bias[i % C]); }
 };
 
-// Item k = one Philox block: sample k / blocks, elements 4 (k % blocks) .. +3 of that sample,
-// at counter (global sample << 32) | (k % blocks) — the CPU backend's mask, bit for bit.
+// Item k = one Philox block j = first + k % blocks of sample k / blocks: elements 4j .. 4j + 3
+// of the whole sample, at counter (global sample << 32) | j — the CPU backend's mask, bit for
+// bit. This tensor holds elements [element_offset, element_offset + per_sample) of each sample.
 template <typename X, typename Y>
 struct DropoutBody {
   const X* x;
   Y* y;
   RngStream rng;
   uint64_t sample_offset;
-  int64_t per_sample, blocks;
+  int64_t per_sample, element_offset, first, blocks;
   float p, scale;
   KILN_HD void operator()(int64_t k) const {
-    const int64_t s = k / blocks, j = k % blocks;
+    const int64_t s = k / blocks, j = first + k % blocks;
     const auto bits = rng.block(((sample_offset + uint64_t(s)) << 32) | uint64_t(j));
-    const int64_t i0 = s * per_sample + 4 * j;
-    const int64_t m = per_sample - 4 * j < 4 ? per_sample - 4 * j : 4;
-    for (int64_t e = 0; e < m; ++e)
-      y[i0 + e] = store<Y>(u32_to_unit_float(bits[e]) < p ? 0.0f : load(x[i0 + e]) * scale);
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t e = 4 * j + t - element_offset;  // in this tensor's part of the sample
+      if (e < 0 || e >= per_sample) continue;
+      const int64_t i = s * per_sample + e;
+      y[i] = store<Y>(u32_to_unit_float(bits[t]) < p ? 0.0f : load(x[i]) * scale);
+    }
   }
 };
 

@@ -77,13 +77,14 @@ void launch_gelu_backward(bool tanh_form, const Tensor& x, const Tensor& dy, Ten
 }
 
 void launch_dropout(const DropoutArgs& a, const Tensor& x, Tensor& y, void* stream) {
-  const int64_t per = x.numel() / a.samples, blocks = (per + 3) / 4;
+  const int64_t per = x.numel() / a.samples, first = a.element_offset / 4,
+                blocks = (a.element_offset + per + 3) / 4 - first;
   with_float_type(x.dtype, [&](auto xt) {
     with_float_type(y.dtype, [&](auto yt) {
       using X = decltype(xt);
       using Y = decltype(yt);
-      const DropoutBody<X, Y> body{x.ptr<X>(), y.ptr<Y>(), a.rng,          a.sample_offset,
-                                   per,        blocks,     a.p, 1.0f / (1.0f - a.p)};
+      const DropoutBody<X, Y> body{x.ptr<X>(), y.ptr<Y>(), a.rng, a.sample_offset, per, a.element_offset,
+                                   first,      blocks,     a.p,   1.0f / (1.0f - a.p)};
       launch(a.samples * blocks, body, stream);
     });
   });

@@ -28,6 +28,7 @@ struct DropoutArgs {
   uint64_t sample_offset = 0;
   int64_t samples = 1;
   float p = 0;
+  int64_t element_offset = 0;  // elements of each sample before this tensor's part
 };
 void launch_dropout(const DropoutArgs& a, const Tensor& x, Tensor& y, void* stream);
 
