@@ -1,8 +1,7 @@
 // tests/testing/mlperf_checker.h — runs the official MLPerf compliance checker (the
 // mlperf_logging package of mlcommons/logging) on a log. The package is found at
-// $KILN_MLPERF_LOGGING (a checkout of mlcommons/logging: the folder holding setup.py), in a
-// checkout beside the repository (../shared/tools/mlperf_logging, where the project's workspace
-// keeps one) or installed (`pip install git+https://github.com/mlcommons/logging`).
+// $KILN_MLPERF_LOGGING (a checkout of mlcommons/logging: the folder holding setup.py) or
+// installed (`pip install git+https://github.com/mlcommons/logging`).
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,10 +23,8 @@ inline std::optional<std::string> mlperf_logging_path() {
   namespace fs = std::filesystem;
   static const std::optional<std::string> found = []() -> std::optional<std::string> {
     const char* env = std::getenv("KILN_MLPERF_LOGGING");
-    const fs::path beside = fs::path(KILN_SOURCE_DIR) / ".." / "shared" / "tools" / "mlperf_logging";
-    for (const fs::path& dir : {env ? fs::path(env) : fs::path(), beside})
-      if (!dir.empty() && fs::is_directory(dir / "mlperf_logging" / "compliance_checker"))
-        return fs::canonical(dir).string();
+    if (env && fs::is_directory(fs::path(env) / "mlperf_logging" / "compliance_checker"))
+      return fs::canonical(env).string();
     if (run_command("python3 -c 'import mlperf_logging.compliance_checker'").first == 0) return "";
     return std::nullopt;
   }();
