@@ -13,6 +13,7 @@
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"
+#include "segments.h"
 
 namespace kiln {
 namespace {
@@ -24,15 +25,7 @@ using testing::random_normal;
 
 // Segments of assorted sizes (one spans several chunks, one is empty) with 5-element gaps.
 std::vector<ops::TensorSegment> make_segments(int64_t& total) {
-  const int64_t sizes[] = {1, 37, 3 * ops::kSumChunk + 11, 0, 1000};
-  std::vector<ops::TensorSegment> segs;
-  int64_t at = 3;
-  for (size_t k = 0; k < std::size(sizes); ++k) {
-    segs.push_back({at, sizes[k], k % 2 == 0});
-    at += sizes[k] + 5;
-  }
-  total = at;
-  return segs;
+  return testing::spaced_segments({1, 37, 3 * ops::kSumChunk + 11, 0, 1000}, total);
 }
 
 TEST(CudaBodies, ChunkPlanCoversEverySegmentElementOnce) {

@@ -10,6 +10,7 @@
 
 #include "kiln/core/error.h"
 #include "parity.h"
+#include "segments.h"
 
 namespace kiln {
 namespace {
@@ -18,15 +19,7 @@ using testing::Parity;
 
 // Segments of assorted sizes (one spans several sum chunks) with 5-element gaps.
 std::vector<ops::TensorSegment> make_segments(int64_t& total) {
-  const int64_t sizes[] = {1, 37, 3 * ops::kSumChunk + 11, 256, 1000};
-  std::vector<ops::TensorSegment> segs;
-  int64_t at = 3;
-  for (size_t k = 0; k < std::size(sizes); ++k) {
-    segs.push_back({at, sizes[k], k % 2 == 0});
-    at += sizes[k] + 5;
-  }
-  total = at;
-  return segs;
+  return testing::spaced_segments({1, 37, 3 * ops::kSumChunk + 11, 256, 1000}, total);
 }
 
 std::vector<double> read_f64(Parity& p, const Tensor& t) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
@@ -317,16 +318,7 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
                               Tensor& num_batches_tracked) {
   const char* op = "batchnorm_update_running";
   const OpScope scope = expect_cpu(ctx, op, {&mean, &var, &running_mean, &running_var, &num_batches_tracked});
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &var, &running_mean,
-                                                           &running_var, &num_batches_tracked})
-    expect_dtype(op, "statistic", *t, {DType::f32});
-  const int64_t C = mean.numel();
-  KILN_CHECK(var.numel() == C && running_mean.numel() == C && running_var.numel() == C &&
-                 num_batches_tracked.numel() == 1,
-             "op {}: statistics {} {} {} {} do not match {} channels and one counter", op,
-             shape_str(var.shape), shape_str(running_mean.shape), shape_str(running_var.shape),
-             shape_str(num_batches_tracked.shape), C);
-  KILN_CHECK(rows > 1, "op {}: an unbiased variance needs more than one row, got {}", op, rows);
+  const int64_t C = check_running_update(op, mean, var, rows, running_mean, running_var, num_batches_tracked);
   const float unbias = float(double(rows) / double(rows - 1));
   const float *m = mean.ptr<float>(), *v = var.ptr<float>();
   float *rm = running_mean.ptr<float>(), *rv = running_var.ptr<float>();

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
@@ -26,14 +27,6 @@ void check_pool(const char* op, const PoolShape& s, const Tensor& x, const char*
              shape_str(xs));
   KILN_CHECK(y.shape == ys, "op {}: {} is {}, the pool makes {}", op, y_name, shape_str(y.shape),
              shape_str(ys));
-}
-
-// x (N, HW, C) and y (N, C) for the global average pool; returns HW.
-int64_t check_avgpool(const char* op, const Tensor& x, const Tensor& y) {
-  KILN_CHECK(x.rank() == 4 && y.rank() == 2 && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(3),
-             "op {}: {} and {} are not (N, H, W, C) and (N, C)", op, shape_str(x.shape),
-             shape_str(y.shape));
-  return x.dim(1) * x.dim(2);
 }
 
 }  // namespace

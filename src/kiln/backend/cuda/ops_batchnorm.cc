@@ -2,6 +2,7 @@
 // running statistics) on CUDA: checks, then the bodies of bodies_batchnorm.h.
 #include <algorithm>
 
+#include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cuda/bodies_batchnorm.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -215,16 +216,7 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
   const char* op = "batchnorm_update_running";
   const OpScope scope =
       expect_cuda(ctx, op, {&mean, &var, &running_mean, &running_var, &num_batches_tracked});
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &var, &running_mean,
-                                                             &running_var, &num_batches_tracked})
-    expect_dtype(op, "statistic", *t, {DType::f32});
-  const int64_t C = mean.numel();
-  KILN_CHECK(var.numel() == C && running_mean.numel() == C && running_var.numel() == C &&
-                 num_batches_tracked.numel() == 1,
-             "op {}: statistics {} {} {} {} do not match {} channels and one counter", op,
-             shape_str(var.shape), shape_str(running_mean.shape), shape_str(running_var.shape),
-             shape_str(num_batches_tracked.shape), C);
-  KILN_CHECK(rows > 1, "op {}: an unbiased variance needs more than one row, got {}", op, rows);
+  const int64_t C = check_running_update(op, mean, var, rows, running_mean, running_var, num_batches_tracked);
   const float unbias = float(double(rows) / double(rows - 1));
   run(ctx, op, C,
       BnRunningBody{mean.ptr<float>(), var.ptr<float>(), momentum, unbias,

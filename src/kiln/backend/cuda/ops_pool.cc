@@ -1,5 +1,6 @@
 // backend/cuda/ops_pool.cc — max pooling and global average pooling on CUDA: checks, then the
 // bodies of bodies_pool.h.
+#include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cuda/bodies_pool.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -24,14 +25,6 @@ void check_argmax(const char* op, const Tensor& argmax, const Tensor& y) {
   expect_dtype(op, "argmax", argmax, {DType::i32});
   KILN_CHECK(argmax.shape == y.shape, "op {}: argmax {} does not match {}", op,
              shape_str(argmax.shape), shape_str(y.shape));
-}
-
-// HW of x (N, H, W, C) pooled to y (N, C).
-int64_t check_avgpool(const char* op, const Tensor& x, const Tensor& y) {
-  KILN_CHECK(x.rank() == 4 && y.rank() == 2 && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(3),
-             "op {}: {} and {} are not (N, H, W, C) and (N, C)", op, shape_str(x.shape),
-             shape_str(y.shape));
-  return x.dim(1) * x.dim(2);
 }
 
 }  // namespace
