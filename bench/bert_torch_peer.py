@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """PyTorch peer for kiln's BERT training step: the same model (post-LN BERT, MLM head only at
 the masked positions, NSP head), the same batch shapes, forward + backward + global-norm clip
-+ a LAMB step, fp32 or CPU autocast bf16. Prints the median step time over the timed steps and the peak RSS.
++ a LAMB step, fp32 or bf16. Prints the median step time over the timed steps and the peak RSS.
+On a GPU (--device cuda): fused attention (scaled_dot_product_attention, where this torch has it)
+and CUDA autocast to bf16 with fp32 weights and LAMB; the step is timed to its last kernel.
 
 Usage: bert_torch_peer.py --layers 2 --hidden 128 --heads 2 --intermediate 512 --batch 32
-       --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2] [--dtype f32|bf16]
+       --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2] [--dtype f32|bf16] [--device cpu|cuda]
 """
 import argparse
+import contextlib
 import copy
 import resource
 import math
@@ -21,6 +24,7 @@ import torch.nn.functional as F
 # BFloat16 but found Float"), so bf16 is explicit: a bf16 copy of the model computes, its
 # gradients are widened onto fp32 master weights, which LAMB updates and copies back.
 MODE = {"f32": "fp32", "bf16": "bf16 model copy, fp32 master weights and LAMB"}
+CUDA_MODE = {"f32": "fp32 (TF32 off)", "bf16": "CUDA autocast to bf16, fp32 weights and LAMB"}
 
 
 class Layer(nn.Module):
@@ -40,8 +44,12 @@ class Layer(nn.Module):
             return t.view(B, S, self.heads, d).transpose(1, 2)
 
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        probs = self.drop(torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + mask_add, -1))
-        ctx = (probs @ v).transpose(1, 2).reshape(B, S, H)
+        if x.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask_add, dropout_p=0.1 if self.training else 0.0)
+        else:
+            probs = self.drop(torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d) + mask_add, -1))
+            ctx = probs @ v
+        ctx = ctx.transpose(1, 2).reshape(B, S, H)
         x = self.ln1(x + self.drop(self.o(ctx)))
         return self.ln2(x + self.drop(self.fc2(F.gelu(self.fc1(x)))))
 
@@ -94,25 +102,34 @@ def main():
                      threads=2, steps=7, warmup=2, vocab=30522).items():
         a.add_argument("--" + k, type=int, default=v)
     a.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    a.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = a.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = Bert(args.vocab, args.hidden, args.layers, args.heads, args.intermediate)
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False  # kiln's f32 is pedantic f32
+    model = Bert(args.vocab, args.hidden, args.layers, args.heads, args.intermediate).to(args.device)
     params = list(model.named_parameters())
-    compute = copy.deepcopy(model).bfloat16() if args.dtype == "bf16" else model
+    compute = copy.deepcopy(model).bfloat16() if args.dtype == "bf16" and not cuda else model
     state = {"t": 0, **{n: (torch.zeros_like(p), torch.zeros_like(p)) for n, p in params}}
     B, S, P = args.batch, args.seq, args.pred
-    ids = torch.randint(0, args.vocab, (B, S))
-    seg, mask = torch.zeros(B, S, dtype=torch.long), torch.ones(B, S, dtype=torch.long)
-    pos = torch.randint(1, S, (B, P))
-    mids, mw = torch.randint(0, args.vocab, (B, P)), torch.ones(B, P)
-    labels = torch.randint(0, 2, (B,))
+    on = dict(device=args.device)
+    ids = torch.randint(0, args.vocab, (B, S), **on)
+    seg, mask = torch.zeros(B, S, dtype=torch.long, **on), torch.ones(B, S, dtype=torch.long, **on)
+    pos = torch.randint(1, S, (B, P), **on)
+    mids, mw = torch.randint(0, args.vocab, (B, P), **on), torch.ones(B, P, **on)
+    labels = torch.randint(0, 2, (B,), **on)
     times = []
     for step in range(args.warmup + args.steps):
+        if cuda:
+            torch.cuda.synchronize()
         start = time.perf_counter()
         model.zero_grad(set_to_none=True)
         compute.zero_grad(set_to_none=True)
-        loss = compute(ids, seg, mask, pos, mids, mw, labels)
+        autocast = cuda and args.dtype == "bf16"
+        with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            loss = compute(ids, seg, mask, pos, mids, mw, labels)
         loss.backward()
         if compute is not model:
             for (_, p), c in zip(params, compute.parameters()):
@@ -123,10 +140,14 @@ def main():
             with torch.no_grad():
                 for (_, p), c in zip(params, compute.parameters()):
                     c.copy_(p)
+        if cuda:
+            torch.cuda.synchronize()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"torch {torch.__version__} threads {args.threads} {args.dtype} ({MODE[args.dtype]}): "
+    where = torch.cuda.get_device_name() if cuda else f"threads {args.threads}"
+    mode = (CUDA_MODE if cuda else MODE)[args.dtype]
+    print(f"torch {torch.__version__} {where} {args.dtype} ({mode}): "
           f"median {1e3 * statistics.median(times):.1f} ms/step, peak RSS {rss:.2f} GiB")
 
 

@@ -4,7 +4,11 @@
 # CUDA, lists the devices, runs the CUDA unit tests and the op parity suite on the GPU
 # (KILN_PARITY_DEVICE=cuda:0: every op of backend.h against float64 references; an op the
 # CUDA backend lacks fails with "not implemented" and is listed apart from wrong results; the
-# run is stopped after 5 minutes, a hung kernel's budget), and prints a short table last.
+# run is stopped after 5 minutes, a hung kernel's budget), trains bert-tiny and a small ResNet
+# for 20 steps on the GPU and on the CPU (losses within 1e-3 relative; the dropout masks are the
+# parity suite's bitwise check), times BERT-large S512 and ResNet-50 224 training steps in bf16
+# (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA), and
+# prints a short table last.
 # Each step's full output goes to LOG_DIR/<step>.log (default: gpu-check-<UTC time>).
 # Environment: KILN_GPU_BUILD_DIR (default build-gpu), KILN_GPU_JOBS (default: all cores).
 set -uo pipefail
@@ -45,10 +49,65 @@ configure() {
     grep -q '^CMAKE_CUDA_COMPILER:FILEPATH=/' "$build/CMakeCache.txt"
 }
 
+# train NAME TOLERANCE ARGS...: `kiln train ARGS` for 20 steps on the GPU and on the CPU (same seed,
+# fake data, so the same batches and dropout masks); every step's loss (KILN_TEST_LOSS_LOG, exact)
+# must agree within TOLERANCE relative. Prints the largest relative difference.
+train() {
+  local name=$1 tolerance=$2
+  shift 2
+  local out=$log_dir/$name
+  rm -rf "$out" && mkdir -p "$out"
+  for device in cuda cpu; do
+    KILN_TEST_LOSS_LOG=$out/$device.losses timeout 240 "$build/kiln" train "$@" --device "$device" \
+      --output-dir "$out/$device" --log-interval 5 || return 1
+  done
+  python3 - "$out/cuda.losses" "$out/cpu.losses" "$tolerance" <<'PY'
+import sys
+read = lambda p: [float.fromhex(line.split()[1]) for line in open(p)]
+gpu, cpu, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
+assert len(gpu) == len(cpu) == 20, f"{len(gpu)} GPU and {len(cpu)} CPU steps"
+worst = max(abs(g - c) / abs(c) for g, c in zip(gpu, cpu))
+print(f"20 steps, largest relative loss difference {worst:.2e} (tolerance {tol:g})")
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+# bench NAME ARGS...: kiln's BENCHMARK median on the GPU and its model FLOP utilisation against
+# the bf16 dense peak (KILN_GPU_PEAK_TFLOPS, default 989: H100/H200 SXM).
+bench() {
+  local name=$1
+  shift
+  local out=$log_dir/$name-run peak=${KILN_GPU_PEAK_TFLOPS:-989}
+  timeout 300 "$build/kiln" train "$@" --device cuda --bf16 --output-dir "$out" --log-interval 1 || return 1
+  local line gflops
+  line=$(grep -o 'median [0-9.]* ms/step' "$log_dir/$name.log" | tail -1)
+  gflops=$(grep -o '[0-9.]* GFLOP/s' "$log_dir/$name.log" | tail -1 | cut -d' ' -f1)
+  echo "kiln $line, MFU $(python3 -c "print(f'{100 * $gflops / 1e3 / $peak:.1f}%')")"
+}
+
+# peer NAME SCRIPT ARGS...: the PyTorch step on the same GPU, where this machine's python has torch with CUDA.
+peer() {
+  local name=$1 script=$2
+  shift 2
+  python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+    { echo "no PyTorch with CUDA here: peer not measured"; return 0; }
+  timeout 300 python3 "$root/bench/$script" --device cuda --dtype bf16 "$@"
+}
+
 if step configure configure && step build cmake --build "$build" -j "$jobs" --target kiln kiln_tests; then
   step devices "$build/kiln" devices
-  step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*'
+  step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*'
   step parity env KILN_PARITY_DEVICE=cuda:0 timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
+  step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
+    --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000
+  step resnet-small train resnet-small 1e-3 resnet --arch resnet18 --width 32 --fake-data --image-size 64 \
+    --eval-resize 64 --batch-size 32 --benchmark 20
+  step bert-large bench bert-large bert --config "$root/configs/bert-large.toml" --fake-data --seq-length 512 \
+    --max-predictions 76 --global-batch-size 16 --benchmark 10
+  step torch-bert peer torch-bert bert_torch_peer.py --layers 24 --hidden 1024 --heads 16 --intermediate 4096 \
+    --batch 16 --seq 512 --pred 76
+  step resnet50 bench resnet50 resnet --fake-data --batch-size 128 --benchmark 10
+  step torch-resnet peer torch-resnet resnet_torch_peer.py --batch 128
 fi
 
 {

@@ -100,7 +100,7 @@ TEST(BertStage, TwoStagesComputeTheWholeModel) {
     whole.backward(step, 0.5f);
     BertOutputs got;
     const Tensor y = first.forward(step, b, {}, nullptr);
-    Tensor input = last.input_buffer(y.shape[0], y.dtype);
+    Tensor input = last.input_buffer(step, y.shape[0]);
     std::copy_n(y.ptr<float>(), y.numel(), input.ptr<float>());
     EXPECT_FALSE(last.forward(step, b, input, &got).defined());
     EXPECT_EQ(got.loss, want.loss) << "pre_ln " << pre_ln;
@@ -193,7 +193,7 @@ TEST(BertStage, BackwardSaysAfterTheHeadsAndEachLayerWhichGradientsAreFinal) {
     for (BertStage* instance : {&a, &b}) {
       FinalOffsets stage_watch;
       step.grad_watch = &stage_watch;
-      Tensor input = instance->input_buffer(12, DType::f32);
+      Tensor input = instance->input_buffer(step, 12);
       for (int64_t i = 0; i < input.numel(); ++i) input.ptr<float>()[i] = 0.01f * float(i % 17);
       BertOutputs out;
       instance->forward(step, batch(1, 1), input, &out);

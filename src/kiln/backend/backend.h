@@ -21,6 +21,10 @@ namespace kiln::ops {
 void fill(Context& ctx, Tensor& t, float value);
 // dst = src, same dtype and numel; src and dst may be on different devices (host <-> device).
 void copy(Context& ctx, const Tensor& src, Tensor& dst);
+// A copy of t on ctx.device (t itself when it is there already): moving state onto the device.
+Tensor on_device(Context& ctx, const Tensor& t);
+// A copy of t in host memory (t itself on the host): reading device state back.
+Tensor on_host(Context& ctx, const Tensor& t);
 // dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 

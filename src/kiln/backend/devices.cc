@@ -20,7 +20,7 @@ std::string compiled_backends() {
 }
 
 std::vector<std::string> device_lines() {
-  std::vector<std::string> lines{"cpu"};
+  std::vector<std::string> lines{"cpu", "sim: simulated device (host memory, CPU kernels, a GPU's data path)"};
 #ifdef KILN_HAVE_CUDA
   const int n = ops::cuda::device_count();
   if (n == 0) lines.push_back(fmt::format("cuda: none ({})", ops::cuda::unavailable_reason()));
@@ -33,6 +33,7 @@ std::vector<std::string> device_lines() {
 Device parse_device(std::string_view text, std::string_view what) {
   if (text == "cpu") return Device::cpu();
   if (text == "cuda") return Device::cuda(0);
+  if (text == "sim") return Device::sim();
   int index = -1;
   if (text.starts_with("cuda:")) {
     const char* first = text.data() + 5;
@@ -41,11 +42,11 @@ Device parse_device(std::string_view text, std::string_view what) {
     if (err == std::errc() && end == last && first != last && index >= 0)
       return Device::cuda(index);
   }
-  throw Error("{}: '{}' is not a device (cpu, cuda or cuda:N)", what, text);
+  throw Error("{}: '{}' is not a device (cpu, cuda, cuda:N or sim)", what, text);
 }
 
 Context device_context(Device device) {
-  if (device.is_cpu()) return Context{};
+  if (device.cpu_kernels()) return Context{device, nullptr, nullptr};
 #ifdef KILN_HAVE_CUDA
   return Context{device, ops::cuda::device_stream(device.index), nullptr};
 #else

@@ -11,11 +11,12 @@ namespace kiln {
 
 // "cpu" or "cpu, cuda".
 std::string compiled_backends();
-// One line per device kind: "cpu", then "cuda:0: NVIDIA H200, 140 GiB, sm_90" per GPU, or
+// One line per device kind: "cpu", "sim: ..." (core/device.h), then
+// "cuda:0: NVIDIA H200, 140 GiB, sm_90" per GPU, or
 // "cuda: none (no usable CUDA driver or device (...))"; no cuda line without the backend.
 std::vector<std::string> device_lines();
-// "cpu", "cuda" (= cuda:0) or "cuda:N"; a kiln::Error naming `what` (the flag or config key)
-// otherwise.
+// "cpu", "cuda" (= cuda:0), "cuda:N" or "sim" (the simulated device, core/device.h); a
+// kiln::Error naming `what` (the flag or config key) otherwise.
 Device parse_device(std::string_view text, std::string_view what);
 // A context for ops on `device`: a CUDA device's own stream. A one-line kiln::Error when the
 // device's backend is not compiled in or the device is not present.

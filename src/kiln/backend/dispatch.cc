@@ -18,7 +18,7 @@ void fill(Context& ctx, Tensor& t, float value) {
 
 void copy(Context& ctx, const Tensor& src, Tensor& dst) {
 #ifdef KILN_HAVE_CUDA
-  if (!src.device.is_cpu() || !dst.device.is_cpu()) return cuda::copy(ctx, src, dst);
+  if (!src.device.cpu_kernels() || !dst.device.cpu_kernels()) return cuda::copy(ctx, src, dst);
 #endif
   cpu::copy(ctx, src, dst);
 }

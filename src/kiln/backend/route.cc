@@ -17,7 +17,7 @@ void no_backend(const Context& ctx, const char* op) {
 
 OpScope expect_cpu(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors) {
   check_devices(ctx, op, tensors);
-  if (!ctx.device.is_cpu()) no_backend(ctx, op);
+  if (!ctx.device.cpu_kernels()) no_backend(ctx, op);
   return OpScope(op);
 }
 

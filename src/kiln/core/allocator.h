@@ -27,5 +27,8 @@ int64_t allocation_count();
 // Bytes currently held through device_alloc on the host, and the most held at once.
 size_t host_bytes_in_use();
 size_t host_bytes_peak();
+// The same for memory on devices (a process drives one): CUDA's and the simulated device's.
+size_t device_bytes_in_use();
+size_t device_bytes_peak();
 
 }  // namespace kiln

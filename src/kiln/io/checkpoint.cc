@@ -26,7 +26,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Checkpoints read and write host memory; a run on a device stages through train/device_state.h.
+void expect_host(const Tensor& t, const std::string& what) {
+  KILN_CHECK(t.device.is_cpu(), "checkpoint: {} is on {}, not on the host", what, t.device.str());
+}
+
 NamedTensors param_tensors(const ParamStore& params, const Tensor& buffer, const std::string& prefix) {
+  expect_host(buffer, prefix.empty() ? "the weights" : prefix);
   NamedTensors out;
   for (const ParamSpec& s : params.specs()) {
     KILN_CHECK(s.part_dim < 0, "checkpoint: parameter '{}' is a tensor-parallel part; gather the whole first", s.name);
@@ -38,6 +44,7 @@ NamedTensors param_tensors(const ParamStore& params, const Tensor& buffer, const
 
 void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore& params,
              Tensor& buffer, const std::string& prefix) {
+  expect_host(buffer, prefix.empty() ? "the weights" : prefix);
   for (const ParamSpec& s : params.specs()) {
     const std::string name = prefix + s.name;
     if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
@@ -51,14 +58,17 @@ void restore(const SafetensorsFile& file, const fs::path& path, const ParamStore
 
 NamedTensors buffer_tensors(const std::vector<FlatState>& buffers) {
   NamedTensors out;
-  for (auto& [name, buffer] : buffers)
+  for (auto& [name, buffer] : buffers) {
+    expect_host(*buffer, name);
     out.emplace_back(name, *buffer);
+  }
   return out;
 }
 
 void restore_buffers(const SafetensorsFile& file, const fs::path& path,
                      const std::vector<FlatState>& buffers) {
   for (auto& [name, buffer] : buffers) {
+    expect_host(*buffer, name);
     if (!file.contains(name)) throw Error("{}: tensor '{}' is missing", path.string(), name);
     Tensor t = file.get(name);
     if (t.dtype != DType::f32 || t.numel() != buffer->numel())

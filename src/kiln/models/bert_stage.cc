@@ -11,14 +11,15 @@ namespace {
 const char* const kWord = "bert.embeddings.word_embeddings.weight";
 
 // A host i32 tensor over a batch vector (read by the ops during the step).
-Tensor ids_view(const std::vector<int32_t>& v, Shape shape) {
-  return Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32);
+// Host ids as an operand on the step's device (nn::Buffer::input).
+Tensor ids_input(Context& ctx, nn::Buffer& buffer, const std::vector<int32_t>& v, Shape shape) {
+  return buffer.input(ctx, Tensor::view(const_cast<int32_t*>(v.data()), std::move(shape), DType::i32));
 }
 
 // The tensor in f32: itself, or its cast into `buffer`.
 Tensor as_f32(Context& ctx, const Tensor& t, nn::Buffer& buffer) {
   if (t.dtype == DType::f32) return t;
-  Tensor f = buffer.get(t.shape);
+  Tensor f = buffer.get(ctx, t.shape);
   ops::cast(ctx, t, f);
   return f;
 }
@@ -26,7 +27,7 @@ Tensor as_f32(Context& ctx, const Tensor& t, nn::Buffer& buffer) {
 // The f32 tensor in `dtype`: itself, or its cast into `buffer`.
 Tensor as_dtype(Context& ctx, const Tensor& t, DType dtype, nn::Buffer& buffer) {
   if (dtype == DType::f32) return t;
-  Tensor c = buffer.get(t.shape, dtype);
+  Tensor c = buffer.get(ctx, t.shape, dtype);
   ops::cast(ctx, t, c);
   return c;
 }
@@ -115,10 +116,10 @@ Tensor BertStage::embed(const Step& step, const data::BertBatch& batch) {
   const int64_t BS = B_ * S_;
   positions_.resize(size_t(BS));
   for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S_);
-  Tensor x = embeddings_.get({BS, config_.hidden}, step.compute_dtype);  // (B*S, H)
-  ops::add(ctx, word_->forward(step, ids_view(batch.input_ids, {BS})),
-           position_->forward(step, ids_view(positions_, {BS})), x);
-  ops::add(ctx, x, token_type_->forward(step, ids_view(batch.segment_ids, {BS})), x);
+  Tensor x = embeddings_.get(*step.ctx, {BS, config_.hidden}, step.compute_dtype);  // (B*S, H)
+  ops::add(ctx, word_->forward(step, ids_input(ctx, input_ids_, batch.input_ids, {BS})),
+           position_->forward(step, ids_input(ctx, position_ids_, positions_, {BS})), x);
+  ops::add(ctx, x, token_type_->forward(step, ids_input(ctx, segment_ids_, batch.segment_ids, {BS})), x);
   if (embedding_norm_) x = embedding_norm_->forward(step, x);
   return embedding_dropout_.forward(step, x, B_);
 }
@@ -132,7 +133,7 @@ Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const 
   Tensor x = range_.first ? embed(step, batch) : input;
   KILN_CHECK(x.shape == Shape({B_ * S_, config_.hidden}), "BERT stage: input {} is not ({}, {})",
              shape_str(x.shape), B_ * S_, config_.hidden);
-  const Tensor mask = ids_view(batch.input_mask, {B_, S_});
+  const Tensor mask = ids_input(*step.ctx, input_mask_, batch.input_mask, {B_, S_});
   for (auto& layer : layers_) x = layer->forward(step, x, mask);
   if (!range_.last) return x;
   KILN_CHECK(out, "BERT stage: the last stage's forward needs somewhere to put the losses");
@@ -150,8 +151,9 @@ void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tens
   if (config_.binary_head) {
     first_rows_.resize(size_t(B));
     for (int64_t b = 0; b < B; ++b) first_rows_[b] = int32_t(b * S);
-    Tensor first = first_tokens_.get({B, H}, dt);  // (B, H) token 0 of each row
-    ops::gather_rows(ctx, x, ids_view(first_rows_, {B}), first);
+    Tensor first = first_tokens_.get(*step.ctx, {B, H}, dt);  // (B, H) token 0 of each row
+    first_rows_in_ = ids_input(ctx, first_rows_buf_, first_rows_, {B});
+    ops::gather_rows(ctx, x, first_rows_in_, first);
     Tensor pooled = pooler_act_.forward(step, pooler_->forward(step, first));
     nsp_logits_ = as_f32(ctx, seq_relationship_->forward(step, pooled), nsp_f32_);  // (B, 2)
     const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data(), ctx);
@@ -161,12 +163,13 @@ void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tens
   }
   gather_rows_.resize(size_t(B * P));
   for (int64_t i = 0; i < B * P; ++i) gather_rows_[i] = int32_t((i / P) * S + batch.masked_positions[i]);
-  Tensor gathered = gathered_.get({B * P, H}, dt);
-  ops::gather_rows(ctx, x, ids_view(gather_rows_, {B * P}), gathered);
+  Tensor gathered = gathered_.get(*step.ctx, {B * P, H}, dt);
+  gather_rows_in_ = ids_input(ctx, gather_rows_buf_, gather_rows_, {B * P});
+  ops::gather_rows(ctx, x, gather_rows_in_, gathered);
   Tensor t = transform_act_.forward(step, transform_->forward(step, gathered));
   transformed_ = transform_norm_->forward(step, t);  // (B*P, H)
   // logits (f32) = t Wword^T + bias, whatever the operands' dtype.
-  mlm_logits_ = logits_.get({B * P, V});
+  mlm_logits_ = logits_.get(*step.ctx, {B * P, V});
   const Tensor bias = decoder_bias_.value();
   ops::MatmulOpts o;
   o.bias = &bias;
@@ -194,19 +197,19 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   ops::MatmulOpts acc;
   acc.beta = 1.0f;
   ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(decoder_weight_.grad()), acc);
-  Tensor dt_ = dtransformed_.get({N, H}, dt);
+  Tensor dt_ = dtransformed_.get(*step.ctx, {N, H}, dt);
   ops::matmul(ctx, ops::mat(dlogits), ops::mat(decoder_weight_.compute()), ops::mat(dt_));
   tp_.all_reduce(dt_);  // each vocab shard's part of d(transformed)
   Tensor d = transform_norm_->backward(step, dt_);
   d = transform_->backward(step, transform_act_.backward(step, d));  // (N, H)
-  Tensor dx = dsequence_.get({BS, H}, dt);
+  Tensor dx = dsequence_.get(*step.ctx, {BS, H}, dt);
   ops::fill(ctx, dx, 0.0f);
-  ops::scatter_add_rows(ctx, d, ids_view(gather_rows_, {N}), dx);
+  ops::scatter_add_rows(ctx, d, gather_rows_in_, dx);
   if (config_.binary_head) {
     const Tensor dnsp = as_dtype(ctx, nsp_loss_.backward(loss_scale), dt, dnsp_c_);  // (B, 2)
     Tensor dp = seq_relationship_->backward(step, dnsp);
     dp = pooler_->backward(step, pooler_act_.backward(step, dp));  // (B, H)
-    ops::scatter_add_rows(ctx, dp, ids_view(first_rows_, {B_}), dx);
+    ops::scatter_add_rows(ctx, dp, first_rows_in_, dx);
   }
   return final_norm_ ? final_norm_->backward(step, dx) : dx;
 }

@@ -83,7 +83,9 @@ class BertStage {
   Tensor backward(const Step& step, const Tensor& dy, float loss_scale);
 
   // Where a received input for this instance lives: (rows, H) in `dtype`.
-  Tensor input_buffer(int64_t rows, DType dtype) { return input_.get({rows, config_.hidden}, dtype); }
+  Tensor input_buffer(const Step& step, int64_t rows) {
+    return input_.get(*step.ctx, {rows, config_.hidden}, step.compute_dtype);
+  }
   // The word embedding this stage holds (first: the table; last: the decoder's copy).
   const Param* word_embedding() const;
   const StageRange& range() const { return range_; }
@@ -127,7 +129,10 @@ class BertStage {
   // Saved by forward for backward.
   int64_t B_ = 0, S_ = 0, P_ = 0;
   std::vector<int32_t> positions_, gather_rows_, first_rows_;
+  Tensor gather_rows_in_, first_rows_in_;  // on the step's device
   Tensor transformed_, mlm_logits_, nsp_logits_;
+  // The batch's ids on the step's device (nn::Buffer::input).
+  nn::Buffer input_ids_, position_ids_, segment_ids_, input_mask_, gather_rows_buf_, first_rows_buf_;
   nn::Buffer input_, embeddings_, first_tokens_, gathered_, logits_, nsp_f32_, dlogits_c_, dnsp_c_,
       dtransformed_, dsequence_;
 };

@@ -68,13 +68,13 @@ class ResNet::Block {
     Tensor h = x;
     for (size_t i = 0; i < convs.size(); ++i) h = bns[i].forward(step, convs[i].forward(step, h));
     const Tensor shortcut = ds_conv ? ds_bn->forward(step, ds_conv->forward(step, x)) : x;
-    out_ = out_buf_.get(h.shape, h.dtype);
+    out_ = out_buf_.get(*step.ctx, h.shape, h.dtype);
     ops::add_relu_forward(*step.ctx, h, shortcut, out_);
     return out_;
   }
 
   Tensor backward(const Step& step, const Tensor& dy) {
-    Tensor d = dsum_buf_.get(dy.shape, dy.dtype);  // gradient at the join, through the final ReLU
+    Tensor d = dsum_buf_.get(*step.ctx, dy.shape, dy.dtype);  // gradient at the join, through the final ReLU
     ops::relu_backward(*step.ctx, out_, dy, d);
     Tensor dmain = d;
     for (size_t i = convs.size(); i-- > 0;)
@@ -195,9 +195,10 @@ void ResNet::init(uint64_t seed) {
 
 Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
                        int64_t W) {
-  Tensor images = Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels});
+  Tensor images =
+      images_in_.input(*step.ctx, Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels}));
   if (step.compute_dtype != DType::f32) {
-    Tensor low = images_.get(images.shape, step.compute_dtype);
+    Tensor low = images_.get(*step.ctx, images.shape, step.compute_dtype);
     ops::cast(*step.ctx, images, low);
     images = low;
   }
@@ -216,6 +217,11 @@ void ResNet::backward(const Step& step, const Tensor& dlogits) {
   }
   if (maxpool_) d = maxpool_->backward(step, d);
   conv1_.backward(step, bn1_.backward(step, d), /*need_dx=*/false);
+}
+
+void ResNet::to_device(Context& ctx) {
+  store_.to_device(ctx);
+  for (nn::BatchNorm2d* bn : batchnorms()) bn->to_device(ctx);
 }
 
 std::vector<nn::BatchNorm2d*> ResNet::batchnorms() {

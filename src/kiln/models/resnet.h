@@ -83,6 +83,8 @@ class ResNet {
   nn::NamedBuffers buffers();
   // SyncBN for every BatchNorm (nn::BatchNorm2d::set_sync).
   void set_sync_bn(dist::Communicator* comm);
+  // Moves the parameters and every BN's statistics onto ctx.device (ParamStore::to_device).
+  void to_device(Context& ctx);
 
   // Forward FLOPs of one H x W image: 2 per multiply-add of every conv and fc (BN, ReLU, pools
   // and additions not counted). Training costs about 3x this.
@@ -106,6 +108,7 @@ class ResNet {
   // Where each block's parameters start in the store, and fc's (Step::grads_final_from).
   std::vector<int64_t> block_offsets_;
   int64_t fc_offset_ = 0;
+  nn::Buffer images_in_;          // the images on the step's device (unused on the host)
   nn::Buffer images_;             // the images in a low-precision compute dtype
 
 };

@@ -46,7 +46,7 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   v_ = value.forward(step, x);
   core_forward(step);
 
-  Tensor context = ctx_.get({B * S, width}, x.dtype);  // dropped probs v, head by head
+  Tensor context = ctx_.get(*step.ctx, {B * S, width}, x.dtype);  // dropped probs v, head by head
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
               ops::heads_view(context, B, S, heads));
   return context;
@@ -57,19 +57,19 @@ void SelfAttention::core_forward(const Step& step) {
   // compute dtype (the same buffer when that is f32).
   const int64_t B = B_, S = S_;
   Context& ctx = *step.ctx;
-  Tensor scores = core_->scores.get({B, heads, S, S}, DType::f32);
+  Tensor scores = core_->scores.get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::MatmulOpts o;
   o.alpha = 1.0f / std::sqrt(float(head_dim));
   ops::matmul(ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads, true),
               ops::per_head(scores), o);
-  probs_ = q_.dtype == DType::f32 ? scores : core_->probs.get({B, heads, S, S}, q_.dtype);
+  probs_ = q_.dtype == DType::f32 ? scores : core_->probs.get(*step.ctx, {B, heads, S, S}, q_.dtype);
   ops::attention_softmax_forward(ctx, scores, mask_, probs_);
   dropout_.element_offset = first_head_ * S * S;
   dropped_ = dropout_.forward(step, probs_);
 }
 
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
-  Tensor dx = dx_.get({B_ * S_, hidden}, dctx.dtype);
+  Tensor dx = dx_.get(*step.ctx, {B_ * S_, hidden}, dctx.dtype);
   backward_into(step, dctx, dx, false);
   return dx;
 }
@@ -89,15 +89,15 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   };
 
   // dv = dropped^T dctx;  d(dropped) = dctx v^T (f32)
-  Tensor dv = dv_.get({B * S, width}, dt);
+  Tensor dv = dv_.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  Tensor dprobs = core_->dprobs.get({B, heads, S, S}, DType::f32);
+  Tensor dprobs = core_->dprobs.get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
   Tensor dp = dropout_.backward(step, dprobs);
   // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype (over dprobs when that is f32)
-  Tensor dscores = dt == DType::f32 ? dprobs : core_->dscores.get({B, heads, S, S}, dt);
+  Tensor dscores = dt == DType::f32 ? dprobs : core_->dscores.get(*step.ctx, {B, heads, S, S}, dt);
   ops::softmax_backward(ctx, probs_, dp, 1.0f / std::sqrt(float(head_dim)), dscores);
-  Tensor dq = dq_.get({B * S, width}, dt), dk = dk_.get({B * S, width}, dt);
+  Tensor dq = dq_.get(*step.ctx, {B * S, width}, dt), dk = dk_.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
 
@@ -107,7 +107,7 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
     value.backward_into(step, dv, dx, true);
     return;
   }
-  Tensor part = partial_dx_.get({B * S, hidden}, dt);
+  Tensor part = partial_dx_.get(*step.ctx, {B * S, hidden}, dt);
   query.backward_into(step, dq, part, false);
   key.backward_into(step, dk, part, true);
   value.backward_into(step, dv, part, true);

@@ -51,6 +51,12 @@ void BatchNorm2d::set_sync(dist::Communicator* comm) {
   global_sums_ = Tensor::empty({2 * channels}, DType::f64);
 }
 
+void BatchNorm2d::to_device(Context& ctx) {
+  for (Tensor* t : {&running_mean, &running_var, &num_batches_tracked, &batch_mean_, &batch_var_, &sum_, &squares_,
+                    &local_sums_, &global_sums_})
+    if (t->defined()) *t = ops::on_device(ctx, *t);
+}
+
 void BatchNorm2d::forward_synced(Context& ctx, int64_t rows) {
   const int64_t total = rows * sync_->size();
   ops::batchnorm_channel_sums(ctx, x_, sum_);
@@ -63,7 +69,7 @@ void BatchNorm2d::forward_synced(Context& ctx, int64_t rows) {
 }
 
 Tensor BatchNorm2d::backward_synced(Context& ctx, const Tensor& dy) {
-  Tensor dx = dx_.get(x_.shape, x_.dtype);
+  Tensor dx = dx_.get(ctx, x_.shape, x_.dtype);
   Tensor dgamma = weight.grad(), dbeta = bias.grad();
   ops::batchnorm_backward_sums(ctx, x_, y_, dy, mean_, relu, local_sums_);
   ops::copy(ctx, local_sums_, global_sums_);
@@ -79,7 +85,7 @@ Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
              channels);
   const int64_t rows = x.numel() / channels;
   x_ = x;
-  y_ = out_.get(x.shape, x.dtype);
+  y_ = out_.get(*step.ctx, x.shape, x.dtype);
   training_ = step.training;
   Context& ctx = *step.ctx;
   if (training_) {
@@ -109,7 +115,7 @@ Tensor BatchNorm2d::backward(const Step& step, const Tensor& dy) {
              "BatchNorm2d {}: gradient {} {} does not match input {} {}", prefix_,
              dtype_name(dy.dtype), shape_str(dy.shape), dtype_name(x_.dtype), shape_str(x_.shape));
   if (sync_ && training_) return backward_synced(*step.ctx, dy);
-  Tensor dx = dx_.get(x_.shape, x_.dtype);
+  Tensor dx = dx_.get(*step.ctx, x_.shape, x_.dtype);
   Tensor dgamma = weight.grad(), dbeta = bias.grad();
   ops::batchnorm_backward(*step.ctx, x_, y_, dy, weight.value(), mean_, var_, eps, relu,
                           training_, dx, dgamma, dbeta);

@@ -45,6 +45,8 @@ class BatchNorm2d {
   // span the batches of every rank of `comm` (all ranks must pass the same shapes); null: this
   // process's batch alone (the default, tinygrad's UnsyncedBatchNorm).
   void set_sync(dist::Communicator* comm);
+  // Moves the running and batch statistics (and SyncBN's sums) onto ctx.device.
+  void to_device(Context& ctx);
 
   Param weight, bias;
   Tensor running_mean, running_var;  // (C) f32

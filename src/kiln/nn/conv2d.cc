@@ -49,7 +49,7 @@ Tensor Conv2d::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(shape_.P() > 0 && shape_.Q() > 0, "Conv2d {}: input {} is too small",
              weight.spec().name, shape_str(x.shape));
   x_ = x;
-  Tensor y = y_.get({shape_.N, shape_.P(), shape_.Q(), opt.out}, x.dtype);  // (N, P, Q, out)
+  Tensor y = y_.get(*step.ctx, {shape_.N, shape_.P(), shape_.Q(), opt.out}, x.dtype);  // (N, P, Q, out)
   ops::conv2d_forward(*step.ctx, shape_, x, w, y);
   if (bias.id >= 0) {
     Tensor rows = y.reshape({y.numel() / opt.out, opt.out});  // (N*P*Q, out)
@@ -70,7 +70,7 @@ Tensor Conv2d::backward(const Step& step, const Tensor& dy, bool need_dx) {
     ops::bias_grad(*step.ctx, dy.reshape({dy.numel() / opt.out, opt.out}), db);
   }
   if (!need_dx) return {};
-  Tensor dx = dx_.get(x_.shape, dy.dtype);  // (N, H, W, in)
+  Tensor dx = dx_.get(*step.ctx, x_.shape, dy.dtype);  // (N, H, W, in)
   ops::conv2d_backward_data(*step.ctx, shape_, dy, weight.compute(), dx);
   return dx;
 }

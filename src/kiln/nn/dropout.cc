@@ -22,14 +22,14 @@ Tensor Dropout::forward(const Step& step, const Tensor& x, int64_t samples) {
   sample_offset_ = step.sample_offset;
   samples_ = samples;
   offset_ = element_offset;
-  Tensor y = y_->get(x.shape, x.dtype);
+  Tensor y = y_->get(*step.ctx, x.shape, x.dtype);
   ops::dropout_forward(*step.ctx, x, p, rng_, sample_offset_, samples_, y, offset_);
   return y;
 }
 
 Tensor Dropout::backward(const Step& step, const Tensor& dy) {
   if (!active_) return dy;
-  Tensor dx = dx_->get(dy.shape, dy.dtype);
+  Tensor dx = dx_->get(*step.ctx, dy.shape, dy.dtype);
   ops::dropout_backward(*step.ctx, dy, p, rng_, sample_offset_, samples_, dx, offset_);
   return dx;
 }

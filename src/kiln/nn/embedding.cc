@@ -35,19 +35,19 @@ Tensor Embedding::forward(const Step& step, const Tensor& ids) {
         positions_.push_back(int32_t(i));
         local_ids_.push_back(int32_t(id));
       }
-    Tensor y = y_.get({n, dim}, DType::f32);
+    Tensor y = y_.get(*step.ctx, {n, dim}, DType::f32);
     ops::fill(*step.ctx, y, 0.0f);
     if (positions_.empty()) return tp_.all_reduce(y), y;
-    Tensor rows = rows_.get({int64_t(positions_.size()), dim}, DType::f32);
+    Tensor rows = rows_.get(*step.ctx, {int64_t(positions_.size()), dim}, DType::f32);
     ops::gather_rows(*step.ctx, weight.value(), ids_tensor(local_ids_), rows);
     ops::scatter_add_rows(*step.ctx, rows, ids_tensor(positions_), y);
     tp_.all_reduce(y);
     return y;
   }
-  ids_ = ids_buf_.get({n}, DType::i32);  // kept for backward: the caller's ids may change
+  ids_ = ids_buf_.get(*step.ctx, {n}, DType::i32);  // kept for backward: the caller's ids may change
   ops::copy(*step.ctx, ids.reshape({n}), ids_);
   const Tensor table = weight.compute();
-  Tensor y = y_.get({n, dim}, table.dtype);  // (n, dim)
+  Tensor y = y_.get(*step.ctx, {n, dim}, table.dtype);  // (n, dim)
   ops::gather_rows(*step.ctx, table, ids, y);
   return y;
 }
@@ -55,7 +55,7 @@ Tensor Embedding::forward(const Step& step, const Tensor& ids) {
 void Embedding::backward(const Step& step, const Tensor& dy) {
   if (tp_.split()) {  // the rows of the ids this rank holds, added in the order of the ids
     if (positions_.empty()) return;
-    Tensor rows = rows_.get({int64_t(positions_.size()), dim}, dy.dtype);
+    Tensor rows = rows_.get(*step.ctx, {int64_t(positions_.size()), dim}, dy.dtype);
     ops::gather_rows(*step.ctx, dy.reshape({dy.numel() / dim, dim}), ids_tensor(positions_), rows);
     Tensor dw = weight.grad();
     ops::scatter_add_rows(*step.ctx, rows, ids_tensor(local_ids_), dw);

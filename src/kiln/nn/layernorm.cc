@@ -16,14 +16,14 @@ Tensor LayerNorm::forward(const Step& step, const Tensor& x) {
              weight.spec().name, shape_str(x.shape), dim);
   const int64_t N = x.numel() / dim;
   x_ = x;
-  Tensor y = y_.get(x.shape, x.dtype);
-  Tensor mean = mean_.get({N}), rstd = rstd_.get({N});
+  Tensor y = y_.get(*step.ctx, x.shape, x.dtype);
+  Tensor mean = mean_.get(*step.ctx, {N}), rstd = rstd_.get(*step.ctx, {N});
   ops::layernorm_forward(*step.ctx, x, weight.compute(), bias.compute(), eps, y, mean, rstd);
   return y;
 }
 
 Tensor LayerNorm::backward(const Step& step, const Tensor& dy) {
-  Tensor dx = dx_.get(x_.shape, dy.dtype);
+  Tensor dx = dx_.get(*step.ctx, x_.shape, dy.dtype);
   backward_into(step, dy, dx, false);
   return dx;
 }
@@ -34,7 +34,7 @@ void LayerNorm::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bo
              shape_str(dy.shape), shape_str(dx.shape), shape_str(x_.shape));
   const int64_t N = x_.numel() / dim;
   Tensor dw = weight.grad(), db = bias.grad();
-  ops::layernorm_backward(*step.ctx, dy, x_, weight.compute(), mean_.get({N}), rstd_.get({N}),
+  ops::layernorm_backward(*step.ctx, dy, x_, weight.compute(), mean_.get(*step.ctx, {N}), rstd_.get(*step.ctx, {N}),
                           dx, dw, db, accumulate);
 }
 

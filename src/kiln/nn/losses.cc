@@ -14,15 +14,15 @@ SoftmaxXentState::Totals SoftmaxXentState::forward(Context& ctx, const Tensor& l
   ctx_ = &ctx;
   label_smoothing_ = label_smoothing;
   logits_ = logits;
-  labels_ = labels_buf_.get({N}, DType::i32);
+  labels_ = labels_buf_.get(ctx, {N}, DType::i32);
   ops::copy(ctx, Tensor::view(const_cast<int32_t*>(labels), {N}, DType::i32), labels_);
   weights_ = Tensor{};
   if (weights) {
-    weights_ = weights_buf_.get({N});
+    weights_ = weights_buf_.get(ctx, {N});
     ops::copy(ctx, Tensor::view(const_cast<float*>(weights), {N}), weights_);
   }
-  lse_ = lse_buf_.get({N});
-  Tensor totals = totals_buf_.get({3}, DType::i64);
+  lse_ = lse_buf_.get(ctx, {N});
+  Tensor totals = totals_buf_.get(ctx, {3}, DType::i64);
   ops::softmax_xent_forward(ctx, logits_, labels_, weights_, label_smoothing, lse_, totals);
   double host[3];
   Tensor host_view = Tensor::view(host, {3}, DType::i64);
@@ -32,7 +32,7 @@ SoftmaxXentState::Totals SoftmaxXentState::forward(Context& ctx, const Tensor& l
 
 Tensor SoftmaxXentState::backward(float scale, double norm) {
   KILN_CHECK(ctx_, "softmax cross-entropy: backward called before forward");
-  Tensor d = dlogits_buf_.get(logits_.shape);
+  Tensor d = dlogits_buf_.get(*ctx_, logits_.shape);
   ops::softmax_xent_backward(*ctx_, logits_, lse_, labels_, weights_, label_smoothing_, scale,
                              norm, d);
   return d;

@@ -77,6 +77,16 @@ void ParamStore::allocate(Context& ctx) {
   set_compute_dtype(compute_dtype_);
 }
 
+void ParamStore::to_device(Context& ctx) {
+  KILN_CHECK(allocated(), "parameter store: allocate it before moving it to {}", ctx.device.str());
+  ctx_ = &ctx;
+  if (values.device == ctx.device) return;
+  values = ops::on_device(ctx, values);
+  grads = Tensor::empty({padded_size()}, DType::f32, ctx.device);
+  ops::fill(ctx, grads, 0.0f);
+  set_compute_dtype(compute_dtype_);
+}
+
 void ParamStore::set_compute_dtype(DType dtype) {
   KILN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
              "compute dtype {} is not a floating-point type", dtype_name(dtype));
@@ -97,11 +107,19 @@ const ParamSpec* ParamStore::find(const std::string& name) const {
 
 void ParamStore::zero_grad() { ops::fill(*ctx_, grads, 0.0f); }
 
-std::vector<float> ParamStore::values_vector() const {
-  return std::vector<float>(values.ptr<float>(), values.ptr<float>() + size_);
+float* ParamStore::host_data(const Tensor& flat) {
+  KILN_CHECK(flat.device.is_cpu(), "parameter store: host access to parameters that live on {}", flat.device.str());
+  return const_cast<float*>(flat.ptr<float>());
 }
-std::vector<float> ParamStore::grads_vector() const {
-  return std::vector<float>(grads.ptr<float>(), grads.ptr<float>() + size_);
+
+std::vector<float> ParamStore::read_back(const Tensor& flat) const {
+  std::vector<float> v(static_cast<size_t>(size_));
+  Tensor host = Tensor::view(v.data(), {size_});
+  ops::copy(*ctx_, flat.slice_rows(0, size_), host);
+  return v;
 }
+
+std::vector<float> ParamStore::values_vector() const { return read_back(values); }
+std::vector<float> ParamStore::grads_vector() const { return read_back(grads); }
 
 }  // namespace kiln

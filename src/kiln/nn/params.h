@@ -38,7 +38,8 @@ class ParamStore;
 struct Param {
   ParamStore* store = nullptr;
   int id = -1;
-  // Host pointers into the master weights and gradients (CPU stores only: init, I/O, tests).
+  // Host pointers into the master weights and gradients (host stores only: init, I/O, tests;
+  // an error on a device store).
   float* w() const;
   float* g() const;
   // Views with the parameter's shape: master weights and gradients (f32), and the weights in
@@ -64,6 +65,10 @@ class ParamStore {
   // Allocates values and grads (zeroed) on ctx.device; later ops on the store run on `ctx`.
   // After this no parameter can be added.
   void allocate(Context& ctx = cpu_context());
+  // Moves an allocated store onto ctx.device (values copied, gradients zeroed, the compute copy
+  // refreshed there); later ops on it run on `ctx`. Models are built and initialised on the host,
+  // then moved: a run on a GPU or the simulated device.
+  void to_device(Context& ctx);
   // Before allocate(): the flat buffers get zero padding up to a multiple of `multiple` elements,
   // so that they split into equal shards (a sharded optimizer over data-parallel ranks).
   void set_padding(int64_t multiple);
@@ -86,9 +91,10 @@ class ParamStore {
   const std::vector<ops::TensorSegment>& segments() const { return segments_; }
   void zero_grad();
 
-  // Host access to the flat buffers of a CPU store.
-  std::span<float> host_values() const { return {const_cast<float*>(values.ptr<float>()), size_t(size_)}; }
-  std::span<float> host_grads() const { return {const_cast<float*>(grads.ptr<float>()), size_t(size_)}; }
+  // Host access to the flat buffers of a host store (an error on a device store).
+  std::span<float> host_values() const { return {host_data(values), size_t(size_)}; }
+  std::span<float> host_grads() const { return {host_data(grads), size_t(size_)}; }
+  // Copies of the first size() elements, read back from the device where the store is there.
   std::vector<float> values_vector() const;
   std::vector<float> grads_vector() const;
 
@@ -97,6 +103,9 @@ class ParamStore {
   Tensor compute;  // (padded_size) in compute_dtype(); undefined when that is f32
 
  private:
+  static float* host_data(const Tensor& flat);
+  std::vector<float> read_back(const Tensor& flat) const;
+
   std::vector<ParamSpec> specs_;
   std::vector<ops::TensorSegment> segments_;
   int64_t size_ = 0;
@@ -106,8 +115,8 @@ class ParamStore {
   Context* ctx_ = &cpu_context();
 };
 
-inline float* Param::w() const { return store->values.ptr<float>() + spec().offset; }
-inline float* Param::g() const { return store->grads.ptr<float>() + spec().offset; }
+inline float* Param::w() const { return store->host_values().data() + spec().offset; }
+inline float* Param::g() const { return store->host_grads().data() + spec().offset; }
 inline const ParamSpec& Param::spec() const { return store->specs()[id]; }
 
 }  // namespace kiln

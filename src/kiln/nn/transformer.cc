@@ -27,7 +27,7 @@ Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor
   Context& ctx = *step.ctx;
   const int64_t B = mask.dim(0);
   B_ = B;
-  Tensor sum1 = sum1_.get(x.shape, x.dtype), sum2 = sum2_.get(x.shape, x.dtype);  // (B*S, H)
+  Tensor sum1 = sum1_.get(*step.ctx, x.shape, x.dtype), sum2 = sum2_.get(*step.ctx, x.shape, x.dtype);  // (B*S, H)
   if (!pre_ln) {
     Tensor c = attention.forward(step, x, mask);
     Tensor o = attention_dropout_.forward(step, attention_output.forward(step, c), B);
@@ -48,14 +48,14 @@ Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor
 }
 
 Tensor TransformerLayer::backward(const Step& step, const Tensor& dy) {
-  Tensor da = da_.get(dy.shape, dy.dtype);  // gradient at the residual stream between blocks
+  Tensor da = da_.get(*step.ctx, dy.shape, dy.dtype);  // gradient at the residual stream between blocks
   if (!pre_ln) {
     // da = LN_out'(dy) + W1'(gelu'(...)): the second term accumulates in the matmul.
     output_norm.backward_into(step, dy, da, false);
     Tensor dg = output.backward(step, output_dropout_.backward(step, da));
     intermediate.backward_into(step, gelu.backward(step, dg), da, true);
     // dx = LN_attn'(da) + attention'(...): the second term accumulates in the q/k/v matmuls.
-    Tensor dx = dx_.get(dy.shape, dy.dtype);
+    Tensor dx = dx_.get(*step.ctx, dy.shape, dy.dtype);
     attention_norm.backward_into(step, da, dx, false);
     Tensor dctx = attention_output.backward(step, attention_dropout_.backward(step, dx));
     attention.backward_into(step, dctx, dx, true);

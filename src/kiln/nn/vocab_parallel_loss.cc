@@ -20,14 +20,14 @@ LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int
   weights_.assign(weights, weights + N);
   const Tensor labels = Tensor::view(ids_.data(), {N}, DType::i32);
 
-  Tensor partials = partials_.get({N, 3});
+  Tensor partials = partials_.get(ctx, {N, 3});
   ops::vocab_xent_partials(ctx, logits, labels, start, partials);
-  Tensor all = gathered_.get({int64_t(tp_.size), N, 3});
+  Tensor all = gathered_.get(ctx, {int64_t(tp_.size), N, 3});
   if (tp_.split()) tp_.comm->all_gather(partials, all);
   else ops::copy(ctx, partials, all);
   // Per row: the global max, the first argmax (lowest rank among equal maxima: ranks hold
   // ascending vocab ranges) and the target's logit (held by one rank, 0 on the others).
-  Tensor max = max_.get({N});
+  Tensor max = max_.get(ctx, {N});
   std::vector<float> argmax(static_cast<size_t>(N)), target(static_cast<size_t>(N), 0.0f);
   const float* g = all.ptr<float>();
   for (int64_t i = 0; i < N; ++i) {
@@ -40,7 +40,7 @@ LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int
     }
     max.ptr<float>()[i] = m;
   }
-  Tensor sumexp = sumexp_.get({N}, DType::f64);
+  Tensor sumexp = sumexp_.get(ctx, {N}, DType::f64);
   ops::vocab_xent_sumexp(ctx, logits, max, sumexp);
   tp_.all_reduce(sumexp);
 
@@ -62,7 +62,7 @@ LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int
 Tensor VocabParallelMlmLoss::backward(float dloss) {
   KILN_CHECK(ctx_, "vocab-parallel MLM loss: backward called before forward");
   const int64_t N = logits_.dim(0);
-  Tensor d = dlogits_.get(logits_.shape);
+  Tensor d = dlogits_.get(*ctx_, logits_.shape);
   ops::vocab_xent_backward(*ctx_, logits_, Tensor::view(lse_.data(), {N}),
                            Tensor::view(ids_.data(), {N}, DType::i32),
                            Tensor::view(weights_.data(), {N}), start_, dloss, denom_, d);

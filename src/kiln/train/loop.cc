@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/devices.h"
 #include "kiln/backend/profile.h"
 #include "kiln/core/cpu_features.h"
 #include "kiln/core/error.h"
@@ -18,6 +19,7 @@
 #include "kiln/log/submission.h"
 #include "kiln/optim/grad_norm.h"
 #include "kiln/train/data_parallel.h"
+#include "kiln/train/device_state.h"
 #include "kiln/train/grad_buckets.h"
 #include "kiln/train/pipeline_schedule.h"
 #include "kiln/train/run_report.h"
@@ -59,6 +61,8 @@ std::optional<GradBuckets> overlapped_buckets(const LoopConfig& c, const DataPar
 
 }  // namespace
 
+RunContext::RunContext(Device device) : scratch(device), ctx(device_context(device)) { ctx.scratch = &scratch; }
+
 LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, Sinks& sinks,
                         const ResumePoint& resume) {
   std::ostream& console = sinks.console();
@@ -95,14 +99,17 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
   if (sharded)
     for (size_t i = 0; i < optimizer.state().size(); ++i) whole_state.push_back(Tensor::empty({store.padded_size()}));
   const std::vector<io::FlatState> opt_state = flat_state();
+  HostStaging host(ctx, store, opt_state, state.buffers);  // checkpoints of a model on a device
 
   LoopResult result;
   int64_t start_step = 0;
   int64_t skipped_before = 0;  // by the processes this run resumed from
   if (resume.checkpoint) {
     const io::CheckpointMeta& meta = *resume.checkpoint;
-    io::load_checkpoint(meta.dir(), store, resume.loads_optimizer() ? opt_state : std::vector<io::FlatState>{},
-                        state.buffers);
+    host.pull();  // what the checkpoint does not replace keeps its value
+    io::load_checkpoint(meta.dir(), host.store(),
+                        resume.loads_optimizer() ? host.optimizer() : std::vector<io::FlatState>{}, host.buffers());
+    host.push();
     if (sharded && resume.loads_optimizer()) dp.scatter_state(store, whole_state, optimizer.state());
     if (resume.continues_run()) {
       start_step = meta.integer("step");
@@ -180,8 +187,9 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
       meta["mllog"] = {{"file", mllog->path().filename().string()}, {"bytes", at.bytes}, {"crc32c", at.crc32c}};
       mllog->start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
     }
+    host.pull();
     result.checkpoint = model_parallel ? checkpoints->save(step, whole.model, whole.optimizer, meta)
-                                       : checkpoints->save(step, store, opt_state, meta, state.buffers);
+                                       : checkpoints->save(step, host.store(), host.optimizer(), meta, host.buffers());
     if (mllog) mllog->end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});
     console << fmt::format("saved checkpoint {}\n", result.checkpoint.string());
   };

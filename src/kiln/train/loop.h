@@ -156,16 +156,17 @@ struct LoopResult {
   std::filesystem::path checkpoint;   // newest checkpoint written, if any
 };
 
-// A run's execution context: one Context whose scratch is the run's Arena. Made before the
-// model and optimizer, so that ParamStore::allocate, the optimizer (constructor argument), the
-// norms, the losses and every micro-step's ops (Step::ctx) run on it. The loop resets the arena
-// at the start of every micro-batch; after the first one it holds a single block of the
-// measured high-water size, so the steady-state step allocates nothing and sees stable
-// addresses. Not copyable: `ctx.scratch` points into it.
+// A run's execution context: one Context on the run's device (--device) whose scratch is the
+// run's Arena there. Made before the model and optimizer: the model is built and initialised on
+// the host, moved onto ctx.device (ParamStore::to_device), and then the optimizer (constructor
+// argument), the norms, the losses and every micro-step's ops (Step::ctx) run on it. The loop
+// resets the arena at the start of every micro-batch; after the first one it holds a single
+// block of the measured high-water size, so the steady-state step allocates nothing and sees
+// stable addresses. Not copyable: `ctx.scratch` points into it.
 struct RunContext {
+  explicit RunContext(Device device = Device::cpu());
   Arena scratch;
-  Context ctx{Device::cpu(), nullptr, &scratch};
-  RunContext() = default;
+  Context ctx;
   RunContext(const RunContext&) = delete;
   RunContext& operator=(const RunContext&) = delete;
 };

@@ -9,7 +9,7 @@
 namespace kiln::train {
 
 void register_precision_config(ConfigRegistry& r, PrecisionConfig& c) {
-  r.add_string("train.device", &c.device, "", {"--device"}, "where the step runs: cpu, cuda or cuda:N");
+  r.add_string("train.device", &c.device, "", {"--device"}, "where the step runs: cpu, cuda, cuda:N, or sim (the CPU kernels behind a GPU's data path)");
   r.add_string("train.precision", &c.precision, "DEFAULT_FLOAT", {},
                "compute dtype: f32, bf16 or f16 (FLOAT32, BFLOAT16, HALF)");
   r.add_bool("train.bf16", &c.bf16, "", {"--bf16"}, "bf16 activations and weight copy, f32 master weights");
@@ -31,11 +31,7 @@ void register_precision_config(ConfigRegistry& r, PrecisionConfig& c) {
 
 void finalize_precision_config(PrecisionConfig& c, const ConfigRegistry& r, double tinygrad_fp16_scale) {
   c.run_device = parse_device(c.device, "config: train.device (--device)");
-  if (!c.run_device.is_cpu()) {
-    device_context(c.run_device);  // a one-line error without the backend or the device
-    throw Error("config: train.device {}: training steps run on the CPU only so far (the CUDA "
-                "backend has a first set of ops; see kiln devices)", c.run_device.str());
-  }
+  device_context(c.run_device);  // a one-line error without the backend or the device
   std::string p = c.precision;
   std::transform(p.begin(), p.end(), p.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
   if (p == "f32" || p == "fp32" || p == "float32" || p == "float") c.dtype = DType::f32;

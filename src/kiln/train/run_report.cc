@@ -16,6 +16,8 @@ MemoryUse memory_use() {
   MemoryUse m;
   m.tensors = host_bytes_in_use();
   m.tensors_peak = host_bytes_peak();
+  m.device = device_bytes_in_use();
+  m.device_peak = device_bytes_peak();
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
@@ -27,7 +29,9 @@ MemoryUse memory_use() {
 
 std::string memory_text(const MemoryUse& m) {
   const auto g = [](size_t bytes) { return double(bytes) / double(int64_t(1) << 30); };
-  return fmt::format("tensors {:.2f} GiB (peak {:.2f}), RSS {:.2f} GiB (peak {:.2f})", g(m.tensors),
+  const std::string device =
+      m.device_peak > 0 ? fmt::format("device {:.2f} GiB (peak {:.2f}), ", g(m.device), g(m.device_peak)) : "";
+  return fmt::format("{}tensors {:.2f} GiB (peak {:.2f}), RSS {:.2f} GiB (peak {:.2f})", device, g(m.tensors),
                      g(m.tensors_peak), g(m.rss), g(m.rss_peak));
 }
 

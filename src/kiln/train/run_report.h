@@ -13,9 +13,11 @@ namespace kiln::train {
 // the program, libraries, oneDNN's scratchpads and the data pipeline.
 struct MemoryUse {
   size_t tensors = 0, tensors_peak = 0, rss = 0, rss_peak = 0;
+  size_t device = 0, device_peak = 0;  // on the run's device (device_bytes_in_use), 0 on the CPU
 };
 MemoryUse memory_use();
-// "tensors 0.12 GiB (peak 0.15), RSS 0.31 GiB (peak 0.33)"
+// "tensors 0.12 GiB (peak 0.15), RSS 0.31 GiB (peak 0.33)", after "device 1.2 GiB (peak 1.5), "
+// when tensors were held on a device
 std::string memory_text(const MemoryUse& m);
 
 // BENCHMARK's closing line: "Estimated training time: XhYm (N steps at a median M ms/step)",

@@ -71,9 +71,9 @@ void LossLog::add(int64_t step, double loss) {
 void write_params_for_test(const ParamStore& store, int world_rank, int tp_rank, int tp_size) {
   const char* dir = std::getenv("KILN_TEST_PARAMS_DIR");
   if (!dir || !*dir) return;
+  std::vector<float> values = store.values_vector();  // read back from the device where the run has one
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const ParamSpec& s : store.specs())
-    tensors.emplace_back(s.name, Tensor::view(store.host_values().data() + s.offset, s.shape));
+  for (const ParamSpec& s : store.specs()) tensors.emplace_back(s.name, Tensor::view(values.data() + s.offset, s.shape));
   io::save_safetensors(std::filesystem::path(dir) / ("rank" + std::to_string(world_rank) + ".safetensors"),
                        tensors, {{"tp_rank", std::to_string(tp_rank)}, {"tp_size", std::to_string(tp_size)}});
 }

@@ -35,7 +35,7 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst) {
   KILN_CHECK(src.dtype == dst.dtype, "op copy: dtypes {} and {} differ", dtype_name(src.dtype),
              dtype_name(dst.dtype));
   expect_same_numel("copy", src, dst);
-  KILN_CHECK(src.device.is_cpu() && dst.device.is_cpu(),
+  KILN_CHECK(src.device.cpu_kernels() && dst.device.cpu_kernels(),
              "op copy: no backend for {} -> {} is compiled into this kiln", src.device.str(),
              dst.device.str());
   if (src.data != dst.data) std::memcpy(dst.data, src.data, src.nbytes());

@@ -27,6 +27,7 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/bert_data.h"
 #include "kiln/train/data_parallel.h"
+#include "kiln/train/device_state.h"
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
@@ -156,8 +157,8 @@ class BertRecipe : public Recipe {
   // Either `model` (one process or data parallel) or `pipeline` (this rank's pipeline stage).
   BertRecipe(const BertTrainConfig& c, BertDataSource& data, models::BertForPretraining* model,
              BertPipeline* pipeline, std::vector<EvalResult>& evals, int seq_len, int max_pred,
-             int64_t parameters, const dist::ParallelGroups& groups)
-      : c_(c), data_(data), model_(model), pipeline_(pipeline), evals_(evals), seq_len_(seq_len),
+             int64_t parameters, const dist::ParallelGroups& groups, Context& ctx)
+      : c_(c), ctx_(ctx), data_(data), model_(model), pipeline_(pipeline), evals_(evals), seq_len_(seq_len),
         max_pred_(max_pred), parameters_(parameters), comm_(*groups.dp), pp_(*groups.pp),
         second_(c.no_binary_head ? nullptr : (c.megatron_data() ? "sop" : "nsp")) {}
 
@@ -197,6 +198,7 @@ class BertRecipe : public Recipe {
     // correct, weight sum, nsp correct, nsp count, mlm loss, nsp loss, batches, samples
     std::vector<double> sums(8, 0.0);
     Step eval_step;
+    eval_step.ctx = &ctx_;
     eval_step.seed = uint64_t(c_.seed);
     eval_step.training = false;
     eval_step.compute_dtype = c_.precision.dtype;
@@ -283,6 +285,7 @@ class BertRecipe : public Recipe {
 
  private:
   const BertTrainConfig& c_;
+  Context& ctx_;
   BertDataSource& data_;
   models::BertForPretraining* model_;
   BertPipeline* pipeline_;
@@ -312,6 +315,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   }
   check_tensor_parallel(c);
   dist::Communicator& world = dist::world();
+  check_device_layout(c.precision.run_device, world.size(), c.tensor_parallel, c.pipeline_parallel);
   world.set_timeout(c.dist_timeout);
   const dist::ParallelGroups groups =
       dist::ParallelGroups::make(world, int(c.tensor_parallel), int(c.pipeline_parallel));
@@ -361,7 +365,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   mllog.log_preamble([&](log::MlLogger& ml) { log::log_bert_submission(ml, info); },
                      [&](log::MlLogger& ml) { log::log_bert_hyperparameters(ml, info); });
 
-  RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
+  RunContext run(c.precision.run_device);  // the store, optimizer and every step run on it
   ParamStore store;
   DataParallel data_parallel(*groups.dp, c.global_batch_size, c.micro_batch_size);
   const bool sharded = c.distributed_optimizer && groups.dp->size() > 1;
@@ -372,11 +376,12 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   if (c.pipeline_parallel > 1)
     pipeline.emplace(model_config, groups, *data, c.micro_batch_size, !c.no_binary_head, store, run.ctx);
   else
-    model.emplace(model_config, store, run.ctx, nn::TensorParallel::over(*groups.tp));
+    model.emplace(model_config, store, cpu_context(), nn::TensorParallel::over(*groups.tp));  // moved below
   models::init_bert_weights(store, uint64_t(c.seed), model_config.init_std);
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
+  store.to_device(run.ctx);
   auto optimizer = make_optimizer(c, store, run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
   if (groups.tp->size() > 1 || sharded)
     optimizer->set_norm_reduction(whole_tensor_norms(store, *groups.tp, sharded ? &data_parallel : nullptr));
@@ -408,7 +413,8 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   loop.settings = settings;
 
   BertRecipe recipe(c, *data, model ? &*model : nullptr, pipeline ? &*pipeline : nullptr, result.evals, seq_len,
-                    max_pred, model ? store.size() : models::BertForPretraining::param_count(model_config), groups);
+                    max_pred, model ? store.size() : models::BertForPretraining::param_count(model_config), groups,
+                    run.ctx);
   const LoopResult r =
       run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, *groups.dp, &groups}, sinks, resume);
   if (init_phase) mllog.finish_init_phase();

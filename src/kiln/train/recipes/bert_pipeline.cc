@@ -27,12 +27,12 @@ void BertPipeline::load(int slot, const Step& step) {
 
 Tensor BertPipeline::input_buffer(int slot, const Step& step) {
   const data::BertBatch& b = batches_[size_t(slot)];
-  return instances_[size_t(slot)]->input_buffer(int64_t(b.batch) * b.seq_len, step.compute_dtype);
+  return instances_[size_t(slot)]->input_buffer(step, int64_t(b.batch) * b.seq_len);
 }
 
 Tensor BertPipeline::output_grad_buffer(int slot, const Step& step) {
   const data::BertBatch& b = batches_[size_t(slot)];
-  return grad_buffers_[size_t(slot)].get({int64_t(b.batch) * b.seq_len, hidden_}, step.compute_dtype);
+  return grad_buffers_[size_t(slot)].get(*step.ctx, {int64_t(b.batch) * b.seq_len, hidden_}, step.compute_dtype);
 }
 
 Tensor BertPipeline::forward(int slot, const Step& step, const Tensor& input, MicroBatchLosses* losses) {
@@ -65,7 +65,7 @@ models::BertOutputs BertPipeline::evaluate(const Step& step, const data::BertBat
   models::BertStage& stage = *instances_[0];
   Tensor input;
   if (!range_.first) {
-    input = stage.input_buffer(int64_t(batch.batch) * batch.seq_len, step.compute_dtype);
+    input = stage.input_buffer(step, int64_t(batch.batch) * batch.seq_len);
     pp.recv(input, pp.rank() - 1);
   }
   models::BertOutputs out;

@@ -24,6 +24,7 @@
 #include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
 #include "kiln/train/data_parallel.h"
+#include "kiln/train/device_state.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/resume.h"
@@ -88,8 +89,8 @@ class ResNetRecipe : public Recipe {
  public:
   ResNetRecipe(const ResNetTrainConfig& c, models::ResNet& model, data::ImageLoader* train_loader,
                data::ImageLoader* val_loader, int64_t classes, int64_t steps_per_epoch, int64_t parameters,
-               int workers, dist::Communicator& comm)
-      : c_(c), model_(model), train_loader_(train_loader), val_loader_(val_loader), classes_(classes),
+               int workers, dist::Communicator& comm, Context& ctx)
+      : c_(c), ctx_(ctx), model_(model), train_loader_(train_loader), val_loader_(val_loader), classes_(classes),
         steps_per_epoch_(steps_per_epoch), parameters_(parameters), workers_(workers), comm_(comm),
         loss_fn_(float(c.label_smoothing)) {}
 
@@ -117,6 +118,7 @@ class ResNetRecipe : public Recipe {
     int64_t correct = 0, counted = 0;
     double loss = 0;
     Step s;
+    s.ctx = &ctx_;
     s.seed = uint64_t(c_.seed);
     s.training = false;
     s.compute_dtype = c_.precision.dtype;
@@ -129,7 +131,7 @@ class ResNetRecipe : public Recipe {
       else fill_fake_images(batch_, per_rank, per_rank * comm_.rank(), int(size), int(classes_), uint64_t(c_.seed) + 1,
                             uint64_t(i));
       const Tensor logits = model_.forward(s, batch_.images.data(), batch_.batch, batch_.height, batch_.width);
-      const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data());
+      const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data(), ctx_);
       correct += r.correct;
       counted += int64_t(r.count);
       loss += r.loss * r.count;
@@ -175,6 +177,7 @@ class ResNetRecipe : public Recipe {
 
  private:
   const ResNetTrainConfig& c_;
+  Context& ctx_;
   models::ResNet& model_;
   data::ImageLoader* train_loader_;
   data::ImageLoader* val_loader_;
@@ -189,6 +192,7 @@ class ResNetRecipe : public Recipe {
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   dist::Communicator& world = dist::world();
+  check_device_layout(c.precision.run_device, world.size(), 1, 1);
   const dist::Placement placement = dist::place_rank(world, c.threads);
   if (c.batch_size % world.size() != 0)
     throw Error("config: train.batch_size {} does not split over {} ranks: use a multiple of {}", c.batch_size,
@@ -263,16 +267,17 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   mllog.log_preamble([&](log::MlLogger& ml) { log::log_resnet_submission(ml, info); },
                      [&](log::MlLogger& ml) { log::log_resnet_hyperparameters(ml, info); });
 
-  RunContext run;  // the run's context and scratch arena: the store, optimizer and every step use it
+  RunContext run(c.precision.run_device);  // the store, optimizer and every step run on it
   ParamStore store;
   DataParallel data_parallel(world, c.batch_size, c.batch_size / world.size());
   const bool sharded = c.distributed_optimizer && world.size() > 1;
   if (sharded) store.set_padding(data_parallel.shard_padding());
-  models::ResNet model(model_config(c, classes), store, run.ctx);
+  models::ResNet model(model_config(c, classes), store);  // on the host, then moved to the run's device
   model.init(uint64_t(c.seed));
   model.set_sync_bn(c.sync_bn ? &world : nullptr);
   if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
   store.set_compute_dtype(c.precision.dtype);
+  model.to_device(run.ctx);
   optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f},
                         run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
   // LARS's trust ratios from whole-parameter norms: the shards' partial sums added.
@@ -306,7 +311,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.settings = settings;
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
-                      workers, world);
+                      workers, world, run.ctx);
   const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run, world}, sinks, resume);
   if (init_phase) mllog.finish_init_phase();
   result.steps = r.steps;

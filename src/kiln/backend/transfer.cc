@@ -1,0 +1,19 @@
+// backend/transfer.cc — whole tensors moved between the host and the context's device.
+#include "kiln/backend/backend.h"
+
+namespace kiln::ops {
+namespace {
+
+Tensor copied_to(Context& ctx, const Tensor& t, Device device) {
+  if (t.device == device) return t;
+  Tensor out = Tensor::empty(t.shape, t.dtype, device);
+  copy(ctx, t, out);
+  return out;
+}
+
+}  // namespace
+
+Tensor on_device(Context& ctx, const Tensor& t) { return copied_to(ctx, t, ctx.device); }
+Tensor on_host(Context& ctx, const Tensor& t) { return copied_to(ctx, t, Device::cpu()); }
+
+}  // namespace kiln::ops

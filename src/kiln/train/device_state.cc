@@ -1,0 +1,56 @@
+#include "kiln/train/device_state.h"
+
+#include <memory>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/error.h"
+
+namespace kiln::train {
+
+void check_device_layout(const Device& device, int processes, int64_t tensor_parallel, int64_t pipeline_parallel) {
+  if (device.is_cpu()) return;
+  if (tensor_parallel > 1 || pipeline_parallel > 1)
+    throw Error("--device {}: tensor and pipeline parallelism run on the CPU only so far (their collectives over "
+                "device memory need NCCL, not built yet)",
+                device.str());
+  if (processes > 1)
+    throw Error("--device {}: {} processes: data parallelism runs on the CPU only so far (its collectives over "
+                "device memory need NCCL, not built yet); run one process",
+                device.str(), processes);
+}
+
+HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,
+                         const std::vector<io::FlatState>& buffers)
+    : ctx_(ctx), store_(store), optimizer_(optimizer), buffers_(buffers) {
+  if (store.values.device.is_cpu()) return;
+  host_store_.emplace(store);  // the same specs; its tensors replaced by host ones
+  host_store_->values = Tensor::empty(store.values.shape);
+  host_store_->grads = host_store_->compute = Tensor{};
+  host_optimizer_ = host_copies(optimizer);
+  host_buffers_ = host_copies(buffers);
+}
+
+std::vector<io::FlatState> HostStaging::host_copies(const std::vector<io::FlatState>& state) {
+  std::vector<io::FlatState> out;
+  for (const auto& [name, tensor] : state) {
+    host_tensors_.push_back(std::make_unique<Tensor>(Tensor::empty(tensor->shape, tensor->dtype)));
+    out.emplace_back(name, host_tensors_.back().get());
+  }
+  return out;
+}
+
+void HostStaging::pull() {
+  if (!host_store_) return;
+  ops::copy(ctx_, store_.values, host_store_->values);
+  for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *optimizer_[i].second, *host_optimizer_[i].second);
+  for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *buffers_[i].second, *host_buffers_[i].second);
+}
+
+void HostStaging::push() {
+  if (!host_store_) return;
+  ops::copy(ctx_, host_store_->values, store_.values);
+  for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *host_optimizer_[i].second, *optimizer_[i].second);
+  for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *host_buffers_[i].second, *buffers_[i].second);
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,44 @@
+// train/device_state.h — a run whose model lives on a device (--device cuda or sim): the
+// layouts it supports, and the host copies through which its checkpoints are written and read.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kiln/core/context.h"
+#include "kiln/io/checkpoint.h"
+#include "kiln/nn/params.h"
+
+namespace kiln::train {
+
+// Throws a one-line kiln::Error unless this layout runs on `device`: the host runs every
+// layout; a device runs one process without tensor or pipeline parallelism (the collectives
+// over device memory need NCCL, not built yet).
+void check_device_layout(const Device& device, int processes, int64_t tensor_parallel, int64_t pipeline_parallel);
+
+// The state a checkpoint holds (the master weights, the optimizer state, the model's buffers
+// such as BN statistics) as host tensors: that state itself when it lives on the host, else host
+// copies that pull() refreshes from the device and push() writes back.
+class HostStaging {
+ public:
+  HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,
+              const std::vector<io::FlatState>& buffers);
+
+  ParamStore& store() { return host_store_ ? *host_store_ : store_; }
+  const std::vector<io::FlatState>& optimizer() const { return host_store_ ? host_optimizer_ : optimizer_; }
+  const std::vector<io::FlatState>& buffers() const { return host_store_ ? host_buffers_ : buffers_; }
+  void pull();  // device -> host copies; nothing on the host
+  void push();  // host copies -> device; nothing on the host
+
+ private:
+  std::vector<io::FlatState> host_copies(const std::vector<io::FlatState>& state);
+
+  Context& ctx_;
+  ParamStore& store_;
+  std::vector<io::FlatState> optimizer_, buffers_;
+  std::optional<ParamStore> host_store_;
+  std::vector<std::unique_ptr<Tensor>> host_tensors_;  // what host_optimizer_ / host_buffers_ point to
+  std::vector<io::FlatState> host_optimizer_, host_buffers_;
+};
+
+}  // namespace kiln::train

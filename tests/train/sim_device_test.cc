@@ -1,0 +1,161 @@
+// The simulated device (--device sim, core/device.h): host memory and the CPU kernels behind a
+// GPU's data path. A training run on it keeps its parameters, optimizer state and BN statistics
+// off the host, copies every batch in, reads the losses and norms back and stages its
+// checkpoints, as a run on a GPU does, and must end bitwise where the same run on the host ends,
+// across a resume. Any op handed a host tensor on it, or host code touching its parameters, is an
+// error rather than silent success.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/devices.h"
+#include "kiln/core/error.h"
+#include "kiln/nn/params.h"
+#include "kiln/train/bert_config.h"
+#include "kiln/train/device_state.h"
+#include "kiln/train/recipes/bert.h"
+#include "kiln/train/recipes/resnet.h"
+#include "kiln/train/resnet_config.h"
+#include "tests/testing/config_flags.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/train/tiny_runs.h"
+
+namespace kiln::train {
+namespace {
+namespace fs = std::filesystem;
+using testing::error_of;
+using testing::with_flags;
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The checkpoint files a run ends with must match byte for byte (meta.json records the device).
+void expect_same_checkpoint(const fs::path& a, const fs::path& b) {
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_TRUE(file_bytes(a / file) == file_bytes(b / file)) << file << " differs: " << a << " vs " << b;
+}
+
+template <typename T>
+std::vector<T> joined(std::vector<T> a, const std::vector<T>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+BertTrainConfig bert(const testing::TinyBert& data, const std::vector<std::string>& extra) {
+  BertTrainConfig c;
+  ConfigRegistry registry;
+  register_bert_config(registry, c);
+  testing::apply_flag_list(registry, with_flags(data.flags, extra));
+  finalize_bert_config(c, registry);
+  return c;
+}
+
+ResNetTrainConfig resnet(const testing::TinyResNet& data, const std::vector<std::string>& extra) {
+  ResNetTrainConfig c;
+  ConfigRegistry registry;
+  register_resnet_config(registry, c);
+  testing::apply_flag_list(registry, with_flags(data.flags, extra));
+  finalize_resnet_config(c, registry);
+  return c;
+}
+
+TEST(SimDevice, BertTrainsBitwiseAsOnTheHostAcrossAResume) {
+  const fs::path dir = testing::unique_temp_dir("sim_bert");
+  const testing::TinyBert data = testing::tiny_bert(dir / "data");
+  const testing::ThreadsRestored threads;
+  std::ostringstream console;
+  for (const std::string precision : {"f32", "bf16"}) {
+    auto run = [&](const std::string& name, const std::string& device, int exit) {
+      const fs::path out = dir / precision / name;
+      std::vector<std::string> flags = {"--device", device, "--output-dir", out.string(), "--save",
+                                        (out / "ckpt").string(), "--load", (out / "ckpt").string(),
+                                        "--save-interval", "4", "--eval-interval", "4", "--exit-interval",
+                                        std::to_string(exit)};
+      if (precision == "bf16") flags.push_back("--bf16");
+      return train_bert(bert(data, flags), {}, console);
+    };
+    const BertRunResult host = run("host", "cpu", 8);
+    const BertRunResult first = run("sim", "sim", 4);
+    const BertRunResult resumed = run("sim", "sim", 8);
+    ASSERT_EQ(host.losses.size(), 8u) << console.str();
+    EXPECT_EQ(joined(first.losses, resumed.losses), host.losses) << precision;
+    ASSERT_EQ(host.evals.size(), 2u);
+    ASSERT_EQ(first.evals.size() + resumed.evals.size(), 2u);
+    EXPECT_EQ(resumed.evals[0].mlm_loss, host.evals[1].mlm_loss) << precision;
+    expect_same_checkpoint(host.checkpoint, resumed.checkpoint);
+  }
+  EXPECT_NE(console.str().find("device "), std::string::npos) << "the console line reports device memory";
+}
+
+TEST(SimDevice, ResNetTrainsBitwiseAsOnTheHostAcrossAResume) {
+  const fs::path dir = testing::unique_temp_dir("sim_resnet");
+  const testing::TinyResNet data = testing::tiny_resnet(dir / "images");
+  const testing::ThreadsRestored threads;
+  std::ostringstream console;
+  const std::string epoch = std::to_string(data.steps_per_epoch);
+  auto run = [&](const std::string& name, const std::string& device, int64_t exit) {
+    const fs::path out = dir / name;
+    return train_resnet(resnet(data, {"--device", device, "--bf16", "--output-dir", out.string(), "--save",
+                                      (out / "ckpt").string(), "--load", (out / "ckpt").string(),
+                                      "--exit-interval", std::to_string(exit)}),
+                        {}, console);
+  };
+  const ResNetRunResult host = run("host", "cpu", 2 * data.steps_per_epoch);
+  const ResNetRunResult first = run("sim", "sim", data.steps_per_epoch);
+  const ResNetRunResult resumed = run("sim", "sim", 2 * data.steps_per_epoch);
+  ASSERT_EQ(host.losses.size(), size_t(2 * data.steps_per_epoch)) << console.str();
+  EXPECT_EQ(joined(first.losses, resumed.losses), host.losses);
+  EXPECT_EQ(joined(first.eval_top1, resumed.eval_top1), host.eval_top1);
+  expect_same_checkpoint(host.checkpoint, resumed.checkpoint);
+  // The BN running statistics travel with the weights (buffers in model.safetensors).
+}
+
+TEST(SimDevice, HostCodeCannotTouchParametersThatLiveOnTheDevice) {
+  Context sim = device_context(Device::sim());
+  ParamStore store;
+  const Param p = store.add("w", {4}, true);
+  store.allocate();
+  std::fill(p.w(), p.w() + 4, 2.5f);
+  store.to_device(sim);
+  EXPECT_EQ(store.values.device, Device::sim());
+  EXPECT_EQ(error_of([&] { (void)p.w(); }), "parameter store: host access to parameters that live on sim");
+  const std::vector<float> values = store.values_vector(), grads = store.grads_vector();  // read back by copy
+  EXPECT_EQ(std::vector<float>(values.begin(), values.begin() + 4), std::vector<float>(4, 2.5f));
+  EXPECT_EQ(std::vector<float>(grads.begin(), grads.begin() + 4), std::vector<float>(4, 0.0f));
+}
+
+TEST(SimDevice, OpsRefuseHostTensorsAndCopyMovesThem) {
+  Context sim = device_context(Device::sim());
+  std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
+  const Tensor host_a = Tensor::view(a.data(), {3}), host_b = Tensor::view(b.data(), {3});
+  Tensor out = Tensor::empty({3}, DType::f32, Device::sim());
+  EXPECT_EQ(error_of([&] { ops::add(sim, host_a, host_b, out); }),
+            "op add: a tensor of shape (3) is on cpu but the op runs on sim");
+  const Tensor dev_a = ops::on_device(sim, host_a), dev_b = ops::on_device(sim, host_b);
+  ops::add(sim, dev_a, dev_b, out);
+  EXPECT_EQ(to_float_vector(ops::on_host(sim, out)), std::vector<float>({11, 22, 33}));
+}
+
+TEST(SimDevice, LayoutsThatNeedDeviceCollectivesAreRefusedInOneLine) {
+  EXPECT_NO_THROW(check_device_layout(Device::cpu(), 4, 2, 2));
+  EXPECT_NO_THROW(check_device_layout(Device::sim(), 1, 1, 1));
+  EXPECT_EQ(error_of([] { check_device_layout(Device::sim(), 2, 1, 1); }),
+            "--device sim: 2 processes: data parallelism runs on the CPU only so far (its collectives over device "
+            "memory need NCCL, not built yet); run one process");
+  EXPECT_EQ(error_of([] { check_device_layout(Device::cuda(0), 1, 2, 1); }),
+            "--device cuda:0: tensor and pipeline parallelism run on the CPU only so far (their collectives over "
+            "device memory need NCCL, not built yet)");
+}
+
+}  // namespace
+}  // namespace kiln::train
