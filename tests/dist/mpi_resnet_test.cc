@@ -3,7 +3,8 @@
 // backward sums span both halves, so losses, evaluations, weights and BN running statistics
 // match the one-process run within fp32 rounding. Without --sync-bn each rank normalises its own
 // half (tinygrad's UnsyncedBatchNorm): the losses differ from the first step. The SyncBN run reduces
-// its gradients in buckets during backward (--overlap-grad-reduce). Label `mpi`.
+// its gradients in buckets during backward (--overlap-grad-reduce), and runs once more on the
+// simulated device (--device sim), bitwise the same. Label `mpi`.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,7 +67,14 @@ TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRan
   const ResNetRun sync = train(testing::mpirun(2, environment(root / "sync")), data, root / "sync",
                                "--sync-bn --overlap-grad-reduce --ddp-bucket-size 20000");
   const ResNetRun per_rank = train(testing::mpirun(2, environment(root / "per_rank")), data, root / "per_rank", "");
-  for (const ResNetRun* r : {&one, &sync, &per_rank}) ASSERT_EQ(r->status, 0) << r->output;
+  // The same on the simulated device: every collective (SyncBN sums, gradient buckets, the weights'
+  // broadcast) staged through host buffers (dist/staged_communicator.h).
+  const ResNetRun sim = train(testing::mpirun(2, environment(root / "sim")), data, root / "sim",
+                              "--sync-bn --overlap-grad-reduce --ddp-bucket-size 20000 --device sim");
+  for (const ResNetRun* r : {&one, &sync, &per_rank, &sim}) ASSERT_EQ(r->status, 0) << r->output;
+  EXPECT_EQ(sim.losses, sync.losses);
+  EXPECT_EQ(sim.evals, sync.evals);
+  EXPECT_EQ(testing::largest_difference(sim.checkpoint, sync.checkpoint), 0.0);
 
   EXPECT_NE(sync.output.find("replicated parameters bitwise identical on 2 ranks"), std::string::npos) << sync.output;
   EXPECT_NE(sync.output.find("elements, each all-reduced during backward"), std::string::npos) << sync.output;

@@ -16,6 +16,7 @@
 #include "kiln/backend/backend.h"
 #include "kiln/backend/devices.h"
 #include "kiln/core/error.h"
+#include "kiln/dist/staged_communicator.h"
 #include "kiln/nn/params.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/device_state.h"
@@ -146,15 +147,30 @@ TEST(SimDevice, OpsRefuseHostTensorsAndCopyMovesThem) {
   EXPECT_EQ(to_float_vector(ops::on_host(sim, out)), std::vector<float>({11, 22, 33}));
 }
 
-TEST(SimDevice, LayoutsThatNeedDeviceCollectivesAreRefusedInOneLine) {
-  EXPECT_NO_THROW(check_device_layout(Device::cpu(), 4, 2, 2));
-  EXPECT_NO_THROW(check_device_layout(Device::sim(), 1, 1, 1));
-  EXPECT_EQ(error_of([] { check_device_layout(Device::sim(), 2, 1, 1); }),
-            "--device sim: 2 processes: data parallelism runs on the CPU only so far (its collectives over device "
-            "memory need NCCL, not built yet); run one process");
-  EXPECT_EQ(error_of([] { check_device_layout(Device::cuda(0), 1, 2, 1); }),
-            "--device cuda:0: tensor and pipeline parallelism run on the CPU only so far (their collectives over "
-            "device memory need NCCL, not built yet)");
+TEST(SimDevice, ModelParallelLayoutsAreRefusedOnADeviceInOneLine) {
+  EXPECT_NO_THROW(check_device_layout(Device::cpu(), 2, 2, true));
+  EXPECT_NO_THROW(check_device_layout(Device::sim(), 1, 1, false));
+  EXPECT_EQ(error_of([] { check_device_layout(Device::cuda(0), 2, 1, false); }),
+            "--device cuda:0: tensor and pipeline parallelism run on the CPU only so far; data parallelism "
+            "(mpirun -np N) runs on devices");
+  EXPECT_EQ(error_of([] { check_device_layout(Device::sim(), 1, 1, true); }),
+            "--device sim: --use-distributed-optimizer runs on the CPU only so far");
+}
+
+// The staged communicator on one process: device tensors go through host copies and come back.
+TEST(SimDevice, StagedCollectivesMoveDeviceTensorsThroughTheHost) {
+  Context sim = device_context(Device::sim());
+  dist::SingleProcess host;
+  dist::StagedCommunicator comm(host, Device::sim());
+  std::vector<float> v = {1, 2, 3};
+  Tensor t = ops::on_device(sim, Tensor::view(v.data(), {3}));
+  comm.all_reduce_sum(t);
+  comm.iall_reduce_sum(t)->wait();
+  comm.broadcast(t, 0);
+  Tensor gathered = Tensor::empty({3}, DType::f32, Device::sim());
+  comm.all_gather(t, gathered);
+  EXPECT_EQ(to_float_vector(ops::on_host(sim, gathered)), v);
+  EXPECT_EQ(error_of([&] { comm.send(t, 1); }), "send to rank 1: a single process has no other rank");
 }
 
 }  // namespace

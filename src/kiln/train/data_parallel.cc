@@ -65,10 +65,11 @@ void DataParallel::scatter_state(const ParamStore& store, const std::vector<Tens
 }
 
 std::string check_replicas(dist::Communicator& group, const ParamStore& store, bool tp_replicas_only) {
+  const std::vector<float> values = store.values_vector();  // read back from the device where the run has one
   uint32_t crc = 0;
-  if (!tp_replicas_only) crc = log::crc32c(store.values.data, store.values.nbytes());
+  if (!tp_replicas_only) crc = log::crc32c(values.data(), values.size() * sizeof(float));
   for (const ParamSpec& s : store.specs())
-    if (tp_replicas_only && s.part_dim < 0) crc = log::crc32c(store.values.ptr<float>() + s.offset, size_t(s.numel) * 4, crc);
+    if (tp_replicas_only && s.part_dim < 0) crc = log::crc32c(values.data() + s.offset, size_t(s.numel) * 4, crc);
   int64_t mine = crc;
   std::vector<int64_t> all(size_t(group.size()));
   Tensor in = Tensor::view(&mine, {1}, DType::i64);

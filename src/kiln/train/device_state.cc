@@ -7,16 +7,19 @@
 
 namespace kiln::train {
 
-void check_device_layout(const Device& device, int processes, int64_t tensor_parallel, int64_t pipeline_parallel) {
+void check_device_layout(const Device& device, int64_t tensor_parallel, int64_t pipeline_parallel,
+                         bool distributed_optimizer) {
   if (device.is_cpu()) return;
   if (tensor_parallel > 1 || pipeline_parallel > 1)
-    throw Error("--device {}: tensor and pipeline parallelism run on the CPU only so far (their collectives over "
-                "device memory need NCCL, not built yet)",
+    throw Error("--device {}: tensor and pipeline parallelism run on the CPU only so far; data parallelism "
+                "(mpirun -np N) runs on devices",
                 device.str());
-  if (processes > 1)
-    throw Error("--device {}: {} processes: data parallelism runs on the CPU only so far (its collectives over "
-                "device memory need NCCL, not built yet); run one process",
-                device.str(), processes);
+  if (distributed_optimizer)
+    throw Error("--device {}: --use-distributed-optimizer runs on the CPU only so far", device.str());
+}
+
+RunWorld::RunWorld(const Device& device) {
+  if (!device.is_cpu()) staged_.emplace(dist::world(), device);
 }
 
 HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,

@@ -6,15 +6,29 @@
 #include <vector>
 
 #include "kiln/core/context.h"
+#include "kiln/dist/staged_communicator.h"
+#include "kiln/dist/world.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/nn/params.h"
 
 namespace kiln::train {
 
 // Throws a one-line kiln::Error unless this layout runs on `device`: the host runs every
-// layout; a device runs one process without tensor or pipeline parallelism (the collectives
-// over device memory need NCCL, not built yet).
-void check_device_layout(const Device& device, int processes, int64_t tensor_parallel, int64_t pipeline_parallel);
+// layout; a device runs data parallelism (collectives staged through the host) but not yet
+// tensor or pipeline parallelism or the distributed optimizer.
+void check_device_layout(const Device& device, int64_t tensor_parallel, int64_t pipeline_parallel,
+                         bool distributed_optimizer);
+
+// The world communicator of a run on `device`: dist::world() on the host; on a device, it
+// staged through host buffers (dist/staged_communicator.h).
+class RunWorld {
+ public:
+  explicit RunWorld(const Device& device);
+  dist::Communicator& get() { return staged_ ? *staged_ : dist::world(); }
+
+ private:
+  std::optional<dist::StagedCommunicator> staged_;
+};
 
 // The state a checkpoint holds (the master weights, the optimizer state, the model's buffers
 // such as BN statistics) as host tensors: that state itself when it lives on the host, else host

@@ -314,8 +314,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     return {};
   }
   check_tensor_parallel(c);
-  dist::Communicator& world = dist::world();
-  check_device_layout(c.precision.run_device, world.size(), c.tensor_parallel, c.pipeline_parallel);
+  check_device_layout(c.precision.run_device, c.tensor_parallel, c.pipeline_parallel, c.distributed_optimizer);
+  RunWorld run_world(c.precision.run_device);
+  dist::Communicator& world = run_world.get();
   world.set_timeout(c.dist_timeout);
   const dist::ParallelGroups groups =
       dist::ParallelGroups::make(world, int(c.tensor_parallel), int(c.pipeline_parallel));

@@ -191,8 +191,9 @@ class ResNetRecipe : public Recipe {
 }  // namespace
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
-  dist::Communicator& world = dist::world();
-  check_device_layout(c.precision.run_device, world.size(), 1, 1);
+  check_device_layout(c.precision.run_device, 1, 1, c.distributed_optimizer);
+  RunWorld run_world(c.precision.run_device);
+  dist::Communicator& world = run_world.get();
   const dist::Placement placement = dist::place_rank(world, c.threads);
   if (c.batch_size % world.size() != 0)
     throw Error("config: train.batch_size {} does not split over {} ranks: use a multiple of {}", c.batch_size,
