@@ -114,6 +114,7 @@ class BertStage {
   nn::Dropout embedding_dropout_;
   // every stage
   nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
+  nn::LayerSharedBuffers shared_layers_;   // what every layer drops again (nn/transformer.h)
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
   // last stage
   std::optional<nn::LayerNorm> final_norm_;  // pre-LN only

@@ -24,7 +24,7 @@ SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64
       tp_(tp) {
   KILN_CHECK(heads > 0 && hidden % heads == 0, "{}: hidden size {} is not a multiple of {} heads",
              prefix, hidden, heads);
-  dropout_.use_buffers(core_->dropped, core_->ddropped);
+  dropout_.use_buffers(scratch_->dropped, scratch_->ddropped);
   // q, k and v read the same x: their dx shares are summed over the group once.
   query.reduce_input_grad = key.reduce_input_grad = value.reduce_input_grad = false;
 }
@@ -57,19 +57,27 @@ void SelfAttention::core_forward(const Step& step) {
   // compute dtype (the same buffer when that is f32).
   const int64_t B = B_, S = S_;
   Context& ctx = *step.ctx;
-  Tensor scores = core_->scores.get(*step.ctx, {B, heads, S, S}, DType::f32);
+  // f32 probabilities are the scores' own buffer, softmax'ed in place; lower-precision ones are kept
+  // and the scores are scratch.
+  const bool low = q_.dtype != DType::f32;
+  Tensor scores = (low ? scratch_->scores : core_->scores).get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::MatmulOpts o;
   o.alpha = 1.0f / std::sqrt(float(head_dim));
   ops::matmul(ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads, true),
               ops::per_head(scores), o);
-  probs_ = q_.dtype == DType::f32 ? scores : core_->probs.get(*step.ctx, {B, heads, S, S}, q_.dtype);
+  probs_ = low ? core_->probs.get(*step.ctx, {B, heads, S, S}, q_.dtype) : scores;
   ops::attention_softmax_forward(ctx, scores, mask_, probs_);
   dropout_.element_offset = first_head_ * S * S;
   dropped_ = dropout_.forward(step, probs_);
 }
 
+void SelfAttention::share_scratch(AttentionScratch& scratch) {
+  scratch_ = &scratch;
+  dropout_.use_buffers(scratch.dropped, scratch.ddropped);
+}
+
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
-  Tensor dx = dx_.get(*step.ctx, {B_ * S_, hidden}, dctx.dtype);
+  Tensor dx = scratch_->dx.get(*step.ctx, {B_ * S_, hidden}, dctx.dtype);
   backward_into(step, dctx, dx, false);
   return dx;
 }
@@ -84,20 +92,21 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
   if (recompute_) core_forward(step);  // the shared buffers hold another layer's core
+  else dropped_ = dropout_.forward(step, probs_);  // the same Philox mask as forward's
   const auto heads_of = [&](const Tensor& t, bool trans = false) {
     return ops::heads_view(t, B, S, heads, trans);
   };
 
   // dv = dropped^T dctx;  d(dropped) = dctx v^T (f32)
-  Tensor dv = dv_.get(*step.ctx, {B * S, width}, dt);
+  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  Tensor dprobs = core_->dprobs.get(*step.ctx, {B, heads, S, S}, DType::f32);
+  Tensor dprobs = scratch_->dprobs.get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
   Tensor dp = dropout_.backward(step, dprobs);
   // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype (over dprobs when that is f32)
-  Tensor dscores = dt == DType::f32 ? dprobs : core_->dscores.get(*step.ctx, {B, heads, S, S}, dt);
+  Tensor dscores = dt == DType::f32 ? dprobs : scratch_->dscores.get(*step.ctx, {B, heads, S, S}, dt);
   ops::softmax_backward(ctx, probs_, dp, 1.0f / std::sqrt(float(head_dim)), dscores);
-  Tensor dq = dq_.get(*step.ctx, {B * S, width}, dt), dk = dk_.get(*step.ctx, {B * S, width}, dt);
+  Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
 

@@ -8,6 +8,9 @@
 // The attention core's (B, heads, S, S) tensors live in AttentionBuffers: each layer's own, or,
 // with selective recomputation (Megatron's --recompute-activations), one set shared by all
 // layers, and backward recomputes scores, probs and the dropout mask from the saved q and k.
+// The dropped probabilities are never saved: backward applies the dropout mask (Philox) again.
+// What is dropped again within one forward or backward (AttentionScratch) can be shared by the
+// layers of a stack, whose forwards and backwards never overlap (share_scratch).
 // Tensor parallel: q, k, v column-parallel, split by heads; rank r computes heads
 // [r*heads/TP, ...) and their context columns; its probs dropout masks are the whole layer's
 // (keyed by the global head).
@@ -23,9 +26,18 @@
 
 namespace kiln::nn {
 
-// The attention core's (B, heads, S, S) tensors.
+// The attention core's (B, heads, S, S) tensors that backward reads: the scores (f32, softmax'ed
+// in place into the probabilities) or the probabilities in bf16 / f16.
 struct AttentionBuffers {
-  Buffer scores, probs, dropped, dprobs, dscores, ddropped;
+  Buffer scores, probs;
+};
+
+// What a forward or backward computes and drops again: the f32 scores (B, heads, S, S) where the
+// probabilities are kept in a lower precision (only the softmax reads them), the dropped
+// probabilities, the gradients of the core (B, heads, S, S) and of q, k, v (B*S, width), and the
+// input gradient of backward() (B*S, hidden).
+struct AttentionScratch {
+  Buffer scores, dropped, dprobs, dscores, ddropped, dq, dk, dv, dx;
 };
 
 class SelfAttention {
@@ -41,13 +53,15 @@ class SelfAttention {
 
   // x: (B*S, hidden) in the compute dtype, rows ordered (b, s); mask: (B, S) i32 with
   // 1 = token, 0 = padding (read again by a recomputing backward) -> context: (B*S, width).
-  // Saves q, k, v (B*S, hidden), and unless recomputing, probs and dropped probs
+  // Saves q, k, v (B*S, hidden), and unless recomputing, probs
   // (B, heads, S, S) in the compute dtype.
   Tensor forward(const Step& step, const Tensor& x, const Tensor& mask);
   // dctx: (B*S, hidden) -> dx: (B*S, hidden); accumulates q/k/v weight and bias grads.
   Tensor backward(const Step& step, const Tensor& dctx);
   // backward() writing dx into the caller's tensor, or adding to it when `accumulate`.
   void backward_into(const Step& step, const Tensor& dctx, Tensor& dx, bool accumulate);
+  // The temporaries in `scratch` (shared with other layers) instead of the layer's own.
+  void share_scratch(AttentionScratch& scratch);
 
   Linear query, key, value;
   int64_t hidden, heads, head_dim;  // heads: this rank's
@@ -60,6 +74,8 @@ class SelfAttention {
   Dropout dropout_;
   AttentionBuffers own_;
   AttentionBuffers* core_;
+  AttentionScratch own_scratch_;
+  AttentionScratch* scratch_ = &own_scratch_;
   bool recompute_;
   int64_t first_head_;
   TensorParallel tp_;
@@ -67,7 +83,7 @@ class SelfAttention {
   Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
-  Buffer ctx_, dq_, dk_, dv_, dx_, partial_dx_;
+  Buffer ctx_, partial_dx_;
 };
 
 }  // namespace kiln::nn

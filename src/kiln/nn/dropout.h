@@ -30,6 +30,7 @@ class Dropout {
   Tensor backward(const Step& step, const Tensor& dy);
   // Writes y and dx into these buffers (e.g. ones shared among layers) instead of its own.
   void use_buffers(Buffer& y, Buffer& dx) { y_ = &y, dx_ = &dx; }
+  void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
 
   float p;
   uint32_t layer_id;

@@ -18,11 +18,15 @@ class Gelu {
   // dy -> dx = dy * gelu'(x).
   Tensor backward(const Step& step, const Tensor& dy);
 
+  // Writes backward's dx into this buffer (shared with other layers) instead of its own.
+  void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
+
   GeluKind kind;
 
  private:
   Tensor x_;
-  Buffer y_, dx_;
+  Buffer y_, own_dx_;
+  Buffer* dx_ = &own_dx_;
 };
 
 }  // namespace kiln::nn

@@ -35,6 +35,10 @@ class Linear {
   // backward() writing dx (N, in) into the caller's tensor, or adding to it when `accumulate`
   // (a residual or multi-branch gradient, summed by the matmul instead of an add pass).
   void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
+  // Writes y / backward's dx into these buffers (shared with other layers) instead of its own:
+  // for an output only the next op reads, and a gradient only the layer below reads.
+  void use_output_buffer(Buffer& y) { y_ = &y; }
+  void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
   int64_t in, out;     // this rank's sizes
@@ -46,7 +50,9 @@ class Linear {
   Split split_ = Split::none;
   TensorParallel tp_;
   Tensor x_;
-  Buffer y_, dx_, partial_dx_;
+  Buffer own_y_, own_dx_, partial_dx_;
+  Buffer* y_ = &own_y_;
+  Buffer* dx_ = &own_dx_;
 };
 
 }  // namespace kiln::nn

@@ -23,6 +23,21 @@ TransformerLayer::TransformerLayer(ParamStore& store, const std::string& prefix,
       attention_dropout_(hidden_dropout, 4 * layer_id + 2),
       output_dropout_(hidden_dropout, 4 * layer_id + 3) {}
 
+void TransformerLayer::share_buffers(LayerSharedBuffers& shared, int parity) {
+  attention_output.use_output_buffer(shared.attention_out);
+  output.use_output_buffer(shared.output_out);
+  attention_dropout_.use_buffers(shared.attention_dropped, shared.attention_dropout_dx);
+  output_dropout_.use_buffers(shared.output_dropped, shared.output_dropout_dx);
+  attention_output.use_grad_buffer(shared.attention_out_dx);
+  intermediate.use_grad_buffer(shared.intermediate_dx);
+  gelu.use_grad_buffer(shared.gelu_dx);
+  output.use_grad_buffer(shared.output_dx);
+  attention.share_scratch(shared.attention);
+  Buffer& result = shared.result[parity];
+  da_ = pre_ln ? &result : &shared.residual_grad;
+  dx_ = &result;
+}
+
 Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor& mask) {
   Context& ctx = *step.ctx;
   const int64_t B = mask.dim(0);
@@ -48,14 +63,14 @@ Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor
 }
 
 Tensor TransformerLayer::backward(const Step& step, const Tensor& dy) {
-  Tensor da = da_.get(*step.ctx, dy.shape, dy.dtype);  // gradient at the residual stream between blocks
+  Tensor da = da_->get(*step.ctx, dy.shape, dy.dtype);  // gradient at the residual stream between blocks
   if (!pre_ln) {
     // da = LN_out'(dy) + W1'(gelu'(...)): the second term accumulates in the matmul.
     output_norm.backward_into(step, dy, da, false);
     Tensor dg = output.backward(step, output_dropout_.backward(step, da));
     intermediate.backward_into(step, gelu.backward(step, dg), da, true);
     // dx = LN_attn'(da) + attention'(...): the second term accumulates in the q/k/v matmuls.
-    Tensor dx = dx_.get(*step.ctx, dy.shape, dy.dtype);
+    Tensor dx = dx_->get(*step.ctx, dy.shape, dy.dtype);
     attention_norm.backward_into(step, da, dx, false);
     Tensor dctx = attention_output.backward(step, attention_dropout_.backward(step, dx));
     attention.backward_into(step, dctx, dx, true);

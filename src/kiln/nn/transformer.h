@@ -31,6 +31,19 @@
 
 namespace kiln::nn {
 
+// What a layer computes and drops again within its own forward or backward, shared by the layers
+// of a stack: forwards run one after another and so do backwards, so one set serves them all.
+// Forward: the two projections' outputs before dropout and the dropouts' outputs (each read only
+// by the next op), and the attention scores where the probabilities are kept in bf16 / f16.
+// Backward: every gradient but the layer's result, which alternates between `result[0]` and
+// `result[1]` (layer l - 1 reads layer l's while writing its own).
+struct LayerSharedBuffers {
+  Buffer attention_out, attention_dropped, output_out, output_dropped;
+  Buffer residual_grad, result[2];
+  Buffer attention_out_dx, attention_dropout_dx, intermediate_dx, gelu_dx, output_dx, output_dropout_dx;
+  AttentionScratch attention;
+};
+
 class TransformerLayer {
  public:
   TransformerLayer(ParamStore& store, const std::string& prefix, int64_t hidden, int64_t heads,
@@ -45,6 +58,9 @@ class TransformerLayer {
   // residual adds of the backward pass are folded into the LayerNorm backward and the
   // matmuls (they accumulate into the residual gradient), so it has no separate add pass.
   Tensor backward(const Step& step, const Tensor& dy);
+  // Uses `shared` for what forward and backward drop again (LayerSharedBuffers); `parity`: this
+  // layer's index mod 2, so that neighbouring layers' results use different buffers.
+  void share_buffers(LayerSharedBuffers& shared, int parity);
 
   SelfAttention attention;
   Linear attention_output;   // prefix.attention.output.dense
@@ -58,7 +74,9 @@ class TransformerLayer {
  private:
   Dropout attention_dropout_, output_dropout_;
   int64_t B_ = 0;  // samples in the last forward (dropout keys)
-  Buffer sum1_, sum2_, da_, dx_;
+  Buffer sum1_, sum2_, own_da_, own_dx_;
+  Buffer* da_ = &own_da_;  // pre-LN: the layer's result
+  Buffer* dx_ = &own_dx_;  // post-LN: the layer's result
 };
 
 }  // namespace kiln::nn

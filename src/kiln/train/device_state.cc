@@ -1,9 +1,14 @@
 #include "kiln/train/device_state.h"
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#ifdef KILN_HAVE_NCCL
+#include "kiln/dist/nccl/nccl_communicator.h"
+#endif
 
 namespace kiln::train {
 
@@ -19,7 +24,21 @@ void check_device_layout(const Device& device, int64_t tensor_parallel, int64_t 
 }
 
 RunWorld::RunWorld(const Device& device) {
-  if (!device.is_cpu()) staged_.emplace(dist::world(), device);
+  if (device.is_cpu()) return;
+#ifdef KILN_HAVE_NCCL
+  const char* use_nccl = std::getenv("KILN_NCCL");
+  if (device.kind == DeviceKind::cuda && dist::world().size() > 1 && !(use_nccl && std::string(use_nccl) == "0")) {
+    nccl_ = dist::nccl_communicator(dist::world(), device);
+    return;
+  }
+#endif
+  staged_.emplace(dist::world(), device);
+}
+
+dist::Communicator& RunWorld::get() {
+  if (nccl_) return *nccl_;
+  if (staged_) return *staged_;
+  return dist::world();
 }
 
 HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,

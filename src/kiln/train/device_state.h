@@ -19,14 +19,16 @@ namespace kiln::train {
 void check_device_layout(const Device& device, int64_t tensor_parallel, int64_t pipeline_parallel,
                          bool distributed_optimizer);
 
-// The world communicator of a run on `device`: dist::world() on the host; on a device, it
-// staged through host buffers (dist/staged_communicator.h).
+// The world communicator of a run on `device`: dist::world() on the host; on GPUs with several
+// processes, NCCL where it is built in (dist/nccl/nccl_communicator.h; KILN_NCCL=0 turns it off);
+// otherwise the world staged through host buffers (dist/staged_communicator.h).
 class RunWorld {
  public:
   explicit RunWorld(const Device& device);
-  dist::Communicator& get() { return staged_ ? *staged_ : dist::world(); }
+  dist::Communicator& get();
 
  private:
+  std::unique_ptr<dist::Communicator> nccl_;
   std::optional<dist::StagedCommunicator> staged_;
 };
 

@@ -1,0 +1,166 @@
+#include "kiln/dist/nccl/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstring>
+
+#include "kiln/backend/cuda/runtime.h"
+#include "kiln/core/error.h"
+#include "kiln/dist/nccl/nccl_library.h"
+
+namespace kiln::dist {
+namespace {
+
+using ops::cuda::check;
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw Error("NCCL: {}: {}", what, nccl().GetErrorString(r));
+}
+
+ncclDataType_t nccl_type(const Tensor& t, const char* op) {
+  switch (t.dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::i64: return ncclInt64;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+    default: throw Error("{}: dtype {} is not supported (f32, f64, i64, bf16, f16)", op, dtype_name(t.dtype));
+  }
+}
+
+// Done once the GPU has run what was queued before it: wait() makes `stream` wait for that.
+class EventRequest final : public Request {
+ public:
+  EventRequest(cudaStream_t after, cudaStream_t stream) : stream_(stream) {
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "NCCL request event");
+    check(cudaEventRecord(done_, after), "NCCL request event");
+  }
+  ~EventRequest() override { cudaEventDestroy(done_); }
+  void wait() override { check(cudaStreamWaitEvent(stream_, done_, 0), "NCCL request wait"); }
+
+ private:
+  cudaEvent_t done_ = nullptr;
+  cudaStream_t stream_;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Communicator& host, Device device) : host_(host), device_(device) { init(); }
+  NcclCommunicator(std::unique_ptr<Communicator> owned, Device device)
+      : owned_(std::move(owned)), host_(*owned_), device_(device) {
+    init();
+  }
+  ~NcclCommunicator() override {
+    if (comm_) nccl().CommDestroy(comm_);
+    if (overlap_stream_) cudaStreamDestroy(overlap_stream_);
+  }
+
+  int rank() const override { return host_.rank(); }
+  int size() const override { return host_.size(); }
+  int local_rank() const override { return host_.local_rank(); }
+  int local_size() const override { return host_.local_size(); }
+  bool can_overlap() const override { return true; }
+  void barrier() override {
+    check(cudaStreamSynchronize(stream_), "NCCL barrier");
+    host_.barrier();
+  }
+  void set_timeout(double seconds) override { host_.set_timeout(seconds); }
+
+  void all_reduce_sum(Tensor& t) override {
+    if (!on_device(t, "all_reduce_sum")) return host_.all_reduce_sum(t);
+    check_nccl(nccl().AllReduce(t.data, t.data, size_t(t.numel()), nccl_type(t, "all_reduce_sum"), ncclSum, comm_,
+                                stream_),
+               "all_reduce_sum");
+  }
+
+  std::unique_ptr<Request> iall_reduce_sum(Tensor& t) override {
+    if (!on_device(t, "iall_reduce_sum")) return host_.iall_reduce_sum(t);
+    EventRequest ready(stream_, overlap_stream_);  // the gradient is final on the op stream
+    ready.wait();
+    check_nccl(nccl().AllReduce(t.data, t.data, size_t(t.numel()), nccl_type(t, "iall_reduce_sum"), ncclSum, comm_,
+                                overlap_stream_),
+               "iall_reduce_sum");
+    return std::make_unique<EventRequest>(overlap_stream_, stream_);
+  }
+
+  void broadcast(Tensor& t, int root) override {
+    if (!on_device(t, "broadcast")) return host_.broadcast(t, root);
+    check_nccl(nccl().Broadcast(t.data, t.data, size_t(t.numel()), nccl_type(t, "broadcast"), root, comm_, stream_),
+               "broadcast");
+  }
+
+  void all_gather(const Tensor& in, Tensor& out) override {
+    if (!on_device(in, "all_gather")) return host_.all_gather(in, out);
+    on_device(out, "all_gather");
+    check_nccl(nccl().AllGather(in.data, out.data, size_t(in.numel()), nccl_type(in, "all_gather"), comm_, stream_),
+               "all_gather");
+  }
+
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override {
+    if (!on_device(in, "reduce_scatter_sum")) return host_.reduce_scatter_sum(in, out);
+    on_device(out, "reduce_scatter_sum");
+    check_nccl(nccl().ReduceScatter(in.data, out.data, size_t(out.numel()), nccl_type(in, "reduce_scatter_sum"),
+                                    ncclSum, comm_, stream_),
+               "reduce_scatter_sum");
+  }
+
+  std::unique_ptr<Request> isend(const Tensor& t, int peer) override {
+    if (!on_device(t, "send")) return host_.isend(t, peer);
+    check_nccl(nccl().Send(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_), "send");
+    return std::make_unique<EventRequest>(stream_, stream_);
+  }
+
+  std::unique_ptr<Request> irecv(Tensor& t, int peer) override {
+    if (!on_device(t, "receive")) return host_.irecv(t, peer);
+    check_nccl(nccl().Recv(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_), "receive");
+    return std::make_unique<EventRequest>(stream_, stream_);
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    return std::make_unique<NcclCommunicator>(host_.split(color, key), device_);
+  }
+
+ private:
+  // Rank 0's unique id, broadcast as 16 i64 over the host communicator; then this GPU joins.
+  void init() {
+    ops::cuda::require_device(device_);
+    check(cudaSetDevice(device_.index), "NCCL: select the device");
+    stream_ = ops::cuda::device_stream(device_.index);
+    check(cudaStreamCreateWithFlags(&overlap_stream_, cudaStreamNonBlocking), "NCCL: overlap stream");
+    static_assert(sizeof(ncclUniqueId) % sizeof(int64_t) == 0);
+    int64_t words[sizeof(ncclUniqueId) / sizeof(int64_t)] = {};
+    ncclUniqueId id{};
+    if (host_.rank() == 0) {
+      check_nccl(nccl().GetUniqueId(&id), "unique id");
+      std::memcpy(words, &id, sizeof(id));
+    }
+    Tensor shared = Tensor::view(words, {int64_t(std::size(words))}, DType::i64);
+    host_.broadcast(shared, 0);
+    std::memcpy(&id, words, sizeof(id));
+    check_nccl(nccl().CommInitRank(&comm_, host_.size(), id, host_.rank()), "join the communicator");
+  }
+
+  // True for a tensor on this communicator's GPU, false for a host tensor; throws for another device.
+  bool on_device(const Tensor& t, const char* op) const {
+    if (t.device.is_cpu()) return false;
+    KILN_CHECK(t.device == device_, "{}: a tensor on {} for the NCCL communicator of {}", op, t.device.str(),
+               device_.str());
+    return true;
+  }
+
+  std::unique_ptr<Communicator> owned_;  // a split's own host communicator
+  Communicator& host_;
+  Device device_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;          // the GPU's op stream
+  cudaStream_t overlap_stream_ = nullptr;  // iall_reduce_sum's
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> nccl_communicator(Communicator& host, Device device) {
+  return std::make_unique<NcclCommunicator>(host, device);
+}
+
+}  // namespace kiln::dist
