@@ -10,7 +10,8 @@
 # (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA), and
 # prints a short table last.
 # Each step's full output goes to LOG_DIR/<step>.log (default: gpu-check-<UTC time>).
-# Environment: KILN_GPU_BUILD_DIR (default build-gpu), KILN_GPU_JOBS (default: all cores).
+# Environment: KILN_GPU_BUILD_DIR (default build-gpu), KILN_GPU_JOBS (default: all cores),
+# KILN_CACHE_DIR (the algorithm search's winners; default LOG_DIR/cache, so each check searches).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,7 @@ log_dir=${1:-$root/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
 build=${KILN_GPU_BUILD_DIR:-$root/build-gpu}
 jobs=${KILN_GPU_JOBS:-$(nproc)}
 mkdir -p "$log_dir"
+export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$log_dir/cache}
 rows=()
 
 # step NAME COMMAND...: runs COMMAND with its output in NAME.log and adds a row to the table.
@@ -96,7 +98,7 @@ peer() {
 
 if step configure configure && step build cmake --build "$build" -j "$jobs" --target kiln kiln_tests; then
   step devices "$build/kiln" devices
-  step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*'
+  step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*'
   step parity env KILN_PARITY_DEVICE=cuda:0 timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
   step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000

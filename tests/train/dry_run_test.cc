@@ -111,12 +111,12 @@ TEST(DryRun, ActivationsFollowKorthikantiEquation) {
   for (int t : {1, 2, 4}) {
     // 16-bit, f = 4h: s b h (10 + 24/t + 5 a s / (h t)) per layer.
     const double paper = 24 * s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t));
-    EXPECT_NEAR(bert_dry_run(c, 512, 4, 32, t, 1, 1, true).bytes_activations_per_microbatch / paper,
+    EXPECT_NEAR(bert_dry_run(c, 512, 4, 32, t, 1, 1, true).bytes_megatron_activations / paper,
                 1.0, 1e-12);
   }
   // fp32 activations: 16-bit tensors double, dropout masks stay one byte; PP 2 halves the layers.
   const double fp32 = 12 * s * b * h * (18 + 48.0 / 2 + 9 * a * s / (h * 2));
-  EXPECT_NEAR(bert_dry_run(c, 512, 4, 32, 2, 2, 1).bytes_activations_per_microbatch / fp32, 1.0,
+  EXPECT_NEAR(bert_dry_run(c, 512, 4, 32, 2, 2, 1).bytes_megatron_activations / fp32, 1.0,
               1e-12);
 }
 

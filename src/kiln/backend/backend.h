@@ -25,6 +25,10 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst);
 Tensor on_device(Context& ctx, const Tensor& t);
 // A copy of t in host memory (t itself on the host): reading device state back.
 Tensor on_host(Context& ctx, const Tensor& t);
+// Uninitialised host memory for data that crosses to and from ctx.device in bulk (checkpoint
+// staging): page-locked on a GPU, so that its copies run at full bus speed; plain host memory
+// otherwise. Not counted in host_bytes_in_use.
+Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype);
 // dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 

@@ -1,5 +1,6 @@
 // backend/transfer.cc — whole tensors moved between the host and the context's device.
 #include "kiln/backend/backend.h"
+#include "kiln/backend/dispatch_cuda.h"
 
 namespace kiln::ops {
 namespace {
@@ -15,5 +16,10 @@ Tensor copied_to(Context& ctx, const Tensor& t, Device device) {
 
 Tensor on_device(Context& ctx, const Tensor& t) { return copied_to(ctx, t, ctx.device); }
 Tensor on_host(Context& ctx, const Tensor& t) { return copied_to(ctx, t, Device::cpu()); }
+
+Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "host_staging_tensor", pinned_host_tensor(shape, dtype));
+  return Tensor::empty(shape, dtype);
+}
 
 }  // namespace kiln::ops

@@ -46,7 +46,7 @@ HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::
     : ctx_(ctx), store_(store), optimizer_(optimizer), buffers_(buffers) {
   if (store.values.device.is_cpu()) return;
   host_store_.emplace(store);  // the same specs; its tensors replaced by host ones
-  host_store_->values = Tensor::empty(store.values.shape);
+  host_store_->values = ops::host_staging_tensor(ctx, store.values.shape, DType::f32);
   host_store_->grads = host_store_->compute = Tensor{};
   host_optimizer_ = host_copies(optimizer);
   host_buffers_ = host_copies(buffers);
@@ -55,7 +55,7 @@ HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::
 std::vector<io::FlatState> HostStaging::host_copies(const std::vector<io::FlatState>& state) {
   std::vector<io::FlatState> out;
   for (const auto& [name, tensor] : state) {
-    host_tensors_.push_back(std::make_unique<Tensor>(Tensor::empty(tensor->shape, tensor->dtype)));
+    host_tensors_.push_back(std::make_unique<Tensor>(ops::host_staging_tensor(ctx_, tensor->shape, tensor->dtype)));
     out.emplace_back(name, host_tensors_.back().get());
   }
   return out;

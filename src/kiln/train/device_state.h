@@ -34,7 +34,8 @@ class RunWorld {
 
 // The state a checkpoint holds (the master weights, the optimizer state, the model's buffers
 // such as BN statistics) as host tensors: that state itself when it lives on the host, else host
-// copies that pull() refreshes from the device and push() writes back.
+// copies (page-locked on a GPU: ops::host_staging_tensor) that pull() refreshes from the device
+// and push() writes back.
 class HostStaging {
  public:
   HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,

@@ -15,6 +15,39 @@ std::string millions_or_billions(int64_t n) {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30)); }
 
+// The buffers kiln's BERT holds for one micro-batch of s x b tokens and m = b x P masked positions
+// (models/bert_stage.h, nn/transformer.h), bytes: what each layer keeps for backward, what the
+// layers of a stage share (nn::LayerSharedBuffers), and the embeddings' and heads' buffers.
+// e: the compute dtype's bytes; f32 statistics, scores, logits and their gradients.
+struct KilnActivations {
+  double per_layer = 0, shared = 0, embeddings = 0, heads = 0;
+};
+
+KilnActivations kiln_activations(const models::BertConfig& c, double s, double b, double m, double t, double e) {
+  const double N = s * b, H = double(c.hidden), Ht = H / t, It = double(c.intermediate) / t,
+               core = double(c.heads) / t * s * s * b, V = double(c.vocab_size) / t;
+  const bool low = e < 4;
+  KilnActivations k;
+  // sum1, sum2, both LayerNorm outputs; q, k, v, context; FC1 and GELU outputs; LN statistics;
+  // the probabilities (f32: the scores' buffer); tensor parallelism's partial input gradients.
+  k.per_layer = N * H * e * 4 + N * Ht * e * 4 + N * It * e * 2 + 16 * N +
+                (c.recompute_attention ? 0 : core * e) + (t > 1 ? 2 * N * H * e : 0);
+  // Forward: both projections' and dropouts' outputs, bf16 scores; backward: the residual
+  // gradient and two results, projection / dropout / FC / GELU gradients, q k v gradients,
+  // the core's gradients and its dropped probabilities.
+  // (Pre-LN: the attention's and FC1's input gradients instead of a residual gradient.) With
+  // recomputation the core's probabilities are shared too.
+  k.shared = N * H * e * (c.pre_ln ? 10 : 9) + N * Ht * e * 4 + N * It * e * 2 + core * (e + 8 + (low ? 4 + e : 0)) +
+             (c.recompute_attention ? core * (low ? e : 4) : 0);
+  // Word, position and type rows, their sum, LayerNorm (output, statistics, gradient), dropout
+  // output and gradient.
+  k.embeddings = N * H * e * 8 + 8 * N;
+  // Sequence gradient; the masked rows through transform, GELU and LayerNorm and back; logits,
+  // their f32 gradient and its compute-dtype copy.
+  k.heads = N * H * e + m * H * e * 8 + m * V * (8 + (low ? e : 0));
+  return k;
+}
+
 }  // namespace
 
 int64_t megatron_padded_vocab(int64_t vocab, int tp, int64_t divisible_by) {
@@ -29,7 +62,7 @@ double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int6
 }
 
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
-                          int64_t global_batch, int tp, int pp, int dp, bool bf16) {
+                          int64_t global_batch, int tp, int pp, int dp, bool bf16, int64_t max_predictions) {
   auto positive = [](int64_t v, const char* what) {
     if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
   };
@@ -79,8 +112,13 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td);
   const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
   // Recomputing the attention core keeps one (shared) copy of it instead of one per layer.
-  r.bytes_activations_per_microbatch = double(stage_layers) * per_layer +
-                                       (c.recompute_attention ? 1.0 : double(stage_layers)) * attention_core;
+  r.bytes_megatron_activations = double(stage_layers) * per_layer +
+                                 (c.recompute_attention ? 1.0 : double(stage_layers)) * attention_core;
+  const int64_t P = max_predictions > 0 ? max_predictions : (seq_length * 15 + 50) / 100;
+  const KilnActivations k = kiln_activations(c, s, b, double(micro_batch * P), td, e);
+  // The first stage holds the embeddings, the last the heads (one stage: both).
+  r.bytes_activations_per_microbatch = double(stage_layers) * k.per_layer + k.shared +
+                                       (pp == 1 ? k.embeddings + k.heads : std::max(k.embeddings, k.heads));
   r.flops_per_step = megatron_bert_flops(c, seq_length, global_batch);
 
   const int64_t microbatches = global_batch / (micro_batch * dp);
@@ -100,11 +138,14 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   x += fmt::format("  memory per rank: weights + grads + Adam {} ({} bytes/param{})\n",
                    gib(r.bytes_per_rank_weights_grads_optimizer), bf16 ? 18 : 16,
                    bf16 ? ": bf16 copy, fp32 master, grad, m, v" : ": fp32 weight, grad, m, v");
-  x += fmt::format("                   activations {} per micro-batch ({} activations, {}), up to {} "
-                   "in flight: {}\n",
+  x += fmt::format("                   activations {} per micro-batch ({} activations, {}; {} masked "
+                   "positions per sample), up to {} in flight: {}\n",
                    gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32",
-                   c.recompute_attention ? "attention core recomputed" : "no recompute", in_flight,
+                   c.recompute_attention ? "attention core recomputed" : "no recompute", P, in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
+  x += fmt::format("                   (Megatron's layers would keep {} per micro-batch: Korthikanti et al.'s "
+                   "formula, without embeddings and heads)\n",
+                   gib(r.bytes_megatron_activations));
   x += fmt::format("  tensors peak per rank (estimate; the console reports the measured 'tensors ... "
                    "(peak ...)'): {}\n", gib(r.bytes_tensors_peak));
   x += fmt::format("  FLOPs per step: {:.3e} (Megatron's formula; {:.3e} per sequence, {:.3e} per "

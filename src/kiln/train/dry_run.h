@@ -10,17 +10,20 @@
 // Weights, gradients, optimizer (Megatron's mixed-precision Adam, no distributed optimizer):
 // fp32 master weight + fp32 gradient + Adam m + v = 16 bytes per parameter, plus a 2-byte
 // model copy with bf16 = 18 bytes. Data parallelism replicates all of it.
-// Activations per micro-batch (Korthikanti et al. 2022, "Reducing Activation Recomputation in
-// Large Transformer Models", eq. 2 with tensor parallelism, no sequence parallelism, no
-// recomputation; generalised to an FFN size I and e-byte activations, e = 2 with bf16, else 4;
-// dropout masks 1 byte), per layer:
+// Activations per micro-batch: kiln's own buffers (dry_run.cc, kiln_activations): per layer what
+// backward reads (4 s b h e + 4 s b h e/t + 2 s b I e/t + the probabilities a s^2 b e/t, e the
+// compute dtype's bytes, f32 statistics), once per stage what the layers share
+// (nn::LayerSharedBuffers: forward outputs read once, every gradient, the core's f32 gradients),
+// and the embeddings' and heads' buffers, the MLM logits (b P x V f32) and their gradients among
+// them (P masked positions per sample: --max-predictions, else 0.15 s). For comparison, Megatron's
+// (Korthikanti et al. 2022, eq. 2 with tensor parallelism, no sequence parallelism, no
+// recomputation, generalised to an FFN size I and e-byte activations, dropout masks 1 byte):
 //   s b h (4e + 2 + 4e/t) + s b I (2e/t) + a s^2 b (2e + 1)/t
-// (e = 2, I = 4h gives the paper's s b h (10 + 24/t + 5 a s/(h t))), times the layers of one
-// stage. Embeddings, heads and logits are not counted. With 1F1B the first stage holds up to
-// min(PP, micro-batches) micro-batches of activations at once.
+// per layer (e = 2, I = 4h gives the paper's s b h (10 + 24/t + 5 a s/(h t))). With 1F1B the
+// first stage holds up to min(PP, micro-batches) micro-batches of activations at once.
 // Tensors peak (the name the console's memory field uses): weights + grads + optimizer +
-// activations in flight. The measured peak adds what the estimate leaves out (embeddings,
-// heads, logits, per-op scratch); RSS adds the program, libraries and the data pipeline.
+// activations in flight. The measured peak adds per-op scratch; RSS adds the program, libraries
+// and the data pipeline.
 // FLOPs per step: Megatron's model-FLOPs formula (specs/megatron-bert.md 7.2), B = global batch:
 //   B s [ 6 (4h^2) L + 6 (2 h I) L + 6 h V ] + 6 B s^2 h L
 // (= 72 B s L h^2 (1 + s/(12h) + V/(12 L h)) for I = 4h). Its attention term assumes a causal
@@ -35,7 +38,9 @@ namespace kiln::train {
 
 struct DryRunReport {
   int64_t parameters = 0, parameters_per_rank = 0;
-  double bytes_per_rank_weights_grads_optimizer = 0, bytes_activations_per_microbatch = 0;
+  double bytes_per_rank_weights_grads_optimizer = 0;
+  double bytes_activations_per_microbatch = 0;  // kiln's buffers (below)
+  double bytes_megatron_activations = 0;        // Korthikanti et al.'s formula, for comparison
   // Weights + grads + optimizer + the activations in flight: the estimate of the console's
   // "tensors ... (peak ...)" (train/run_report.h MemoryUse::tensors_peak) for one rank.
   double bytes_tensors_peak = 0;
@@ -54,6 +59,7 @@ double megatron_bert_flops(const models::BertConfig& config, int64_t seq_length,
 // size not divisible by tp, global batch not a multiple of micro_batch x dp, seq_length above
 // max_position, a size < 1), naming the setting.
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
-                          int64_t global_batch, int tp = 1, int pp = 1, int dp = 1, bool bf16 = false);
+                          int64_t global_batch, int tp = 1, int pp = 1, int dp = 1, bool bf16 = false,
+                          int64_t max_predictions = 0);
 
 }  // namespace kiln::train

@@ -1,6 +1,8 @@
 // backend/cuda/conv.cc — 2-D convolutions on cuDNN: NHWC activations, the (K, C/groups, R, S)
-// weights as cuDNN's NCHW filters, f32 accumulation, the algorithm from cuDNN's heuristics and
-// its workspace from the step's scratch; only deterministic algorithms. f32 convolutions use FMA math (no TF32, as on the CPU).
+// weights as cuDNN's NCHW filters, f32 accumulation, only deterministic algorithms: cuDNN's
+// first heuristic choice, or with KILN_SEARCH on the fastest of its choices, timed once per shape
+// on scratch outputs and kept in the algorithm cache file (backend/algo_cache.h); the
+// workspace from the step's scratch. f32 convolutions use FMA math (no TF32, as on the CPU).
 // The weight gradient is accumulated into the f32 dw (beta = 1); for bf16 / f16 activations it
 // runs in f32 on converted copies, since cuDNN's filter gradient has the activations' dtype.
 // Built only where CMake found cuDNN (KILN_HAVE_CUDNN); elsewhere the ops say so.
@@ -10,10 +12,15 @@
 
 #ifdef KILN_HAVE_CUDNN
 #include <cudnn.h>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "kiln/backend/algo_cache.h"
 #endif
 
 namespace kiln::ops::cuda {
@@ -95,14 +102,76 @@ struct ConvDescs {
   ConvDescs& operator=(const ConvDescs&) = delete;
 };
 
-// The first of cuDNN's heuristic choices (ranked) that runs and is deterministic: kiln's ops give
-// bitwise-repeatable results, and some cuDNN algorithms add with atomics.
-template <typename Perf>
-auto first_usable(const char* op, const Perf* perf, int count) {
+// What an algorithm choice depends on: the GPU, cuDNN's version, the op, the shape and dtype.
+std::string conv_key(int device, const char* op, const ConvShape& s, DType dtype) {
+  static const std::string gpu = describe_device(device);  // one GPU per process
+  return fmt::format("{}|cudnn {}|{}|{}x{}x{}x{} k{} {}x{} s{},{} p{},{} d{},{} g{}|{}", gpu, cudnnGetVersion(), op,
+                     s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h, s.dil_w,
+                     s.groups, dtype_name(dtype));
+}
+
+// Milliseconds per run of `run(out, workspace)` (one warm-up, then three), -1 when it fails.
+template <typename Run>
+double time_runs(cudaStream_t stream, Run run) {
+  if (run() != CUDNN_STATUS_SUCCESS) return -1;
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "convolution search");
+  check(cudaEventCreate(&stop), "convolution search");
+  check(cudaEventRecord(start, stream), "convolution search");
+  bool ok = true;
+  for (int i = 0; i < 3 && ok; ++i) ok = run() == CUDNN_STATUS_SUCCESS;
+  check(cudaEventRecord(stop, stream), "convolution search");
+  check(cudaEventSynchronize(stop), "convolution search");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "convolution search");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ok ? double(ms) / 3 : -1;
+}
+
+// The algorithm for `key`: cuDNN's heuristic choices (ranked) that run and are deterministic
+// (kiln's ops give bitwise-repeatable results; some cuDNN algorithms add with atomics), the
+// first of them, or with the search on the cache file's winner or the fastest timed now.
+// `workspace_bytes(algo)` and `run(algo, out, workspace, bytes)` (into a scratch output of
+// `out_bytes`) time a candidate. Remembered for the process.
+template <typename Perf, typename WorkspaceBytes, typename Run>
+auto choose_algo(const char* op, const std::string& key, const Perf* perf, int count, size_t out_bytes,
+                 cudaStream_t stream, WorkspaceBytes workspace_bytes, Run run) {
+  using Algo = decltype(perf[0].algo);
+  static std::mutex mu;
+  static std::map<std::string, Algo> chosen;
+  {
+    const std::lock_guard lock(mu);
+    if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
+  }
+  std::vector<Algo> usable;
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
-      return perf[i].algo;
-  throw Error("op {}: cuDNN has no deterministic algorithm for this convolution", op);
+      usable.push_back(perf[i].algo);
+  KILN_CHECK(!usable.empty(), "op {}: cuDNN has no deterministic algorithm for this convolution", op);
+  int pick = 0;
+  if (usable.size() > 1 && algorithm_search_enabled()) {
+    AlgoCache& cache = AlgoCache::process();
+    if (const std::optional<int> known = cache.find(key); known && *known < int(usable.size())) {
+      pick = *known;
+    } else {
+      void* out = nullptr;
+      check(cudaMalloc(&out, out_bytes), "convolution search output");
+      pick = fastest_candidate(int(usable.size()), [&](int i) {
+        const size_t bytes = workspace_bytes(usable[size_t(i)]);
+        void* ws = nullptr;
+        if (bytes > 0 && cudaMalloc(&ws, bytes) != cudaSuccess) return -1.0;
+        const double ms = time_runs(stream, [&] { return run(usable[size_t(i)], out, ws, bytes); });
+        cudaFree(ws);
+        return ms;
+      });
+      cudaFree(out);
+      KILN_CHECK(pick >= 0, "op {}: none of cuDNN's {} deterministic algorithms ran", op, usable.size());
+      cache.record(key, pick);
+    }
+  }
+  const std::lock_guard lock(mu);
+  return chosen.emplace(key, usable[size_t(pick)]).first->second;
 }
 
 // A workspace of `bytes` from the step's scratch.
@@ -146,13 +215,21 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
   check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
             op, "heuristics");
-  const auto algo = first_usable(op, perf, found);
+  const float one = 1.0f, zero = 0.0f;
+  const auto algo = choose_algo(
+      op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, y.nbytes(), stream_of(ctx),
+      [&](cudnnConvolutionFwdAlgo_t a) {
+        size_t n = 0;
+        return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, &n) == CUDNN_STATUS_SUCCESS ? n : 0;
+      },
+      [&](cudnnConvolutionFwdAlgo_t a, void* out, void* ws, size_t n) {
+        return cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, a, ws, n, &zero, d.y, out);
+      });
   size_t bytes = 0;
   check_dnn(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, &bytes), op,
             "workspace size");
   Tensor holder;
   void* ws = workspace(ctx, holder, bytes);
-  const float one = 1.0f, zero = 0.0f;
   check_dnn(cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, algo, ws, bytes,
                                     &zero, d.y, y.data),
             op, "forward");
@@ -175,13 +252,23 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
   check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                 h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
             op, "heuristics");
-  const auto algo = first_usable(op, perf, found);
+  const float one = 1.0f, zero = 0.0f;
+  const auto algo = choose_algo(
+      op, conv_key(ctx.device.index, op, s, dy.dtype), perf, found, dx.nbytes(), stream_of(ctx),
+      [&](cudnnConvolutionBwdDataAlgo_t a) {
+        size_t n = 0;
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, &n) == CUDNN_STATUS_SUCCESS
+                   ? n
+                   : 0;
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t a, void* out, void* ws, size_t n) {
+        return cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, a, ws, n, &zero, d.x, out);
+      });
   size_t bytes = 0;
   check_dnn(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, &bytes),
             op, "workspace size");
   Tensor holder;
   void* ws = workspace(ctx, holder, bytes);
-  const float one = 1.0f, zero = 0.0f;
   check_dnn(cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, algo, ws,
                                          bytes, &zero, d.x, dx.data),
             op, "backward data");
@@ -214,14 +301,24 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                 h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
             op, "heuristics");
-  const auto algo = first_usable(op, perf, found);
+  const float one = 1.0f;
+  const auto algo = choose_algo(
+      op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, dw.nbytes(), stream_of(ctx),
+      [&](cudnnConvolutionBwdFilterAlgo_t a) {
+        size_t n = 0;
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, &n) == CUDNN_STATUS_SUCCESS
+                   ? n
+                   : 0;
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
+        return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &one, d.w, out);
+      });
   size_t bytes = 0;
   check_dnn(
       cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, &bytes), op,
       "workspace size");
   Tensor holder;
   void* ws = workspace(ctx, holder, bytes);
-  const float one = 1.0f;
   check_dnn(cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, algo, ws,
                                            bytes, &one, d.w, dw.data),
             op, "backward weights");

@@ -7,6 +7,8 @@ namespace kiln::ops::cuda {
 
 void fill(Context& ctx, Tensor& t, float value);
 void copy(Context& ctx, const Tensor& src, Tensor& dst);
+// Page-locked host memory (cudaMallocHost) as a host tensor.
+Tensor pinned_host_tensor(const Shape& shape, DType dtype);
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts);

@@ -5,13 +5,18 @@
 // tanh-GELU are cuBLASLt epilogues; erf-GELU, which cuBLASLt lacks, runs as a kernel after it.
 #include <cublasLt.h>
 
+#include <fmt/format.h>
+
+#include <bit>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kiln/backend/cuda/cublaslt_library.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/matmul_plan.h"
+#include "kiln/backend/cuda/matmul_search.h"
 #include "kiln/backend/cuda/runtime.h"
 #include "kiln/backend/matmul_check.h"
 #include "kiln/backend/route.h"
@@ -30,6 +35,7 @@ void check_lt(cublasStatus_t status, const char* what) {
 struct LtDevice {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
+  std::string gpu;  // describe_device: part of every algorithm key
 };
 
 // The device's cuBLASLt handle and workspace, made on first use and kept for the process.
@@ -41,6 +47,7 @@ const LtDevice& lt_device(int index) {
   if (!d.handle) {
     check_lt(cublaslt().Create(&d.handle), "create");
     check(cudaMalloc(&d.workspace, kWorkspaceBytes), "matmul workspace");
+    d.gpu = describe_device(index);
   }
   return d;
 }
@@ -117,6 +124,30 @@ std::byte* at(const MatView& v, int64_t batch0) {
          batch0 * v.batch_stride[0] * int64_t(dtype_size(v.t.dtype));
 }
 
+// The largest power of two (at most 256) dividing the address: cuBLASLt picks only algorithms
+// that need no more alignment than the pointers have.
+uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return address == 0 ? 256u : uint32_t(std::min<uintptr_t>(256, uintptr_t(1) << std::countr_zero(address)));
+}
+
+void set_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t bytes) {
+  check_lt(cublaslt().MatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)), "alignment");
+}
+
+std::string view_key(const MatView& v) {
+  return fmt::format("{}x{}/{}{}b{}x{}s{},{}{}", v.rows, v.cols, v.ld, v.trans ? "t" : "", v.batch[0], v.batch[1],
+                     v.batch_stride[0], v.batch_stride[1], dtype_name(v.t.dtype));
+}
+
+// What the algorithm choice depends on: the GPU, the three views, the epilogue, beta, alignments.
+std::string product_key(const std::string& gpu, const MatView& a, const MatView& b, const MatView& c,
+                        const MatmulOpts& o, uint32_t align_a, uint32_t align_b, uint32_t align_c) {
+  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}|beta{}|align{},{},{}", gpu,
+                     view_key(a), view_key(b), view_key(c), int(o.act), o.bias ? dtype_name(o.bias->dtype) : "",
+                     o.beta, align_a, align_b, align_c);
+}
+
 }  // namespace
 
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
@@ -147,17 +178,33 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   check_lt(cublaslt().MatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                 &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
            "workspace");
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  check_lt(cublaslt().MatmulAlgoGetHeuristic(lt.handle, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1,
-                                          &heuristic, &found),
-           "heuristic");
-  KILN_CHECK(found > 0, "op matmul: cuBLASLt has no algorithm for {} x {} x {} in {} -> {}", M, N,
-             K, dtype_name(a.t.dtype), dtype_name(c.t.dtype));
+  // Every outer batch's pointers share the first one's alignment when the batch stride keeps it.
   const int64_t outer = merged ? 1 : c.batch[0];
+  auto aligned = [&](const MatView& v) {
+    uint32_t al = alignment(at(v, 0));
+    if (outer > 1) al = std::min(al, alignment(at(v, 1)));
+    return al;
+  };
+  const uint32_t align_a = aligned(b), align_b = aligned(a), align_c = aligned(c);  // cuBLASLt's order
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  LtProduct p;
+  p.handle = lt.handle;
+  p.desc = desc.h;
+  p.la = la.h, p.lb = lb.h, p.lc = lc.h;
+  p.preference = pref.h;
+  p.alpha = &opts.alpha, p.beta = &opts.beta;
+  p.a = at(b, 0), p.b = at(a, 0), p.c = at(c, 0);
+  p.c_offset = size_t(at(c, 0) - static_cast<std::byte*>(c.t.data));
+  p.c_tensor_bytes = c.t.nbytes();
+  p.workspace = lt.workspace, p.workspace_bytes = kWorkspaceBytes;
+  p.stream = stream_of(ctx);
+  const cublasLtMatmulAlgo_t algo = matmul_algorithm(product_key(lt.gpu, a, b, c, opts, align_a, align_b, align_c), p);
   for (int64_t b0 = 0; b0 < outer; ++b0)
     check_lt(cublaslt().Matmul(lt.handle, desc.h, &opts.alpha, at(b, b0), la.h, at(a, b0), lb.h,
-                            &opts.beta, at(c, b0), lc.h, at(c, b0), lc.h, &heuristic.algo,
+                            &opts.beta, at(c, b0), lc.h, at(c, b0), lc.h, &algo,
                             lt.workspace, kWorkspaceBytes, stream_of(ctx)),
              "matmul");
   if (opts.act == Activation::gelu_erf) {

@@ -1,10 +1,13 @@
 // backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout, softmax and LayerNorm
 // forward on CUDA: checks, then a kernel of kernels.h (or a cudaMemcpyAsync) on the context's
-// stream.
+// stream; page-locked host tensors for staging.
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
+
+#include <algorithm>
+#include <memory>
 
 namespace kiln::ops::cuda {
 namespace {
@@ -55,6 +58,17 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst) {
   const cudaStream_t s = on_cuda(ctx) ? stream_of(ctx) : nullptr;
   check(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDefault, s), "copy");
   if (src.device.is_cpu() || dst.device.is_cpu()) check(cudaStreamSynchronize(s), "copy");
+}
+
+Tensor pinned_host_tensor(const Shape& shape, DType dtype) {
+  Tensor t;
+  t.shape = shape;
+  t.dtype = dtype;
+  void* p = nullptr;
+  check(cudaMallocHost(&p, std::max<size_t>(t.nbytes(), 64)), "page-locked host memory");
+  t.storage = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFreeHost(q); });
+  t.data = p;
+  return t;
 }
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {

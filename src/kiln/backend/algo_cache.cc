@@ -1,0 +1,76 @@
+#include "kiln/backend/algo_cache.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "kiln/core/error.h"
+#include "kiln/core/file_util.h"
+
+namespace kiln::ops {
+namespace fs = std::filesystem;
+
+AlgoCache::AlgoCache(fs::path file) : file_(std::move(file)) {
+  if (!fs::exists(file_)) return;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file(file_));
+    for (const auto& [key, value] : j.at("winners").items()) winners_[key] = value.get<int>();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: algorithm cache %s is unreadable (%s); searching again\n", file_.c_str(), e.what());
+    winners_.clear();
+  }
+}
+
+std::optional<int> AlgoCache::find(const std::string& key) const {
+  const std::lock_guard lock(mutex_);
+  const auto it = winners_.find(key);
+  if (it == winners_.end()) return std::nullopt;
+  return it->second;
+}
+
+void AlgoCache::record(const std::string& key, int choice) {
+  const std::lock_guard lock(mutex_);
+  winners_[key] = choice;
+  nlohmann::json j;
+  j["winners"] = winners_;
+  try {
+    fs::create_directories(file_.parent_path());
+    write_file_atomic(file_, [&](std::ostream& out) { out << j.dump(1) << "\n"; });
+  } catch (const std::exception& e) {
+    if (!write_failed_)
+      std::fprintf(stderr, "kiln: cannot write the algorithm cache %s (%s); winners kept for this run only\n",
+                   file_.c_str(), e.what());
+    write_failed_ = true;
+  }
+}
+
+fs::path AlgoCache::default_file() {
+  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir && *dir) return fs::path(dir) / "algorithms.json";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "kiln" / "algorithms.json";
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : ".") / ".cache" / "kiln" / "algorithms.json";
+}
+
+AlgoCache& AlgoCache::process() {
+  static AlgoCache cache(default_file());
+  return cache;
+}
+
+bool algorithm_search_enabled() {
+  const char* v = std::getenv("KILN_SEARCH");
+  return !(v && std::string(v) == "0");
+}
+
+int fastest_candidate(int candidates, const std::function<double(int)>& time_ms) {
+  int best = -1;
+  double best_ms = 0;
+  for (int i = 0; i < candidates; ++i) {
+    const double ms = time_ms(i);
+    if (ms >= 0 && (best < 0 || ms < best_ms)) best = i, best_ms = ms;
+  }
+  return best;
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,92 @@
+// The algorithm cache (backend/algo_cache.h) that the CUDA matmul and convolutions use for their
+// timed search: winners survive into the next process through the file, a damaged file is
+// replaced rather than fatal, the fastest candidate wins and a failing one never does, and the
+// file's place and the search follow the environment.
+#include "kiln/backend/algo_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "tests/testing/temp_dir.h"
+
+namespace kiln::ops {
+namespace {
+namespace fs = std::filesystem;
+
+// Sets an environment variable for the test's scope, then puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(AlgoCache, WinnersSurviveIntoTheNextProcessThroughTheFile) {
+  const fs::path file = testing::unique_temp_dir("algo_cache") / "nested" / "algorithms.json";
+  {
+    AlgoCache cache(file);
+    EXPECT_FALSE(cache.find("gpu|matmul|a"));
+    cache.record("gpu|matmul|a", 3);
+    cache.record("gpu|conv|b", 0);
+    EXPECT_EQ(cache.find("gpu|matmul|a"), 3);
+  }
+  const AlgoCache again(file);  // as a later run reads it
+  EXPECT_EQ(again.find("gpu|matmul|a"), 3);
+  EXPECT_EQ(again.find("gpu|conv|b"), 0);
+  EXPECT_FALSE(again.find("gpu|matmul|other shape"));
+}
+
+TEST(AlgoCache, ADamagedFileIsReplacedNotFatal) {
+  const fs::path file = testing::unique_temp_dir("algo_cache_damaged") / "algorithms.json";
+  std::ofstream(file) << "{\"winners\": {\"k\": ";  // cut off mid-write
+  AlgoCache cache(file);
+  EXPECT_FALSE(cache.find("k"));
+  cache.record("k", 1);
+  EXPECT_EQ(AlgoCache(file).find("k"), 1);
+}
+
+TEST(AlgoCache, TheFastestRunningCandidateWins) {
+  const double ms[] = {2.0, -1.0, 0.5, 0.7};  // candidate 1 failed to run
+  EXPECT_EQ(fastest_candidate(4, [&](int i) { return ms[i]; }), 2);
+  EXPECT_EQ(fastest_candidate(2, [&](int i) { return i == 0 ? -1.0 : 9.0; }), 1);
+  EXPECT_EQ(fastest_candidate(3, [](int) { return -1.0; }), -1);
+  EXPECT_EQ(fastest_candidate(0, [](int) { return 1.0; }), -1);
+}
+
+TEST(AlgoCache, TheFileAndTheSearchFollowTheEnvironment) {
+  {
+    const ScopedEnv dir("KILN_CACHE_DIR", "/tmp/kiln-cache"), xdg("XDG_CACHE_HOME", "/tmp/xdg");
+    EXPECT_EQ(AlgoCache::default_file(), fs::path("/tmp/kiln-cache/algorithms.json"));
+  }
+  {
+    const ScopedEnv dir("KILN_CACHE_DIR", nullptr), xdg("XDG_CACHE_HOME", "/tmp/xdg");
+    EXPECT_EQ(AlgoCache::default_file(), fs::path("/tmp/xdg/kiln/algorithms.json"));
+  }
+  {
+    const ScopedEnv dir("KILN_CACHE_DIR", nullptr), xdg("XDG_CACHE_HOME", nullptr), home("HOME", "/home/u");
+    EXPECT_EQ(AlgoCache::default_file(), fs::path("/home/u/.cache/kiln/algorithms.json"));
+  }
+  {
+    const ScopedEnv search("KILN_SEARCH", "0");
+    EXPECT_FALSE(algorithm_search_enabled());
+  }
+  const ScopedEnv search("KILN_SEARCH", nullptr);
+  EXPECT_TRUE(algorithm_search_enabled());
+}
+
+}  // namespace
+}  // namespace kiln::ops
