@@ -43,13 +43,14 @@ dist::Communicator& RunWorld::get() {
 
 HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,
                          const std::vector<io::FlatState>& buffers)
-    : ctx_(ctx), store_(store), optimizer_(optimizer), buffers_(buffers) {
-  if (store.values.device.is_cpu()) return;
-  host_store_.emplace(store);  // the same specs; its tensors replaced by host ones
-  host_store_->values = ops::host_staging_tensor(ctx, store.values.shape, DType::f32);
+    : ctx_(ctx), store_(store), optimizer_(optimizer), buffers_(buffers), staged_(!store.values.device.is_cpu()) {}
+
+void HostStaging::make_host_copies() {
+  host_store_.emplace(store_);  // the same specs; its tensors replaced by host ones
+  host_store_->values = ops::host_staging_tensor(ctx_, store_.values.shape, DType::f32);
   host_store_->grads = host_store_->compute = Tensor{};
-  host_optimizer_ = host_copies(optimizer);
-  host_buffers_ = host_copies(buffers);
+  host_optimizer_ = host_copies(optimizer_);
+  host_buffers_ = host_copies(buffers_);
 }
 
 std::vector<io::FlatState> HostStaging::host_copies(const std::vector<io::FlatState>& state) {
@@ -62,14 +63,16 @@ std::vector<io::FlatState> HostStaging::host_copies(const std::vector<io::FlatSt
 }
 
 void HostStaging::pull() {
-  if (!host_store_) return;
+  if (!staged_) return;
+  if (!host_store_) make_host_copies();
   ops::copy(ctx_, store_.values, host_store_->values);
   for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *optimizer_[i].second, *host_optimizer_[i].second);
   for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *buffers_[i].second, *host_buffers_[i].second);
 }
 
 void HostStaging::push() {
-  if (!host_store_) return;
+  if (!staged_) return;
+  KILN_CHECK(host_store_, "checkpoint staging: push() before pull()");
   ops::copy(ctx_, host_store_->values, store_.values);
   for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *host_optimizer_[i].second, *optimizer_[i].second);
   for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *host_buffers_[i].second, *buffers_[i].second);

@@ -34,25 +34,28 @@ class RunWorld {
 
 // The state a checkpoint holds (the master weights, the optimizer state, the model's buffers
 // such as BN statistics) as host tensors: that state itself when it lives on the host, else host
-// copies (page-locked on a GPU: ops::host_staging_tensor) that pull() refreshes from the device
-// and push() writes back.
+// copies (page-locked on a GPU: ops::host_staging_tensor), made by the first pull(), that pull()
+// refreshes from the device and push() writes back. A run that never saves or loads holds none.
 class HostStaging {
  public:
   HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,
               const std::vector<io::FlatState>& buffers);
 
-  ParamStore& store() { return host_store_ ? *host_store_ : store_; }
-  const std::vector<io::FlatState>& optimizer() const { return host_store_ ? host_optimizer_ : optimizer_; }
-  const std::vector<io::FlatState>& buffers() const { return host_store_ ? host_buffers_ : buffers_; }
+  // The host side; for state on a device, valid after pull().
+  ParamStore& store() { return staged_ ? *host_store_ : store_; }
+  const std::vector<io::FlatState>& optimizer() const { return staged_ ? host_optimizer_ : optimizer_; }
+  const std::vector<io::FlatState>& buffers() const { return staged_ ? host_buffers_ : buffers_; }
   void pull();  // device -> host copies; nothing on the host
   void push();  // host copies -> device; nothing on the host
 
  private:
+  void make_host_copies();
   std::vector<io::FlatState> host_copies(const std::vector<io::FlatState>& state);
 
   Context& ctx_;
   ParamStore& store_;
   std::vector<io::FlatState> optimizer_, buffers_;
+  bool staged_ = false;  // the state lives on a device
   std::optional<ParamStore> host_store_;
   std::vector<std::unique_ptr<Tensor>> host_tensors_;  // what host_optimizer_ / host_buffers_ point to
   std::vector<io::FlatState> host_optimizer_, host_buffers_;
