@@ -144,7 +144,10 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
                            "the {} parameter elements\n",
                            dp.ranks(), dp.shard(store).size, store.size());
   std::optional<GradBuckets> buckets = overlapped_buckets(c, dp, state.comm, store, console);
-  console << precision_note(c.compute_dtype, cpu_features())
+  console << (ctx.device.kind == DeviceKind::cuda
+                  ? fmt::format("precision: {} on {} (cuBLASLt / cuDNN, f32 accumulation{})", dtype_name(c.compute_dtype),
+                                ctx.device.str(), c.compute_dtype == DType::f32 ? ", no TF32" : "")
+                  : precision_note(c.compute_dtype, cpu_features()))
           << (scaler.enabled() ? fmt::format("; loss scaling {}", scaler.describe()) : std::string())
           << "\n";
   console.flush();
