@@ -47,4 +47,17 @@ inline std::vector<std::string> with_flags(std::vector<std::string> flags, const
   return flags;
 }
 
+// A `Config` made from `flags` as `kiln train` makes it: registered, the flags applied, finalized
+// (e.g. config_from_flags<BertTrainConfig>(register_bert_config, finalize_bert_config, flags)).
+template <typename Config>
+Config config_from_flags(void (*register_config)(train::ConfigRegistry&, Config&),
+                         void (*finalize)(Config&, const train::ConfigRegistry&), std::vector<std::string> flags) {
+  Config c;
+  train::ConfigRegistry registry;
+  register_config(registry, c);
+  apply_flag_list(registry, std::move(flags));
+  finalize(c, registry);
+  return c;
+}
+
 }  // namespace kiln::testing

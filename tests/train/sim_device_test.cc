@@ -53,21 +53,11 @@ std::vector<T> joined(std::vector<T> a, const std::vector<T>& b) {
 }
 
 BertTrainConfig bert(const testing::TinyBert& data, const std::vector<std::string>& extra) {
-  BertTrainConfig c;
-  ConfigRegistry registry;
-  register_bert_config(registry, c);
-  testing::apply_flag_list(registry, with_flags(data.flags, extra));
-  finalize_bert_config(c, registry);
-  return c;
+  return testing::config_from_flags(register_bert_config, finalize_bert_config, with_flags(data.flags, extra));
 }
 
 ResNetTrainConfig resnet(const testing::TinyResNet& data, const std::vector<std::string>& extra) {
-  ResNetTrainConfig c;
-  ConfigRegistry registry;
-  register_resnet_config(registry, c);
-  testing::apply_flag_list(registry, with_flags(data.flags, extra));
-  finalize_resnet_config(c, registry);
-  return c;
+  return testing::config_from_flags(register_resnet_config, finalize_resnet_config, with_flags(data.flags, extra));
 }
 
 TEST(SimDevice, BertTrainsBitwiseAsOnTheHostAcrossAResume) {

@@ -31,7 +31,20 @@ StagedCommunicator::StagedCommunicator(Communicator& host, Device device)
 StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> owned, Device device)
     : owned_(std::move(owned)), host_(*owned_), ctx_(device_context(device)) {}
 
-Tensor StagedCommunicator::staged(const Tensor& t) { return ops::on_host(ctx_, t); }
+Tensor StagedCommunicator::host_buffer(const Tensor& t) {
+  if (t.device.is_cpu()) return t;
+  Tensor& buffer = buffers_[{t.data, t.nbytes()}];
+  if (!buffer.defined() || buffer.dtype != t.dtype) buffer = ops::host_staging_tensor(ctx_, t.shape, t.dtype);
+  Tensor view = buffer;
+  view.shape = t.shape;
+  return view;
+}
+
+Tensor StagedCommunicator::staged(const Tensor& t) {
+  Tensor h = host_buffer(t);
+  if (h.data != t.data) ops::copy(ctx_, t, h);
+  return h;
+}
 
 void StagedCommunicator::all_reduce_sum(Tensor& t) {
   Tensor h = staged(t);
@@ -53,14 +66,14 @@ void StagedCommunicator::broadcast(Tensor& t, int root) {
 
 void StagedCommunicator::all_gather(const Tensor& in, Tensor& out) {
   Tensor h_in = staged(in);
-  Tensor h_out = out.device.is_cpu() ? out : Tensor::empty(out.shape, out.dtype);
+  Tensor h_out = host_buffer(out);
   host_.all_gather(h_in, h_out);
   if (h_out.data != out.data) ops::copy(ctx_, h_out, out);
 }
 
 void StagedCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   Tensor h_in = staged(in);
-  Tensor h_out = out.device.is_cpu() ? out : Tensor::empty(out.shape, out.dtype);
+  Tensor h_out = host_buffer(out);
   host_.reduce_scatter_sum(h_in, h_out);
   if (h_out.data != out.data) ops::copy(ctx_, h_out, out);
 }
@@ -72,7 +85,7 @@ std::unique_ptr<Request> StagedCommunicator::isend(const Tensor& t, int peer) {
 }
 
 std::unique_ptr<Request> StagedCommunicator::irecv(Tensor& t, int peer) {
-  Tensor h = t.device.is_cpu() ? t : Tensor::empty(t.shape, t.dtype);
+  Tensor h = host_buffer(t);
   std::unique_ptr<Request> r = host_.irecv(h, peer);
   return std::make_unique<StagedRequest>(std::move(r), h, t, ctx_);
 }

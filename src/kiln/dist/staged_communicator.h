@@ -3,9 +3,13 @@
 // and copies the result back; host tensors pass straight through. The same results, bit for
 // bit, as the host communicator on the same values. It carries data parallelism on a device where
 // no device transport (NCCL) is built, and on the simulated device under mpirun. The copies run on
-// the calling thread, before a request is started and in its wait().
+// the calling thread, before a request is started and in its wait(). Each device tensor gets one
+// host buffer (page-locked on a GPU), kept for the next call: the training step's collectives
+// reduce the same gradient buckets every step, so the steady state allocates nothing.
 #pragma once
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "kiln/core/context.h"
 #include "kiln/dist/communicator.h"
@@ -35,11 +39,13 @@ class StagedCommunicator final : public Communicator {
 
  private:
   StagedCommunicator(std::unique_ptr<Communicator> owned, Device device);
-  Tensor staged(const Tensor& t);  // t itself on the host, else a host copy
+  Tensor host_buffer(const Tensor& t);  // t itself on the host, else t's host buffer (contents stale)
+  Tensor staged(const Tensor& t);       // t's host buffer holding t's values
 
   std::unique_ptr<Communicator> owned_;  // a split's own host communicator
   Communicator& host_;
   Context ctx_;
+  std::map<std::pair<const void*, size_t>, Tensor> buffers_;  // by the device tensor's address and size
 };
 
 }  // namespace kiln::dist

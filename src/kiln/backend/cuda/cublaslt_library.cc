@@ -1,31 +1,21 @@
 #include "kiln/backend/cuda/cublaslt_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
-#include "kiln/core/error.h"
+#include "kiln/core/shared_library.h"
 
 namespace kiln::ops::cuda {
 namespace {
 
-// The soname of the major version kiln was compiled against, then the toolkit's own copy.
-void* open_library() {
-  const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-  if (void* h = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
-  const std::string in_toolkit = std::string(KILN_CUDA_LIBRARY_DIR) + "/" + soname;
-  if (void* h = ::dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
-  throw Error("cuBLASLt: cannot open {} (nor {}): {}", soname, in_toolkit, ::dlerror());
-}
-
 template <typename F>
 void bind(void* library, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(::dlsym(library, name));
-  if (!fn) throw Error("cuBLASLt: the library has no {}", name);
+  bind_symbol(library, "cuBLASLt", name, fn);
 }
 
+// The soname of the major version kiln was compiled against, then the toolkit's own copy.
 CublasLt load() {
-  void* h = open_library();
+  const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  void* h = open_shared_library("cuBLASLt", {soname, std::string(KILN_CUDA_LIBRARY_DIR) + "/" + soname});
   CublasLt lt{};
   bind(h, "cublasLtCreate", lt.Create);
   bind(h, "cublasLtGetStatusString", lt.GetStatusString);

@@ -1,29 +1,20 @@
 #include "kiln/dist/nccl/nccl_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
-#include "kiln/core/error.h"
+#include "kiln/core/shared_library.h"
 
 namespace kiln::dist {
 namespace {
 
-void* open_library() {
-  const std::string soname = "libnccl.so." + std::to_string(NCCL_MAJOR);
-  if (void* h = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
-  if (void* h = ::dlopen(KILN_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL)) return h;
-  throw Error("NCCL: cannot open {} (nor {}): {}", soname, KILN_NCCL_LIBRARY, ::dlerror());
-}
-
 template <typename F>
 void bind(void* library, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(::dlsym(library, name));
-  if (!fn) throw Error("NCCL: the library has no {}", name);
+  bind_symbol(library, "NCCL", name, fn);
 }
 
+// The soname of the major version kiln was compiled against, then the file CMake found.
 Nccl load() {
-  void* h = open_library();
+  void* h = open_shared_library("NCCL", {"libnccl.so." + std::to_string(NCCL_MAJOR), KILN_NCCL_LIBRARY});
   Nccl n{};
   bind(h, "ncclGetUniqueId", n.GetUniqueId);
   bind(h, "ncclCommInitRank", n.CommInitRank);
