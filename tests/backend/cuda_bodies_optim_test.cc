@@ -99,13 +99,14 @@ Views views(State& s) {
   return {view(s.w), view(s.g), view(s.m), view(s.v)};
 }
 
-const ops::AdamStep kAdam{0.01f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.1f, 0.002f};
+const ops::AdamStep kAdam{0.01f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.1f, 0.002f, 0.6f};
 
 TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   int64_t n = 0;
   const auto segs = make_segments(n);
   const ChunkPlan plan = plan_chunks(segs);
-  const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, kAdam.bc1, kAdam.bc2};
+  const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay,
+                         kAdam.bc1,   kAdam.bc2,   kAdam.grad_scale};
   const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
   // AdamW, with the bf16 copy refreshed.
   State got = make_state(n), want = make_state(n);

@@ -143,7 +143,7 @@ TEST(ParityOptim, AdamWAndLambMatchFloat64Reference) {
         C = Tensor::empty({c.n}, compute, p.ctx.device);
         ops::cast(p.ctx, c.W, C);
       }
-      const ops::AdamStep s{0.01f, 0.9f, 0.999f, 1e-6f, 0.1f, 0.271f, 0.00299f};
+      const ops::AdamStep s{0.01f, 0.9f, 0.999f, 1e-6f, 0.1f, 0.271f, 0.00299f, 0.37f};  // clipped
       Tensor norms = Tensor::empty({int64_t(c.segs.size()), 2}, DType::i64, p.ctx.device);
       if (lamb) {
         ops::lamb_moments(p.ctx, s, c.segs, c.W, c.G, c.M, c.V, norms);
@@ -158,8 +158,9 @@ TEST(ParityOptim, AdamWAndLambMatchFloat64Reference) {
         double wn = 0, un = 0;
         for (int64_t e = 0; e < seg.numel; ++e) {
           const size_t i = size_t(seg.offset + e);
-          m[i] = s.beta1 * m[i] + (1 - double(s.beta1)) * c.g[i];
-          v[i] = s.beta2 * v[i] + (1 - double(s.beta2)) * c.g[i] * c.g[i];
+          const double g = s.grad_scale * c.g[i];
+          m[i] = s.beta1 * m[i] + (1 - double(s.beta1)) * g;
+          v[i] = s.beta2 * v[i] + (1 - double(s.beta2)) * g * g;
           u[size_t(e)] = m[i] / s.bc1 / (std::sqrt(v[i] / s.bc2) + s.eps) + wd * w[i];
           wn += w[i] * w[i], un += u[size_t(e)] * u[size_t(e)];
         }

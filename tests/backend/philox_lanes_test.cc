@@ -1,5 +1,8 @@
 // The vectorised Philox of the CPU dropout gives the words of core/philox.h's philox4x32, in
 // element order, for every lane.
+// GCC 12's false warnings on inlined AVX-512 intrinsics (backend/cpu/philox_lanes.h).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <gtest/gtest.h>
 
 #include "kiln/backend/cpu/philox_lanes.h"
@@ -19,15 +22,43 @@ TEST(PhiloxLanes, EveryLaneIsTheScalarBlock) {
     for (uint64_t stream : streams)
       for (uint32_t hi : his)
         for (uint32_t lo : los) {
-          uint32_t got[4 * kPhiloxLanes];
+          uint32_t got[4 * kPhiloxLanes], portable[4 * kPhiloxLanes];
           ops::cpu::philox_lanes(seed, stream, hi, lo, got);
+          ops::cpu::philox_lanes_portable(seed, stream, hi, lo, portable);
           for (int l = 0; l < kPhiloxLanes; ++l) {
             const auto want = philox4x32(seed, stream, (uint64_t(hi) << 32) | (lo + uint32_t(l)));
-            for (int w = 0; w < 4; ++w) ASSERT_EQ(got[4 * l + w], want[size_t(w)]) << seed << " " << lo << " " << l;
+            for (int w = 0; w < 4; ++w) {
+              ASSERT_EQ(got[4 * l + w], want[size_t(w)]) << seed << " " << lo << " " << l;
+              ASSERT_EQ(portable[4 * l + w], want[size_t(w)]) << seed << " " << lo << " " << l;
+            }
             ++checked;
           }
         }
   EXPECT_EQ(checked, 3 * 3 * 3 * 4 * kPhiloxLanes);
+}
+
+// Both keep-mask paths against the scalar rule, at probabilities that hit the threshold's
+// rounding: a word whose top 24 bits equal p * 2^24 rounded up is kept, one below is dropped.
+TEST(PhiloxLanes, KeepMasksAreTheScalarDropoutRule) {
+  using ops::cpu::kPhiloxLanes;
+  const float probs[] = {0.0f, 0.1f, 0.5f, 0.9f, 0.999f};
+  int64_t dropped = 0, total = 0;
+  for (float p : probs)
+    for (uint32_t lo = 0; lo < 64 * kPhiloxLanes; lo += kPhiloxLanes) {
+      float got[4 * kPhiloxLanes], portable[4 * kPhiloxLanes];
+      ops::cpu::dropout_keep_lanes(42, 7, 3, lo, p, got);
+      ops::cpu::dropout_keep_lanes_portable(42, 7, 3, lo, p, portable);
+      for (int t = 0; t < 4 * kPhiloxLanes; ++t) {
+        const uint32_t word = philox4x32(42, 7, (uint64_t(3) << 32) | (lo + uint32_t(t / 4)))[size_t(t % 4)];
+        const float want = u32_to_unit_float(word) < p ? 0.0f : 1.0f;
+        ASSERT_EQ(got[t], want) << "p " << p << " lo " << lo << " t " << t;
+        ASSERT_EQ(portable[t], want) << "p " << p << " lo " << lo << " t " << t;
+        dropped += want == 0.0f;
+        ++total;
+      }
+    }
+  // The rule itself is not degenerate: about (0 + 0.1 + 0.5 + 0.9 + 0.999) / 5 of all dropped.
+  EXPECT_NEAR(double(dropped) / double(total), 2.499 / 5, 0.02);
 }
 
 }  // namespace

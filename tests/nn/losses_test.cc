@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -90,12 +91,11 @@ TEST(NspLoss, MatchesFloat64ReferenceIgnoresMinusOneAndGradient) {
   EXPECT_THROW(nsp.forward(logits, bad.data()), Error);
 }
 
-// The f32 loops the loss ops replaced, kept as the bitwise reference: log-sum-exp rounded to
-// f32, row terms in double summed in row order, row coefficients rounded to f32.
-struct OldXent {
-  std::vector<float> lse;
+// Float64 reference: log-sum-exp and the first index of each row's maximum.
+struct RefXent {
+  std::vector<double> lse;
   std::vector<int32_t> argmax;
-  OldXent(const Tensor& logits) {
+  RefXent(const Tensor& logits) {
     const int64_t N = logits.dim(0), V = logits.dim(1);
     lse.resize(size_t(N));
     argmax.resize(size_t(N));
@@ -105,14 +105,31 @@ struct OldXent {
       for (int64_t v = 1; v < V; ++v)
         if (row[v] > row[best]) best = v;
       double sum = 0.0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v] - row[best]));
-      lse[i] = float(double(row[best]) + std::log(sum));
-      argmax[i] = int32_t(best);
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - double(row[best]));
+      lse[size_t(i)] = double(row[best]) + std::log(sum);
+      argmax[size_t(i)] = int32_t(best);
     }
   }
 };
 
-TEST(MlmLoss, IsBitwiseTheOldLoops) {
+// The op's gradient is k·(softmax - smooth) - k·hit at the label, within a few f32 ulp of k
+// (the log-sum-exp is kept in f32).
+void expect_xent_gradient(const Tensor& logits, const Tensor& d, const RefXent& ref,
+                          const std::vector<int32_t>& labels, const std::vector<double>& k,
+                          double smooth, double hit) {
+  const int64_t N = logits.dim(0), V = logits.dim(1);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t v = 0; v < V; ++v) {
+      double want = 0.0;
+      if (labels[size_t(i)] >= 0) {
+        want = k[size_t(i)] * (std::exp(double(logits.ptr<float>()[i * V + v]) - ref.lse[size_t(i)]) - smooth);
+        if (v == labels[size_t(i)]) want -= k[size_t(i)] * hit;
+      }
+      ASSERT_NEAR(d.ptr<float>()[i * V + v], want, 2e-6 * std::abs(k[size_t(i)]) + 1e-12) << i << ", " << v;
+    }
+}
+
+TEST(MlmLoss, MatchesFloat64Reference) {
   const int64_t N = 37, V = 3001;
   Tensor logits = random_tensor({N, V}, 72, 4.0f);
   std::vector<int32_t> ids(N);
@@ -120,28 +137,23 @@ TEST(MlmLoss, IsBitwiseTheOldLoops) {
   for (int64_t i = 0; i < N; ++i) ids[i] = int32_t((i * 977) % V), w[i] = i % 7 == 3 ? 0.0f : 1.0f;
   nn::MlmLoss mlm;
   const nn::LossResult r = mlm.forward(logits, ids.data(), w.data());
-  const OldXent old(logits);
+  const RefXent ref(logits);
   double nll = 0, count = 0;
   for (int64_t i = 0; i < N; ++i) {
     count += w[i];
-    nll -= double(w[i]) * (double(logits.ptr<float>()[i * V + ids[i]]) - double(old.lse[i]));
+    nll -= double(w[i]) * (double(logits.ptr<float>()[i * V + ids[i]]) - ref.lse[size_t(i)]);
   }
   const double denom = count + 1e-5;
-  EXPECT_EQ(r.loss, nll / denom);
+  EXPECT_NEAR(r.loss, nll / denom, 1e-6 * std::abs(nll / denom));
   EXPECT_EQ(r.count, count);
   const float dloss = 0.37f;
   const Tensor d = mlm.backward(dloss);
-  for (int64_t i = 0; i < N; ++i) {
-    const float k = dloss * float(double(w[i]) / denom);
-    for (int64_t v = 0; v < V; ++v) {
-      float want = k * std::exp(logits.ptr<float>()[i * V + v] - old.lse[i]);
-      if (v == ids[i]) want -= k;
-      ASSERT_EQ(d.ptr<float>()[i * V + v], want) << i << ", " << v;
-    }
-  }
+  std::vector<double> k(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) k[size_t(i)] = dloss * double(w[i]) / denom;
+  expect_xent_gradient(logits, d, ref, ids, k, 0.0, 1.0);
 }
 
-TEST(SoftmaxCrossEntropy, IsBitwiseTheOldLoopsWithLabelSmoothing) {
+TEST(SoftmaxCrossEntropy, MatchesFloat64ReferenceWithLabelSmoothing) {
   const int64_t N = 29, C = 1000;
   const float ls = 0.1f;
   Tensor logits = random_tensor({N, C}, 73, 3.0f);
@@ -149,7 +161,7 @@ TEST(SoftmaxCrossEntropy, IsBitwiseTheOldLoopsWithLabelSmoothing) {
   for (int64_t i = 0; i < N; ++i) labels[i] = i % 9 == 4 ? -1 : int32_t((i * 331) % C);
   nn::SoftmaxCrossEntropy xent(ls);
   const nn::LossResult r = xent.forward(logits, labels.data());
-  const OldXent old(logits);
+  const RefXent ref(logits);
   double total = 0, count = 0;
   int64_t correct = 0;
   for (int64_t i = 0; i < N; ++i) {
@@ -157,24 +169,36 @@ TEST(SoftmaxCrossEntropy, IsBitwiseTheOldLoopsWithLabelSmoothing) {
     const float* z = logits.ptr<float>() + i * C;
     double zsum = 0;
     for (int64_t c = 0; c < C; ++c) zsum += z[c];
-    total += double(old.lse[i]) - (1.0 - double(ls)) * double(z[labels[i]]) - double(ls) * zsum / double(C);
+    total += ref.lse[size_t(i)] - (1.0 - double(ls)) * double(z[labels[i]]) - double(ls) * zsum / double(C);
     count += 1;
-    correct += old.argmax[i] == labels[i];
+    correct += ref.argmax[size_t(i)] == labels[i];
   }
-  EXPECT_EQ(r.loss, total / count);
+  EXPECT_NEAR(r.loss, total / count, 1e-6 * std::abs(total / count));
   EXPECT_EQ(r.correct, correct);
-  const float dloss = 1.0f;
-  const Tensor d = xent.backward(dloss);
-  const float k = float(double(dloss) / count), smooth = ls / float(C);
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t c = 0; c < C; ++c) {
-      float want = 0.0f;
-      if (labels[i] >= 0) {
-        want = k * (std::exp(logits.ptr<float>()[i * C + c] - old.lse[i]) - smooth);
-        if (c == labels[i]) want -= k * (1.0f - ls);
-      }
-      ASSERT_EQ(d.ptr<float>()[i * C + c], want) << i << ", " << c;
-    }
+  const Tensor d = xent.backward(1.0f);
+  expect_xent_gradient(logits, d, ref, labels, std::vector<double>(size_t(N), 1.0 / count),
+                       double(ls) / double(C), 1.0 - double(ls));
+}
+
+// Prediction = the first index of a row's maximum, wherever the ties fall among the op's lanes
+// (and in a row shorter than one lane group).
+TEST(SoftmaxCrossEntropy, CorrectCountsTheFirstIndexOfTheMaximum) {
+  const int64_t C = 100;
+  const std::vector<std::vector<int64_t>> maxima = {{5, 37, 90}, {0, 16, 99}, {99}, {64, 65}, {17, 33, 1}};
+  Tensor logits = random_tensor({int64_t(maxima.size()), C}, 74, 1.0f);
+  std::vector<int32_t> first(maxima.size()), later(maxima.size());
+  for (size_t i = 0; i < maxima.size(); ++i) {
+    for (int64_t c : maxima[i]) logits.ptr<float>()[int64_t(i) * C + c] = 10.0f;
+    first[i] = int32_t(*std::min_element(maxima[i].begin(), maxima[i].end()));
+    later[i] = int32_t(*std::max_element(maxima[i].begin(), maxima[i].end()));
+  }
+  nn::SoftmaxCrossEntropy xent(0.0f);
+  EXPECT_EQ(xent.forward(logits, first.data()).correct, int64_t(maxima.size()));
+  EXPECT_EQ(xent.forward(logits, later.data()).correct, 1);  // only the row with one maximum
+  Tensor small = random_tensor({1, 3}, 75, 1.0f);
+  small.ptr<float>()[1] = small.ptr<float>()[2] = 5.0f;
+  const std::vector<int32_t> one = {1};
+  EXPECT_EQ(xent.forward(small, one.data()).correct, 1);
 }
 
 }  // namespace

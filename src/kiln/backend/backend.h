@@ -204,12 +204,16 @@ void scale_all(Context& ctx, Tensor& x, float factor);
 // x *= factor, and found (1) i32 = 1 when any element of x is then inf or NaN, else 0.
 void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found);
 
-// One Adam step's scalars; bc1, bc2 = 1 - beta^t (1 without bias correction), rounded to f32.
+// One Adam step's scalars; bc1, bc2 = 1 - beta^t (1 without bias correction), rounded to f32;
+// grad_scale: the gradients count as grad_scale·g (clipping folded into the update; g is only
+// read).
 struct AdamStep {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
   float bc1 = 1, bc2 = 1;
+  float grad_scale = 1;
 };
-// For every element of every segment, in f32 (wd = weight_decay where decay, else 0):
+// For every element of every segment, in f32 (wd = weight_decay where decay, else 0; g read as
+// f32(grad_scale·g)):
 //   m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²;  u = (m/bc1) / (sqrt(v/bc2) + eps) + wd·w
 // adamw_update:  w -= lr·u.
 // w, g, m, v: flat f32; w_compute: flat bf16/f16 copy of w refreshed in the same pass

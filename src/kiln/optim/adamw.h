@@ -20,7 +20,7 @@ class AdamW : public Optimizer {
  public:
   // The store must be allocated; m and v start at zero.
   AdamW(ParamStore& store, AdamWConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
-  void step(float lr) override;
+  void step(float lr, float grad_scale = 1.0f) override;
   std::vector<NamedState> state() override;  // "m", "v"
   const AdamWConfig& config() const { return config_; }
 

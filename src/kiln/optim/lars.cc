@@ -12,8 +12,10 @@ Lars::Lars(ParamStore& store, LarsConfig config, Context& ctx, ShardRange shard)
 
 std::vector<NamedState> Lars::state() { return {{"momentum", &momentum_}}; }
 
-void Lars::step(float lr) {
+void Lars::step(float lr, float grad_scale) {
   check_layout();
+  // The trust ratio reads ‖g‖: the gradients are scaled in place first.
+  if (grad_scale != 1.0f) ops::scale_all(ctx_, flat_.grads, grad_scale);
   const ops::LarsStep p{lr, config_.momentum, config_.weight_decay, config_.eeta,
                         config_.epsilon};
   ops::segment_sum_squares(ctx_, flat_.values, flat_.grads, flat_.segments, norms_);

@@ -33,8 +33,9 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // Updates store.values from store.grads with learning rate lr, and the weights' compute copy
-  // (store.compute, bf16/f16) in the same fused pass; grads are left untouched.
-  virtual void step(float lr) = 0;
+  // (store.compute, bf16/f16) in the same fused pass. The gradients count as grad_scale·g
+  // (gradient clipping without a pass of its own); Adam and LAMB leave them untouched.
+  virtual void step(float lr, float grad_scale = 1.0f) = 0;
   // Number of step() calls so far (restored from a checkpoint by set_steps_taken).
   virtual int64_t steps_taken() const { return steps_taken_; }
   void set_steps_taken(int64_t steps);

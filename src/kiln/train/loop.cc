@@ -325,8 +325,8 @@ LoopResult run_training(const LoopConfig& c, Recipe& recipe, TrainState state, S
     lr = state.schedule.lr(optimizer.steps_taken());  // skipped steps do not advance it
     const bool finite = std::isfinite(sum.loss) && std::isfinite(grad_norm);
     if (finite) {
-      if (c.clip_grad > 0 && grad_norm > c.clip_grad) optim::scale_grads(store, float(c.clip_grad / grad_norm), ctx);
-      optimizer.step(float(lr));
+      const bool clip = c.clip_grad > 0 && grad_norm > c.clip_grad;
+      optimizer.step(float(lr), clip ? float(c.clip_grad / grad_norm) : 1.0f);
       if (sharded) dp.gather_weights(store);
       scaler.update(false);
       consecutive_hopeless = 0;

@@ -1,5 +1,8 @@
 // backend/cpu/elementwise.cc — elementwise ops, bias add / grad, activations, dropout; written
 // once for f32 / bf16 / f16 storage with f32 arithmetic (backend/cpu/typed.h).
+// GCC 12's false warnings on inlined AVX-512 intrinsics (backend/cpu/philox_lanes.h).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <algorithm>
 #include <cmath>
 
@@ -210,15 +213,15 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
       for (int64_t s = 0; s < samples; ++s)
         for (int64_t b = 0; b < batches; ++b) {
           const int64_t j0 = first + b * kPhiloxLanes;
-          uint32_t bits[4 * kPhiloxLanes];  // element t of the batch: element base + t of the slice
-          philox_lanes(rng.seed, rng.stream, uint32_t(sample_offset + uint64_t(s)), uint32_t(j0), bits);
+          float keep[4 * kPhiloxLanes];  // element t of the batch: element base + t of the slice
+          dropout_keep_lanes(rng.seed, rng.stream, uint32_t(sample_offset + uint64_t(s)), uint32_t(j0), p, keep);
           const int64_t base = 4 * j0 - element_offset;
           const int64_t t0 = std::max<int64_t>(0, -base), t1 = std::min<int64_t>(4 * kPhiloxLanes, per - base);
 #pragma omp simd
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t i = s * per + base + t;
             const float kept = cpu::load(x[i]) * scale;
-            y[i] = cpu::store<Y>(u32_to_unit_float(bits[t]) < p ? 0.0f : kept);
+            y[i] = cpu::store<Y>(keep[t] != 0.0f ? kept : 0.0f);
           }
         }
     });

@@ -1,11 +1,13 @@
 // backend/cpu/losses.cc — softmax cross-entropy forward (log-sum-exp, loss, correct count and
 // weight sum) and backward (the per-row gradient, written directly).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/cpu/vec_math.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
@@ -33,6 +35,57 @@ void check_xent(const char* op, const Tensor& logits, const Tensor& labels, cons
     KILN_CHECK(y[i] < V, "op {}: label {} at row {} is outside [0, {})", op, y[i], i, V);
 }
 
+struct RowStats {
+  float max;       // the row's maximum
+  int64_t argmax;  // its first index
+  double exp_sum;  // Σ exp(z - max)
+  double sum;      // Σ z
+};
+
+// The first index v in [from, V) with row[v] == value (V if none), a block at a time.
+template <typename T>
+int64_t first_index_of(const T* row, int64_t from, int64_t V, float value) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t v0 = from; v0 < V; v0 += kBlock) {
+    const int64_t end = std::min(V, v0 + kBlock);
+    int hit = 0;
+#pragma omp simd reduction(| : hit)
+    for (int64_t v = v0; v < end; ++v) hit |= int(cpu::load(row[v]) == value);
+    if (hit)
+      for (int64_t v = v0; v < end; ++v)
+        if (cpu::load(row[v]) == value) return v;
+  }
+  return V;
+}
+
+// Vectorised passes over a row: the maximum, its first index (as a scalar scan that keeps the
+// first strictly greater element finds it), and the sums in double. exp goes through a block
+// buffer because GCC does not vectorise a double reduction of a float exp directly; the order of
+// the sums is fixed by the build, not by the thread count.
+template <typename T>
+RowStats row_stats(const T* row, int64_t V) {
+  RowStats r{cpu::load(row[0]), 0, 0.0, 0.0};
+  float mx = r.max;
+#pragma omp simd reduction(max : mx)
+  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, cpu::load(row[v]));
+  if (mx > r.max) r.max = mx, r.argmax = first_index_of(row, 1, V, mx);
+  constexpr int64_t kBlock = 256;
+  float e[kBlock];
+  double exp_sum = 0.0, sum = 0.0;
+  for (int64_t v0 = 0; v0 < V; v0 += kBlock) {
+    const int64_t n = std::min(kBlock, V - v0);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) e[j] = vec::exp(cpu::load(row[v0 + j]) - r.max);
+#pragma omp simd reduction(+ : exp_sum, sum)
+    for (int64_t j = 0; j < n; ++j) {
+      exp_sum += double(e[j]);
+      sum += double(cpu::load(row[v0 + j]));
+    }
+  }
+  r.exp_sum = exp_sum, r.sum = sum;
+  return r;
+}
+
 }  // namespace
 
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
@@ -57,28 +110,17 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
     for (int64_t i = 0; i < N; ++i) {
       const T* row = logits.ptr<T>() + i * V;
-      int64_t best = 0;
-      float mx = cpu::load(row[0]);
-      for (int64_t v = 1; v < V; ++v) {
-        const float z = cpu::load(row[v]);
-        if (z > mx) best = v, mx = z;
-      }
-      double sum = 0.0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(cpu::load(row[v]) - mx));
-      l[i] = float(double(mx) + std::log(sum));
+      const RowStats r = row_stats(row, V);
+      l[i] = float(double(r.max) + std::log(r.exp_sum));
       row_loss[i] = 0.0;
       row_correct[i] = 0;
       if (y[i] < 0) continue;
       const double wi = w ? double(w[i]) : 1.0;
       // -Σ_v q_v log p_v with log p_v = z_v - lse.
       double term = double(l[i]) - (1.0 - ls) * double(cpu::load(row[y[i]]));
-      if (ls != 0.0) {
-        double zsum = 0.0;
-        for (int64_t v = 0; v < V; ++v) zsum += cpu::load(row[v]);
-        term -= ls * zsum / double(V);
-      }
+      if (ls != 0.0) term -= ls * r.sum / double(V);
       row_loss[i] = wi * term;
-      row_correct[i] = wi > 0.0 && best == y[i];
+      row_correct[i] = wi > 0.0 && r.argmax == y[i];
     }
   });
 
@@ -118,11 +160,13 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
         }
         const float k = scale * float((w ? double(w[i]) : 1.0) / norm), li = l[i];
         if constexpr (std::is_same_v<D, float>) {
-          for (int64_t v = 0; v < V; ++v) drow[v] = k * (std::exp(cpu::load(row[v]) - li) - smooth);
+#pragma omp simd
+          for (int64_t v = 0; v < V; ++v) drow[v] = k * (vec::exp(cpu::load(row[v]) - li) - smooth);
           drow[y[i]] -= k * hit;
         } else {
+#pragma omp simd
           for (int64_t v = 0; v < V; ++v) {
-            float d = k * (std::exp(cpu::load(row[v]) - li) - smooth);
+            float d = k * (vec::exp(cpu::load(row[v]) - li) - smooth);
             if (v == y[i]) d -= k * hit;
             drow[v] = cpu::store<D>(d);
           }

@@ -196,7 +196,7 @@ void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment
     const int64_t o = segments[k].offset;
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
     update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
-      cpu::adam_moments(G[i], p.beta1, p.beta2, M[i], V[i]);
+      cpu::adam_moments(p.grad_scale * G[i], p.beta1, p.beta2, M[i], V[i]);
       return W[i] - p.lr * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
     });
   });
@@ -213,7 +213,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment
   segment_pair_sums(ctx, segments, [&](size_t k, int64_t e) {
     const int64_t i = segments[k].offset + e;
     const float wd = p.weight_decay * float(segments[k].decay);  // no load under a condition: vectorises
-    cpu::adam_moments(G[i], p.beta1, p.beta2, M[i], V[i]);
+    cpu::adam_moments(p.grad_scale * G[i], p.beta1, p.beta2, M[i], V[i]);
     const float u = cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
     return Pair{double(W[i]) * double(W[i]), double(u) * double(u)};
   }, norms);

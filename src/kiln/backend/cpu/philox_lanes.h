@@ -1,8 +1,13 @@
-// backend/cpu/philox_lanes.h — Philox4x32-10 for kLanes consecutive counters at once, written as
-// a lane loop that GCC vectorises (AVX-512: 16 counters per instruction, AVX2: 8): the same
-// numbers as core/philox.h's philox4x32, many times faster than calling it per block.
+// backend/cpu/philox_lanes.h — Philox4x32-10 for kPhiloxLanes consecutive counters at once: the
+// same numbers as core/philox.h's philox4x32, many times faster than calling it per block. The
+// portable lane loop vectorises (AVX2: 8 counters per instruction); with AVX-512 the rounds and
+// the transpose into element order are intrinsics (2.5x faster than GCC's vectorisation).
 #pragma once
 #include <cstdint>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "kiln/core/philox.h"
 
@@ -12,7 +17,8 @@ inline constexpr int kPhiloxLanes = 16;
 
 // out[4 * l + w] = word w of philox4x32(seed, stream, (hi << 32) | (lo + l)) for l < kPhiloxLanes:
 // the blocks' words in element order. lo + kPhiloxLanes - 1 must not pass 2^32 - 1.
-inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo, uint32_t* out) {
+inline void philox_lanes_portable(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo,
+                                  uint32_t* out) {
   uint32_t words[4][kPhiloxLanes];
 #pragma omp simd
   for (int l = 0; l < kPhiloxLanes; ++l) {
@@ -27,6 +33,88 @@ inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t l
   }
   for (int l = 0; l < kPhiloxLanes; ++l)
     for (int w = 0; w < 4; ++w) out[4 * l + w] = words[w][l];
+}
+
+// keep[t] = 0 where element t of the lanes' words (order as above) is dropped at probability p
+// (u32_to_unit_float(word) < p), else 1.
+inline void dropout_keep_lanes_portable(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo,
+                                        float p, float* keep) {
+  uint32_t bits[4 * kPhiloxLanes];
+  philox_lanes_portable(seed, stream, hi, lo, bits);
+#pragma omp simd
+  for (int t = 0; t < 4 * kPhiloxLanes; ++t) keep[t] = u32_to_unit_float(bits[t]) < p ? 0.0f : 1.0f;
+}
+
+#if defined(__AVX512F__)
+// GCC 12 warns of the intrinsics' own undefined operands wherever they inline (GCC bug 105593),
+// so a file including this one turns off -Wuninitialized and -Wmaybe-uninitialized. The
+// intrinsics stay inline: called out of line, the dropout runs at half the speed.
+namespace avx512 {
+
+// High 32 bits of each lane's 32 x 32-bit product a * m.
+inline __m512i mulhi_epu32(__m512i a, __m512i m) {
+  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(a, m), 32);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+}
+
+// The 64 words of philox_lanes_portable, as four vectors of 16 consecutive elements.
+inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo, __m512i out[4]) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
+  __m512i c0 = _mm512_add_epi32(_mm512_set1_epi32(int(lo)), lane), c1 = _mm512_set1_epi32(int(hi));
+  __m512i c2 = _mm512_set1_epi32(int(uint32_t(stream))), c3 = _mm512_set1_epi32(int(uint32_t(stream >> 32)));
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const __m512i hi0 = mulhi_epu32(c0, m0), lo0 = _mm512_mullo_epi32(c0, m0);
+    const __m512i hi1 = mulhi_epu32(c2, m1), lo1 = _mm512_mullo_epi32(c2, m1);
+    c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(int(k0)), 0x96);  // three-way xor
+    c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(int(k1)), 0x96);
+    c1 = lo1;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  // (word, lane) -> element order 4 * lane + word: 4 x 4 transposes inside each 128-bit quarter,
+  // then the quarters gathered.
+  const __m512i a = _mm512_unpacklo_epi32(c0, c1), b = _mm512_unpackhi_epi32(c0, c1);
+  const __m512i c = _mm512_unpacklo_epi32(c2, c3), d = _mm512_unpackhi_epi32(c2, c3);
+  const __m512i e0 = _mm512_unpacklo_epi64(a, c), e1 = _mm512_unpackhi_epi64(a, c);
+  const __m512i e2 = _mm512_unpacklo_epi64(b, d), e3 = _mm512_unpackhi_epi64(b, d);
+  const __m512i low01 = _mm512_shuffle_i32x4(e0, e1, 0x44), low23 = _mm512_shuffle_i32x4(e2, e3, 0x44);
+  const __m512i high01 = _mm512_shuffle_i32x4(e0, e1, 0xEE), high23 = _mm512_shuffle_i32x4(e2, e3, 0xEE);
+  out[0] = _mm512_shuffle_i32x4(low01, low23, 0x88);
+  out[1] = _mm512_shuffle_i32x4(low01, low23, 0xDD);
+  out[2] = _mm512_shuffle_i32x4(high01, high23, 0x88);
+  out[3] = _mm512_shuffle_i32x4(high01, high23, 0xDD);
+}
+
+}  // namespace avx512
+#endif
+
+inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo, uint32_t* out) {
+#if defined(__AVX512F__)
+  __m512i words[4];
+  avx512::philox_lanes(seed, stream, hi, lo, words);
+  for (int v = 0; v < 4; ++v) _mm512_storeu_si512(out + 16 * v, words[v]);
+#else
+  philox_lanes_portable(seed, stream, hi, lo, out);
+#endif
+}
+
+inline void dropout_keep_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo, float p,
+                               float* keep) {
+#if defined(__AVX512F__)
+  __m512i words[4];
+  avx512::philox_lanes(seed, stream, hi, lo, words);
+  const __m512 unit = _mm512_set1_ps(1.0f / 16777216.0f), prob = _mm512_set1_ps(p), one = _mm512_set1_ps(1.0f);
+  for (int v = 0; v < 4; ++v) {  // as u32_to_unit_float: the top 24 bits, exact in f32
+    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(words[v], 8)), unit);
+    _mm512_storeu_ps(keep + 16 * v, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(u, prob, _CMP_GE_OQ), one));
+  }
+#else
+  dropout_keep_lanes_portable(seed, stream, hi, lo, p, keep);
+#endif
 }
 
 }  // namespace kiln::ops::cpu

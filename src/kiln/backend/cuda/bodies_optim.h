@@ -35,7 +35,9 @@ struct SegmentChunks {
 // The Adam step's scalars and its two formulas, as the CPU backend's adam_math.h has them.
 struct AdamScalars {
   float beta1, beta2, eps, weight_decay, bc1, bc2;
-  KILN_HD void moments(float g, float& m, float& v) const {
+  float grad_scale = 1.0f;  // the gradient counts as grad_scale·g (clipping)
+  KILN_HD void moments(float raw_g, float& m, float& v) const {
+    const float g = grad_scale * raw_g;
     m = beta1 * m + (1.0f - beta1) * g;
     v = beta2 * v + (1.0f - beta2) * g * g;
   }

@@ -74,7 +74,7 @@ FloatPtr compute_copy(const char* op, const Tensor& w, const Tensor& w_compute) 
 }
 
 AdamScalars adam_scalars(const AdamStep& p) {
-  return {p.beta1, p.beta2, p.eps, p.weight_decay, p.bc1, p.bc2};
+  return {p.beta1, p.beta2, p.eps, p.weight_decay, p.bc1, p.bc2, p.grad_scale};
 }
 
 // Scratch for the lane sums of a plan: two doubles per lane.
