@@ -13,7 +13,7 @@
 //     train/grad_buckets.h)
 //     unscale (1/scale); global grad norm; a non-finite loss or norm skips the step (weights,
 //     optimizer state and the LR schedule's step untouched), counts it, warns, and lowers a
-//     dynamic loss scale; else clip (clip_grad > 0) and optimizer.step(lr(optimizer steps))
+//     dynamic loss scale; else optimizer.step(lr(optimizer steps), clip factor (clip_grad > 0))
 //     `max_skipped_steps` consecutive skips that the scale cannot fix stop the run with an error
 //     naming the step (no checkpoint is written over the last good one)
 //   console line every log_interval steps (kiln or Megatron format), a progress line with ETA on

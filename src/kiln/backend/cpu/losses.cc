@@ -59,9 +59,10 @@ int64_t first_index_of(const T* row, int64_t from, int64_t V, float value) {
 }
 
 // Vectorised passes over a row: the maximum, its first index (as a scalar scan that keeps the
-// first strictly greater element finds it), and the sums in double. exp goes through a block
-// buffer because GCC does not vectorise a double reduction of a float exp directly; the order of
-// the sums is fixed by the build, not by the thread count.
+// first strictly greater element finds it), and the sums in double. The sums go through
+// kSumLanes interleaved lanes added in lane order, so that a row's result does not depend on
+// where it lies in memory (a vectoriser's own reduction peels for alignment); exp goes through a
+// block buffer because GCC does not vectorise it inside a double sum.
 template <typename T>
 RowStats row_stats(const T* row, int64_t V) {
   RowStats r{cpu::load(row[0]), 0, 0.0, 0.0};
@@ -69,20 +70,25 @@ RowStats row_stats(const T* row, int64_t V) {
 #pragma omp simd reduction(max : mx)
   for (int64_t v = 0; v < V; ++v) mx = std::max(mx, cpu::load(row[v]));
   if (mx > r.max) r.max = mx, r.argmax = first_index_of(row, 1, V, mx);
-  constexpr int64_t kBlock = 256;
-  float e[kBlock];
-  double exp_sum = 0.0, sum = 0.0;
+  constexpr int kSumLanes = 8;
+  constexpr int64_t kBlock = 256;  // a multiple of kSumLanes
+  float e[kBlock], z[kBlock];
+  double exp_lanes[kSumLanes] = {}, z_lanes[kSumLanes] = {};
   for (int64_t v0 = 0; v0 < V; v0 += kBlock) {
-    const int64_t n = std::min(kBlock, V - v0);
+    const int64_t n = std::min(kBlock, V - v0), padded = (n + kSumLanes - 1) / kSumLanes * kSumLanes;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) e[j] = vec::exp(cpu::load(row[v0 + j]) - r.max);
-#pragma omp simd reduction(+ : exp_sum, sum)
     for (int64_t j = 0; j < n; ++j) {
-      exp_sum += double(e[j]);
-      sum += double(cpu::load(row[v0 + j]));
+      z[j] = cpu::load(row[v0 + j]);
+      e[j] = vec::exp(z[j] - r.max);
     }
+    for (int64_t j = n; j < padded; ++j) e[j] = z[j] = 0.0f;
+    for (int64_t j = 0; j < padded; j += kSumLanes)
+      for (int l = 0; l < kSumLanes; ++l) {
+        exp_lanes[l] += double(e[j + l]);
+        z_lanes[l] += double(z[j + l]);
+      }
   }
-  r.exp_sum = exp_sum, r.sum = sum;
+  for (int l = 0; l < kSumLanes; ++l) r.exp_sum += exp_lanes[l], r.sum += z_lanes[l];
   return r;
 }
 
@@ -160,13 +166,11 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
         }
         const float k = scale * float((w ? double(w[i]) : 1.0) / norm), li = l[i];
         if constexpr (std::is_same_v<D, float>) {
-#pragma omp simd
-          for (int64_t v = 0; v < V; ++v) drow[v] = k * (vec::exp(cpu::load(row[v]) - li) - smooth);
+          for (int64_t v = 0; v < V; ++v) drow[v] = k * (std::exp(cpu::load(row[v]) - li) - smooth);
           drow[y[i]] -= k * hit;
         } else {
-#pragma omp simd
           for (int64_t v = 0; v < V; ++v) {
-            float d = k * (vec::exp(cpu::load(row[v]) - li) - smooth);
+            float d = k * (std::exp(cpu::load(row[v]) - li) - smooth);
             if (v == y[i]) d -= k * hit;
             drow[v] = cpu::store<D>(d);
           }

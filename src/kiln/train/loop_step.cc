@@ -1,0 +1,141 @@
+// train/loop_step.cc — one training step of TrainingLoop: the micro-batches' forward and
+// backward, the sums across ranks, then the optimizer step or a counted skip.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/profile.h"
+#include "kiln/core/error.h"
+#include "kiln/log/submission.h"
+#include "kiln/optim/grad_norm.h"
+#include "kiln/train/pipeline_schedule.h"
+#include "kiln/train/training_loop.h"
+
+namespace kiln::train {
+
+// This rank's micro-batch `micro` of the step; its scratch starts empty (scratch never outlives an op).
+Step TrainingLoop::make_step(int64_t step, int64_t micro) {
+  state_.run.scratch.reset();
+  Step s;
+  s.ctx = &ctx_;
+  s.seed = uint64_t(c_.seed);
+  const int64_t slot = dp_.slot(micro);
+  s.index = uint64_t(step * slots_ + slot);
+  s.training = true;
+  s.sample_offset = uint64_t(step * c_.global_batch + slot * c_.micro_batch);
+  s.compute_dtype = c_.compute_dtype;
+  if (buckets_ && micro == accumulation_ - 1) s.grad_watch = &*buckets_;
+  return s;
+}
+
+MicroBatchLosses TrainingLoop::forward_backward(int64_t step, float grad_scale, double& data_seconds) {
+  if (PipelineStage* stage = recipe_.pipeline()) {
+    const PipelineStepResult r = run_pipeline_step(*stage, *state_.groups->pp, accumulation_, slots_, grad_scale,
+                                                   names_.size(), [&](int64_t micro) { return make_step(step, micro); });
+    data_seconds = r.data_seconds;
+    return r.sum;
+  }
+  MicroBatchLosses sum;
+  sum.parts.assign(names_.size(), 0.0);
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    const Step s = make_step(step, micro);
+    Timer data_timer;
+    recipe_.load(s);
+    data_seconds += data_timer.seconds();
+    const MicroBatchLosses out = recipe_.forward_backward(s, grad_scale);
+    sum.loss += out.loss / double(slots_);
+    for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i) sum.parts[i] += out.parts[i] / double(slots_);
+    sum.correct += out.correct;
+    sum.count += out.count;
+  }
+  return sum;
+}
+
+// Gradients (whole, in buckets, or reduce-scattered to shards), losses and counters over the ranks.
+void TrainingLoop::reduce_across_ranks(MicroBatchLosses& sum) {
+  if (sharded_) dp_.reduce_scatter_gradients(store_, ctx_);
+  else if (buckets_) buckets_->finish();
+  else dp_.reduce_gradients(store_);
+  std::vector<double> totals = {sum.loss, double(sum.correct), double(sum.count)};
+  totals.insert(totals.end(), sum.parts.begin(), sum.parts.end());
+  dp_.reduce(totals);
+  sum.loss = totals[0];
+  sum.correct = int64_t(totals[1]);
+  sum.count = int64_t(totals[2]);
+  std::copy(totals.begin() + 3, totals.end(), sum.parts.begin());
+}
+
+StepOutcome TrainingLoop::train_step(int64_t step) {
+  Timer step_timer;
+  ops::set_profile_recording(profiling_ && step > start_step_);
+  StepOutcome o;
+  store_.zero_grad();
+  o.sum = forward_backward(step, float(scaler_.scale()) / float(slots_), o.data_seconds);
+  if (dp_.ranks() > 1) {
+    Timer comm_timer;
+    reduce_across_ranks(o.sum);
+    o.comm_seconds = comm_timer.seconds();
+  }
+  o.advanced = update(step + 1, o.sum);
+  o.seconds = step_timer.seconds();
+  ops::set_profile_recording(false);
+  if (profiling_ && step > start_step_) profiled_seconds_ += o.seconds, ++profiled_steps_;
+  return o;
+}
+
+// Unscale, the global gradient norm, then the optimizer step with clipping folded in; a
+// non-finite loss or norm skips instead.
+bool TrainingLoop::update(int64_t done, const MicroBatchLosses& sum) {
+  if (inject_nan_.at(done)) {  // test hook: one gradient element becomes NaN
+    Tensor first = Tensor::view(store_.grads.data, {1}, store_.grads.dtype, store_.grads.device);
+    ops::fill(ctx_, first, std::numeric_limits<float>::quiet_NaN());
+  }
+  if (scaler_.enabled() && scaler_.scale() != 1.0) optim::scale_grads(store_, float(1.0 / scaler_.scale()), ctx_);
+  const double grad_norm = optim::global_grad_norm(store_, ctx_, norm_groups_);
+  lr_ = state_.schedule.lr(optimizer_.steps_taken());  // skipped steps do not advance it
+  if (!std::isfinite(sum.loss) || !std::isfinite(grad_norm)) {
+    skip(done, sum.loss, grad_norm);
+    return false;
+  }
+  const bool clip = c_.clip_grad > 0 && grad_norm > c_.clip_grad;
+  optimizer_.step(float(lr_), clip ? float(c_.clip_grad / grad_norm) : 1.0f);
+  if (sharded_) dp_.gather_weights(store_);
+  scaler_.update(false);
+  consecutive_hopeless_ = 0;
+  last_grad_norm_ = grad_norm;
+  return true;
+}
+
+// Megatron: skipped iterations advance the iteration and the data, not the schedule.
+void TrainingLoop::skip(int64_t done, double loss, double grad_norm) {
+  const bool hopeless = !scaler_.can_lower();
+  ++result_.skipped_steps;
+  ++interval_.skipped;
+  if (!std::isfinite(loss)) {
+    ++result_.nan_steps;
+    ++interval_.nan;
+  }
+  scaler_.update(true);
+  consecutive_hopeless_ = hopeless ? consecutive_hopeless_ + 1 : 0;
+  last_grad_norm_.reset();
+  clear_progress();
+  console_ << fmt::format("warning: step {}: skipped, {} is not finite (loss {}, gradient norm {}); {} "
+                          "step{} skipped so far{}\n",
+                          done, std::isfinite(loss) ? "the gradient norm" : "the loss", loss, grad_norm,
+                          result_.skipped_steps, result_.skipped_steps == 1 ? "" : "s",
+                          scaler_.dynamic() ? fmt::format(", loss scale now {}", scaler_.scale()) : "");
+  if (c_.max_skipped_steps > 0 && consecutive_hopeless_ >= c_.max_skipped_steps) {
+    if (mllog_) log::log_run_stop(*mllog_, false);
+    if (tensorboard_) tensorboard_->flush();
+    throw Error("step {}: {} consecutive steps skipped for a non-finite loss or gradient norm "
+                "(--max-skipped-steps {}); stopping with the last checkpoint {}; lower the "
+                "learning rate or check the data",
+                done, consecutive_hopeless_, c_.max_skipped_steps,
+                result_.checkpoint.empty() ? std::string("(none written by this run)")
+                                           : result_.checkpoint.string());
+  }
+}
+
+}  // namespace kiln::train
