@@ -2,6 +2,7 @@
 // f32 arithmetic.
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
@@ -13,7 +14,7 @@ namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;
-constexpr int64_t kMaxCols = 1 << 16;  // an f32 row fits the per-thread stack buffer
+constexpr int64_t kMaxCols = 1 << 16;  // longest row
 
 // y = softmax(x + bias) over one row of `cols`; bias may be null; y may alias x. The
 // exponentials are kept in f32 (tmp) so rounding to y's storage happens once.
@@ -28,6 +29,28 @@ inline void softmax_row(const X* x, const float* bias, int64_t cols, float* tmp,
   const float inv = 1.0f / sum;
 #pragma omp simd
   for (int64_t c = 0; c < cols; ++c) y[c] = cpu::store<Y>(tmp[c] * inv);
+}
+
+// 64-byte aligned floats on the heap, freed with the thread.
+struct AlignedFloats {
+  float* data = nullptr;
+  int64_t size = 0;
+  ~AlignedFloats() { ::operator delete[](data, std::align_val_t(64)); }
+};
+
+// This thread's f32 row buffer `which` (0 or 1) of at least `cols` floats, kept for its next
+// rows. Not a thread_local array: static TLS is allocated and zeroed for every thread the process
+// starts (OpenMP's, the data loaders'), each template instantiation its own: 27 arrays of 256 KiB
+// cost every thread 7 MiB of resident memory.
+float* row_buffer(int which, int64_t cols) {
+  thread_local AlignedFloats buffers[2];
+  AlignedFloats& b = buffers[which];
+  if (b.size < cols) {
+    ::operator delete[](b.data, std::align_val_t(64));
+    b.data = static_cast<float*>(::operator new[](size_t(cols) * sizeof(float), std::align_val_t(64)));
+    b.size = cols;
+  }
+  return b.data;
 }
 
 int64_t last_dim(const char* op, const Tensor& t) {
@@ -46,7 +69,7 @@ void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
     cpu::dispatch_float(y.dtype, "softmax_forward", [&]<typename Y>(Y) {
 #pragma omp parallel if (rows * cols > kParallelMin)
       {
-        thread_local float tmp[kMaxCols];
+        float* tmp = row_buffer(1, cols);
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r)
           softmax_row(x.ptr<X>() + r * cols, nullptr, cols, tmp, y.ptr<Y>() + r * cols);
@@ -96,7 +119,7 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
     cpu::dispatch_float(probs.dtype, "attention_softmax_forward", [&]<typename Y>(Y) {
 #pragma omp parallel if (rows * Sk > kParallelMin)
       {
-        thread_local float key_bias[kMaxCols], tmp[kMaxCols];
+        float *key_bias = row_buffer(0, Sk), *tmp = row_buffer(1, Sk);
         int64_t bias_of = -1;  // the batch row key_bias holds
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
