@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "kiln/backend/cpu/cpu_ops.h"
@@ -123,6 +124,16 @@ void announce_fallback(DType dtype, const char* what) {
                  "storage and compute in f32 on converted copies\n",
                  name.c_str(), what, name.c_str());
   });
+}
+
+// oneDNN 2.6's AVX2 1x1 kernel for the weight gradient of a strided convolution (its
+// "reduce to unit stride" copy) reads memory it did not write: wrong gradients now and then and
+// a corrupted heap (CnnOps and the ResNet tests under ONEDNN_MAX_CPU_ISA=AVX2). The next
+// implementation oneDNN offers for the same descriptor is used instead.
+void skip_broken_impl(dnnl::convolution_backward_weights::primitive_desc& pd, const ConvShape& s) {
+  if (s.stride_h == 1 && s.stride_w == 1) return;
+  while (std::string_view(pd.impl_info_str()) == "jit_1x1:avx2")
+    if (!pd.next_impl()) break;
 }
 
 // Runs `create` (primitive-descriptor creation); a dnnl::error marks the entry unsupported for
@@ -269,7 +280,8 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
         const dnnl::convolution_backward_weights::desc d(
             dnnl::algorithm::convolution_direct, e->x_md, weights_md(s, dt::f32, tag::any),
             e->y_md, e->strides, e->dilates, e->pad_l, e->pad_r);
-        const dnnl::convolution_backward_weights::primitive_desc pd(d, cpu_engine(), *e->fwd_pd);
+        dnnl::convolution_backward_weights::primitive_desc pd(d, cpu_engine(), *e->fwd_pd);
+        skip_broken_impl(pd, s);
         e->bwd_weights.emplace(pd);
         // The primitive overwrites its output; a reorder with a sum post-op adds it into dw.
         dnnl::post_ops sum;
