@@ -8,13 +8,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # Cache hits across clones in different folders (CI builds a fresh clone).
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
-# The official MLPerf checker for the log tests: the mlcommons/logging copy that sits beside a
-# project checkout, unless KILN_MLPERF_LOGGING names one or the package is installed.
-shared_checker="$root/../shared/tools/mlperf_logging"
-if [[ -z ${KILN_MLPERF_LOGGING:-} && -d $shared_checker/mlperf_logging/compliance_checker ]]; then
-  export KILN_MLPERF_LOGGING=$(cd "$shared_checker" && pwd)
-  echo "MLPerf log tests use the official checker at $KILN_MLPERF_LOGGING"
-fi
 bash scripts/setup.sh
 bash scripts/fetch_data.sh >/dev/null   # the pinned test text and vocab, into data/
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
