@@ -37,6 +37,7 @@ void make_overlapped_buckets(std::optional<GradBuckets>& buckets, const LoopConf
                                               "MPI_THREAD_MULTIPLE: no overlap)");
 }
 
+// Checks the batch split before the members that rely on it are built.
 int64_t checked_steps_per_epoch(const LoopConfig& c) {
   KILN_CHECK(c.global_batch % c.micro_batch == 0, "training loop: global batch {} is not a multiple of micro batch {}",
              c.global_batch, c.micro_batch);
@@ -170,7 +171,7 @@ LoopResult TrainingLoop::run() {
     const StepOutcome outcome = train_step(step);
     const int64_t done = step + 1;
     record(done, outcome);
-    report(step, done, outcome);
+    report(done, outcome);
     if (after_step(done)) break;
   }
   return finish();

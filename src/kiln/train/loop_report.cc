@@ -47,7 +47,7 @@ log::NamedLosses TrainingLoop::named(const std::vector<double>& values, double d
   return l;
 }
 
-void TrainingLoop::report(int64_t step, int64_t done, const StepOutcome& o) {
+void TrainingLoop::report(int64_t done, const StepOutcome& o) {
   log::MegatronTrainLog mlog;
   mlog.iteration = done;
   mlog.train_iters = c_.total_steps;
@@ -77,17 +77,17 @@ void TrainingLoop::report(int64_t step, int64_t done, const StepOutcome& o) {
     mlog.nan_iterations = interval_.nan;
     console_ << log::megatron_train_line(mlog) << "\n";
   } else {
-    console_ << console_line(step, done, elapsed) << "\n";
+    console_ << console_line(done, elapsed) << "\n";
   }
   console_.flush();
   interval_ = Interval{};
   interval_.losses.parts.assign(names_.size(), 0.0);
 }
 
-std::string TrainingLoop::console_line(int64_t step, int64_t done, double elapsed) const {
+std::string TrainingLoop::console_line(int64_t done, double elapsed) const {
   const double n = double(interval_.iterations);
   const double samples = n * double(c_.global_batch);
-  const std::string prefix = epochs_ ? fmt::format("epoch {:>3} ", step / steps_per_epoch_ + 1) : "";
+  const std::string prefix = epochs_ ? fmt::format("epoch {:>3} ", (done - 1) / steps_per_epoch_ + 1) : "";
   const std::string norm = last_grad_norm_ ? fmt::format("{:.3f}", *last_grad_norm_) : "-";
   const std::string scaling = scaler_.enabled() ? fmt::format(" | loss scale {:.1f}", scaler_.scale()) : "";
   const std::string skipped =

@@ -56,8 +56,8 @@ class TrainingLoop {
   void skip(int64_t done, double loss, double grad_norm);
   // loop_report.cc
   void record(int64_t done, const StepOutcome& outcome);
-  void report(int64_t step, int64_t done, const StepOutcome& outcome);
-  std::string console_line(int64_t step, int64_t done, double elapsed) const;
+  void report(int64_t done, const StepOutcome& outcome);
+  std::string console_line(int64_t done, double elapsed) const;
   void show_progress(int64_t done);
   void clear_progress();
   log::NamedLosses named(const std::vector<double>& values, double divisor) const;

@@ -132,11 +132,11 @@ double time_runs(cudaStream_t stream, Run run) {
 // The algorithm for `key`: cuDNN's heuristic choices (ranked) that run and are deterministic
 // (kiln's ops give bitwise-repeatable results; some cuDNN algorithms add with atomics), the
 // first of them, or with the search on the cache file's winner or the fastest timed now.
-// `workspace_bytes(algo)` and `run(algo, out, workspace, bytes)` (into a scratch output of
-// `out_bytes`) time a candidate. Remembered for the process.
-template <typename Perf, typename WorkspaceBytes, typename Run>
+// `workspace_size(algo, &bytes)` and `launch(algo, out, workspace, bytes)` (into a scratch output
+// of `out_bytes`) time a candidate. Remembered for the process.
+template <typename Perf, typename WorkspaceSize, typename Launch>
 auto choose_algo(const char* op, const std::string& key, const Perf* perf, int count, size_t out_bytes,
-                 cudaStream_t stream, WorkspaceBytes workspace_bytes, Run run) {
+                 cudaStream_t stream, WorkspaceSize workspace_size, Launch launch) {
   using Algo = decltype(perf[0].algo);
   static std::mutex mu;
   static std::map<std::string, Algo> chosen;
@@ -158,10 +158,11 @@ auto choose_algo(const char* op, const std::string& key, const Perf* perf, int c
       void* out = nullptr;
       check(cudaMalloc(&out, out_bytes), "convolution search output");
       pick = fastest_candidate(int(usable.size()), [&](int i) {
-        const size_t bytes = workspace_bytes(usable[size_t(i)]);
+        size_t bytes = 0;
+        if (workspace_size(usable[size_t(i)], &bytes) != CUDNN_STATUS_SUCCESS) bytes = 0;
         void* ws = nullptr;
         if (bytes > 0 && cudaMalloc(&ws, bytes) != cudaSuccess) return -1.0;
-        const double ms = time_runs(stream, [&] { return run(usable[size_t(i)], out, ws, bytes); });
+        const double ms = time_runs(stream, [&] { return launch(usable[size_t(i)], out, ws, bytes); });
         cudaFree(ws);
         return ms;
       });
@@ -174,10 +175,14 @@ auto choose_algo(const char* op, const std::string& key, const Perf* perf, int c
   return chosen.emplace(key, usable[size_t(pick)]).first->second;
 }
 
-// A workspace of `bytes` from the step's scratch.
-void* workspace(Context& ctx, Tensor& holder, size_t bytes) {
-  holder = ctx.scratch_tensor({std::max<int64_t>(1, int64_t((bytes + 7) / 8))}, DType::i64);
-  return holder.data;
+// Runs the chosen `algo` into `out` with a workspace from the step's scratch.
+template <typename Algo, typename WorkspaceSize, typename Launch>
+void run_chosen(Context& ctx, const char* op, const char* what, Algo algo, WorkspaceSize workspace_size,
+                Launch launch, void* out) {
+  size_t bytes = 0;
+  check_dnn(workspace_size(algo, &bytes), op, "workspace size");
+  const Tensor holder = ctx.scratch_tensor({std::max<int64_t>(1, int64_t((bytes + 7) / 8))}, DType::i64);
+  check_dnn(launch(algo, out, holder.data, bytes), op, what);
 }
 
 cudnnHandle_t bound_handle(Context& ctx, const char* op) {
@@ -216,23 +221,15 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
             op, "heuristics");
   const float one = 1.0f, zero = 0.0f;
-  const auto algo = choose_algo(
-      op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, y.nbytes(), stream_of(ctx),
-      [&](cudnnConvolutionFwdAlgo_t a) {
-        size_t n = 0;
-        return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, &n) == CUDNN_STATUS_SUCCESS ? n : 0;
-      },
-      [&](cudnnConvolutionFwdAlgo_t a, void* out, void* ws, size_t n) {
-        return cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, a, ws, n, &zero, d.y, out);
-      });
-  size_t bytes = 0;
-  check_dnn(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, &bytes), op,
-            "workspace size");
-  Tensor holder;
-  void* ws = workspace(ctx, holder, bytes);
-  check_dnn(cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, algo, ws, bytes,
-                                    &zero, d.y, y.data),
-            op, "forward");
+  const auto workspace_size = [&](cudnnConvolutionFwdAlgo_t a, size_t* n) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, n);
+  };
+  const auto launch = [&](cudnnConvolutionFwdAlgo_t a, void* out, void* ws, size_t n) {
+    return cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, a, ws, n, &zero, d.y, out);
+  };
+  const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, y.nbytes(),
+                                stream_of(ctx), workspace_size, launch);
+  run_chosen(ctx, op, "forward", algo, workspace_size, launch, y.data);
 #else
   no_cudnn(op, ctx);
 #endif
@@ -253,25 +250,15 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
                 h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
             op, "heuristics");
   const float one = 1.0f, zero = 0.0f;
-  const auto algo = choose_algo(
-      op, conv_key(ctx.device.index, op, s, dy.dtype), perf, found, dx.nbytes(), stream_of(ctx),
-      [&](cudnnConvolutionBwdDataAlgo_t a) {
-        size_t n = 0;
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, &n) == CUDNN_STATUS_SUCCESS
-                   ? n
-                   : 0;
-      },
-      [&](cudnnConvolutionBwdDataAlgo_t a, void* out, void* ws, size_t n) {
-        return cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, a, ws, n, &zero, d.x, out);
-      });
-  size_t bytes = 0;
-  check_dnn(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, &bytes),
-            op, "workspace size");
-  Tensor holder;
-  void* ws = workspace(ctx, holder, bytes);
-  check_dnn(cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, algo, ws,
-                                         bytes, &zero, d.x, dx.data),
-            op, "backward data");
+  const auto workspace_size = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* n) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, n);
+  };
+  const auto launch = [&](cudnnConvolutionBwdDataAlgo_t a, void* out, void* ws, size_t n) {
+    return cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, a, ws, n, &zero, d.x, out);
+  };
+  const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, dy.dtype), perf, found, dx.nbytes(),
+                                stream_of(ctx), workspace_size, launch);
+  run_chosen(ctx, op, "backward data", algo, workspace_size, launch, dx.data);
 #else
   no_cudnn(op, ctx);
 #endif
@@ -302,26 +289,15 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
                 h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
             op, "heuristics");
   const float one = 1.0f;
-  const auto algo = choose_algo(
-      op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, dw.nbytes(), stream_of(ctx),
-      [&](cudnnConvolutionBwdFilterAlgo_t a) {
-        size_t n = 0;
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, &n) == CUDNN_STATUS_SUCCESS
-                   ? n
-                   : 0;
-      },
-      [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
-        return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &one, d.w, out);
-      });
-  size_t bytes = 0;
-  check_dnn(
-      cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, &bytes), op,
-      "workspace size");
-  Tensor holder;
-  void* ws = workspace(ctx, holder, bytes);
-  check_dnn(cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, algo, ws,
-                                           bytes, &one, d.w, dw.data),
-            op, "backward weights");
+  const auto workspace_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, n);
+  };
+  const auto launch = [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
+    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &one, d.w, out);
+  };
+  const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, dw.nbytes(),
+                                stream_of(ctx), workspace_size, launch);
+  run_chosen(ctx, op, "backward weights", algo, workspace_size, launch, dw.data);
 #else
   no_cudnn(op, ctx);
 #endif
