@@ -163,8 +163,10 @@ void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
 void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
   if (kind == GeluKind::erf) {
     binary(ctx, "gelu_backward", x, dy, dx, [](float v, float g) {
-      const float cdf = 0.5f * (1.0f + vec::erf(v * kInvSqrt2));
-      const float pdf = kInvSqrt2Pi * vec::exp(-0.5f * v * v);
+      const float u = v * kInvSqrt2, a = u < 0.0f ? -u : u;
+      const float gauss = vec::exp(-a * a);  // exp(-v²/2): erf's and the density's
+      const float cdf = 0.5f * (1.0f + vec::erf_given_exp(u, gauss));
+      const float pdf = kInvSqrt2Pi * gauss;
       return g * (cdf + v * pdf);
     });
   } else {

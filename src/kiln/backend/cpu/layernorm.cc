@@ -1,5 +1,5 @@
 // backend/cpu/layernorm.cc — LayerNorm over rows: any float storage, f32 statistics (two-pass
-// variance), parameter gradients summed in double in row order.
+// variance), parameter gradients in one pass with dx (f32 sums per chunk of rows, double across).
 #include <algorithm>
 #include <cmath>
 
@@ -28,6 +28,57 @@ int64_t check_shapes(const char* op, const Tensor& x, const Tensor& w, const Ten
              shape_str(rstd.shape));
   return N;
 }
+
+// The parameter gradients are summed in f32 over chunks of kGradRows rows, the chunks' sums in
+// double in chunk order: one pass over x and dy per row, and the same result at any thread count.
+constexpr int64_t kGradRows = 32;
+
+// One chunk of rows: dx per row, rstd * (g - mean(g) - x̂ * mean(g * x̂)) with g = dy * w and
+// x̂ = (x - mean) * rstd, and the chunk's column sums of dy·x̂ and dy into partial (2, C). dx
+// may alias dy: a row's dy is read whole before its dx is written.
+template <typename X, typename D, typename W, typename O>
+struct BackwardRows {
+  const X* x;
+  const D* dy;
+  const W* w;
+  const float *mean, *rstd;
+  O* dx;
+  int64_t C;
+  bool accumulate_dx;
+
+  void operator()(int64_t r0, int64_t r1, float* partial) const {
+    float* pw = partial;
+    float* pb = partial + C;
+    std::fill(partial, partial + 2 * C, 0.0f);
+    for (int64_t r = r0; r < r1; ++r) {
+      const X* xr = x + r * C;
+      const D* dyr = dy + r * C;
+      const float m = mean[r], s = rstd[r];
+      float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+      for (int64_t c = 0; c < C; ++c) {
+        const float d = cpu::load(dyr[c]), xh = (cpu::load(xr[c]) - m) * s;
+        pw[c] += d * xh;
+        pb[c] += d;
+        const float g = d * cpu::load(w[c]);
+        sum_g += g;
+        sum_gx += g * xh;
+      }
+      const float mg = sum_g / float(C), mgx = sum_gx / float(C);
+      O* dxr = dx + r * C;
+      if (accumulate_dx) {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c)
+          dxr[c] = cpu::store<O>(cpu::load(dxr[c]) + s * (cpu::load(dyr[c]) * cpu::load(w[c]) - mg -
+                                                          (cpu::load(xr[c]) - m) * s * mgx));
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c)
+          dxr[c] = cpu::store<O>(s * (cpu::load(dyr[c]) * cpu::load(w[c]) - mg - (cpu::load(xr[c]) - m) * s * mgx));
+      }
+    }
+  }
+};
 
 }  // namespace
 
@@ -82,71 +133,31 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   expect_dtype("layernorm_backward", "dw", dw, {DType::f32});
   expect_dtype("layernorm_backward", "db", db, {DType::f32});
   KILN_CHECK(dw.numel() == C, "op layernorm_backward: dw {} for {} columns", shape_str(dw.shape), C);
-  const float* mp = mean.ptr<float>();
-  const float* sp = rstd.ptr<float>();
+  const int64_t chunks = (N + kGradRows - 1) / kGradRows;
+  Tensor partial_t = ctx.scratch_tensor({chunks, 2, C}, DType::f32);  // per chunk: Σ dy·x̂, Σ dy
+  float* partial = partial_t.ptr<float>();
   cpu::dispatch_float(x.dtype, "layernorm_backward", [&]<typename X>(X) {
     cpu::dispatch_float(dy.dtype, "layernorm_backward", [&]<typename D>(D) {
       cpu::dispatch_float(w.dtype, "layernorm_backward", [&]<typename W>(W) {
-        const W* wp = w.ptr<W>();
-        // dw, db first (dx may alias dy): column sums in row order per column block,
-        // independent of the thread count.
-        constexpr int64_t kBlock = 64;
-        const int64_t blocks = (C + kBlock - 1) / kBlock;
-        float* dwp = dw.ptr<float>();
-        float* dbp = db.ptr<float>();
-#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-        for (int64_t blk = 0; blk < blocks; ++blk) {
-          const int64_t c0 = blk * kBlock, wd = std::min(kBlock, C - c0);
-          double acc_w[kBlock] = {}, acc_b[kBlock] = {};
-          for (int64_t r = 0; r < N; ++r) {
-            const X* xr = x.ptr<X>() + r * C + c0;
-            const D* dyr = dy.ptr<D>() + r * C + c0;
-            const float m = mp[r], s = sp[r];
-#pragma omp simd
-            for (int64_t c = 0; c < wd; ++c) {
-              const float g = cpu::load(dyr[c]);
-              acc_w[c] += g * ((cpu::load(xr[c]) - m) * s);
-              acc_b[c] += g;
-            }
-          }
-          for (int64_t c = 0; c < wd; ++c) {
-            dwp[c0 + c] += float(acc_w[c]);
-            dbp[c0 + c] += float(acc_b[c]);
-          }
-        }
-        // dx per row: rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w.
         cpu::dispatch_float(dx.dtype, "layernorm_backward", [&]<typename O>(O) {
+          const BackwardRows<X, D, W, O> rows{x.ptr<X>(), dy.ptr<D>(), w.ptr<W>(), mean.ptr<float>(),
+                                              rstd.ptr<float>(), dx.ptr<O>(), C, accumulate_dx};
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-          for (int64_t r = 0; r < N; ++r) {
-            const X* xr = x.ptr<X>() + r * C;
-            const D* dyr = dy.ptr<D>() + r * C;
-            O* dxr = dx.ptr<O>() + r * C;
-            const float m = mp[r], s = sp[r];
-            float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-            for (int64_t c = 0; c < C; ++c) {
-              const float g = cpu::load(dyr[c]) * cpu::load(wp[c]);
-              sum_g += g;
-              sum_gx += g * (cpu::load(xr[c]) - m) * s;
-            }
-            const float mg = sum_g / float(C), mgx = sum_gx / float(C);
-            if (accumulate_dx) {
-#pragma omp simd
-              for (int64_t c = 0; c < C; ++c)
-                dxr[c] = cpu::store<O>(cpu::load(dxr[c]) +
-                                       s * (cpu::load(dyr[c]) * cpu::load(wp[c]) - mg -
-                                            (cpu::load(xr[c]) - m) * s * mgx));
-            } else {
-#pragma omp simd
-              for (int64_t c = 0; c < C; ++c)
-                dxr[c] = cpu::store<O>(s * (cpu::load(dyr[c]) * cpu::load(wp[c]) - mg -
-                                            (cpu::load(xr[c]) - m) * s * mgx));
-            }
-          }
+          for (int64_t k = 0; k < chunks; ++k)
+            rows(k * kGradRows, std::min(N, (k + 1) * kGradRows), partial + k * 2 * C);
         });
       });
     });
   });
+  float* dwp = dw.ptr<float>();
+  float* dbp = db.ptr<float>();
+#pragma omp parallel for schedule(static) if (chunks * C > kParallelMin)
+  for (int64_t c = 0; c < C; ++c) {
+    double sw = 0.0, sb = 0.0;
+    for (int64_t k = 0; k < chunks; ++k) sw += partial[k * 2 * C + c], sb += partial[(k * 2 + 1) * C + c];
+    dwp[c] += float(sw);
+    dbp[c] += float(sb);
+  }
 }
 
 }  // namespace kiln::ops::cpu

@@ -66,9 +66,7 @@ int64_t first_index_of(const T* row, int64_t from, int64_t V, float value) {
 template <typename T>
 RowStats row_stats(const T* row, int64_t V) {
   RowStats r{cpu::load(row[0]), 0, 0.0, 0.0};
-  float mx = r.max;
-#pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < V; ++v) mx = std::max(mx, cpu::load(row[v]));
+  const float mx = row_max(row, V);
   if (mx > r.max) r.max = mx, r.argmax = first_index_of(row, 1, V, mx);
   constexpr int kSumLanes = 8;
   constexpr int64_t kBlock = 256;  // a multiple of kSumLanes

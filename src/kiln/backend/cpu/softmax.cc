@@ -20,9 +20,14 @@ constexpr int64_t kMaxCols = 1 << 16;  // longest row
 // exponentials are kept in f32 (tmp) so rounding to y's storage happens once.
 template <typename X, typename Y>
 inline void softmax_row(const X* x, const float* bias, int64_t cols, float* tmp, Y* y) {
-  float mx = -INFINITY;
-  for (int64_t c = 0; c < cols; ++c) tmp[c] = cpu::load(x[c]) + (bias ? bias[c] : 0.0f);
-  for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, tmp[c]);
+  if (bias) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) tmp[c] = cpu::load(x[c]) + bias[c];
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) tmp[c] = cpu::load(x[c]);
+  }
+  const float mx = row_max(tmp, cols);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < cols; ++c) sum += (tmp[c] = vec::exp(tmp[c] - mx));

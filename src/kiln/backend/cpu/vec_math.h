@@ -26,8 +26,9 @@ inline float exp(float x) {
   return x < -87.3f ? 0.0f : y * scale;
 }
 
-// erf(x) with an absolute error below 6e-7 in float (Abramowitz & Stegun 7.1.26: 1.5e-7).
-inline float erf(float x) {
+// erf(x) given exp_neg_x2 = exp(-x²), which GELU's backward also needs for its density; an
+// absolute error below 6e-7 in float (Abramowitz & Stegun 7.1.26: 1.5e-7).
+inline float erf_given_exp(float x, float exp_neg_x2) {
   const float a = x < 0.0f ? -x : x;
   const float t = 1.0f / (1.0f + 0.3275911f * a);
   float p = 1.061405429f;
@@ -35,8 +36,13 @@ inline float erf(float x) {
   p = p * t + 1.421413741f;
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
-  const float e = 1.0f - p * t * vec::exp(-a * a);
+  const float e = 1.0f - p * t * exp_neg_x2;
   return x < 0.0f ? -e : e;
+}
+
+inline float erf(float x) {
+  const float a = x < 0.0f ? -x : x;
+  return erf_given_exp(x, vec::exp(-a * a));
 }
 
 // tanh(x) = 1 - 2 / (exp(2x) + 1); absolute error ~1e-7 (fine where tanh is added to 1).

@@ -1,0 +1,117 @@
+// bench/op_times.cc — median times of the ops of a BERT-base step (B 8, S 128, bf16 activations,
+// f32 master state) one at a time, so that a change to one op is measured without the noise of a
+// whole step. Operands stay in cache between runs, unlike in the step. Usage: op_times [threads]
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/core/philox.h"
+#include "kiln/core/timer.h"
+
+namespace {
+
+using namespace kiln;
+
+Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
+  Tensor f = Tensor::empty(shape);
+  const RngStream rng{seed, rng_stream(RngPurpose::test, 0, 0)};
+  for (int64_t i = 0; i < f.numel(); ++i) f.ptr<float>()[i] = rng.uniform(i) - 0.5f;  // host-side setup
+  if (dtype == DType::f32) return f;
+  Tensor t = Tensor::empty(shape, dtype);
+  ops::cast(cpu_context(), f, t);
+  return t;
+}
+
+// Prints the median of 10 timed runs (after 3 warm-ups), and GFLOP/s where gflop is given.
+void time_op(const std::string& name, const std::function<void()>& op, double gflop = 0.0) {
+  std::vector<double> ms;
+  for (int run = 0; run < 13; ++run) {
+    Timer timer;
+    op();
+    if (run >= 3) ms.push_back(timer.seconds() * 1e3);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  fmt::print("{:<44} {:8.3f} ms (min {:.3f})", name, median, ms.front());
+  if (gflop > 0) fmt::print(", {:.0f} GFLOP/s", gflop / median * 1e3);
+  fmt::print("\n");
+}
+
+constexpr int64_t kRows = 8 * 128, kHidden = 768, kFfn = 3072, kParams = 110'106'428;
+
+void time_rows(Context& ctx) {
+  Tensor x = random_tensor({kRows, kHidden}, DType::bf16, 1), dy = random_tensor({kRows, kHidden}, DType::bf16, 2);
+  Tensor w = random_tensor({kHidden}, DType::f32, 3), b = random_tensor({kHidden}, DType::f32, 4);
+  Tensor y = Tensor::empty({kRows, kHidden}, DType::bf16), dx = Tensor::empty({kRows, kHidden}, DType::bf16);
+  Tensor mean = Tensor::empty({kRows}), rstd = Tensor::empty({kRows});
+  Tensor dw = Tensor::empty({kHidden}), db = Tensor::empty({kHidden});
+  time_op("layernorm_forward (1024, 768)", [&] { ops::layernorm_forward(ctx, x, w, b, 1e-12f, y, mean, rstd); });
+  time_op("layernorm_backward (1024, 768)", [&] { ops::layernorm_backward(ctx, dy, x, w, mean, rstd, dx, dw, db); });
+  Tensor h = random_tensor({kRows, kFfn}, DType::bf16, 5), dh = random_tensor({kRows, kFfn}, DType::bf16, 6);
+  Tensor g = Tensor::empty({kRows, kFfn}, DType::bf16), dg = Tensor::empty({kRows, kFfn}, DType::bf16);
+  time_op("gelu_forward (1024, 3072)", [&] { ops::gelu_forward(ctx, ops::GeluKind::erf, h, g); });
+  time_op("gelu_backward (1024, 3072)", [&] { ops::gelu_backward(ctx, ops::GeluKind::erf, h, dh, dg); });
+}
+
+// A linear layer's forward, weight-gradient and input-gradient products.
+void time_linear(Context& ctx, int64_t in, int64_t out) {
+  Tensor x = random_tensor({kRows, in}, DType::bf16, 8), w = random_tensor({out, in}, DType::bf16, 9);
+  Tensor y = random_tensor({kRows, out}, DType::bf16, 10), dw = random_tensor({out, in}, DType::f32, 11);
+  const double gflop = 2e-9 * double(kRows * in * out);
+  const auto run = [&](const char* what, const ops::MatView& a, const ops::MatView& b, const ops::MatView& c,
+                       ops::MatmulOpts o) {
+    time_op(fmt::format("matmul {} {}x{}", what, in, out), [&] { ops::matmul(ctx, a, b, c, o); }, gflop);
+  };
+  run("y = x W'", ops::mat(x), ops::mat(w, true), ops::mat(y), {});
+  run("dW += dy' x", ops::mat(y, true), ops::mat(x), ops::mat(dw), {.beta = 1.0f});
+  run("dx = dy W", ops::mat(y), ops::mat(w), ops::mat(x), {});
+}
+
+// Attention's batched products over {8, 12} heads of (128, 64), and its softmax.
+void time_attention(Context& ctx) {
+  Tensor q = random_tensor({kRows, kHidden}, DType::bf16, 12), k = random_tensor({kRows, kHidden}, DType::bf16, 13);
+  Tensor probs = random_tensor({8, 12, 128, 128}, DType::bf16, 14);
+  Tensor scores = random_tensor({8, 12, 128, 128}, DType::bf16, 15);
+  const double gflop = 2e-9 * 96 * 128 * 128 * 64;
+  time_op("matmul scores = q k'", [&] {
+    ops::matmul(ctx, ops::heads_view(q, 8, 128, 12), ops::heads_view(k, 8, 128, 12, true), ops::per_head(scores));
+  }, gflop);
+  time_op("matmul context = p v", [&] {
+    ops::matmul(ctx, ops::per_head(probs), ops::heads_view(k, 8, 128, 12), ops::heads_view(q, 8, 128, 12));
+  }, gflop);
+  time_op("matmul dv = p' dcontext", [&] {
+    ops::matmul(ctx, ops::per_head(probs, true), ops::heads_view(k, 8, 128, 12), ops::heads_view(q, 8, 128, 12));
+  }, gflop);
+  Tensor mask = Tensor::empty({8, 128}, DType::i32);
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.ptr<int32_t>()[i] = i % 128 < 100;  // host-side setup
+  time_op("attention_softmax_forward (8, 12, 128, 128)", [&] { ops::attention_softmax_forward(ctx, scores, mask, probs); });
+  time_op("softmax_backward (8, 12, 128, 128)", [&] { ops::softmax_backward(ctx, probs, scores, 0.125f, scores); });
+}
+
+void time_optimizer_passes(Context& ctx) {
+  Tensor grads = random_tensor({kParams}, DType::f32, 7);
+  const std::vector<ops::TensorSegment> whole = {{0, kParams, true}};
+  Tensor sums = Tensor::empty({1}, DType::i64);
+  time_op("segment_sum_squares (110M)", [&] { ops::segment_sum_squares(ctx, grads, Tensor{}, whole, sums); });
+  time_op("fill (110M)", [&] { ops::fill(ctx, grads, 0.0f); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) omp_set_num_threads(std::atoi(argv[1]));
+  Context& ctx = cpu_context();
+  time_rows(ctx);
+  time_linear(ctx, kHidden, 3 * kHidden);
+  time_linear(ctx, kHidden, kHidden);
+  time_linear(ctx, kHidden, kFfn);
+  time_linear(ctx, kFfn, kHidden);
+  time_attention(ctx);
+  time_optimizer_passes(ctx);
+}
