@@ -1,6 +1,10 @@
 // How the CUDA matmul splits MatView batches into cuBLASLt calls (backend/cuda/matmul_plan.h):
-// every matrix the view addresses is visited once, at the address the view gives it.
+// every matrix the view addresses is visited once, at the address the view gives it; and the key
+// its cached plans are found by tells apart every product a plan depends on.
 #include <gtest/gtest.h>
+
+#include <array>
+#include <vector>
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/matmul_plan.h"
@@ -60,6 +64,65 @@ TEST(CudaMatmulPlan, CoversTensorOnlyForDenseWholeViews) {
   EXPECT_FALSE(covers_tensor(part));
   EXPECT_TRUE(covers_tensor(ops::per_head(Tensor::zeros({2, 3, 4, 5}))));
   EXPECT_FALSE(covers_tensor(ops::heads_view(Tensor::zeros({10, 8}), 2, 5, 2)));
+}
+
+TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
+  const Tensor x = Tensor::zeros({4, 6}, DType::bf16), w = Tensor::zeros({5, 6}, DType::bf16);
+  const Tensor y = Tensor::zeros({4, 5}), bias = Tensor::zeros({5});
+  const ops::MatView a = ops::mat(x), b = ops::mat(w, true), c = ops::mat(y);
+  const ops::MatmulOpts opts;
+  const std::array<uint32_t, 3> align = {256, 256, 256};
+  const PlanKey base = plan_key(0, a, b, c, opts, align);
+  std::vector<PlanKey> changed;
+  for (int which = 0; which < 3; ++which) {  // every field of each view
+    for (int field = 0; field < 9; ++field) {
+      ops::MatView v[3] = {a, b, c};
+      ops::MatView& m = v[which];
+      int64_t* fields[] = {&m.rows, &m.cols, &m.ld, nullptr, &m.batch[0], &m.batch[1], &m.batch_stride[0],
+                           &m.batch_stride[1], nullptr};
+      if (field == 3) m.trans = !m.trans;
+      else if (field == 8) m.t = Tensor::zeros({1}, m.t.dtype == DType::f32 ? DType::f16 : DType::f32);
+      else *fields[field] += 1;
+      changed.push_back(plan_key(0, v[0], v[1], v[2], opts, align));
+    }
+  }
+  ops::MatmulOpts with_bias, f16_bias, relu, accumulate;
+  const Tensor bias16 = Tensor::zeros({5}, DType::f16);
+  with_bias.bias = &bias;
+  f16_bias.bias = &bias16;
+  relu.act = ops::Activation::relu;
+  accumulate.beta = 1.0f;
+  for (const ops::MatmulOpts* o : {&with_bias, &f16_bias, &relu, &accumulate})
+    changed.push_back(plan_key(0, a, b, c, *o, align));
+  changed.push_back(plan_key(1, a, b, c, opts, align));
+  for (int i = 0; i < 3; ++i) {
+    std::array<uint32_t, 3> less = align;
+    less[size_t(i)] = 16;
+    changed.push_back(plan_key(0, a, b, c, opts, less));
+  }
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_FALSE(changed[i] == base) << "change " << i;
+    for (size_t j = 0; j < i; ++j) EXPECT_FALSE(changed[i] == changed[j]) << "changes " << i << " and " << j;
+  }
+}
+
+TEST(CudaMatmulPlan, KeyIgnoresPointersAndAlpha) {
+  const Tensor x1 = Tensor::zeros({4, 6}), x2 = Tensor::zeros({4, 6}), w = Tensor::zeros({6, 5});
+  const Tensor y1 = Tensor::zeros({4, 5}), y2 = Tensor::zeros({4, 5});
+  const Tensor bias1 = Tensor::zeros({5}), bias2 = Tensor::zeros({5});
+  ops::MatmulOpts o1, o2;
+  o1.bias = &bias1;
+  o2.bias = &bias2;
+  o2.alpha = 1.0f;
+  const std::array<uint32_t, 3> align = {64, 64, 64};
+  const PlanKey k1 = plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), o1, align);
+  const PlanKey k2 = plan_key(0, ops::mat(x2), ops::mat(w), ops::mat(y2), o2, align);
+  EXPECT_TRUE(k1 == k2);
+  EXPECT_EQ(PlanKeyHash{}(k1), PlanKeyHash{}(k2));
+  ops::MatmulOpts scaled;
+  scaled.alpha = 0.5f;  // passed with the call
+  EXPECT_TRUE(plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), scaled, align) ==
+              plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), {}, align));
 }
 
 }  // namespace

@@ -118,7 +118,10 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
 // dx (N, C) = the input gradient, or dx += it when accumulate_dx (the residual stream's
-// gradient, so no separate add pass); dw, db (C, f32) accumulate.
+// gradient, so no separate add pass); dw, db (C, f32) accumulate. Every backend sums a column's
+// dy·x̂ and dy in f32 over chunks of kLayerNormGradRows rows in row order, and the chunks' sums
+// in double in chunk order.
+inline constexpr int64_t kLayerNormGradRows = 32;
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx = false);

@@ -29,11 +29,8 @@ int64_t check_shapes(const char* op, const Tensor& x, const Tensor& w, const Ten
   return N;
 }
 
-// The parameter gradients are summed in f32 over chunks of kGradRows rows, the chunks' sums in
-// double in chunk order: one pass over x and dy per row, and the same result at any thread count.
-constexpr int64_t kGradRows = 32;
-
-// One chunk of rows: dx per row, rstd * (g - mean(g) - x̂ * mean(g * x̂)) with g = dy * w and
+// One chunk of rows (backend.h's order of the parameter gradients' sums: one pass over x and dy
+// per row, the same result at any thread count): dx per row, rstd * (g - mean(g) - x̂ * mean(g * x̂)) with g = dy * w and
 // x̂ = (x - mean) * rstd, and the chunk's column sums of dy·x̂ and dy into partial (2, C). dx
 // may alias dy: a row's dy is read whole before its dx is written.
 template <typename X, typename D, typename W, typename O>
@@ -133,7 +130,7 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   expect_dtype("layernorm_backward", "dw", dw, {DType::f32});
   expect_dtype("layernorm_backward", "db", db, {DType::f32});
   KILN_CHECK(dw.numel() == C, "op layernorm_backward: dw {} for {} columns", shape_str(dw.shape), C);
-  const int64_t chunks = (N + kGradRows - 1) / kGradRows;
+  const int64_t chunks = (N + kLayerNormGradRows - 1) / kLayerNormGradRows;
   Tensor partial_t = ctx.scratch_tensor({chunks, 2, C}, DType::f32);  // per chunk: Σ dy·x̂, Σ dy
   float* partial = partial_t.ptr<float>();
   cpu::dispatch_float(x.dtype, "layernorm_backward", [&]<typename X>(X) {
@@ -144,7 +141,7 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
                                               rstd.ptr<float>(), dx.ptr<O>(), C, accumulate_dx};
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
           for (int64_t k = 0; k < chunks; ++k)
-            rows(k * kGradRows, std::min(N, (k + 1) * kGradRows), partial + k * 2 * C);
+            rows(k * kLayerNormGradRows, std::min(N, (k + 1) * kLayerNormGradRows), partial + k * 2 * C);
         });
       });
     });

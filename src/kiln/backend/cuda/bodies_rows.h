@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/hd_types.h"
 
 namespace kiln::ops::cuda {
@@ -70,7 +71,8 @@ struct LayerNormBackwardRowBody {
   }
 };
 
-// Item c = column c of (N, C): dw[c] += Σ_r dy xhat and db[c] += Σ_r dy, in double in row order.
+// Item c = column c of (N, C): dw[c] += Σ_r dy xhat and db[c] += Σ_r dy, in backend.h's order
+// (f32 within chunks of kLayerNormGradRows rows, double across them): the CPU backend's sums.
 struct LayerNormParamGradBody {
   FloatPtr x, dy;
   const float* mean;
@@ -80,10 +82,16 @@ struct LayerNormParamGradBody {
   int64_t N, C;
   KILN_HD void operator()(int64_t c) const {
     double acc_w = 0.0, acc_b = 0.0;
-    for (int64_t r = 0; r < N; ++r) {
-      const float g = dy[r * C + c];
-      acc_w += g * ((x[r * C + c] - mean[r]) * rstd[r]);
-      acc_b += g;
+    for (int64_t r0 = 0; r0 < N; r0 += kLayerNormGradRows) {
+      const int64_t r1 = r0 + kLayerNormGradRows < N ? r0 + kLayerNormGradRows : N;
+      float chunk_w = 0.0f, chunk_b = 0.0f;
+      for (int64_t r = r0; r < r1; ++r) {
+        const float g = dy[r * C + c];
+        chunk_w += g * ((x[r * C + c] - mean[r]) * rstd[r]);
+        chunk_b += g;
+      }
+      acc_w += chunk_w;
+      acc_b += chunk_b;
     }
     dw[c] += float(acc_w);
     db[c] += float(acc_b);

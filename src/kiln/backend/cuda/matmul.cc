@@ -8,8 +8,11 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <array>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/backend/cuda/cublaslt_library.h"
@@ -95,6 +98,13 @@ cublasLtEpilogue_t epilogue(const MatmulOpts& o) {
   }
 }
 
+void set_bias_pointer(const Desc& desc, const MatmulOpts& o) {
+  if (!o.bias) return;
+  const void* bias = o.bias->data;
+  check_lt(cublaslt().MatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+           "bias");
+}
+
 void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o) {
   check_lt(cublaslt().MatmulDescCreate(&d.h, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F), "desc");
   // cuBLASLt's A is kiln's B and vice versa.
@@ -108,11 +118,8 @@ void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o)
   check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
            "epilogue");
   if (!o.bias) return;
-  const void* bias = o.bias->data;
+  set_bias_pointer(d, o);
   const cudaDataType_t bias_type = cuda_type(o.bias->dtype);
-  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                          sizeof(bias)),
-           "bias");
   check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                           sizeof(bias_type)),
            "bias type");
@@ -148,6 +155,72 @@ std::string product_key(const std::string& gpu, const MatView& a, const MatView&
                      o.beta, align_a, align_b, align_c);
 }
 
+// A product's cuBLASLt objects and algorithm, made on its first call and kept for the process:
+// creating descriptors and formatting the algorithm key on every call would cost the host
+// microseconds per product.
+struct Plan {
+  Layout la, lb, lc;  // cuBLASLt's A (kiln's b), B (kiln's a), C
+  Desc desc;          // the bias pointer is set per call
+  int64_t outer = 1;  // calls per product (batch[0] when the batches do not merge)
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// Every outer batch's pointers share the first one's alignment when the batch stride keeps it.
+uint32_t view_alignment(const MatView& v, int64_t outer) {
+  uint32_t al = alignment(at(v, 0));
+  if (outer > 1) al = std::min(al, alignment(at(v, 1)));
+  return al;
+}
+
+// Layouts, descriptor and the algorithm (the cache file's, searched, or the heuristic's).
+std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
+                                const MatView& c, const MatmulOpts& opts, const std::array<uint32_t, 3>& align) {
+  auto plan = std::make_unique<Plan>();
+  const bool merged = mergeable(a) && mergeable(b) && mergeable(c);
+  plan->outer = merged ? 1 : c.batch[0];
+  make_layout(plan->la, b, inner_batch(b, merged));
+  make_layout(plan->lb, a, inner_batch(a, merged));
+  make_layout(plan->lc, c, inner_batch(c, merged));
+  make_desc(plan->desc, a, b, opts);
+  Preference pref;
+  check_lt(cublaslt().MatmulPreferenceCreate(&pref.h), "preference");
+  check_lt(cublaslt().MatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
+           "workspace");
+  const auto [align_a, align_b, align_c] = align;  // cuBLASLt's order
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  LtProduct p;
+  p.handle = lt.handle;
+  p.desc = plan->desc.h;
+  p.la = plan->la.h, p.lb = plan->lb.h, p.lc = plan->lc.h;
+  p.preference = pref.h;
+  p.alpha = &opts.alpha, p.beta = &opts.beta;
+  p.a = at(b, 0), p.b = at(a, 0), p.c = at(c, 0);
+  p.c_offset = size_t(at(c, 0) - static_cast<std::byte*>(c.t.data));
+  p.c_tensor_bytes = c.t.nbytes();
+  p.workspace = lt.workspace, p.workspace_bytes = kWorkspaceBytes;
+  p.stream = stream_of(ctx);
+  plan->algo = matmul_algorithm(product_key(lt.gpu, a, b, c, opts, align_a, align_b, align_c), p);
+  return plan;
+}
+
+using Plans = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
+
+// The product's plan, made on its first call. Plans are never freed: they live as long as the
+// process, and freeing them at exit could run after cuBLASLt is gone.
+const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
+                     const MatView& c, const MatmulOpts& opts) {
+  const int64_t outer = mergeable(a) && mergeable(b) && mergeable(c) ? 1 : c.batch[0];
+  const std::array<uint32_t, 3> align = {view_alignment(b, outer), view_alignment(a, outer),
+                                         view_alignment(c, outer)};  // cuBLASLt's order
+  const PlanKey key = plan_key(ctx.device.index, a, b, c, opts, align);
+  if (const auto it = plans.find(key); it != plans.end()) return *it->second;
+  return *plans.emplace(key, make_plan(ctx, lt, a, b, c, opts, align)).first->second;
+}
+
 }  // namespace
 
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
@@ -166,47 +239,18 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
              ctx.device.str());
   check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
   const LtDevice& lt = lt_device(ctx.device.index);
-  const bool merged = mergeable(a) && mergeable(b) && mergeable(c);
-  Layout la, lb, lc;
-  make_layout(la, b, inner_batch(b, merged));  // cuBLASLt's A
-  make_layout(lb, a, inner_batch(a, merged));
-  make_layout(lc, c, inner_batch(c, merged));
-  Desc desc;
-  make_desc(desc, a, b, opts);
-  Preference pref;
-  check_lt(cublaslt().MatmulPreferenceCreate(&pref.h), "preference");
-  check_lt(cublaslt().MatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
-           "workspace");
-  // Every outer batch's pointers share the first one's alignment when the batch stride keeps it.
-  const int64_t outer = merged ? 1 : c.batch[0];
-  auto aligned = [&](const MatView& v) {
-    uint32_t al = alignment(at(v, 0));
-    if (outer > 1) al = std::min(al, alignment(at(v, 1)));
-    return al;
-  };
-  const uint32_t align_a = aligned(b), align_b = aligned(a), align_c = aligned(c);  // cuBLASLt's order
-  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
-  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
-  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
-  set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
-  LtProduct p;
-  p.handle = lt.handle;
-  p.desc = desc.h;
-  p.la = la.h, p.lb = lb.h, p.lc = lc.h;
-  p.preference = pref.h;
-  p.alpha = &opts.alpha, p.beta = &opts.beta;
-  p.a = at(b, 0), p.b = at(a, 0), p.c = at(c, 0);
-  p.c_offset = size_t(at(c, 0) - static_cast<std::byte*>(c.t.data));
-  p.c_tensor_bytes = c.t.nbytes();
-  p.workspace = lt.workspace, p.workspace_bytes = kWorkspaceBytes;
-  p.stream = stream_of(ctx);
-  const cublasLtMatmulAlgo_t algo = matmul_algorithm(product_key(lt.gpu, a, b, c, opts, align_a, align_b, align_c), p);
-  for (int64_t b0 = 0; b0 < outer; ++b0)
-    check_lt(cublaslt().Matmul(lt.handle, desc.h, &opts.alpha, at(b, b0), la.h, at(a, b0), lb.h,
-                            &opts.beta, at(c, b0), lc.h, at(c, b0), lc.h, &algo,
-                            lt.workspace, kWorkspaceBytes, stream_of(ctx)),
-             "matmul");
+  {
+    static std::mutex mu;  // guards the plans, and a plan's bias pointer from being set until launched
+    static auto* plans = new Plans();
+    const std::lock_guard lock(mu);
+    const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts);
+    set_bias_pointer(plan.desc, opts);
+    for (int64_t b0 = 0; b0 < plan.outer; ++b0)
+      check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, at(b, b0), plan.la.h, at(a, b0), plan.lb.h,
+                                 &opts.beta, at(c, b0), plan.lc.h, at(c, b0), plan.lc.h, &plan.algo, lt.workspace,
+                                 kWorkspaceBytes, stream_of(ctx)),
+               "matmul");
+  }
   if (opts.act == Activation::gelu_erf) {
     Tensor out = c.t;
     launch_gelu_forward(false, out, out, stream_of(ctx));

@@ -1,6 +1,9 @@
 // backend/cuda/matmul_plan.h — how the CUDA matmul splits a MatView's two batch levels into
-// cuBLASLt calls (one strided batch per call), as plain functions tested on the CPU.
+// cuBLASLt calls (one strided batch per call), and the key its cached plans are found by, as
+// plain functions tested on the CPU.
 #pragma once
+#include <array>
+#include <bit>
 #include <cstdint>
 
 #include "kiln/backend/backend.h"
@@ -32,6 +35,39 @@ inline bool covers_tensor(const MatView& v) {
          (v.batch[1] == 1 || v.batch_stride[1] == matrix) &&
          (v.batch[0] == 1 || v.batch_stride[0] == v.batch[1] * matrix) &&
          v.batch[0] * v.batch[1] * matrix == v.t.numel();
+}
+
+// Everything a cuBLASLt plan (layouts, descriptor, algorithm) depends on, as integers: the
+// device, each view's shape, layout, batches and dtype, the epilogue, beta and the operands'
+// alignments. Pointers and alpha are not part of it: they are passed with every call.
+struct PlanKey {
+  static constexpr int kViewFields = 9;
+  std::array<int64_t, 3 * kViewFields + 5> fields{};
+  bool operator==(const PlanKey&) const = default;
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = 14695981039346656037ull;  // FNV-1a over the fields
+    for (int64_t f : k.fields) h = (h ^ uint64_t(f)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+// align: the bytes a, b and c's first elements are aligned to.
+inline PlanKey plan_key(int device, const MatView& a, const MatView& b, const MatView& c, const MatmulOpts& o,
+                        const std::array<uint32_t, 3>& align) {
+  PlanKey k;
+  size_t i = 0;
+  for (const MatView* v : {&a, &b, &c})
+    for (int64_t f : {v->rows, v->cols, v->ld, int64_t(v->trans), v->batch[0], v->batch[1], v->batch_stride[0],
+                      v->batch_stride[1], int64_t(v->t.dtype)})
+      k.fields[i++] = f;
+  const int64_t bias = o.bias ? int64_t(o.bias->dtype) : -1;
+  const int64_t align_bits = int64_t(align[0]) | int64_t(align[1]) << 16 | int64_t(align[2]) << 32;
+  for (int64_t f : {int64_t(device), int64_t(o.act), bias, int64_t(std::bit_cast<uint32_t>(o.beta)), align_bits})
+    k.fields[i++] = f;
+  return k;
 }
 
 }  // namespace kiln::ops::cuda
