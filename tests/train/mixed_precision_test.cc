@@ -42,22 +42,25 @@ BertTrainConfig tiny(const fs::path& run, int steps, int eval_batches, std::vect
 // The proof of mixed precision: bf16 and fp16 (dynamic loss scaling, Megatron's defaults)
 // end within 0.01 masked-LM accuracy of the f32 run of the same length, on the same eval set
 // (about 8700 masked tokens), and all three are clearly above predicting the most frequent token,
-// so "within 0.01" cannot be met by runs that learned nothing.
+// so "within 0.01" cannot be met by runs that learned nothing. 1000 steps rather than 600: at
+// 600, runs that differ only in rounding (fp16 at loss scales 2^12, 2^16, 2^20) spread over 0.01
+// while the accuracy still climbs. The margin stays small (docs/PERFORMANCE.md, 2026-12-01).
 TEST(MixedPrecisionTraining, Bf16AndFp16EndWithinOnePointOfF32) {
   KILN_REQUIRE_TEST_DATA();
+  constexpr int kSteps = 1000;
   const fs::path dir = testing::unique_temp_dir("mixed_precision_runs");
-  const testing::EvalBaselines base = testing::eval_baselines(tiny(dir / "base", 600, 32, {}), 0);
+  const testing::EvalBaselines base = testing::eval_baselines(tiny(dir / "base", kSteps, 32, {}), 0);
   std::ostringstream console;
-  const BertRunResult f32 = train_bert(tiny(dir / "f32", 600, 32, {}), {}, console);
-  const BertRunResult bf16 = train_bert(tiny(dir / "bf16", 600, 32, {"--bf16"}), {}, console);
-  const BertRunResult fp16 = train_bert(tiny(dir / "fp16", 600, 32, {"--fp16"}), {}, console);
+  const BertRunResult f32 = train_bert(tiny(dir / "f32", kSteps, 32, {}), {}, console);
+  const BertRunResult bf16 = train_bert(tiny(dir / "bf16", kSteps, 32, {"--bf16"}), {}, console);
+  const BertRunResult fp16 = train_bert(tiny(dir / "fp16", kSteps, 32, {"--fp16"}), {}, console);
   for (const BertRunResult* r : {&f32, &bf16, &fp16}) ASSERT_EQ(r->evals.size(), 1u) << console.str();
   const double a32 = f32.evals[0].mlm_accuracy, a16b = bf16.evals[0].mlm_accuracy,
                a16 = fp16.evals[0].mlm_accuracy;
   const std::string report = fmt::format(
-      "masked-LM accuracy after 600 steps: f32 {:.4f}, bf16 {:.4f}, fp16 {:.4f} ({} skipped steps, final loss "
+      "masked-LM accuracy after {} steps: f32 {:.4f}, bf16 {:.4f}, fp16 {:.4f} ({} skipped steps, final loss "
       "scale {}); most frequent masked token {:.4f} over {} tokens",
-      a32, a16b, a16, fp16.skipped_steps, fp16.loss_scale, base.mlm_most_frequent, base.masked_tokens);
+      kSteps, a32, a16b, a16, fp16.skipped_steps, fp16.loss_scale, base.mlm_most_frequent, base.masked_tokens);
   std::cout << report << "\n";
   ASSERT_GT(base.masked_tokens, 8000) << report;
   EXPECT_GT(a32, base.mlm_most_frequent + 0.02) << report;
