@@ -29,10 +29,10 @@ int64_t check_shapes(const char* op, const Tensor& x, const Tensor& w, const Ten
   return N;
 }
 
-// One chunk of rows (backend.h's order of the parameter gradients' sums: one pass over x and dy
-// per row, the same result at any thread count): dx per row, rstd * (g - mean(g) - x̂ * mean(g * x̂)) with g = dy * w and
-// x̂ = (x - mean) * rstd, and the chunk's column sums of dy·x̂ and dy into partial (2, C). dx
-// may alias dy: a row's dy is read whole before its dx is written.
+// One chunk of rows, each read once: dx = rstd (g - mean(g) - x̂ mean(g x̂)) per row, with
+// g = dy w and x̂ = (x - mean) rstd, and the chunk's column sums of dy·x̂ and dy into partial
+// (2, C) (backend.h's order, so the same at any thread count). dx may alias dy: a row's dy is
+// read whole before its dx is written.
 template <typename X, typename D, typename W, typename O>
 struct BackwardRows {
   const X* x;
