@@ -62,6 +62,18 @@ TEST(BertConfig, FlagsBeatEnvironmentBeatPreset) {
   EXPECT_EQ(r.config.accumulation_steps(), 4);
 }
 
+TEST(BertConfig, TheSettingsTakenFromTheEnvironmentAreNamed) {
+  ScopedEnv decay("DECAY", "2000");
+  Resolved r;
+  resolve(r, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_DOUBLE_EQ(r.config.weight_decay, 2000.0);
+  EXPECT_EQ(r.registry.from_environment(), std::vector<std::string>{"DECAY=2000 (optim.weight_decay)"});
+  Resolved none;
+  unsetenv("DECAY");
+  resolve(none, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_TRUE(none.registry.from_environment().empty());
+}
+
 TEST(BertConfig, UnknownPresetKeyIsAnErrorNamingIt) {
   Resolved r;
   try {

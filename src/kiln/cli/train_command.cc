@@ -61,6 +61,16 @@ void check_gpus_variable() {
                 gpus, gpus, world, world == 1 ? "" : "es");
 }
 
+// Rank 0 names the settings the environment gave (tinygrad's names, e.g. DECAY, are easy to have
+// set for something else).
+void say_environment(const train::ConfigRegistry& registry) {
+  const std::vector<std::string>& env = registry.from_environment();
+  if (env.empty() || dist::world().rank() != 0) return;
+  std::string joined;
+  for (const std::string& e : env) joined += (joined.empty() ? "" : ", ") + e;
+  std::cout << "config read from the environment: " << joined << "\n";
+}
+
 // The progress line, for a terminal only. Under mpirun rank 0 writes to a pseudo-terminal even when
 // the user pipes the output, so several processes never show it.
 bool show_progress() { return dist::world().size() == 1 && ::isatty(STDOUT_FILENO) != 0; }
@@ -73,6 +83,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
   }
   check_gpus_variable();
   const auto resolved = o.resolve(&train::finalize_bert_config);
+  say_environment(o.registry);
   o.config.is_rank0 = dist::world().rank() == 0;
   o.config.progress = show_progress();
   const train::BertRunResult r = train::train_bert(o.config, resolved, std::cout);
@@ -90,6 +101,7 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
   check_gpus_variable();
   const auto resolved = o.resolve(&train::finalize_resnet_config);
+  say_environment(o.registry);
   o.config.is_rank0 = dist::world().rank() == 0;
   o.config.progress = show_progress();
   const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);

@@ -1,5 +1,6 @@
 #include "kiln/train/config_registry.h"
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <cerrno>
@@ -152,6 +153,7 @@ void ConfigRegistry::apply_env() {
     if (const char* v = std::getenv(k.env.c_str())) {
       k.set(v, "environment variable " + k.env);
       set_keys_.insert(k.key);
+      from_environment_.push_back(fmt::format("{}={} ({})", k.env, v, k.key));
     }
   }
 }

@@ -43,6 +43,9 @@ class ConfigRegistry {
   void apply_toml(const std::filesystem::path& file);
   // Applies environment variables that are set; a bad value names the variable.
   void apply_env();
+  // "NAME=value (key)" for each variable apply_env took, in registration order: tinygrad's names
+  // (DECAY, BS, ...) are common words, so the start of a run names what it read.
+  const std::vector<std::string>& from_environment() const { return from_environment_; }
   // Applies flags the user gave (call after CLI parsing).
   void apply_flags();
   // Sets one key by name (e.g. from a checkpoint's saved config).
@@ -55,6 +58,7 @@ class ConfigRegistry {
  private:
   void add(ConfigKey key);
   std::vector<ConfigKey> keys_;
+  std::vector<std::string> from_environment_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> flag_values_;  // flag text as given, per key
   std::map<std::string, CLI::Option*> flag_options_;
