@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include <bit>
 #include <array>
+#include <bit>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -174,9 +174,9 @@ uint32_t view_alignment(const MatView& v, int64_t outer) {
 
 // Layouts, descriptor and the algorithm (the cache file's, searched, or the heuristic's).
 std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
-                                const MatView& c, const MatmulOpts& opts, const std::array<uint32_t, 3>& align) {
+                                const MatView& c, const MatmulOpts& opts, bool merged,
+                                const std::array<uint32_t, 3>& align) {
   auto plan = std::make_unique<Plan>();
-  const bool merged = mergeable(a) && mergeable(b) && mergeable(c);
   plan->outer = merged ? 1 : c.batch[0];
   make_layout(plan->la, b, inner_batch(b, merged));
   make_layout(plan->lb, a, inner_batch(a, merged));
@@ -213,12 +213,13 @@ using Plans = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
 // process, and freeing them at exit could run after cuBLASLt is gone.
 const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
                      const MatView& c, const MatmulOpts& opts) {
-  const int64_t outer = mergeable(a) && mergeable(b) && mergeable(c) ? 1 : c.batch[0];
+  const bool merged = mergeable(a) && mergeable(b) && mergeable(c);
+  const int64_t outer = merged ? 1 : c.batch[0];
   const std::array<uint32_t, 3> align = {view_alignment(b, outer), view_alignment(a, outer),
                                          view_alignment(c, outer)};  // cuBLASLt's order
   const PlanKey key = plan_key(ctx.device.index, a, b, c, opts, align);
   if (const auto it = plans.find(key); it != plans.end()) return *it->second;
-  return *plans.emplace(key, make_plan(ctx, lt, a, b, c, opts, align)).first->second;
+  return *plans.emplace(key, make_plan(ctx, lt, a, b, c, opts, merged, align)).first->second;
 }
 
 }  // namespace

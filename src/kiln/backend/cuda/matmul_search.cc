@@ -1,8 +1,5 @@
 #include "kiln/backend/cuda/matmul_search.h"
 
-#include <map>
-#include <mutex>
-
 #include "kiln/backend/algo_cache.h"
 #include "kiln/backend/cuda/cublaslt_library.h"
 #include "kiln/backend/cuda/runtime.h"
@@ -55,12 +52,6 @@ int winner(const std::string& key, const LtProduct& p, const cublasLtMatmulHeuri
 }  // namespace
 
 cublasLtMatmulAlgo_t matmul_algorithm(const std::string& key, const LtProduct& p) {
-  static std::mutex mu;
-  static std::map<std::string, cublasLtMatmulAlgo_t> chosen;
-  {
-    const std::lock_guard lock(mu);
-    if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
-  }
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   const int wanted = algorithm_search_enabled() ? kCandidates : 1;
@@ -69,9 +60,7 @@ cublasLtMatmulAlgo_t matmul_algorithm(const std::string& key, const LtProduct& p
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error("op matmul: cuBLASLt heuristic: {}", cublaslt().GetStatusString(status));
   KILN_CHECK(found > 0, "op matmul: cuBLASLt has no algorithm for {}", key);
-  const int pick = found == 1 ? 0 : winner(key, p, results, found);
-  const std::lock_guard lock(mu);
-  return chosen.emplace(key, results[pick].algo).first->second;
+  return results[found == 1 ? 0 : winner(key, p, results, found)].algo;
 }
 
 }  // namespace kiln::ops::cuda
