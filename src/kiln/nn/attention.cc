@@ -24,7 +24,7 @@ SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64
       tp_(tp) {
   KILN_CHECK(heads > 0 && hidden % heads == 0, "{}: hidden size {} is not a multiple of {} heads",
              prefix, hidden, heads);
-  dropout_.use_buffers(scratch_->dropped, scratch_->ddropped);
+  dropout_.use_buffers(scratch_->dropped, scratch_->f32);
   // q, k and v read the same x: their dx shares are summed over the group once.
   query.reduce_input_grad = key.reduce_input_grad = value.reduce_input_grad = false;
 }
@@ -60,7 +60,7 @@ void SelfAttention::core_forward(const Step& step) {
   // f32 probabilities are the scores' own buffer, softmax'ed in place; lower-precision ones are kept
   // and the scores are scratch.
   const bool low = q_.dtype != DType::f32;
-  Tensor scores = (low ? scratch_->scores : core_->scores).get(*step.ctx, {B, heads, S, S}, DType::f32);
+  Tensor scores = (low ? scratch_->f32 : core_->scores).get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::MatmulOpts o;
   o.alpha = 1.0f / std::sqrt(float(head_dim));
   ops::matmul(ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads, true),
@@ -73,7 +73,7 @@ void SelfAttention::core_forward(const Step& step) {
 
 void SelfAttention::share_scratch(AttentionScratch& scratch) {
   scratch_ = &scratch;
-  dropout_.use_buffers(scratch.dropped, scratch.ddropped);
+  dropout_.use_buffers(scratch.dropped, scratch.f32);
 }
 
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
@@ -100,11 +100,13 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   // dv = dropped^T dctx;  d(dropped) = dctx v^T (f32)
   Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  Tensor dprobs = scratch_->dprobs.get(*step.ctx, {B, heads, S, S}, DType::f32);
+  // The dropout's gradient buffer is scratch_->f32 too: the mask is applied in place.
+  Tensor dprobs = scratch_->f32.get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
   Tensor dp = dropout_.backward(step, dprobs);
-  // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype (over dprobs when that is f32)
-  Tensor dscores = dt == DType::f32 ? dprobs : scratch_->dscores.get(*step.ctx, {B, heads, S, S}, dt);
+  // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype: over dprobs when that is f32, else
+  // over the dropped probabilities, which dv was the last to read.
+  Tensor dscores = dt == DType::f32 ? dprobs : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
   ops::softmax_backward(ctx, probs_, dp, 1.0f / std::sqrt(float(head_dim)), dscores);
   Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));

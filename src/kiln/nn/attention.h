@@ -32,12 +32,14 @@ struct AttentionBuffers {
   Buffer scores, probs;
 };
 
-// What a forward or backward computes and drops again: the f32 scores (B, heads, S, S) where the
-// probabilities are kept in a lower precision (only the softmax reads them), the dropped
-// probabilities, the gradients of the core (B, heads, S, S) and of q, k, v (B*S, width), and the
-// input gradient of backward() (B*S, hidden).
+// What a forward or backward computes and drops again. Two (B, heads, S, S) buffers serve both
+// passes, each holding one thing at a time: `f32` the scores where the probabilities are kept in
+// a lower precision (forward; only the softmax reads them), then the probabilities' gradient,
+// dropped back in place (backward); `dropped` the dropped probabilities (forward, and again in
+// backward until dv), then the scores' gradient in a lower precision. Then the gradients of q,
+// k, v (B*S, width) and the input gradient of backward() (B*S, hidden).
 struct AttentionScratch {
-  Buffer scores, dropped, dprobs, dscores, ddropped, dq, dk, dv, dx;
+  Buffer f32, dropped, dq, dk, dv, dx;
 };
 
 class SelfAttention {

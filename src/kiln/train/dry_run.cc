@@ -32,13 +32,14 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // the probabilities (f32: the scores' buffer); tensor parallelism's partial input gradients.
   k.per_layer = N * H * e * 4 + N * Ht * e * 4 + N * It * e * 2 + 16 * N +
                 (c.recompute_attention ? 0 : core * e) + (t > 1 ? 2 * N * H * e : 0);
-  // Forward: both projections' and dropouts' outputs, bf16 scores; backward: the residual
-  // gradient and two results, projection / dropout / FC / GELU gradients, q k v gradients,
-  // the core's gradients and its dropped probabilities.
+  // Forward: both projections' and dropouts' outputs; backward: the residual gradient and two
+  // results, projection / dropout / FC / GELU gradients, q k v gradients. The core's two scratch
+  // buffers (nn::AttentionScratch): f32 scores or their gradient, and the dropped probabilities
+  // or the compute-dtype score gradient.
   // (Pre-LN: the attention's and FC1's input gradients instead of a residual gradient.) With
   // recomputation the core's probabilities are shared too.
-  k.shared = N * H * e * (c.pre_ln ? 10 : 9) + N * Ht * e * 4 + N * It * e * 2 + core * (e + 8 + (low ? 4 + e : 0)) +
-             (c.recompute_attention ? core * (low ? e : 4) : 0);
+  k.shared = N * H * e * (c.pre_ln ? 10 : 9) + N * Ht * e * 4 + N * It * e * 2 + core * (4 + e) +
+             (c.recompute_attention ? core * e : 0);
   // Word, position and type rows, their sum, LayerNorm (output, statistics, gradient), dropout
   // output and gradient.
   k.embeddings = N * H * e * 8 + 8 * N;
