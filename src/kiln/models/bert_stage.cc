@@ -195,9 +195,10 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   Tensor db = decoder_bias_.grad();
   ops::bias_grad(ctx, dlogits_f32, db);
   const Tensor dlogits = as_dtype(ctx, dlogits_f32, dt, dlogits_c_);  // (N, V)
-  ops::MatmulOpts acc;
-  acc.beta = 1.0f;
-  ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(decoder_weight_.grad()), acc);
+  const Param::GradTarget dw = decoder_weight_.grad_for_write();  // the word embedding or its copy
+  ops::MatmulOpts dw_opts;
+  dw_opts.beta = dw.accumulate ? 1.0f : 0.0f;
+  ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(dw.grad), dw_opts);
   Tensor dt_ = dtransformed_.get(*step.ctx, {N, H}, dt);
   ops::matmul(ctx, ops::mat(dlogits), ops::mat(decoder_weight_.compute()), ops::mat(dt_));
   tp_.all_reduce(dt_);  // each vocab shard's part of d(transformed)

@@ -71,10 +71,11 @@ void Linear::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool 
   KILN_CHECK(dx.numel() == N * in, "Linear {}: input gradient {} is not ({}, {})",
              weight.spec().name, shape_str(dx.shape), N, in);
   Context& ctx = *step.ctx;
-  // dW (out, in) += dy^T x in f32;  db += column sums of dy;  dx (N, in) (+)= dy W.
-  ops::MatmulOpts acc;
-  acc.beta = 1.0f;
-  ops::matmul(ctx, ops::mat(dy, true), ops::mat(x_), ops::mat(weight.grad()), acc);
+  // dW (out, in) (+)= dy^T x in f32;  db += column sums of dy;  dx (N, in) (+)= dy W.
+  const Param::GradTarget dw = weight.grad_for_write();
+  ops::MatmulOpts dw_opts;
+  dw_opts.beta = dw.accumulate ? 1.0f : 0.0f;
+  ops::matmul(ctx, ops::mat(dy, true), ops::mat(x_), ops::mat(dw.grad), dw_opts);
   if (bias.id >= 0) {
     Tensor db = bias.grad();
     ops::bias_grad(ctx, dy, db);

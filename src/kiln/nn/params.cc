@@ -18,7 +18,20 @@ Tensor slice_view(const Tensor& flat, const ParamSpec& s) {
 }  // namespace
 
 Tensor Param::value() const { return slice_view(store->values, spec()); }
-Tensor Param::grad() const { return slice_view(store->grads, spec()); }
+Tensor Param::grad() const {
+  Tensor g = slice_view(store->grads, spec());
+  if (!store->grad_written_[size_t(id)]) {
+    ops::fill(*store->ctx_, g, 0.0f);
+    store->grad_written_[size_t(id)] = true;
+  }
+  return g;
+}
+
+Param::GradTarget Param::grad_for_write() const {
+  const bool written = store->grad_written_[size_t(id)];
+  store->grad_written_[size_t(id)] = true;
+  return {slice_view(store->grads, spec()), written};
+}
 Tensor Param::compute() const {
   return slice_view(store->compute.defined() ? store->compute : store->values, spec());
 }
@@ -73,7 +86,7 @@ void ParamStore::allocate(Context& ctx) {
   values = Tensor::empty({padded_size()}, DType::f32, ctx.device);
   grads = Tensor::empty({padded_size()}, DType::f32, ctx.device);
   ops::fill(ctx, values, 0.0f);
-  ops::fill(ctx, grads, 0.0f);
+  zero_grad();
   set_compute_dtype(compute_dtype_);
 }
 
@@ -83,7 +96,7 @@ void ParamStore::to_device(Context& ctx) {
   if (values.device == ctx.device) return;
   values = ops::on_device(ctx, values);
   grads = Tensor::empty({padded_size()}, DType::f32, ctx.device);
-  ops::fill(ctx, grads, 0.0f);
+  zero_grad();
   set_compute_dtype(compute_dtype_);
 }
 
@@ -105,7 +118,20 @@ const ParamSpec* ParamStore::find(const std::string& name) const {
   return it == specs_.end() ? nullptr : &*it;
 }
 
-void ParamStore::zero_grad() { ops::fill(*ctx_, grads, 0.0f); }
+void ParamStore::zero_grad() {
+  ops::fill(*ctx_, grads, 0.0f);
+  grad_written_.assign(specs_.size(), true);
+}
+
+void ParamStore::clear_grads() { grad_written_.assign(specs_.size(), false); }
+
+void ParamStore::settle_grads(int64_t begin, int64_t end) {
+  if (end < 0) end = padded_size();
+  for (size_t id = 0; id < specs_.size(); ++id) {
+    const ParamSpec& s = specs_[id];
+    if (!grad_written_[id] && s.offset < end && s.offset + s.numel > begin) Param{this, int(id)}.grad();
+  }
+}
 
 float* ParamStore::host_data(const Tensor& flat) {
   KILN_CHECK(flat.device.is_cpu(), "parameter store: host access to parameters that live on {}", flat.device.str());

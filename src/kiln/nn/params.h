@@ -43,10 +43,18 @@ struct Param {
   float* w() const;
   float* g() const;
   // Views with the parameter's shape: master weights and gradients (f32), and the weights in
-  // the compute dtype (the master view itself when that is f32).
+  // the compute dtype (the master view itself when that is f32). grad() zero-fills the gradient
+  // first when nothing wrote it since ParamStore::clear_grads(): ops that only add go through it.
   Tensor value() const;
   Tensor grad() const;
   Tensor compute() const;
+  // The gradient a contribution goes into, and whether to add to it: false for the first
+  // contribution since ParamStore::clear_grads(), which is written over the stale buffer.
+  struct GradTarget {
+    Tensor grad;
+    bool accumulate = true;
+  };
+  GradTarget grad_for_write() const;
   const ParamSpec& spec() const;
   int64_t numel() const { return spec().numel; }
 };
@@ -90,6 +98,15 @@ class ParamStore {
   // One segment per parameter, in registration order (fused optimizer and norm ops take them).
   const std::vector<ops::TensorSegment>& segments() const { return segments_; }
   void zero_grad();
+  // Zero gradients without a pass over memory (the training loop's step): each parameter's
+  // gradient counts as zero until its first contribution, which overwrites the buffer
+  // (Param::grad_for_write; the matrix products' weight gradients, almost all of a model) or
+  // zero-fills it first (Param::grad). Before the flat buffer is read as a whole, settle_grads()
+  // zero-fills the parameters that got no contribution.
+  void clear_grads();
+  // Zero-fills the unwritten gradients (above) of the parameters that overlap elements
+  // [begin, end) of the flat buffer (end -1: to its end).
+  void settle_grads(int64_t begin = 0, int64_t end = -1);
 
   // Host access to the flat buffers of a host store (an error on a device store).
   std::span<float> host_values() const { return {host_data(values), size_t(size_)}; }
@@ -113,6 +130,8 @@ class ParamStore {
   bool share_existing_ = false;
   DType compute_dtype_ = DType::f32;
   Context* ctx_ = &cpu_context();
+  std::vector<bool> grad_written_;  // per parameter id; all true except after clear_grads()
+  friend struct Param;
 };
 
 inline float* Param::w() const { return store->host_values().data() + spec().offset; }

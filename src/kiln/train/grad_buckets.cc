@@ -30,6 +30,7 @@ GradBuckets::GradBuckets(dist::Communicator& comm, ParamStore& store, int64_t bu
 
 void GradBuckets::start_next() {
   const Range& r = buckets_[started_++];
+  store_.settle_grads(r.begin, r.end);
   Tensor part = store_.grads.slice_rows(r.begin, r.end);
   pending_.push_back(comm_.iall_reduce_sum(part));
 }

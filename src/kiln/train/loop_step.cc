@@ -71,8 +71,9 @@ StepOutcome TrainingLoop::train_step(int64_t step) {
   Timer step_timer;
   ops::set_profile_recording(profiling_ && step > start_step_);
   StepOutcome o;
-  store_.zero_grad();
+  store_.clear_grads();
   o.sum = forward_backward(step, float(scaler_.scale()) / float(slots_), o.data_seconds);
+  store_.settle_grads();
   if (dp_.ranks() > 1) {
     Timer comm_timer;
     reduce_across_ranks(o.sum);
