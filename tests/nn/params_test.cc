@@ -27,5 +27,40 @@ TEST(ParamStore, APartOutsideItsParameterIsRefused) {
   EXPECT_THROW(store.add_part("split", {8, 5}, true, 2, 0, 1), Error);  // no dimension 2
 }
 
+// After clear_grads() the buffer keeps last step's values: the first contribution to a parameter
+// is told to write, later ones to add; grad() zero-fills a parameter nothing wrote, and
+// settle_grads() the ones in its range that nothing wrote, leaving written ones alone.
+TEST(ParamStore, ClearedGradientsAreWrittenByTheFirstContributionAndSettledToZero) {
+  ParamStore store;
+  const Param written = store.add("written", {2, 3}, true);
+  const Param added = store.add("added", {4}, false);
+  const Param untouched = store.add("untouched", {5}, false);
+  const Param outside = store.add("outside", {3}, false);
+  store.allocate();
+  for (float& g : store.host_grads()) g = 7.0f;  // last step's gradients
+  store.clear_grads();
+
+  const Param::GradTarget first = written.grad_for_write();
+  EXPECT_FALSE(first.accumulate);
+  EXPECT_EQ(first.grad.shape, (Shape{2, 3}));
+  EXPECT_EQ(first.grad.ptr<float>(), written.g());
+  EXPECT_TRUE(written.grad_for_write().accumulate);
+  for (int i = 0; i < 6; ++i) written.g()[i] = 1.0f;  // what the first contribution wrote
+
+  const Tensor to_add = added.grad();  // an op that only adds
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(to_add.ptr<float>()[i], 0.0f);
+  EXPECT_TRUE(added.grad_for_write().accumulate);
+
+  store.settle_grads(0, outside.spec().offset);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(written.g()[i], 1.0f);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(untouched.g()[i], 0.0f);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(outside.g()[i], 7.0f) << "outside the settled range";
+  EXPECT_FALSE(outside.grad_for_write().accumulate);
+
+  store.zero_grad();  // zeroes everything and counts as written
+  EXPECT_TRUE(untouched.grad_for_write().accumulate);
+  for (float g : store.host_grads()) EXPECT_EQ(g, 0.0f);
+}
+
 }  // namespace
 }  // namespace kiln
