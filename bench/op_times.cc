@@ -69,6 +69,7 @@ void time_linear(Context& ctx, int64_t in, int64_t out) {
     time_op(fmt::format("matmul {} {}x{}", what, in, out), [&] { ops::matmul(ctx, a, b, c, o); }, gflop);
   };
   run("y = x W'", ops::mat(x), ops::mat(w, true), ops::mat(y), {});
+  run("dW = dy' x", ops::mat(y, true), ops::mat(x), ops::mat(dw), {});  // a step's first contribution
   run("dW += dy' x", ops::mat(y, true), ops::mat(x), ops::mat(dw), {.beta = 1.0f});
   run("dx = dy W", ops::mat(y), ops::mat(w), ops::mat(x), {});
 }

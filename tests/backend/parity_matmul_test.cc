@@ -105,6 +105,30 @@ TEST(ParityMatmul, EveryDtypeTransposeAlphaBetaAndBias) {
           }
 }
 
+// A linear layer's weight gradient written (not added): dW (out, in) f32 = dy^T x, which the CPU
+// backend runs as inner-product backward-weights where the rows are dense; then with padded
+// rows, and with beta or alpha, which keep the matmul primitive.
+TEST(ParityMatmul, WeightGradientProductsWrittenOrAdded) {
+  Parity p;
+  const int64_t cases[][3] = {{1, 1, 1}, {48, 64, 33}, {257, 129, 65}, {5, 300, 2}};  // out, in, tokens
+  uint32_t id = 500;
+  for (DType dt : testing::float_dtypes())
+    for (const auto& cs : cases)
+      for (int variant = 0; variant < 4; ++variant) {  // dense, padded, padded with beta, with alpha
+        const int64_t M = cs[0], N = cs[1], K = cs[2], pad = variant > 0 ? variant : 0;
+        const MatView dy = padded(p, K, M, pad, dt, ++id, true), x = padded(p, K, N, 2 * pad, dt, ++id, false);
+        const MatView dw = padded(p, M, N, pad, DType::f32, ++id, false);
+        ops::MatmulOpts o;
+        if (variant == 2) o.beta = 1.0f;
+        if (variant == 3) o.alpha = 0.5f;
+        const auto want = reference(p, dy, x, dw, o);
+        ops::matmul(p.ctx, dy, x, dw, o);
+        p.expect_close(dw.t, want,
+                       fmt::format("{} {}x{}x{} alpha {} beta {}", dtype_name(dt), M, N, K, o.alpha, o.beta),
+                       tolerance(DType::f32));
+      }
+}
+
 // Attention's layout: q, k, v (B*S, H) read per head without copies; scores (B, heads, S, S).
 TEST(ParityMatmul, PerHeadViewsOfRowMajorActivations) {
   Parity p;

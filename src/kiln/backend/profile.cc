@@ -40,15 +40,17 @@ bool profile_requested() {
   return on;
 }
 
-OpScope::OpScope(const char* op) : op_(nullptr) {
+OpScope::OpScope(const char* op, Sync sync, void* stream) : op_(nullptr), sync_(sync), stream_(stream) {
   if (++open_ops != 1 || !profile().recording) return;
   op_ = op;
+  if (sync_) sync_(stream_);  // work queued before this op is not its time
   start_ = std::chrono::steady_clock::now();
 }
 
 OpScope::~OpScope() {
   --open_ops;
   if (op_ == nullptr) return;
+  if (sync_) sync_(stream_);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   Profile& p = profile();
   const std::lock_guard lock(p.mutex);

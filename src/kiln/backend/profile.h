@@ -2,7 +2,8 @@
 // (route.h's expect_cpu returns one); while recording is on, the outermost open op's time is added
 // to its type (ops called inside another op count for the outer one). The training loop records
 // its steps after the first (warm-up) and prints the table at the end of the run. On an
-// asynchronous device a scope would have to synchronise its stream; the CPU is synchronous.
+// asynchronous device the scope synchronises the op's stream when it opens and when it closes
+// (only while recording), so that the time is the op's and not its launch's.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -15,13 +16,17 @@ bool profile_requested();
 
 class OpScope {
  public:
-  explicit OpScope(const char* op);
+  // `sync(stream)` waits for the device's work on `stream` (null: a synchronous device).
+  using Sync = void (*)(void* stream);
+  explicit OpScope(const char* op, Sync sync = nullptr, void* stream = nullptr);
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
 
  private:
   const char* op_;  // null when this scope does not record
+  Sync sync_;
+  void* stream_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -20,6 +20,7 @@
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/matmul_plan.h"
 #include "kiln/backend/cuda/matmul_search.h"
+#include "kiln/backend/cuda/op_checks.h"
 #include "kiln/backend/cuda/runtime.h"
 #include "kiln/backend/matmul_check.h"
 #include "kiln/backend/route.h"
@@ -229,7 +230,7 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   static const Tensor no_bias;
   check_devices(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
   require_device(ctx.device);
-  const OpScope scope("matmul");
+  const OpScope scope = profiled_scope("matmul", ctx.stream);
   const auto [M, N, K] = check_matmul(a, b, c, opts);
   if (M == 0 || N == 0) return;
   KILN_CHECK(K > 0 || (opts.beta == 1.0f && !opts.bias && opts.act == Activation::none),

@@ -12,13 +12,19 @@ namespace kiln::ops::cuda {
 
 inline constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::bf16, DType::f16};
 
+// KILN_PROFILE's scope for an op on `stream`: synchronised around the op while recording.
+inline OpScope profiled_scope(const char* op, void* stream) {
+  return OpScope(
+      op, [](void* s) { check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "profiling"); }, stream);
+}
+
 // check_devices plus the device's presence; the op holds the scope for its body.
 inline OpScope expect_cuda(const Context& ctx, const char* op,
                            std::initializer_list<const Tensor*> ts) {
   check_devices(ctx, op, ts);
   require_device(ctx.device);
   check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
-  return OpScope(op);
+  return profiled_scope(op, ctx.stream);
 }
 
 inline void check_launch(const char* op) { check(cudaGetLastError(), op); }

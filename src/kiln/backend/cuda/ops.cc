@@ -53,9 +53,9 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst) {
   expect_same_numel("copy", src, dst);
   const Device gpu = src.device.is_cpu() ? dst.device : src.device;
   require_device(gpu);
-  const OpScope scope("copy");
-  if (src.data == dst.data || src.nbytes() == 0) return;
   const cudaStream_t s = on_cuda(ctx) ? stream_of(ctx) : nullptr;
+  const OpScope scope = profiled_scope("copy", s);
+  if (src.data == dst.data || src.nbytes() == 0) return;
   check(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDefault, s), "copy");
   if (src.device.is_cpu() || dst.device.is_cpu()) check(cudaStreamSynchronize(s), "copy");
 }
