@@ -1,21 +1,20 @@
 // backend/cpu/matmul.cc — typed (batched, strided) matmul on oneDNN matmul primitives, cached
-// by shape per thread; bias and activation as oneDNN post-ops. A weight-gradient product
-// (dW = dy^T x written, not added) runs as oneDNN's inner-product backward-weights primitive,
-// whose gemm kernels measured 5-15% faster than the matmul primitive's for that layout. A
-// bf16/f16 primitive that oneDNN cannot build on this CPU (no AVX-512 bf16 / fp16) is replaced
-// by an f32 product of operands converted in scratch.
+// by shape per thread; bias and activation as oneDNN post-ops. A linear layer's products run
+// on inner-product primitives where those fit (inner_product.cc). A bf16/f16 primitive that
+// oneDNN cannot build on this CPU (no AVX-512 bf16 / fp16) is replaced by an f32 product of
+// operands converted in scratch.
 #include "kiln/backend/cpu/matmul.h"
 
 #include <atomic>
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <string_view>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/key_hash.h"
+#include "kiln/backend/cpu/matmul_primitive.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/matmul_check.h"
 #include "kiln/backend/route.h"
@@ -25,42 +24,6 @@ namespace kiln::ops::cpu {
 namespace {
 
 std::atomic<bool> g_force_fallback{false};
-
-// The shape of one matmul call; also the cache key. Strides are in elements, ordered
-// (batch0, batch1, row, col) of op(A) (M, K), op(B) (K, N), C (M, N).
-struct MatmulKey {
-  int64_t M, N, K;
-  int64_t batch[2];
-  int64_t a_strides[4], b_strides[4], c_strides[4];
-  int64_t ab_dtype, c_dtype, bias_dtype;  // DType; bias_dtype -1 without bias
-  int64_t act;
-  float alpha, beta;
-};
-
-static_assert(sizeof(MatmulKey) == 22 * 8, "MatmulKey must have no padding");
-
-struct MatmulEntry {
-  bool fallback = false;      // oneDNN could not build it: run the f32 product instead
-  bool weights_grad = false;  // prim is inner-product backward-weights: a is diff_dst, b src
-  dnnl::primitive prim;
-  dnnl::memory a, b, c, bias;
-};
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::memory::data_type dnnl_type(int64_t dtype) {
-  using dt = dnnl::memory::data_type;
-  switch (DType(dtype)) {
-    case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f16;
-    default: return dt::f32;
-  }
-}
-
-bool batched(const MatmulKey& k) { return k.batch[0] != 1 || k.batch[1] != 1; }
 
 dnnl::memory::desc strided_md(const MatmulKey& k, const int64_t* strides, int64_t rows,
                               int64_t cols, int64_t dtype) {
@@ -79,47 +42,13 @@ dnnl::algorithm eltwise_alg(Activation act) {
   throw Error("op matmul: no activation to fuse");
 }
 
-// C (M, N) f32 = A^T B with A stored (K, M) and B (K, N), both with unit column stride, C written
-// (beta 0), no scale or post-op: a linear layer's weight gradient, dW (out, in) = dy^T x with
-// dy (tokens, out) and x (tokens, in).
-bool is_weights_grad(const MatmulKey& k) {
-  return !batched(k) && k.a_strides[2] == 1 && k.b_strides[3] == 1 && k.c_strides[3] == 1 &&
-         DType(k.c_dtype) == DType::f32 && k.bias_dtype < 0 && k.act == int64_t(Activation::none) &&
-         k.alpha == 1.0f && k.beta == 0.0f;
-}
-
-// That product as inner-product backward-weights (MB = K, OC = M, IC = N); false where oneDNN
-// has no optimised such primitive for the dtype or strides (padded rows get its reference code).
-bool make_weights_grad(const MatmulKey& k, MatmulEntry& e) {
-  using md = dnnl::memory::desc;
-  const md diff_dst({k.K, k.M}, dnnl_type(k.ab_dtype), {k.a_strides[3], 1});
-  const md src({k.K, k.N}, dnnl_type(k.ab_dtype), {k.b_strides[2], 1});
-  const md diff_weights({k.M, k.N}, dnnl::memory::data_type::f32, {k.c_strides[2], 1});
-  try {
-    const md any_weights({k.M, k.N}, dnnl_type(k.ab_dtype), dnnl::memory::format_tag::any);
-    const dnnl::inner_product_forward::primitive_desc hint(
-        {dnnl::prop_kind::forward_training, src, any_weights, diff_dst}, cpu_engine());
-    const dnnl::inner_product_backward_weights::primitive_desc pd({src, diff_weights, diff_dst}, cpu_engine(),
-                                                                 hint);
-    if (std::string_view(pd.impl_info_str()).starts_with("ref")) return false;  // oneDNN's slow reference code
-    e.prim = dnnl::inner_product_backward_weights(pd);
-  } catch (const dnnl::error&) {
-    return false;
-  }
-  e.weights_grad = true;
-  e.a = dnnl::memory(diff_dst, cpu_engine(), DNNL_MEMORY_NONE);
-  e.b = dnnl::memory(src, cpu_engine(), DNNL_MEMORY_NONE);
-  e.c = dnnl::memory(diff_weights, cpu_engine(), DNNL_MEMORY_NONE);
-  return true;
-}
-
 MatmulEntry& cached_matmul(const MatmulKey& k) {
   thread_local std::unordered_map<MatmulKey, MatmulEntry, KeyBytesHash<MatmulKey>,
                                   KeyBytesEqual<MatmulKey>>
       cache;
   auto it = cache.find(k);
   if (it != cache.end()) return it->second;
-  if (MatmulEntry e; is_weights_grad(k) && make_weights_grad(k, e)) return cache.emplace(k, std::move(e)).first->second;
+  if (MatmulEntry e; make_inner_product(k, e)) return cache.emplace(k, std::move(e)).first->second;
 
   const auto a_md = strided_md(k, k.a_strides, k.M, k.K, k.ab_dtype);
   const auto b_md = strided_md(k, k.b_strides, k.K, k.N, k.ab_dtype);
@@ -132,10 +61,7 @@ MatmulEntry& cached_matmul(const MatmulKey& k) {
                                               dnnl::memory::format_tag::ab);
   dnnl::primitive_attr attr;
   if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
-  dnnl::post_ops ops;
-  if (k.act != int64_t(Activation::none)) ops.append_eltwise(1.0f, eltwise_alg(Activation(k.act)), 0.0f, 0.0f);
-  if (k.beta != 0.0f) ops.append_sum(k.beta);
-  attr.set_post_ops(ops);
+  attr.set_post_ops(matmul_post_ops(k));
   MatmulEntry e;
   try {
     const dnnl::matmul::desc desc = k.bias_dtype >= 0 ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
@@ -243,6 +169,27 @@ void matmul_f32_fallback(Context& ctx, const MatView& a, const MatView& b, const
 
 }  // namespace
 
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::data_type dnnl_type(int64_t dtype) {
+  using dt = dnnl::memory::data_type;
+  switch (DType(dtype)) {
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    default: return dt::f32;
+  }
+}
+
+dnnl::post_ops matmul_post_ops(const MatmulKey& k) {
+  dnnl::post_ops ops;
+  if (k.act != int64_t(Activation::none)) ops.append_eltwise(1.0f, eltwise_alg(Activation(k.act)), 0.0f, 0.0f);
+  if (k.beta != 0.0f) ops.append_sum(k.beta);
+  return ops;
+}
+
 void force_matmul_f32_fallback(bool on) { g_force_fallback.store(on); }
 
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
@@ -295,16 +242,11 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   e.b.set_data_handle(element(b));
   e.c.set_data_handle(element(c));
   thread_local dnnl::stream stream(cpu_engine());
-  if (e.weights_grad) {
-    e.prim.execute(stream, {{DNNL_ARG_DIFF_DST, e.a}, {DNNL_ARG_SRC, e.b}, {DNNL_ARG_DIFF_WEIGHTS, e.c}});
-  } else if (opts.bias) {
+  if (opts.bias) {
     e.bias.set_data_handle(opts.bias->data);
-    e.prim.execute(stream, {{DNNL_ARG_SRC, e.a},
-                            {DNNL_ARG_WEIGHTS, e.b},
-                            {DNNL_ARG_BIAS, e.bias},
-                            {DNNL_ARG_DST, e.c}});
+    e.prim.execute(stream, {{e.a_arg, e.a}, {e.b_arg, e.b}, {DNNL_ARG_BIAS, e.bias}, {e.c_arg, e.c}});
   } else {
-    e.prim.execute(stream, {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}});
+    e.prim.execute(stream, {{e.a_arg, e.a}, {e.b_arg, e.b}, {e.c_arg, e.c}});
   }
   stream.wait();
 }
