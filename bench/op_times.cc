@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/matmul.h"
 #include "kiln/core/philox.h"
 #include "kiln/core/timer.h"
 
@@ -64,14 +65,22 @@ void time_linear(Context& ctx, int64_t in, int64_t out) {
   Tensor x = random_tensor({kRows, in}, DType::bf16, 8), w = random_tensor({out, in}, DType::bf16, 9);
   Tensor y = random_tensor({kRows, out}, DType::bf16, 10), dw = random_tensor({out, in}, DType::f32, 11);
   const double gflop = 2e-9 * double(kRows * in * out);
+  // Each product also on oneDNN's matmul primitive, which the inner-product primitives replace.
   const auto run = [&](const char* what, const ops::MatView& a, const ops::MatView& b, const ops::MatView& c,
                        ops::MatmulOpts o) {
-    time_op(fmt::format("matmul {} {}x{}", what, in, out), [&] { ops::matmul(ctx, a, b, c, o); }, gflop);
+    for (const bool matmul_primitive : {false, true}) {
+      ops::cpu::force_matmul_primitive(matmul_primitive);
+      time_op(fmt::format("matmul {} {}x{}{}", what, in, out, matmul_primitive ? " (matmul prim.)" : ""),
+              [&] { ops::matmul(ctx, a, b, c, o); }, gflop);
+    }
+    ops::cpu::force_matmul_primitive(false);
   };
-  run("y = x W'", ops::mat(x), ops::mat(w, true), ops::mat(y), {});
+  const Tensor bias = random_tensor({out}, DType::bf16, 16);
+  run("y = x W' + b", ops::mat(x), ops::mat(w, true), ops::mat(y), {.bias = &bias});
   run("dW = dy' x", ops::mat(y, true), ops::mat(x), ops::mat(dw), {});  // a step's first contribution
-  run("dW += dy' x", ops::mat(y, true), ops::mat(x), ops::mat(dw), {.beta = 1.0f});
   run("dx = dy W", ops::mat(y), ops::mat(w), ops::mat(x), {});
+  time_op(fmt::format("matmul dW += dy' x {}x{}", in, out),
+          [&] { ops::matmul(ctx, ops::mat(y, true), ops::mat(x), ops::mat(dw), {.beta = 1.0f}); }, gflop);
 }
 
 // Attention's batched products over {8, 12} heads of (128, 64), and its softmax.

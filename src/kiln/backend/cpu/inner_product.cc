@@ -75,7 +75,7 @@ bool make_backward_weights(const MatmulKey& k, MatmulEntry& e) {
 }  // namespace
 
 bool make_inner_product(const MatmulKey& k, MatmulEntry& e) {
-  if (batched(k) || k.alpha != 1.0f || k.beta != 0.0f || k.c_strides[3] != 1) return false;
+  if (k.matmul_only || batched(k) || k.alpha != 1.0f || k.beta != 0.0f || k.c_strides[3] != 1) return false;
   const bool a_rows = k.a_strides[3] == 1, a_cols = k.a_strides[2] == 1;  // A stored (M, K) / (K, M)
   const bool b_rows = k.b_strides[3] == 1, b_cols = k.b_strides[2] == 1;  // B stored (K, N) / (N, K)
   const bool plain = k.bias_dtype < 0 && k.act == int64_t(Activation::none);

@@ -24,6 +24,7 @@ namespace kiln::ops::cpu {
 namespace {
 
 std::atomic<bool> g_force_fallback{false};
+std::atomic<bool> g_force_matmul{false};
 
 dnnl::memory::desc strided_md(const MatmulKey& k, const int64_t* strides, int64_t rows,
                               int64_t cols, int64_t dtype) {
@@ -191,6 +192,7 @@ dnnl::post_ops matmul_post_ops(const MatmulKey& k) {
 }
 
 void force_matmul_f32_fallback(bool on) { g_force_fallback.store(on); }
+void force_matmul_primitive(bool on) { g_force_matmul.store(on); }
 
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts) {
@@ -229,6 +231,7 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   k.act = int64_t(opts.act);
   k.alpha = opts.alpha;
   k.beta = opts.beta;
+  k.matmul_only = g_force_matmul.load(std::memory_order_relaxed);
   if (a.t.dtype != DType::f32 && g_force_fallback.load(std::memory_order_relaxed)) {
     matmul_f32_fallback(ctx, a, b, c, opts);
     return;

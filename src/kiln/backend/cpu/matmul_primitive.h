@@ -19,9 +19,10 @@ struct MatmulKey {
   int64_t ab_dtype, c_dtype, bias_dtype;  // DType; bias_dtype -1 without bias
   int64_t act;
   float alpha, beta;
+  int64_t matmul_only;  // 1: the matmul primitive even where an inner product fits
 };
 
-static_assert(sizeof(MatmulKey) == 22 * 8, "MatmulKey must have no padding");
+static_assert(sizeof(MatmulKey) == 23 * 8, "MatmulKey must have no padding");
 
 // A primitive and the memory objects its A, B, C (and bias) are passed through, with the
 // argument each of them is to the primitive.
@@ -44,7 +45,7 @@ dnnl::post_ops matmul_post_ops(const MatmulKey& k);
 //   A B                        -> backward-data  (dx = dy W)
 //   A^T B, f32 C               -> backward-weights (dW = dy^T x)
 // Their gemm kernels measured 4-15% faster than the matmul primitive's on these layouts
-// (build/op_times). False: use the matmul primitive.
+// (build/op_times). False: use the matmul primitive (always when k.matmul_only).
 bool make_inner_product(const MatmulKey& k, MatmulEntry& e);
 
 }  // namespace kiln::ops::cpu
