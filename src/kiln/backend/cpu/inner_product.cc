@@ -1,6 +1,7 @@
 // backend/cpu/inner_product.cc — linear-layer products on oneDNN's inner-product primitives
 // (matmul_primitive.h says which and why).
 #include <string_view>
+#include <utility>
 
 #include "kiln/backend/cpu/matmul_primitive.h"
 
@@ -12,7 +13,16 @@ using md = dnnl::memory::desc;
 // A (rows, cols) matrix with unit column stride and row stride `ld`.
 md rows_md(int64_t rows, int64_t cols, int64_t ld, int64_t dtype) { return md({rows, cols}, dnnl_type(dtype), {ld, 1}); }
 
+// False for oneDNN's reference implementations (correct but slow; padded rows get them).
 bool optimised(const dnnl::primitive_desc_base& pd) { return !std::string_view(pd.impl_info_str()).starts_with("ref"); }
+
+// e runs `prim` with A, B, C passed through memory objects of these descriptors.
+void bind(MatmulEntry& e, dnnl::primitive prim, const md& a, const md& b, const md& c) {
+  e.prim = std::move(prim);
+  e.a = dnnl::memory(a, cpu_engine(), DNNL_MEMORY_NONE);
+  e.b = dnnl::memory(b, cpu_engine(), DNNL_MEMORY_NONE);
+  e.c = dnnl::memory(c, cpu_engine(), DNNL_MEMORY_NONE);
+}
 
 dnnl::inner_product_forward::primitive_desc forward_pd(const md& src, const md& weights, const md& bias, const md& dst,
                                                        const dnnl::primitive_attr& attr = {}) {
@@ -30,10 +40,7 @@ bool make_forward(const MatmulKey& k, MatmulEntry& e) {
   attr.set_post_ops(matmul_post_ops(k));
   const auto pd = forward_pd(src, weights, bias, dst, attr);
   if (!optimised(pd)) return false;
-  e.prim = dnnl::inner_product_forward(pd);
-  e.a = dnnl::memory(src, cpu_engine(), DNNL_MEMORY_NONE);
-  e.b = dnnl::memory(weights, cpu_engine(), DNNL_MEMORY_NONE);
-  e.c = dnnl::memory(dst, cpu_engine(), DNNL_MEMORY_NONE);
+  bind(e, dnnl::inner_product_forward(pd), src, weights, dst);
   if (k.bias_dtype >= 0) e.bias = dnnl::memory(bias, cpu_engine(), DNNL_MEMORY_NONE);
   return true;
 }
@@ -45,10 +52,7 @@ bool make_backward_data(const MatmulKey& k, MatmulEntry& e) {
   const dnnl::inner_product_backward_data::primitive_desc pd({diff_src, weights, diff_dst}, cpu_engine(),
                                                              forward_pd(diff_src, weights, md(), diff_dst));
   if (!optimised(pd)) return false;
-  e.prim = dnnl::inner_product_backward_data(pd);
-  e.a = dnnl::memory(diff_dst, cpu_engine(), DNNL_MEMORY_NONE);
-  e.b = dnnl::memory(weights, cpu_engine(), DNNL_MEMORY_NONE);
-  e.c = dnnl::memory(diff_src, cpu_engine(), DNNL_MEMORY_NONE);
+  bind(e, dnnl::inner_product_backward_data(pd), diff_dst, weights, diff_src);
   e.a_arg = DNNL_ARG_DIFF_DST;
   e.c_arg = DNNL_ARG_DIFF_SRC;
   return true;
@@ -62,10 +66,7 @@ bool make_backward_weights(const MatmulKey& k, MatmulEntry& e) {
   const dnnl::inner_product_backward_weights::primitive_desc pd({src, diff_weights, diff_dst}, cpu_engine(),
                                                                 forward_pd(src, any_weights, md(), diff_dst));
   if (!optimised(pd)) return false;
-  e.prim = dnnl::inner_product_backward_weights(pd);
-  e.a = dnnl::memory(diff_dst, cpu_engine(), DNNL_MEMORY_NONE);
-  e.b = dnnl::memory(src, cpu_engine(), DNNL_MEMORY_NONE);
-  e.c = dnnl::memory(diff_weights, cpu_engine(), DNNL_MEMORY_NONE);
+  bind(e, dnnl::inner_product_backward_weights(pd), diff_dst, src, diff_weights);
   e.a_arg = DNNL_ARG_DIFF_DST;
   e.b_arg = DNNL_ARG_SRC;
   e.c_arg = DNNL_ARG_DIFF_WEIGHTS;
