@@ -16,12 +16,21 @@ md rows_md(int64_t rows, int64_t cols, int64_t ld, int64_t dtype) { return md({r
 // False for oneDNN's reference implementations (correct but slow; padded rows get them).
 bool optimised(const dnnl::primitive_desc_base& pd) { return !std::string_view(pd.impl_info_str()).starts_with("ref"); }
 
-// e runs `prim` with A, B, C passed through memory objects of these descriptors.
-void bind(MatmulEntry& e, dnnl::primitive prim, const md& a, const md& b, const md& c) {
+// One operand: the primitive's argument it is, and its descriptor.
+struct Operand {
+  int arg;
+  md desc;
+};
+
+// e runs `prim` with A, B, C passed as these arguments through memory objects of these descriptors.
+void bind(MatmulEntry& e, dnnl::primitive prim, const Operand& a, const Operand& b, const Operand& c) {
   e.prim = std::move(prim);
-  e.a = dnnl::memory(a, cpu_engine(), DNNL_MEMORY_NONE);
-  e.b = dnnl::memory(b, cpu_engine(), DNNL_MEMORY_NONE);
-  e.c = dnnl::memory(c, cpu_engine(), DNNL_MEMORY_NONE);
+  e.a = dnnl::memory(a.desc, cpu_engine(), DNNL_MEMORY_NONE);
+  e.b = dnnl::memory(b.desc, cpu_engine(), DNNL_MEMORY_NONE);
+  e.c = dnnl::memory(c.desc, cpu_engine(), DNNL_MEMORY_NONE);
+  e.a_arg = a.arg;
+  e.b_arg = b.arg;
+  e.c_arg = c.arg;
 }
 
 dnnl::inner_product_forward::primitive_desc forward_pd(const md& src, const md& weights, const md& bias, const md& dst,
@@ -40,7 +49,7 @@ bool make_forward(const MatmulKey& k, MatmulEntry& e) {
   attr.set_post_ops(matmul_post_ops(k));
   const auto pd = forward_pd(src, weights, bias, dst, attr);
   if (!optimised(pd)) return false;
-  bind(e, dnnl::inner_product_forward(pd), src, weights, dst);
+  bind(e, dnnl::inner_product_forward(pd), {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst});
   if (k.bias_dtype >= 0) e.bias = dnnl::memory(bias, cpu_engine(), DNNL_MEMORY_NONE);
   return true;
 }
@@ -52,9 +61,8 @@ bool make_backward_data(const MatmulKey& k, MatmulEntry& e) {
   const dnnl::inner_product_backward_data::primitive_desc pd({diff_src, weights, diff_dst}, cpu_engine(),
                                                              forward_pd(diff_src, weights, md(), diff_dst));
   if (!optimised(pd)) return false;
-  bind(e, dnnl::inner_product_backward_data(pd), diff_dst, weights, diff_src);
-  e.a_arg = DNNL_ARG_DIFF_DST;
-  e.c_arg = DNNL_ARG_DIFF_SRC;
+  bind(e, dnnl::inner_product_backward_data(pd), {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, weights},
+       {DNNL_ARG_DIFF_SRC, diff_src});
   return true;
 }
 
@@ -66,10 +74,8 @@ bool make_backward_weights(const MatmulKey& k, MatmulEntry& e) {
   const dnnl::inner_product_backward_weights::primitive_desc pd({src, diff_weights, diff_dst}, cpu_engine(),
                                                                 forward_pd(src, any_weights, md(), diff_dst));
   if (!optimised(pd)) return false;
-  bind(e, dnnl::inner_product_backward_weights(pd), diff_dst, src, diff_weights);
-  e.a_arg = DNNL_ARG_DIFF_DST;
-  e.b_arg = DNNL_ARG_SRC;
-  e.c_arg = DNNL_ARG_DIFF_WEIGHTS;
+  bind(e, dnnl::inner_product_backward_weights(pd), {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_SRC, src},
+       {DNNL_ARG_DIFF_WEIGHTS, diff_weights});
   return true;
 }
 
