@@ -1,6 +1,6 @@
 // The CUDA backend's cross-entropy bodies (bodies_losses.h) run on the CPU over the launch's
 // grid: the row and total passes and the gradient against float64 references, the vocab shard
-// parts against the CPU backend.
+// parts and their combination against the CPU backend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -122,6 +122,38 @@ TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
                            start, 0.5f, 3.0, want_d);
   EXPECT_LE(max_rel_error(d, std::vector<float>(want_d.ptr<float>(), want_d.ptr<float>() + N * V)),
             1e-6);
+}
+
+// Three ranks' partials (ties between ranks included) combined, then the totals: bit for bit the
+// CPU backend's ops.
+TEST(CudaBodies, VocabCombineAndTotalsAreTheCpuBackendsBitForBit) {
+  const int64_t R = 3;
+  std::vector<float> gathered = random_normal(R * N * 3, 25, 2.0f);
+  for (int64_t i = 0; i < N; ++i) gathered[size_t(((2 * N) + i) * 3)] = gathered[size_t(i * 3)];  // rank 2 ties rank 0
+  std::vector<float> combined(static_cast<size_t>(3 * N));
+  run_all(N, VocabCombineBody{gathered.data(), combined.data(), R, N});
+  Tensor want = Tensor::empty({3, N});
+  ops::vocab_xent_combine(cpu_context(), Tensor::view(gathered.data(), {R, N, 3}), want);
+  EXPECT_EQ(std::memcmp(combined.data(), want.data, want.nbytes()), 0);
+
+  for (float& m : combined) m = std::abs(m);
+  std::vector<double> sumexp(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) sumexp[size_t(i)] = 1.5 + double(i);
+  std::vector<int32_t> labels = kLabels;
+  labels[0] = int32_t(combined[size_t(N)]);  // row 0 is a hit
+  std::vector<float> lse(static_cast<size_t>(N));
+  std::vector<double> row_loss(static_cast<size_t>(N)), totals(3);
+  std::vector<int64_t> row_hit(static_cast<size_t>(N));
+  run_all(N, VocabRowTotalsBody{combined.data(), sumexp.data(), labels.data(), kWeights.data(), lse.data(),
+                                row_loss.data(), row_hit.data(), N});
+  run_all(1, XentTotalsBody{labels.data(), kWeights.data(), row_loss.data(), row_hit.data(), N, totals.data()});
+  Tensor want_lse = Tensor::empty({N}), want_totals = Tensor::empty({3}, DType::i64);
+  ops::vocab_xent_totals(cpu_context(), Tensor::view(combined.data(), {3, N}), Tensor::view(sumexp.data(), {N}, DType::f64),
+                         Tensor::view(labels.data(), {N}, DType::i32), Tensor::view(const_cast<float*>(kWeights.data()), {N}),
+                         want_lse, want_totals);
+  EXPECT_EQ(std::memcmp(lse.data(), want_lse.data, want_lse.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(totals.data(), want_totals.data, want_totals.nbytes()), 0);
+  EXPECT_GE(totals[2], 1.0);
 }
 
 }  // namespace

@@ -178,20 +178,30 @@ TEST(CudaBodies, BiasGradGatherAndScatterAddAreTheCpuBackendsBitForBit) {
     // gather into f32 rows
     std::vector<float> rows(static_cast<size_t>(n * dim));
     const Tensor table = Tensor::view(const_cast<T*>(dy.data()), {n, dim}, dt);
-    run_all(n * dim, GatherBody{ptr(dy), ptr(rows), ids.data(), dim});
-    Tensor want_rows = Tensor::empty({n, dim});
-    ops::gather_rows(cpu_context(), table, id_t, want_rows);
-    EXPECT_EQ(std::memcmp(rows.data(), want_rows.data, want_rows.nbytes()), 0) << dtype_name(dt);
-    // scatter-add into a table of the same dtype, for several row-class counts
-    for (int64_t classes : {int64_t(1), int64_t(3), num}) {
-      std::vector<T> table_rows = stored<T>(random_normal(num * dim, 21));
-      Tensor want = Tensor::empty({num, dim}, dt);
-      std::memcpy(want.data, table_rows.data(), want.nbytes());
-      run_all(classes * dim, ScatterAddBody{ptr(dy), ptr(table_rows), ids.data(), n, dim, classes});
-      ops::scatter_add_rows(cpu_context(), dy_t, id_t, want);
-      EXPECT_EQ(std::memcmp(table_rows.data(), want.data, want.nbytes()), 0)
-          << dtype_name(dt) << " classes " << classes;
+    // (the whole table, then its rows [3, 8) as a vocab-parallel part holds them: the other ids
+    // give zero rows)
+    for (const int64_t first : {int64_t(0), int64_t(3)}) {
+      const int64_t part_rows = first == 0 ? n : 5;
+      const Tensor part = table.slice_rows(first, first + part_rows);
+      const FloatPtr part_ptr{const_cast<T*>(dy.data()) + first * dim, dt};
+      run_all(n * dim, GatherBody{part_ptr, ptr(rows), ids.data(), part_rows, dim, first});
+      Tensor want_rows = Tensor::empty({n, dim});
+      ops::gather_rows(cpu_context(), part, id_t, want_rows, first);
+      EXPECT_EQ(std::memcmp(rows.data(), want_rows.data, want_rows.nbytes()), 0) << dtype_name(dt) << " from " << first;
     }
+    // scatter-add into a table of the same dtype, for several row-class counts, whole and a part
+    for (const int64_t first : {int64_t(0), int64_t(4)})
+      for (int64_t classes : {int64_t(1), int64_t(3), num - first}) {
+        const int64_t rows_held = num - first;
+        std::vector<T> table_rows = stored<T>(random_normal(rows_held * dim, 21));
+        Tensor want = Tensor::empty({rows_held, dim}, dt);
+        std::memcpy(want.data, table_rows.data(), want.nbytes());
+        run_all(classes * dim,
+                ScatterAddBody{ptr(dy), ptr(table_rows), ids.data(), n, rows_held, dim, first, classes});
+        ops::scatter_add_rows(cpu_context(), dy_t, id_t, want, first);
+        EXPECT_EQ(std::memcmp(table_rows.data(), want.data, want.nbytes()), 0)
+            << dtype_name(dt) << " classes " << classes << " from " << first;
+      }
   });
 }
 

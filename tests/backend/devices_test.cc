@@ -92,6 +92,8 @@ TEST(Devices, EveryOpHasACudaImplementation) {
        [&] { ops::softmax_xent_backward(ctx, t, t, t, none, 0, 1, 1, t); }},
       {"vocab_xent_partials", [&] { ops::vocab_xent_partials(ctx, t, t, 0, t); }},
       {"vocab_xent_sumexp", [&] { ops::vocab_xent_sumexp(ctx, t, t, t); }},
+      {"vocab_xent_combine", [&] { ops::vocab_xent_combine(ctx, t, t); }},
+      {"vocab_xent_totals", [&] { ops::vocab_xent_totals(ctx, t, t, t, none, t, t); }},
       {"vocab_xent_backward", [&] { ops::vocab_xent_backward(ctx, t, t, t, none, 0, 1, 1, t); }},
       {"segment_sum_squares", [&] { ops::segment_sum_squares(ctx, t, none, {}, t); }},
       {"scale_check_finite", [&] { ops::scale_check_finite(ctx, t, 1, t); }},

@@ -1,6 +1,6 @@
 // Parity of the vocab-parallel cross-entropy ops: two shards of a row's logits, combined as
-// nn::VocabParallelMlmLoss combines them, against the float64 softmax cross-entropy of the
-// whole rows.
+// nn::VocabParallelMlmLoss combines them (partials, combine, sumexp, totals, backward), against
+// the float64 softmax cross-entropy of the whole rows.
 #include <algorithm>
 #include <cmath>
 
@@ -43,7 +43,7 @@ TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
   const Tensor whole = p.random({N, V}, DType::f32, 21, 3.0f);
   const std::vector<double> z = p.host(whole);
   const Reference ref = reference(z);
-  std::vector<float> max(N, -1e30f);
+  std::vector<float> max(N, -1e30f), gathered;  // gathered (2, N, 3): both shards' partials
   std::vector<double> sumexp(N, 0.0);
   for (int64_t shard = 0; shard < 2; ++shard) {
     std::vector<float> part;
@@ -62,8 +62,19 @@ TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
       EXPECT_EQ(got[size_t(3 * i + 2)], local >= 0 && local < kShard ? row[local] : 0.0) << "row " << i;
       max[size_t(i)] = std::max(max[size_t(i)], float(got[size_t(3 * i)]));
     }
+    for (double v : got) gathered.push_back(float(v));
   }
   for (int64_t i = 0; i < N; ++i) EXPECT_EQ(double(max[size_t(i)]), ref.max[size_t(i)]);
+  // Combined over the shards: the global max, the first argmax, the label's logit (0 when ignored).
+  Tensor combined = p.zeros({3, N}, DType::f32);
+  ops::vocab_xent_combine(p.ctx, p.from_host(gathered, {2, N, 3}, DType::f32), combined);
+  const std::vector<double> c = p.host(combined);
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t y = kLabels[size_t(i)];
+    EXPECT_EQ(c[size_t(i)], ref.max[size_t(i)]) << "row " << i;
+    EXPECT_EQ(c[size_t(N + i)], double(ref.argmax[size_t(i)])) << "row " << i;
+    EXPECT_EQ(c[size_t(2 * N + i)], y >= 0 ? z[size_t(i * V + y)] : 0.0) << "row " << i;
+  }
   const Tensor max_t = p.to_device(Tensor::view(max.data(), {N}));
   std::vector<float> lse(N);
   for (int64_t shard = 0; shard < 2; ++shard) {
@@ -83,6 +94,27 @@ TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
     EXPECT_NEAR(l, ref.lse[size_t(i)], 1e-7 * std::abs(ref.lse[size_t(i)])) << "row " << i;
     lse[size_t(i)] = float(l);
   }
+  // The totals from the combined rows and the whole rows' sums of exponentials, against float64.
+  Tensor sums = Tensor::empty({N}, DType::f64, p.ctx.device), lse_dev = p.zeros({N}, DType::f32);
+  ops::copy(p.ctx, Tensor::view(sumexp.data(), {N}, DType::f64), sums);
+  Tensor totals_dev = Tensor::empty({3}, DType::i64, p.ctx.device);
+  ops::vocab_xent_totals(p.ctx, combined, sums, labels, weights, lse_dev, totals_dev);
+  double totals[3];
+  Tensor totals_view = Tensor::view(totals, {3}, DType::i64);
+  ops::copy(p.ctx, totals_dev, totals_view);
+  EXPECT_EQ(p.host(lse_dev), std::vector<double>(lse.begin(), lse.end()));
+  double want_loss = 0, want_weight = 0, want_hits = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t y = kLabels[size_t(i)];
+    if (y < 0) continue;
+    want_loss += w[size_t(i)] * (ref.lse[size_t(i)] - z[size_t(i * V + y)]);
+    want_weight += w[size_t(i)];
+    want_hits += w[size_t(i)] > 0 && ref.argmax[size_t(i)] == y;
+  }
+  EXPECT_NEAR(totals[0], want_loss, 1e-6 * std::abs(want_loss));
+  EXPECT_EQ(totals[1], want_weight);
+  EXPECT_EQ(totals[2], want_hits);
+  EXPECT_GT(want_hits, 0) << "the test's rows should include a hit";
   // Backward: softmax - onehot of each shard, scaled by w_i / norm.
   const Tensor lse_t = p.to_device(Tensor::view(lse.data(), {N}));
   const double norm = 7.5;

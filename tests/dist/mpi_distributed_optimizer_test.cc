@@ -1,7 +1,8 @@
 // `--use-distributed-optimizer` (ZeRO-1) on 2 data-parallel ranks against plain data parallelism
 // (bert-tiny, LAMB, dropout on, 10 steps): the same losses, final weights and optimizer state
 // within fp32 rounding (each rank updates its shard; LAMB's norms add the shards' partial sums),
-// and its checkpoint, gathered whole, resumes in one process with the plain run's losses.
+// and its checkpoint, gathered whole, resumes in one process with the plain run's losses. On the
+// simulated device (--device sim) the sharded run is bitwise the host's.
 // Skipped, saying why, without mpirun or when kiln was built without MPI. Label `mpi`.
 #include <gtest/gtest.h>
 
@@ -81,6 +82,13 @@ TEST(MpiDistributedOptimizer, Zero1OnTwoRanksTrainsLikePlainDataParallelAndResum
   EXPECT_LE(state, kStateTolerance);
   std::cout << "ZeRO-1 vs plain DP2 after 10 steps: weights within " << weights << ", optimizer state within " << state
             << "\n";
+  // On the simulated device (shards, the reduce-scatter and the all-gathers through host buffers):
+  // bitwise the host run, losses and checkpoint.
+  const TrainRun sim = train(2, data, root / "zero_sim", "--use-distributed-optimizer --device sim");
+  ASSERT_EQ(sim.status, 0) << sim.output;
+  EXPECT_EQ(sim.losses, zero.losses);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(testing::largest_difference(root / "zero" / last / file, root / "zero_sim" / last / file), 0.0) << file;
 
   // The sharded run's step-5 checkpoint (whole optimizer state) resumed by one process.
   fs::create_directories(root / "resumed");

@@ -105,7 +105,8 @@ TEST(MpiResNet, TwoRanksWithSyncBnTrainLikeOneProcessAndWithoutItNormalisePerRan
 }
 
 // ZeRO-1 with LARS: each rank updates half of the weights and keeps half of the momentum; the
-// trust ratios add the shards' partial norms. The same losses and weights as plain data parallel.
+// trust ratios add the shards' partial norms. The same losses and weights as plain data parallel,
+// and bitwise the same on the simulated device.
 TEST(MpiResNet, TheDistributedOptimizerTrainsLikePlainDataParallel) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   if (!fs::exists(testing::kFashionMnist)) GTEST_SKIP() << "install dataset-fashion-mnist";
@@ -120,6 +121,13 @@ TEST(MpiResNet, TheDistributedOptimizerTrainsLikePlainDataParallel) {
   for (size_t i = 0; i < plain.losses.size(); ++i)
     EXPECT_NEAR(zero.losses[i], plain.losses[i], kLossTolerance * std::abs(plain.losses[i])) << "step " << i + 1;
   EXPECT_LE(testing::largest_difference(plain.checkpoint, zero.checkpoint), kWeightTolerance);
+  // On the simulated device (the shards, BN statistics and collectives through host buffers):
+  // bitwise the host run.
+  const ResNetRun sim = train(testing::mpirun(2, environment(root / "zero_sim")), data, root / "zero_sim",
+                              "--sync-bn --use-distributed-optimizer --device sim");
+  ASSERT_EQ(sim.status, 0) << sim.output;
+  EXPECT_EQ(sim.losses, zero.losses);
+  EXPECT_EQ(testing::largest_difference(zero.checkpoint, sim.checkpoint), 0.0);
 }
 
 TEST(MpiResNet, ABatchThatDoesNotSplitOverTheRanksIsRefused) {

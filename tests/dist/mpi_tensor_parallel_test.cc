@@ -4,7 +4,8 @@
 // losses and evaluation, the same final weights once the ranks' parts are put together, and
 // every replicated parameter (and each tp rank's part) bitwise identical on all ranks holding it.
 // In bf16, TP2's losses stay within bf16 rounding of the one-process bf16 run's.
-// A TP2 x PP2 rerun is bitwise the same run.
+// A TP2 x PP2 rerun is bitwise the same run, and so is one on the simulated device (bf16, across a
+// resume).
 // Skipped, saying why, without mpirun or when kiln was built without MPI. Label `mpi`.
 #include <gtest/gtest.h>
 
@@ -194,6 +195,28 @@ TEST_F(MpiTensorParallel, Tp2TimesPp2TrainsBertLikeOneProcess) {
     const std::string file = "params/rank" + std::to_string(r) + ".safetensors";
     EXPECT_EQ(read_file(root_ / "tp2pp2_again" / file), read_file(root_ / "tp2pp2" / file)) << file;
   }
+}
+
+// The TP2 x PP2 run in bf16 on the simulated device (--device sim: parameters, optimizer state and
+// activations off the host; the tensor-parallel all-reduces, the vocab-parallel loss, the stages'
+// transfers and the checkpoint gather all through host buffers), stopped after step 5
+// (--exit-interval) and resumed: bitwise the host run, losses and every byte of the last
+// checkpoint's weights and optimizer state.
+TEST_F(MpiTensorParallel, Tp2TimesPp2OnTheSimulatedDeviceIsTheHostRunAcrossAResume) {
+  const std::string layout = "--pipeline-model-parallel-size 2 --bf16 --save-interval 5 --save ";
+  const fs::path host = root_ / "tp2pp2_bf16", sim = root_ / "tp2pp2_bf16_sim";
+  const TrainRun h = train(testing::mpirun(4, environment(host)), data_, host, 2, layout + (host / "ckpt").string());
+  ASSERT_EQ(h.status, 0) << h.output;
+  const std::string on_sim = layout + (sim / "ckpt").string() + " --load " + (sim / "ckpt").string() + " --device sim";
+  const TrainRun first = train(testing::mpirun(4, environment(sim)), data_, sim, 2, on_sim + " --exit-interval 5");
+  ASSERT_EQ(first.status, 0) << first.output;
+  const TrainRun rest = train(testing::mpirun(4, environment(sim)), data_, sim, 2, on_sim);
+  ASSERT_EQ(rest.status, 0) << rest.output;
+  EXPECT_NE(rest.output.find("resumed from"), std::string::npos) << rest.output;
+  ASSERT_EQ(h.losses.size(), 10u) << h.output;
+  EXPECT_EQ(rest.losses, h.losses);  // the loss log is appended to: steps 1-5, then 6-10
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(read_file(sim / "ckpt/iter_0000010" / file), read_file(host / "ckpt/iter_0000010" / file)) << file;
 }
 
 double largest_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {

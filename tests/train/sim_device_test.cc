@@ -137,16 +137,6 @@ TEST(SimDevice, OpsRefuseHostTensorsAndCopyMovesThem) {
   EXPECT_EQ(to_float_vector(ops::on_host(sim, out)), std::vector<float>({11, 22, 33}));
 }
 
-TEST(SimDevice, ModelParallelLayoutsAreRefusedOnADeviceInOneLine) {
-  EXPECT_NO_THROW(check_device_layout(Device::cpu(), 2, 2, true));
-  EXPECT_NO_THROW(check_device_layout(Device::sim(), 1, 1, false));
-  EXPECT_EQ(error_of([] { check_device_layout(Device::cuda(0), 2, 1, false); }),
-            "--device cuda:0: tensor and pipeline parallelism run on the CPU only so far; data parallelism "
-            "(mpirun -np N) runs on devices");
-  EXPECT_EQ(error_of([] { check_device_layout(Device::sim(), 1, 1, true); }),
-            "--device sim: --use-distributed-optimizer runs on the CPU only so far");
-}
-
 // The staged communicator on one process: device tensors go through host copies and come back.
 TEST(SimDevice, StagedCollectivesMoveDeviceTensorsThroughTheHost) {
   Context sim = device_context(Device::sim());

@@ -137,11 +137,14 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
 
 // ---- rows: embedding lookups ----
 
-// out (n, dim) row i = table (num, dim) row ids[i]; ids (n) i32 must lie in [0, num): the data
-// loader / the model's host-side batch check validates them, not this op.
-void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
-// dtable row ids[i] += dy row i, summed in the order of i (deterministic); any float dtypes.
-void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
+// out (n, dim) row i = table (num, dim) row ids[i] - first; ids (n) i32. The table holds the rows
+// [first, first + num) of a larger one (a vocab-parallel rank's part): an id outside them gives a
+// zero row. Whether ids lie in the whole table is the data loader's / the model's host-side batch
+// check's business, not this op's.
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first = 0);
+// dtable row ids[i] - first += dy row i, summed in the order of i (deterministic); ids outside
+// [first, first + num) are skipped (as in gather_rows); any float dtypes.
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first = 0);
 
 // ---- losses (typed: double accumulation; labels i32) ----
 // Totals that ops accumulate on the device and the host reads back once (ops::copy into a
@@ -177,6 +180,17 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
                          Tensor& partials);
 // sumexp (N) f64 = Σ_v exp(z_iv - max_i) over this shard, in double; max (N) f32, the global max.
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
+// combined (3, N) f32 from every rank's partials, gathered (R, N, 3) f32 in rank order: row 0 the
+// global max, row 1 the first argmax (the lowest rank among equal maxima: ranks hold ascending
+// vocabulary ranges), row 2 the label's logit (held by one rank, 0 on the others; added in f32 in
+// rank order).
+void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined);
+// From combined (3, N) and the whole rows' sumexp (N) f64 under that max: lse (N) f32 =
+// f32(max + log(sumexp)) and totals (3) as softmax_xent_forward's (f64 in i64, rows in order):
+// Σ w_i · (lse_i - label logit_i), Σ w_i, and the hits (w_i > 0, argmax == label) over rows with
+// a label >= 0. weights (N) f32, or undefined for 1.
+void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
+                       const Tensor& weights, Tensor& lse, Tensor& totals);
 // dlogits (N, Vs) = c_i · (exp(z_iv - lse_i) - [start + v == label_i]), c_i = scale · f32(w_i /
 // norm) as softmax_xent_backward (lse (N) f32 the whole rows' log-sum-exp); ignored rows get 0.
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,

@@ -127,16 +127,14 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
   cpu::attention_softmax_forward(ctx, scores, mask, probs);
 }
 
-void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "gather_rows", gather_rows(ctx, table, ids, out));
-  cpu::gather_rows(ctx, table, ids, out);
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "gather_rows", gather_rows(ctx, table, ids, out, first));
+  cpu::gather_rows(ctx, table, ids, out, first);
 }
 
-void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
-  if (on_cuda(ctx))
-    return KILN_ON_CUDA(ctx, "scatter_add_rows",
-                        scatter_add_rows(ctx, dy, ids, dtable));
-  cpu::scatter_add_rows(ctx, dy, ids, dtable);
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "scatter_add_rows", scatter_add_rows(ctx, dy, ids, dtable, first));
+  cpu::scatter_add_rows(ctx, dy, ids, dtable, first);
 }
 
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
@@ -152,6 +150,19 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
     return KILN_ON_CUDA(ctx, "vocab_xent_sumexp",
                         vocab_xent_sumexp(ctx, logits, max, sumexp));
   cpu::vocab_xent_sumexp(ctx, logits, max, sumexp);
+}
+
+void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "vocab_xent_combine", vocab_xent_combine(ctx, gathered, combined));
+  cpu::vocab_xent_combine(ctx, gathered, combined);
+}
+
+void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
+                       const Tensor& weights, Tensor& lse, Tensor& totals) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "vocab_xent_totals",
+                        vocab_xent_totals(ctx, combined, sumexp, labels, weights, lse, totals));
+  cpu::vocab_xent_totals(ctx, combined, sumexp, labels, weights, lse, totals);
 }
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,

@@ -1,9 +1,8 @@
 // nn/embedding.h — a lookup table: row ids[i] of weight (num, dim).
 // Vocab-parallel (Megatron's VocabParallelEmbedding): rank r holds rows [r*num/TP, ...); ids
-// outside them give zero rows, and the output is all-reduced over the group (ids on the host).
+// outside them give zero rows, and the output is all-reduced over the group.
 #pragma once
 #include <string>
-#include <vector>
 
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
@@ -33,8 +32,6 @@ class Embedding {
 
  private:
   TensorParallel tp_;
-  std::vector<int32_t> positions_, local_ids_;  // in-range positions and their local rows
-  Buffer rows_;
   Tensor ids_;  // (n) i32, a copy of the last forward's ids
   Buffer ids_buf_;
   Buffer y_;

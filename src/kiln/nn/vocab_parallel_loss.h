@@ -2,10 +2,10 @@
 // (Megatron's vocab_parallel_cross_entropy, spec §3.2): each tensor-parallel rank holds columns
 // [start, start + Vs) of the (N, V) logits. The row max, the first argmax and the target's logit
 // are combined across the group by an all-gather, the sums of exponentials by an all-reduce;
-// backward (softmax - onehot) is local to the shard.
+// backward (softmax - onehot) is local to the shard. Every step runs in ops on the logits' device;
+// the host reads back three totals.
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "kiln/core/context.h"
 #include "kiln/core/tensor.h"
@@ -18,8 +18,8 @@ namespace kiln::nn {
 class VocabParallelMlmLoss {
  public:
   explicit VocabParallelMlmLoss(const TensorParallel& tp) : tp_(tp) {}
-  // logits: (N, Vs) f32 on the host, this rank's columns from `start`; ids: (N) whole-vocabulary
-  // ids; weights (N). The same result on every rank of the group, as MlmLoss of the whole logits.
+  // logits: (N, Vs) f32 on the context's device, this rank's columns from `start`; ids: (N)
+  // whole-vocabulary ids and weights (N), on the host. The same result on every rank of the group, as MlmLoss of the whole logits.
   LossResult forward(Context& ctx, const Tensor& logits, int64_t start, const int32_t* ids,
                      const float* weights);
   // -> dlogits (N, Vs) = dloss * d(loss)/d(logits of this shard).
@@ -28,12 +28,10 @@ class VocabParallelMlmLoss {
  private:
   TensorParallel tp_;
   Context* ctx_ = nullptr;
-  Tensor logits_;
+  Tensor logits_, labels_, weights_, lse_;  // labels, weights, lse: (N), kept for backward
   int64_t start_ = 0;
   double denom_ = 1;
-  std::vector<int32_t> ids_;
-  std::vector<float> weights_, lse_;
-  Buffer partials_, gathered_, max_, sumexp_, dlogits_;
+  Buffer labels_buf_, weights_buf_, lse_buf_, totals_buf_, partials_, gathered_, combined_, sumexp_, dlogits_;
 };
 
 }  // namespace kiln::nn

@@ -12,17 +12,6 @@
 
 namespace kiln::train {
 
-void check_device_layout(const Device& device, int64_t tensor_parallel, int64_t pipeline_parallel,
-                         bool distributed_optimizer) {
-  if (device.is_cpu()) return;
-  if (tensor_parallel > 1 || pipeline_parallel > 1)
-    throw Error("--device {}: tensor and pipeline parallelism run on the CPU only so far; data parallelism "
-                "(mpirun -np N) runs on devices",
-                device.str());
-  if (distributed_optimizer)
-    throw Error("--device {}: --use-distributed-optimizer runs on the CPU only so far", device.str());
-}
-
 RunWorld::RunWorld(const Device& device) {
   if (device.is_cpu()) return;
 #ifdef KILN_HAVE_NCCL

@@ -1,5 +1,6 @@
 // train/device_state.h — a run whose model lives on a device (--device cuda or sim): the
-// layouts it supports, and the host copies through which its checkpoints are written and read.
+// communicator its collectives go through, and the host copies through which its checkpoints are
+// written and read.
 #pragma once
 #include <memory>
 #include <optional>
@@ -12,12 +13,6 @@
 #include "kiln/nn/params.h"
 
 namespace kiln::train {
-
-// Throws a one-line kiln::Error unless this layout runs on `device`: the host runs every
-// layout; a device runs data parallelism (collectives staged through the host) but not yet
-// tensor or pipeline parallelism or the distributed optimizer.
-void check_device_layout(const Device& device, int64_t tensor_parallel, int64_t pipeline_parallel,
-                         bool distributed_optimizer);
 
 // The world communicator of a run on `device`: dist::world() on the host; on GPUs with several
 // processes, NCCL where it is built in (dist/nccl/nccl_communicator.h; KILN_NCCL=0 turns it off);

@@ -97,8 +97,10 @@ void TrainingLoop::save(int64_t step) {
   if (sharded_) dp_.gather_state(optimizer_.state(), whole_state_);
   // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
   WholeModel whole;
-  if (model_parallel_ && state_.groups->layout.dp_rank == 0)
-    whole = gather_whole_model(store_, opt_state_, *state_.groups->model);
+  if (model_parallel_ && state_.groups->layout.dp_rank == 0) {
+    host_.pull();  // the parts travel from the host copies of state on a device
+    whole = gather_whole_model(host_.store(), host_.optimizer(), *state_.groups->model);
+  }
   io::CheckpointManager* checkpoints = sinks_.checkpoints();
   if (!checkpoints) return;
   clear_progress();
@@ -109,7 +111,7 @@ void TrainingLoop::save(int64_t step) {
     meta["mllog"] = {{"file", mllog_->path().filename().string()}, {"bytes", at.bytes}, {"crc32c", at.crc32c}};
     mllog_->start(log::key::kCheckpointStart, nullptr, {{"step_num", step}});
   }
-  host_.pull();
+  if (!model_parallel_) host_.pull();
   result_.checkpoint = model_parallel_ ? checkpoints->save(step, whole.model, whole.optimizer, meta)
                                        : checkpoints->save(step, host_.store(), host_.optimizer(), meta, host_.buffers());
   if (mllog_) mllog_->end(log::key::kCheckpointStop, nullptr, {{"step_num", step}});

@@ -31,11 +31,14 @@ void softmax_forward(Context& ctx, const Tensor& x, Tensor& y);
 void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx);
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs);
-void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
-void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first);
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first);
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
                          Tensor& partials);
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
+void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined);
+void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
+                       const Tensor& weights, Tensor& lse, Tensor& totals);
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
                          double norm, Tensor& dlogits);

@@ -1,12 +1,13 @@
-// backend/cpu/vocab_xent.cc — the per-shard parts of a vocab-parallel softmax cross-entropy
-// (Megatron's tensor-parallel MLM loss): row statistics of this rank's logits, the sum of
-// exponentials under the global row max, and the local gradient.
+// backend/cpu/vocab_xent.cc — the parts of a vocab-parallel softmax cross-entropy (Megatron's
+// tensor-parallel MLM loss): row statistics of this rank's logits, their combination over the
+// ranks, the sum of exponentials under the global row max, the totals, and the local gradient.
 #include <cmath>
 #include <cstring>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
+#include "kiln/backend/vocab_xent_check.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops::cpu {
@@ -71,6 +72,44 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
       s[i] = sum;
     }
   });
+}
+
+void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {
+  const OpScope scope = expect_cpu(ctx, "vocab_xent_combine", {&gathered, &combined});
+  const int64_t N = check_vocab_combine("vocab_xent_combine", gathered, combined), R = gathered.dim(0);
+  const float* g = gathered.ptr<float>();
+  float *max = combined.ptr<float>(), *argmax = max + N, *target = max + 2 * N;
+  for (int64_t i = 0; i < N; ++i) {
+    max[i] = g[3 * i];
+    argmax[i] = g[3 * i + 1];
+    target[i] = 0.0f;
+    for (int64_t r = 0; r < R; ++r) {
+      const float* row = g + (r * N + i) * 3;
+      if (row[0] > max[i]) max[i] = row[0], argmax[i] = row[1];
+      target[i] += row[2];
+    }
+  }
+}
+
+void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
+                       const Tensor& weights, Tensor& lse, Tensor& totals) {
+  const char* op = "vocab_xent_totals";
+  const OpScope scope = expect_cpu(ctx, op, {&combined, &sumexp, &labels, &weights, &lse, &totals});
+  const int64_t N = check_vocab_totals(op, combined, sumexp, labels, weights, lse, totals);
+  const float *max = combined.ptr<float>(), *argmax = max + N, *target = max + 2 * N;
+  const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
+  const int32_t* y = labels.ptr<int32_t>();
+  double loss = 0.0, weight_sum = 0.0, hits = 0.0;
+  for (int64_t i = 0; i < N; ++i) {
+    lse.ptr<float>()[i] = float(double(max[i]) + std::log(sumexp.ptr<double>()[i]));
+    if (y[i] < 0) continue;
+    const double wi = w ? double(w[i]) : 1.0;
+    loss += wi * (double(lse.ptr<float>()[i]) - double(target[i]));
+    weight_sum += wi;
+    hits += double(wi > 0 && int64_t(argmax[i]) == y[i]);
+  }
+  double* out = reinterpret_cast<double*>(totals.data);
+  out[0] = loss, out[1] = weight_sum, out[2] = hits;
 }
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,

@@ -143,6 +143,47 @@ struct VocabSumexpBody {
   KILN_HD void operator()(int64_t i) const { sumexp[i] = row_sumexp(logits, i * V, V, max[i]); }
 };
 
+// Item i = row i: combined (3, N) from the ranks' partials gathered (R, N, 3): the global max, the
+// first argmax (lowest rank among equal maxima), the label's logit added in rank order.
+struct VocabCombineBody {
+  const float* gathered;
+  float* combined;
+  int64_t ranks, N;
+  KILN_HD void operator()(int64_t i) const {
+    float max = gathered[3 * i], argmax = gathered[3 * i + 1], target = 0.0f;
+    for (int64_t r = 0; r < ranks; ++r) {
+      const float* row = gathered + (r * N + i) * 3;
+      if (row[0] > max) max = row[0], argmax = row[1];
+      target += row[2];
+    }
+    combined[i] = max;
+    combined[N + i] = argmax;
+    combined[2 * N + i] = target;
+  }
+};
+
+// Item i = row i: lse_i from the global max and sumexp, and the row's loss term and hit for
+// XentTotalsBody (nothing for an ignored row).
+struct VocabRowTotalsBody {
+  const float* combined;
+  const double* sumexp;
+  const int32_t* labels;
+  const float* weights;
+  float* lse;
+  double* row_loss;
+  int64_t* row_hit;
+  int64_t N;
+  KILN_HD void operator()(int64_t i) const {
+    lse[i] = float(double(combined[i]) + log(sumexp[i]));
+    row_loss[i] = 0.0;
+    row_hit[i] = 0;
+    if (labels[i] < 0) return;
+    const double w = weights ? double(weights[i]) : 1.0;
+    row_loss[i] = w * (double(lse[i]) - double(combined[2 * N + i]));
+    row_hit[i] = w > 0 && int64_t(combined[N + i]) == labels[i];
+  }
+};
+
 // Item e = element e of the shard's dlogits: c_i (exp(z - lse_i) - [start + v == label_i]).
 struct VocabGradBody {
   FloatPtr logits, dlogits;

@@ -110,30 +110,32 @@ struct BiasGradBody {
   }
 };
 
-// Item i = element i of out (n, dim): out row r = table row ids[r].
+// Item i = element i of out (n, dim): out row r = table (num, dim) row ids[r] - first, zero
+// where that row lies outside the table.
 struct GatherBody {
   FloatPtr table, out;
   const int32_t* ids;
-  int64_t dim;
+  int64_t num, dim, first;
   KILN_HD void operator()(int64_t i) const {
-    const int64_t r = i / dim, c = i % dim;
-    out.set(i, table[int64_t(ids[r]) * dim + c]);
+    const int64_t r = i / dim, c = i % dim, row = ids[r] - first;
+    out.set(i, row >= 0 && row < num ? table[row * dim + c] : 0.0f);
   }
 };
 
-// Item k = (column c, class q) with k = q * dim + c: adds dy row i (n, dim) into dtable row
-// ids[i] for the i in order whose destination row is ≡ q mod `classes`. Each destination element
+// Item k = (column c, class q) with k = q * dim + c: adds dy row i (n, dim) into dtable (num, dim)
+// row ids[i] - first for the i in order whose destination row is ≡ q mod `classes` (rows outside
+// the table are skipped). Each destination element
 // is owned by one item and receives its rows in the order of i, so the sums are deterministic
 // and the CPU backend's bit for bit, without atomics; the classes spread the work.
 struct ScatterAddBody {
   FloatPtr dy, dtable;
   const int32_t* ids;
-  int64_t n, dim, classes;
+  int64_t n, num, dim, first, classes;
   KILN_HD void operator()(int64_t k) const {
     const int64_t c = k % dim, q = k / dim;
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = ids[i];
-      if (row % classes != q) continue;
+      const int64_t row = ids[i] - first;
+      if (row < 0 || row >= num || row % classes != q) continue;
       dtable.set(row * dim + c, dtable[row * dim + c] + dy[i * dim + c]);
     }
   }

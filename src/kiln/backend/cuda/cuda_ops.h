@@ -41,8 +41,8 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx);
-void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
-void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable);
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first);
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first);
 
 // ops_losses.cc
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
@@ -54,6 +54,9 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
                          Tensor& partials);
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
+void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined);
+void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
+                       const Tensor& weights, Tensor& lse, Tensor& totals);
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
                          double norm, Tensor& dlogits);

@@ -4,6 +4,7 @@
 #include "kiln/backend/cuda/bodies_losses.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
+#include "kiln/backend/vocab_xent_check.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops::cuda {
@@ -95,6 +96,28 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
   run(ctx, op, logits.dim(0),
       VocabSumexpBody{float_ptr(op, "logits", logits), max.ptr<float>(), sumexp.ptr<double>(),
                       logits.dim(1)});
+}
+
+void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {
+  const char* op = "vocab_xent_combine";
+  const OpScope scope = expect_cuda(ctx, op, {&gathered, &combined});
+  const int64_t N = check_vocab_combine(op, gathered, combined);
+  run(ctx, op, N, VocabCombineBody{gathered.ptr<float>(), combined.ptr<float>(), gathered.dim(0), N});
+}
+
+void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
+                       const Tensor& weights, Tensor& lse, Tensor& totals) {
+  const char* op = "vocab_xent_totals";
+  const OpScope scope = expect_cuda(ctx, op, {&combined, &sumexp, &labels, &weights, &lse, &totals});
+  const int64_t N = check_vocab_totals(op, combined, sumexp, labels, weights, lse, totals);
+  Tensor rows = ctx.scratch_tensor({2, N}, DType::i64);  // per row: loss term (f64 bits), hit
+  double* row_loss = reinterpret_cast<double*>(rows.data);
+  int64_t* row_hit = rows.ptr<int64_t>() + N;
+  const float* w = weights_of(weights);
+  run(ctx, op, N,
+      VocabRowTotalsBody{combined.ptr<float>(), sumexp.ptr<double>(), labels.ptr<int32_t>(), w, lse.ptr<float>(),
+                         row_loss, row_hit, N});
+  run(ctx, op, 1, XentTotalsBody{labels.ptr<int32_t>(), w, row_loss, row_hit, N, reinterpret_cast<double*>(totals.data)});
 }
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,

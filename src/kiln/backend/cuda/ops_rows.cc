@@ -79,16 +79,16 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
                                mean.ptr<float>(), rstd.ptr<float>(), C, accumulate_dx});
 }
 
-void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
+void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first) {
   const char* op = "gather_rows";
   const OpScope scope = expect_cuda(ctx, op, {&table, &ids, &out});
   check_rows(op, table, ids, out);
   run(ctx, op, out.numel(),
       GatherBody{float_ptr(op, "table", table), float_ptr(op, "out", out), ids.ptr<int32_t>(),
-                 table.dim(1)});
+                 table.dim(0), table.dim(1), first});
 }
 
-void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable) {
+void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first) {
   const char* op = "scatter_add_rows";
   const OpScope scope = expect_cuda(ctx, op, {&dy, &ids, &dtable});
   check_rows(op, dtable, ids, dy);
@@ -98,7 +98,7 @@ void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor&
   const int64_t classes = std::clamp<int64_t>(kScatterItems / dim, 1, most);
   run(ctx, op, classes * dim,
       ScatterAddBody{float_ptr(op, "dy", dy), float_ptr(op, "dtable", dtable), ids.ptr<int32_t>(),
-                     ids.numel(), dim, classes});
+                     ids.numel(), dtable.dim(0), dim, first, classes});
 }
 
 }  // namespace kiln::ops::cuda

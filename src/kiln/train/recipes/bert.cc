@@ -314,7 +314,6 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     return {};
   }
   check_tensor_parallel(c);
-  check_device_layout(c.precision.run_device, c.tensor_parallel, c.pipeline_parallel, c.distributed_optimizer);
   RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   world.set_timeout(c.dist_timeout);

@@ -191,7 +191,6 @@ class ResNetRecipe : public Recipe {
 }  // namespace
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
-  check_device_layout(c.precision.run_device, 1, 1, c.distributed_optimizer);
   RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   const dist::Placement placement = dist::place_rank(world, c.threads);
