@@ -82,13 +82,25 @@ TEST(MpiDistributedOptimizer, Zero1OnTwoRanksTrainsLikePlainDataParallelAndResum
   EXPECT_LE(state, kStateTolerance);
   std::cout << "ZeRO-1 vs plain DP2 after 10 steps: weights within " << weights << ", optimizer state within " << state
             << "\n";
-  // On the simulated device (shards, the reduce-scatter and the all-gathers through host buffers):
-  // bitwise the host run, losses and checkpoint.
+  // On the simulated device (shards, the reduce-scatter and the all-gathers through host buffers),
+  // and resumed there from step 5 (the whole state scattered back into the shards): bitwise the
+  // host run, losses and checkpoint.
   const TrainRun sim = train(2, data, root / "zero_sim", "--use-distributed-optimizer --device sim");
   ASSERT_EQ(sim.status, 0) << sim.output;
   EXPECT_EQ(sim.losses, zero.losses);
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
-    EXPECT_EQ(testing::largest_difference(root / "zero" / last / file, root / "zero_sim" / last / file), 0.0) << file;
+  const fs::path again = root / "zero_sim_resumed";
+  fs::create_directories(again);
+  fs::copy(root / "zero_sim" / "ckpt", again / "ckpt", fs::copy_options::recursive);
+  fs::copy(root / "zero_sim" / "result_bert_12345.log", again);
+  fs::remove_all(again / "ckpt/iter_0000010");
+  std::ofstream(again / "ckpt/latest_checkpointed_iteration.txt") << "5\n";
+  const TrainRun sim_resumed = train(2, data, again, "--use-distributed-optimizer --device sim");
+  ASSERT_EQ(sim_resumed.status, 0) << sim_resumed.output;
+  ASSERT_EQ(sim_resumed.losses.size(), 5u) << sim_resumed.output;
+  EXPECT_EQ(sim_resumed.losses, std::vector(zero.losses.begin() + 5, zero.losses.end()));
+  for (const fs::path& dir : {root / "zero_sim", again})
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+      EXPECT_EQ(testing::largest_difference(root / "zero" / last / file, dir / last / file), 0.0) << dir << " " << file;
 
   // The sharded run's step-5 checkpoint (whole optimizer state) resumed by one process.
   fs::create_directories(root / "resumed");

@@ -57,11 +57,10 @@ void DataParallel::gather_state(const std::vector<optim::NamedState>& state, std
   for (size_t i = 0; i < state.size(); ++i) comm_.all_gather(*state[i].data, whole[i]);
 }
 
-void DataParallel::scatter_state(const ParamStore& store, const std::vector<Tensor>& whole,
+void DataParallel::scatter_state(Context& ctx, const ParamStore& store, const std::vector<Tensor>& whole,
                                  const std::vector<optim::NamedState>& state) {
   const optim::ShardRange s = shard(store);
-  for (size_t i = 0; i < state.size(); ++i)
-    std::copy_n(whole[i].ptr<float>() + s.begin, s.size, state[i].data->ptr<float>());
+  for (size_t i = 0; i < state.size(); ++i) ops::copy(ctx, whole[i].slice_rows(s.begin, s.begin + s.size), *state[i].data);
 }
 
 std::string check_replicas(dist::Communicator& group, const ParamStore& store, bool tp_replicas_only) {

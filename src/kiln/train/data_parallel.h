@@ -57,7 +57,8 @@ class DataParallel {
   void sum_norms(Tensor& norms);
   // Sharded optimizer state as whole-store buffers (for checkpoints), and back into the shards.
   void gather_state(const std::vector<optim::NamedState>& state, std::vector<Tensor>& whole);
-  void scatter_state(const ParamStore& store, const std::vector<Tensor>& whole, const std::vector<optim::NamedState>& state);
+  void scatter_state(Context& ctx, const ParamStore& store, const std::vector<Tensor>& whole,
+                     const std::vector<optim::NamedState>& state);
 
   // All ranks wait here (e.g. until rank 0 has written a checkpoint).
   void barrier() { comm_.barrier(); }

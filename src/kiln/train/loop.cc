@@ -97,7 +97,7 @@ void TrainingLoop::restore() {
   io::load_checkpoint(meta.dir(), host_.store(),
                       resume_.loads_optimizer() ? host_.optimizer() : std::vector<io::FlatState>{}, host_.buffers());
   host_.push();
-  if (sharded_ && resume_.loads_optimizer()) dp_.scatter_state(store_, whole_state_, optimizer_.state());
+  if (sharded_ && resume_.loads_optimizer()) dp_.scatter_state(ctx_, store_, whole_state_, optimizer_.state());
   if (!resume_.continues_run()) {
     console_ << fmt::format("--finetune: loaded the weights of {}; starting at step 0 with a fresh optimizer\n",
                             meta.dir().string());

@@ -138,16 +138,25 @@ void check_tensor_parallel(const BertTrainConfig& c) {
 
 // LAMB's trust ratios use the norms of whole parameters: a sharded optimizer's partial sums add
 // over its data-parallel shards; under tensor parallelism a split parameter's partial sums add
-// across the group and a replicated one's count once (tp rank 0's).
-std::function<void(Tensor&)> whole_tensor_norms(const ParamStore& store, dist::Communicator& tp, DataParallel* shards) {
-  return [&store, &tp, shards](Tensor& norms) {
+// across the group and a replicated one's count once (tp rank 0's: the other ranks zero theirs,
+// runs of consecutive replicated parameters at a time, on the norms' device).
+std::function<void(Tensor&)> whole_tensor_norms(Context& ctx, const ParamStore& store, dist::Communicator& tp,
+                                                DataParallel* shards) {
+  std::vector<std::pair<int64_t, int64_t>> replicated;  // rows [begin, end) of the (params, 2) norms
+  for (int64_t i = 0; i < int64_t(store.specs().size()); ++i) {
+    if (store.specs()[size_t(i)].part_dim >= 0) continue;
+    if (!replicated.empty() && replicated.back().second == i) ++replicated.back().second;
+    else replicated.emplace_back(i, i + 1);
+  }
+  return [&ctx, &tp, shards, replicated](Tensor& norms) {
     if (shards) shards->sum_norms(norms);
     if (tp.size() == 1) return;
-    Tensor sums = Tensor::view(norms.data, norms.shape, DType::f64);
-    double* v = sums.ptr<double>();
+    Tensor sums = Tensor::view(norms.data, norms.shape, DType::f64, norms.device);
     if (tp.rank() > 0)
-      for (size_t i = 0; i < store.specs().size(); ++i)
-        if (store.specs()[i].part_dim < 0) v[2 * i] = v[2 * i + 1] = 0.0;
+      for (const auto& [begin, end] : replicated) {
+        Tensor rows = sums.slice_rows(begin, end);
+        ops::fill(ctx, rows, 0.0f);
+      }
     tp.all_reduce_sum(sums);
   };
 }
@@ -384,7 +393,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   store.to_device(run.ctx);
   auto optimizer = make_optimizer(c, store, run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
   if (groups.tp->size() > 1 || sharded)
-    optimizer->set_norm_reduction(whole_tensor_norms(store, *groups.tp, sharded ? &data_parallel : nullptr));
+    optimizer->set_norm_reduction(whole_tensor_norms(run.ctx, store, *groups.tp, sharded ? &data_parallel : nullptr));
   auto schedule = make_schedule(c);
 
   LoopConfig loop;
