@@ -52,6 +52,11 @@ class Communicator {
   // receiver's tensor has the sender's dtype and size. Any host dtype.
   virtual std::unique_ptr<Request> isend(const Tensor& t, int peer) = 0;
   virtual std::unique_ptr<Request> irecv(Tensor& t, int peer) = 0;
+  // Point-to-point calls made between group_start() and group_end() progress together (NCCL's
+  // group calls): a send and a receive of one group cannot wait for each other in a stream. No-ops
+  // where sends never wait for their receive (MPI).
+  virtual void group_start() {}
+  virtual void group_end() {}
   void send(const Tensor& t, int peer) { isend(t, peer)->wait(); }
   void recv(Tensor& t, int peer) { irecv(t, peer)->wait(); }
   // The communicator of the ranks passing the same `color`, ordered by `key`; collective: every

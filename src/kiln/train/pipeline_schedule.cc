@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "kiln/core/error.h"
 #include "kiln/core/timer.h"
@@ -68,33 +69,51 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
   PipelineStepResult r;
   r.sum.parts.assign(loss_parts, 0.0);
   Pending pending(static_cast<size_t>(held));
+  // An op's result is sent with the next op's receive, in one group (Megatron's
+  // send_forward_recv_backward): on a transport whose sends wait for the matching receive in
+  // stream order (NCCL), a send queued ahead of a receive that the peer's send waits for would
+  // hang both stages. It goes alone, first, when the next op receives nothing or reuses its slot.
+  struct Unsent {
+    Tensor tensor;
+    int peer = 0, slot = 0;
+  };
+  std::optional<Unsent> unsent;
+  const auto send_unsent = [&] {
+    if (!unsent) return;
+    pending[size_t(unsent->slot)].push_back(pp.isend(unsent->tensor, unsent->peer));
+    unsent.reset();
+  };
   for (const PipelineOp& op : one_f_one_b(stages, me, micro_batches)) {
+    const bool forward = op.kind == PipelineOp::forward, receives = forward ? !first : !last;
     const int slot = int(op.micro % held);
     const Step step = make_step(op.micro);
+    if (!receives || (unsent && unsent->slot == slot)) send_unsent();
     wait_all(pending[size_t(slot)]);
-    if (op.kind == PipelineOp::forward) {
+    if (forward) {
       Timer data_timer;
       stage.load(slot, step);
       r.data_seconds += data_timer.seconds();
-      Tensor input;
-      if (!first) {
-        input = stage.input_buffer(slot, step);
-        pp.recv(input, me - 1);
-      }
+    }
+    Tensor received;  // the previous stage's activation, or the next stage's gradient
+    if (receives) {
+      received = forward ? stage.input_buffer(slot, step) : stage.output_grad_buffer(slot, step);
+      pp.group_start();
+      send_unsent();
+      const std::unique_ptr<dist::Request> receive = pp.irecv(received, forward ? me - 1 : me + 1);
+      pp.group_end();
+      receive->wait();
+    }
+    if (forward) {
       MicroBatchLosses out;
-      const Tensor y = stage.forward(slot, step, input, last ? &out : nullptr);
+      const Tensor y = stage.forward(slot, step, received, last ? &out : nullptr);
       if (last) add_losses(r.sum, out, slots);
-      else pending[size_t(slot)].push_back(pp.isend(y, me + 1));
+      else unsent = Unsent{y, me + 1, slot};
     } else {
-      Tensor dy;
-      if (!last) {
-        dy = stage.output_grad_buffer(slot, step);
-        pp.recv(dy, me + 1);
-      }
-      const Tensor dx = stage.backward(slot, step, dy, grad_scale);
-      if (!first) pending[size_t(slot)].push_back(pp.isend(dx, me - 1));
+      const Tensor dx = stage.backward(slot, step, received, grad_scale);
+      if (!first) unsent = Unsent{dx, me - 1, slot};
     }
   }
+  send_unsent();
   for (auto& p : pending) wait_all(p);
   stage.finish_gradients();
   broadcast_losses(r.sum, pp);

@@ -8,8 +8,10 @@
 // saved state (PipelineStage::slots; micro-batch m uses slot m mod slots).
 // Activations (B*S, H) travel to the next stage and their gradients back, point to point over
 // the pipeline group in the compute dtype: sends are non-blocking (a send's buffer is not
-// touched again before its slot's next use, which waits for it), receives block, so stages
-// never wait on each other in a cycle.
+// touched again before its slot's next use, which waits for it), receives block. An op's send is
+// issued in one group with the next op's receive (Megatron's send_forward_recv_backward), so
+// stages never wait on each other in a cycle even where a send waits for its receive in stream
+// order (NCCL).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -117,6 +117,9 @@ class NcclCommunicator final : public Communicator {
     return std::make_unique<EventRequest>(stream_, stream_);
   }
 
+  void group_start() override { check_nccl(nccl().GroupStart(), "group start"); }
+  void group_end() override { check_nccl(nccl().GroupEnd(), "group end"); }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     return std::make_unique<NcclCommunicator>(host_.split(color, key), device_);
   }
