@@ -46,6 +46,10 @@ TEST(Devices, ParsesDeviceNames) {
   EXPECT_EQ(parse_device("cpu", "--device"), Device::cpu());
   EXPECT_EQ(parse_device("cuda", "--device"), Device::cuda(0));
   EXPECT_EQ(parse_device("cuda:3", "--device"), Device::cuda(3));
+  // `--device cuda` under mpirun: each rank on a machine takes its own GPU, round robin.
+  EXPECT_EQ(local_gpu(2, 8), Device::cuda(2));
+  EXPECT_EQ(local_gpu(5, 4), Device::cuda(1));
+  EXPECT_EQ(local_gpu(3, 0), Device::cuda(0));
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CPU"})
     expect_one_line_error([&] { parse_device(bad, "--device"); }, {"--device", bad});
   EXPECT_TRUE(device_context(Device::cpu()).device.is_cpu());

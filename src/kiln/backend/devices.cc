@@ -30,9 +30,15 @@ std::vector<std::string> device_lines() {
   return lines;
 }
 
-Device parse_device(std::string_view text, std::string_view what) {
+Device local_gpu(int local_rank, int gpus) { return Device::cuda(gpus > 0 ? local_rank % gpus : 0); }
+
+Device parse_device(std::string_view text, std::string_view what, int local_rank) {
   if (text == "cpu") return Device::cpu();
-  if (text == "cuda") return Device::cuda(0);
+#ifdef KILN_HAVE_CUDA
+  if (text == "cuda") return local_gpu(local_rank, ops::cuda::device_count());
+#else
+  if (text == "cuda") return local_gpu(local_rank, 0);
+#endif
   if (text == "sim") return Device::sim();
   int index = -1;
   if (text.starts_with("cuda:")) {

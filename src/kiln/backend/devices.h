@@ -15,9 +15,13 @@ std::string compiled_backends();
 // "cuda:0: NVIDIA H200, 140 GiB, sm_90" per GPU, or
 // "cuda: none (no usable CUDA driver or device (...))"; no cuda line without the backend.
 std::vector<std::string> device_lines();
-// "cpu", "cuda" (= cuda:0), "cuda:N" or "sim" (the simulated device, core/device.h); a
-// kiln::Error naming `what` (the flag or config key) otherwise.
-Device parse_device(std::string_view text, std::string_view what);
+// "cpu", "cuda" (this process's GPU: the one of its rank on the machine, `local_rank`, taken
+// round robin over the GPUs present, as torchrun's LOCAL_RANK picks one; cuda:0 where none is),
+// "cuda:N" or "sim" (the simulated device, core/device.h); a kiln::Error naming `what` (the flag
+// or config key) otherwise.
+Device parse_device(std::string_view text, std::string_view what, int local_rank = 0);
+// The GPU of local rank `local_rank` among `gpus` present (round robin; cuda:0 when there are none).
+Device local_gpu(int local_rank, int gpus);
 // A context for ops on `device`: a CUDA device's own stream. A one-line kiln::Error when the
 // device's backend is not compiled in or the device is not present.
 Context device_context(Device device);

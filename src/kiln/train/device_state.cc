@@ -7,6 +7,7 @@
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
 #ifdef KILN_HAVE_NCCL
+#include "kiln/backend/cuda/runtime.h"
 #include "kiln/dist/nccl/nccl_communicator.h"
 #endif
 
@@ -17,6 +18,11 @@ RunWorld::RunWorld(const Device& device) {
 #ifdef KILN_HAVE_NCCL
   const char* use_nccl = std::getenv("KILN_NCCL");
   if (device.kind == DeviceKind::cuda && dist::world().size() > 1 && !(use_nccl && std::string(use_nccl) == "0")) {
+    const int ranks = dist::world().local_size(), gpus = ops::cuda::device_count();
+    if (ranks > gpus)
+      throw Error("--device {}: {} ranks on this machine share {} GPU(s); NCCL needs a GPU per rank (KILN_NCCL=0 "
+                  "stages the collectives through the host instead)",
+                  device.str(), ranks, gpus);
     nccl_ = dist::nccl_communicator(dist::world(), device);
     return;
   }

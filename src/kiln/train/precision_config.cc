@@ -5,6 +5,7 @@
 
 #include "kiln/backend/devices.h"
 #include "kiln/core/error.h"
+#include "kiln/dist/world.h"
 
 namespace kiln::train {
 
@@ -30,7 +31,7 @@ void register_precision_config(ConfigRegistry& r, PrecisionConfig& c) {
 }
 
 void finalize_precision_config(PrecisionConfig& c, const ConfigRegistry& r, double tinygrad_fp16_scale) {
-  c.run_device = parse_device(c.device, "config: train.device (--device)");
+  c.run_device = parse_device(c.device, "config: train.device (--device)", dist::world().local_rank());
   device_context(c.run_device);  // a one-line error without the backend or the device
   std::string p = c.precision;
   std::transform(p.begin(), p.end(), p.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
