@@ -6,7 +6,8 @@
 # CUDA backend lacks fails with "not implemented" and is listed apart from wrong results; the
 # run is stopped after 5 minutes, a hung kernel's budget), trains bert-tiny and a small ResNet
 # for 20 steps on the GPU and on the CPU (losses within 1e-3 relative; the dropout masks are the
-# parity suite's bitwise check), times BERT-large S512 and ResNet-50 224 training steps in bf16
+# parity suite's bitwise check), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
+# under mpirun, collectives staged through the host), times BERT-large S512 and ResNet-50 224 training steps in bf16
 # (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA), and
 # prints a short table last.
 # Each step's full output goes to LOG_DIR/<step>.log (default: gpu-check-<UTC time>).
@@ -21,6 +22,7 @@ jobs=${KILN_GPU_JOBS:-$(nproc)}
 mkdir -p "$log_dir"
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$log_dir/cache}
 rows=()
+launch=()  # what train() starts kiln under (train_ranks: mpirun)
 
 # step NAME COMMAND...: runs COMMAND with its output in NAME.log and adds a row to the table.
 step() {
@@ -60,7 +62,7 @@ train() {
   local out=$log_dir/$name
   rm -rf "$out" && mkdir -p "$out"
   for device in cuda cpu; do
-    KILN_TEST_LOSS_LOG=$out/$device.losses timeout 240 "$build/kiln" train "$@" --device "$device" \
+    KILN_TEST_LOSS_LOG=$out/$device.losses timeout 240 "${launch[@]}" "$build/kiln" train "$@" --device "$device" \
       --output-dir "$out/$device" --log-interval 5 || return 1
   done
   python3 - "$out/cuda.losses" "$out/cpu.losses" "$tolerance" <<'PY'
@@ -72,6 +74,16 @@ worst = max(abs(g - c) / abs(c) for g, c in zip(gpu, cpu))
 print(f"20 steps, largest relative loss difference {worst:.2e} (tolerance {tol:g})")
 sys.exit(0 if worst <= tol else 1)
 PY
+}
+
+# train_ranks NAME TOLERANCE RANKS ARGS...: train with RANKS processes under mpirun, all on the one GPU
+# (collectives staged through the host: KILN_NCCL=0), against the same ranks on the CPU.
+train_ranks() {
+  local name=$1 tolerance=$2 ranks=$3
+  shift 3
+  command -v mpirun >/dev/null || { echo "no mpirun here: not run"; return 0; }
+  local launch=(env KILN_NCCL=0 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks")
+  train "$name" "$tolerance" "$@"
 }
 
 # bench NAME ARGS...: kiln's BENCHMARK median on the GPU and its model FLOP utilisation against
@@ -102,6 +114,9 @@ if step configure configure && step build cmake --build "$build" -j "$jobs" --ta
   step parity env KILN_PARITY_DEVICE=cuda:0 timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
   step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000
+  step bert-tp2pp2 train_ranks bert-tp2pp2 5e-3 4 bert --config "$root/configs/bert-tiny.toml" --fake-data \
+    --seq-length 128 --max-predictions 20 --global-batch-size 32 --micro-batch-size 4 --train-iters 20 \
+    --eval-interval 1000 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16
   step resnet-small train resnet-small 1e-3 resnet --arch resnet18 --width 32 --fake-data --image-size 64 \
     --eval-resize 64 --batch-size 32 --benchmark 20
   step bert-large bench bert-large bert --config "$root/configs/bert-large.toml" --fake-data --seq-length 512 \
