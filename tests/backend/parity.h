@@ -33,11 +33,11 @@ inline double parity_tolerance(DType dtype) {
   }
 }
 
+// KILN_PARITY_DEVICE: cpu (default), cuda, cuda:N, or sim (the CPU kernels through device
+// tensors: host code that touches their data outside an op is an error there).
 inline Device parity_device() {
   const char* env = std::getenv("KILN_PARITY_DEVICE");
-  if (!env || std::string(env) == "cpu") return Device::cpu();
-  const std::string s(env);
-  return Device::cuda(s.size() > 5 ? std::stoi(s.substr(5)) : 0);
+  return env ? parse_device(env, "KILN_PARITY_DEVICE") : Device::cpu();
 }
 
 // The floating-point dtypes every float op is checked in.

@@ -116,7 +116,7 @@ TEST(ParityLosses, SoftmaxXentRefusesLabelsOutsideTheRowAndBadShapes) {
   std::vector<int32_t> y = {0, 5, 1};
   const Tensor labels = device_i32(p, y);
   Tensor lse = p.zeros({3}, DType::f32), totals = Tensor::empty({3}, DType::i64, p.ctx.device);
-  if (p.ctx.device.is_cpu()) {
+  if (p.ctx.device.cpu_kernels()) {  // the CPU backend reads labels on the host and refuses them
     EXPECT_THROW(ops::softmax_xent_forward(p.ctx, logits, labels, Tensor{}, 0.0f, lse, totals),
                  Error);
   } else {

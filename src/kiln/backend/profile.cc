@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "kiln/core/tensor.h"
+
 namespace kiln::ops {
 namespace {
 
@@ -41,6 +43,7 @@ bool profile_requested() {
 }
 
 OpScope::OpScope(const char* op, Sync sync, void* stream) : op_(nullptr), sync_(sync), stream_(stream) {
+  count_open_ops(1);
   if (++open_ops != 1 || !profile().recording) return;
   op_ = op;
   if (sync_) sync_(stream_);  // work queued before this op is not its time
@@ -48,6 +51,7 @@ OpScope::OpScope(const char* op, Sync sync, void* stream) : op_(nullptr), sync_(
 }
 
 OpScope::~OpScope() {
+  count_open_ops(-1);
   --open_ops;
   if (op_ == nullptr) return;
   if (sync_) sync_(stream_);

@@ -23,7 +23,7 @@ Tensor Arena::alloc(const Shape& shape, DType dtype) {
     ++block_allocations_;
     block_offset_ = 0;
   }
-  Tensor t = Tensor::view(blocks_[block_].ptr<std::byte>() + block_offset_, shape, dtype);
+  Tensor t = Tensor::view(static_cast<std::byte*>(blocks_[block_].data) + block_offset_, shape, dtype);
   t.device = device_;
   t.storage = blocks_[block_].storage;
   block_offset_ += bytes;

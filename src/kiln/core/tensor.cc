@@ -1,5 +1,6 @@
 #include "kiln/core/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -7,6 +8,18 @@
 #include "kiln/core/error.h"
 
 namespace kiln {
+
+namespace {
+std::atomic<int> open_ops{0};
+}  // namespace
+
+void count_open_ops(int delta) { open_ops.fetch_add(delta, std::memory_order_relaxed); }
+bool any_op_open() { return open_ops.load(std::memory_order_relaxed) > 0; }
+
+void Tensor::refuse_host_access() const {
+  throw Error("host code touches the data of a {} {} tensor of shape {} outside an op", device.str(),
+              dtype_name(dtype), shape_str(shape));
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;

@@ -18,6 +18,13 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "(2, 3, 4)"
 
+// Backend ops open and close on any thread (backend/profile.h's OpScope counts them). On the
+// simulated device element data is reachable through Tensor::ptr only while one is open, as a
+// GPU's is not reachable from host code at all: host code reading or writing device data outside
+// an op is an error there instead of a crash on the first GPU.
+void count_open_ops(int delta);
+bool any_op_open();
+
 struct Tensor {
   std::shared_ptr<std::byte[]> storage;  // null for a view of memory owned elsewhere
   void* data = nullptr;
@@ -39,8 +46,18 @@ struct Tensor {
   int rank() const { return int(shape.size()); }
   bool defined() const { return data != nullptr; }
 
-  template <typename T> T* ptr() { return static_cast<T*>(data); }
-  template <typename T> const T* ptr() const { return static_cast<const T*>(data); }
+  template <typename T> T* ptr() {
+    check_host_access();
+    return static_cast<T*>(data);
+  }
+  template <typename T> const T* ptr() const {
+    check_host_access();
+    return static_cast<const T*>(data);
+  }
+  void check_host_access() const {
+    if (device.kind == DeviceKind::sim && !any_op_open()) refuse_host_access();
+  }
+  [[noreturn]] void refuse_host_access() const;
 
   // Same storage, new shape with the same element count.
   Tensor reshape(Shape new_shape) const;

@@ -383,7 +383,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   std::optional<models::BertForPretraining> model;
   std::optional<BertPipeline> pipeline;
   if (c.pipeline_parallel > 1)
-    pipeline.emplace(model_config, groups, *data, c.micro_batch_size, !c.no_binary_head, store, run.ctx);
+    pipeline.emplace(model_config, groups, *data, c.micro_batch_size, !c.no_binary_head, store);
   else
     model.emplace(model_config, store, cpu_context(), nn::TensorParallel::over(*groups.tp));  // moved below
   models::init_bert_weights(store, uint64_t(c.seed), model_config.init_std);

@@ -5,8 +5,7 @@
 namespace kiln::train {
 
 BertPipeline::BertPipeline(const models::BertConfig& config, const dist::ParallelGroups& groups,
-                           BertDataSource& data, int64_t micro_batch, bool binary_head, ParamStore& store,
-                           Context& ctx)
+                           BertDataSource& data, int64_t micro_batch, bool binary_head, ParamStore& store)
     : groups_(groups), data_(data), micro_batch_(micro_batch), binary_head_(binary_head),
       range_(models::bert_stage_range(config, groups.pp->rank(), groups.pp->size())), hidden_(config.hidden) {
   const int held = groups.pp->size() - groups.pp->rank();  // micro-batches in flight on this stage
@@ -15,7 +14,7 @@ BertPipeline::BertPipeline(const models::BertConfig& config, const dist::Paralle
   for (int k = 0; k < held; ++k)
     instances_.push_back(std::make_unique<models::BertStage>(config, range_, store, tp));
   store.share_existing(false);
-  store.allocate(ctx);
+  store.allocate(cpu_context());
   batches_.resize(size_t(held));
   grad_buffers_.resize(size_t(held));
 }

@@ -18,9 +18,10 @@ namespace kiln::train {
 
 class BertPipeline final : public PipelineStage {
  public:
-  // Registers this rank's stage (groups.pp's rank) in `store` and allocates it on `ctx`.
+  // Registers this rank's stage (groups.pp's rank) in `store` and allocates it on the host, where
+  // the weights are initialised (the recipe moves the store to its device afterwards).
   BertPipeline(const models::BertConfig& config, const dist::ParallelGroups& groups, BertDataSource& data,
-               int64_t micro_batch, bool binary_head, ParamStore& store, Context& ctx);
+               int64_t micro_batch, bool binary_head, ParamStore& store);
 
   int slots() const override { return int(instances_.size()); }
   void load(int slot, const Step& step) override;
