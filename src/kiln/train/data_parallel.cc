@@ -53,8 +53,14 @@ void DataParallel::sum_norms(Tensor& norms) {
   comm_.all_reduce_sum(sums);
 }
 
-void DataParallel::gather_state(const std::vector<optim::NamedState>& state, std::vector<Tensor>& whole) {
-  for (size_t i = 0; i < state.size(); ++i) comm_.all_gather(*state[i].data, whole[i]);
+void DataParallel::gather_state(Context& ctx, const ParamStore& store, const std::vector<optim::NamedState>& state,
+                                std::vector<Tensor>& whole) {
+  const optim::ShardRange s = shard(store);
+  for (size_t i = 0; i < state.size(); ++i) {
+    Tensor mine = whole[i].slice_rows(s.begin, s.begin + s.size);
+    ops::copy(ctx, *state[i].data, mine);
+    comm_.all_gather(mine, whole[i]);
+  }
 }
 
 void DataParallel::scatter_state(Context& ctx, const ParamStore& store, const std::vector<Tensor>& whole,

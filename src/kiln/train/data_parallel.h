@@ -56,7 +56,10 @@ class DataParallel {
   // summed over the ranks' shards: whole-parameter norms.
   void sum_norms(Tensor& norms);
   // Sharded optimizer state as whole-store buffers (for checkpoints), and back into the shards.
-  void gather_state(const std::vector<optim::NamedState>& state, std::vector<Tensor>& whole);
+  // `whole` is on the host: each rank copies its shard into its own place there, then the host
+  // buffers are gathered in place (no device transport sees a host buffer).
+  void gather_state(Context& ctx, const ParamStore& store, const std::vector<optim::NamedState>& state,
+                    std::vector<Tensor>& whole);
   void scatter_state(Context& ctx, const ParamStore& store, const std::vector<Tensor>& whole,
                      const std::vector<optim::NamedState>& state);
 

@@ -94,7 +94,7 @@ nlohmann::json TrainingLoop::checkpoint_meta(int64_t step) const {
 
 void TrainingLoop::save(int64_t step) {
   if (!sinks_.saves_checkpoints()) return;
-  if (sharded_) dp_.gather_state(optimizer_.state(), whole_state_);
+  if (sharded_) dp_.gather_state(ctx_, store_, optimizer_.state(), whole_state_);
   // Model-parallel: data-parallel rank 0's replica sends its parts to rank 0, which writes them whole.
   WholeModel whole;
   if (model_parallel_ && state_.groups->layout.dp_rank == 0) {
