@@ -91,15 +91,13 @@ class NcclCommunicator final : public Communicator {
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
-    if (!on_device(in, "all_gather")) return host_.all_gather(in, out);
-    on_device(out, "all_gather");
+    if (!on_pair(in, out, "all_gather")) return host_.all_gather(in, out);
     check_nccl(nccl().AllGather(in.data, out.data, size_t(in.numel()), nccl_type(in, "all_gather"), comm_, stream_),
                "all_gather");
   }
 
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override {
-    if (!on_device(in, "reduce_scatter_sum")) return host_.reduce_scatter_sum(in, out);
-    on_device(out, "reduce_scatter_sum");
+    if (!on_pair(in, out, "reduce_scatter_sum")) return host_.reduce_scatter_sum(in, out);
     check_nccl(nccl().ReduceScatter(in.data, out.data, size_t(out.numel()), nccl_type(in, "reduce_scatter_sum"),
                                     ncclSum, comm_, stream_),
                "reduce_scatter_sum");
@@ -145,6 +143,15 @@ class NcclCommunicator final : public Communicator {
   }
 
   // True for a tensor on this communicator's GPU, false for a host tensor; throws for another device.
+  // Both on this GPU (true) or both on the host (false): NCCL takes no mixed pair.
+  bool on_pair(const Tensor& in, const Tensor& out, const char* op) const {
+    const bool device = on_device(in, op);
+    KILN_CHECK(device == on_device(out, op),
+               "{}: input on {} and output on {}: a device transport takes both on the device or both on the host", op,
+               in.device.str(), out.device.str());
+    return device;
+  }
+
   bool on_device(const Tensor& t, const char* op) const {
     if (t.device.is_cpu()) return false;
     KILN_CHECK(t.device == device_, "{}: a tensor on {} for the NCCL communicator of {}", op, t.device.str(),
