@@ -19,7 +19,8 @@ class VocabParallelMlmLoss {
  public:
   explicit VocabParallelMlmLoss(const TensorParallel& tp) : tp_(tp) {}
   // logits: (N, Vs) f32 on the context's device, this rank's columns from `start`; ids: (N)
-  // whole-vocabulary ids and weights (N), on the host. The same result on every rank of the group, as MlmLoss of the whole logits.
+  // whole-vocabulary ids and weights (N), on the host. The same result on every rank of the
+  // group, as MlmLoss of the whole logits.
   LossResult forward(Context& ctx, const Tensor& logits, int64_t start, const int32_t* ids,
                      const float* weights);
   // -> dlogits (N, Vs) = dloss * d(loss)/d(logits of this shard).

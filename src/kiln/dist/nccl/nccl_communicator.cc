@@ -143,6 +143,13 @@ class NcclCommunicator final : public Communicator {
   }
 
   // True for a tensor on this communicator's GPU, false for a host tensor; throws for another device.
+  bool on_device(const Tensor& t, const char* op) const {
+    if (t.device.is_cpu()) return false;
+    KILN_CHECK(t.device == device_, "{}: a tensor on {} for the NCCL communicator of {}", op, t.device.str(),
+               device_.str());
+    return true;
+  }
+
   // Both on this GPU (true) or both on the host (false): NCCL takes no mixed pair.
   bool on_pair(const Tensor& in, const Tensor& out, const char* op) const {
     const bool device = on_device(in, op);
@@ -150,13 +157,6 @@ class NcclCommunicator final : public Communicator {
                "{}: input on {} and output on {}: a device transport takes both on the device or both on the host", op,
                in.device.str(), out.device.str());
     return device;
-  }
-
-  bool on_device(const Tensor& t, const char* op) const {
-    if (t.device.is_cpu()) return false;
-    KILN_CHECK(t.device == device_, "{}: a tensor on {} for the NCCL communicator of {}", op, t.device.str(),
-               device_.str());
-    return true;
   }
 
   std::unique_ptr<Communicator> owned_;  // a split's own host communicator
