@@ -24,6 +24,10 @@ SoftmaxXentState::Totals SoftmaxXentState::forward(Context& ctx, const Tensor& l
   lse_ = lse_buf_.get(ctx, {N});
   Tensor totals = totals_buf_.get(ctx, {3}, DType::i64);
   ops::softmax_xent_forward(ctx, logits_, labels_, weights_, label_smoothing, lse_, totals);
+  return read_totals(ctx, totals);
+}
+
+SoftmaxXentState::Totals SoftmaxXentState::read_totals(Context& ctx, const Tensor& totals) {
   double host[3];
   Tensor host_view = Tensor::view(host, {3}, DType::i64);
   ops::copy(ctx, totals, host_view);

@@ -28,6 +28,8 @@ class SoftmaxXentState {
                  float label_smoothing);
   // dlogits (N, V) f32 = scale · f32(w_i / norm) · (softmax - target) per row.
   Tensor backward(float scale, double norm);
+  // The totals (3) that a cross-entropy op left on ctx's device (f64 in i64), read back.
+  static Totals read_totals(Context& ctx, const Tensor& totals);
 
  private:
   Context* ctx_ = nullptr;

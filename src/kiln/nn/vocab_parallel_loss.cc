@@ -33,11 +33,9 @@ LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int
   lse_ = lse_buf_.get(ctx, {N});
   Tensor totals = totals_buf_.get(ctx, {3}, DType::i64);
   ops::vocab_xent_totals(ctx, combined, sumexp, labels_, weights_, lse_, totals);
-  double host[3];
-  Tensor host_view = Tensor::view(host, {3}, DType::i64);
-  ops::copy(ctx, totals, host_view);
-  denom_ = host[1] + 1e-5;
-  return {host[0] / denom_, int64_t(host[2]), host[1]};
+  const SoftmaxXentState::Totals t = SoftmaxXentState::read_totals(ctx, totals);
+  denom_ = t.weight_sum + 1e-5;
+  return {t.loss_sum / denom_, t.correct, t.weight_sum};
 }
 
 Tensor VocabParallelMlmLoss::backward(float dloss) {
