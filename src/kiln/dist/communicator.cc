@@ -27,6 +27,12 @@ void check_collective_tensor(const Tensor& t, const char* op) {
              "{}: dtype {} is not supported (f32, f64, i64, bf16, f16)", op, dtype_name(t.dtype));
 }
 
+void check_same_side(const char* op, const Tensor& in, const Tensor& out) {
+  KILN_CHECK(in.device.is_cpu() == out.device.is_cpu(),
+             "{}: input on {} and output on {}: a device transport takes both on the device or both on the host",
+             op, in.device.str(), out.device.str());
+}
+
 void SingleProcess::all_reduce_sum(Tensor& t) { check_collective_tensor(t, "all_reduce_sum"); }
 
 void SingleProcess::broadcast(Tensor& t, int root) {

@@ -92,5 +92,8 @@ void all_reduce_sum(Communicator& comm, std::span<double> values);
 
 // Checks that a collective's tensor is one this interface supports; throws kiln::Error.
 void check_collective_tensor(const Tensor& t, const char* op);
+// Checks that a collective's input and output are both on a device or both on the host, as a
+// device transport (NCCL) needs them; throws kiln::Error.
+void check_same_side(const char* op, const Tensor& in, const Tensor& out);
 
 }  // namespace kiln::dist

@@ -2,17 +2,9 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/devices.h"
-#include "kiln/core/error.h"
 
 namespace kiln::dist {
 namespace {
-
-// As NCCL: a collective's input and output are both on the device or both on the host.
-void check_one_side(const char* op, const Tensor& in, const Tensor& out) {
-  KILN_CHECK(in.device.is_cpu() == out.device.is_cpu(),
-             "{}: input on {} and output on {}: a device transport takes both on the device or both on the host",
-             op, in.device.str(), out.device.str());
-}
 
 // A host request whose host buffer is copied into the device tensor once it completes (receives,
 // reductions), or only kept alive until then (sends: `device` undefined).
@@ -73,7 +65,7 @@ void StagedCommunicator::broadcast(Tensor& t, int root) {
 }
 
 void StagedCommunicator::all_gather(const Tensor& in, Tensor& out) {
-  check_one_side("all_gather", in, out);
+  check_same_side("all_gather", in, out);
   Tensor h_in = staged(in);
   Tensor h_out = host_buffer(out);
   host_.all_gather(h_in, h_out);
@@ -81,7 +73,7 @@ void StagedCommunicator::all_gather(const Tensor& in, Tensor& out) {
 }
 
 void StagedCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  check_one_side("reduce_scatter_sum", in, out);
+  check_same_side("reduce_scatter_sum", in, out);
   Tensor h_in = staged(in);
   Tensor h_out = host_buffer(out);
   host_.reduce_scatter_sum(h_in, h_out);

@@ -99,12 +99,14 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
   const float *max = combined.ptr<float>(), *argmax = max + N, *target = max + 2 * N;
   const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
   const int32_t* y = labels.ptr<int32_t>();
+  const double* sums = sumexp.ptr<double>();
+  float* l = lse.ptr<float>();
   double loss = 0.0, weight_sum = 0.0, hits = 0.0;
   for (int64_t i = 0; i < N; ++i) {
-    lse.ptr<float>()[i] = float(double(max[i]) + std::log(sumexp.ptr<double>()[i]));
+    l[i] = float(double(max[i]) + std::log(sums[i]));
     if (y[i] < 0) continue;
     const double wi = w ? double(w[i]) : 1.0;
-    loss += wi * (double(lse.ptr<float>()[i]) - double(target[i]));
+    loss += wi * (double(l[i]) - double(target[i]));
     weight_sum += wi;
     hits += double(wi > 0 && int64_t(argmax[i]) == y[i]);
   }

@@ -152,11 +152,8 @@ class NcclCommunicator final : public Communicator {
 
   // Both on this GPU (true) or both on the host (false): NCCL takes no mixed pair.
   bool on_pair(const Tensor& in, const Tensor& out, const char* op) const {
-    const bool device = on_device(in, op);
-    KILN_CHECK(device == on_device(out, op),
-               "{}: input on {} and output on {}: a device transport takes both on the device or both on the host", op,
-               in.device.str(), out.device.str());
-    return device;
+    check_same_side(op, in, out);
+    return on_device(in, op) && on_device(out, op);
   }
 
   std::unique_ptr<Communicator> owned_;  // a split's own host communicator
