@@ -6,7 +6,8 @@
 # CUDA backend lacks fails with "not implemented" and is listed apart from wrong results; the
 # run is stopped after 5 minutes, a hung kernel's budget), trains bert-tiny and a small ResNet
 # for 20 steps on the GPU and on the CPU (losses within 1e-3 relative; the dropout masks are the
-# parity suite's bitwise check), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
+# parity suite's bitwise check), bert-tiny in fp16 with and without the optimizer phase's CUDA
+# graph (losses identical), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
 # under mpirun, collectives staged through the host), times BERT-large S512 and ResNet-50 224 training steps in bf16
 # (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA), and
 # prints a short table last.
@@ -76,6 +77,23 @@ sys.exit(0 if worst <= tol else 1)
 PY
 }
 
+# graph_same NAME ARGS...: `kiln train ARGS` on the GPU with the optimizer phase captured in a CUDA
+# graph and replayed (the default) and with KILN_GRAPH=0: every step's loss must be identical, and
+# the first run must have replayed its graph.
+graph_same() {
+  local name=$1
+  shift
+  local out=$log_dir/$name
+  rm -rf "$out" && mkdir -p "$out"
+  for graph in 1 0; do
+    KILN_GRAPH=$graph KILN_TEST_LOSS_LOG=$out/graph$graph.losses timeout 240 "$build/kiln" train "$@" \
+      --device cuda --output-dir "$out/graph$graph" --log-interval 5 || return 1
+  done
+  grep -q 'replayed' "$log_dir/$name.log" || { echo "the optimizer phase was not replayed"; return 1; }
+  cmp -s "$out/graph1.losses" "$out/graph0.losses" || { echo "losses differ with the graph"; return 1; }
+  echo "graph replayed; every loss identical to KILN_GRAPH=0"
+}
+
 # train_ranks NAME TOLERANCE RANKS ARGS...: train with RANKS processes under mpirun, all on the one GPU
 # (collectives staged through the host: KILN_NCCL=0), against the same ranks on the CPU.
 train_ranks() {
@@ -114,6 +132,9 @@ if step configure configure && step build cmake --build "$build" -j "$jobs" --ta
   step parity env KILN_PARITY_DEVICE=cuda:0 timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
   step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000
+  step bert-graph graph_same bert-graph bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
+    --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000 --fp16 \
+    --initial-loss-scale 1e9 --loss-scale-window 4 --clip-grad 1.0
   step bert-tp2pp2 train_ranks bert-tp2pp2 5e-3 4 bert --config "$root/configs/bert-tiny.toml" --fake-data \
     --seq-length 128 --max-predictions 20 --global-batch-size 32 --micro-batch-size 4 --train-iters 20 \
     --eval-interval 1000 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16

@@ -99,23 +99,32 @@ Views views(State& s) {
   return {view(s.w), view(s.g), view(s.m), view(s.v)};
 }
 
-const ops::AdamStep kAdam{0.01f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.1f, 0.002f, 0.6f};
+const ops::AdamStep kAdam{0.9f, 0.999f, 1e-6f, 0.01f};
+
+// A step's scalars block (host memory stands for the device's): lr, bias corrections, factor.
+std::vector<double> step_block(double lr, double bc1 = 1, double bc2 = 1, double factor = 1) {
+  std::vector<double> s(ops::kStepScalars, 0.0);
+  s[ops::kStepLr] = lr, s[ops::kStepBc1] = bc1, s[ops::kStepBc2] = bc2, s[ops::kStepGradFactor] = factor;
+  return s;
+}
+Tensor block_view(std::vector<double>& s) { return Tensor::view(s.data(), {ops::kStepScalars}, DType::i64); }
 
 TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   int64_t n = 0;
   const auto segs = make_segments(n);
   const ChunkPlan plan = plan_chunks(segs);
-  const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay,
-                         kAdam.bc1,   kAdam.bc2,   kAdam.grad_scale};
+  std::vector<double> block = step_block(0.01, double(0.1f), double(0.002f), double(0.6f));
+  const Tensor scalars = block_view(block);
+  const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, block.data()};
   const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
   // AdamW, with the bf16 copy refreshed.
   State got = make_state(n), want = make_state(n);
   std::vector<uint16_t> copy(size_t(n), 0), want_copy(size_t(n), 0);
-  run_all(slots, AdamWBody{plan.chunks.data(), plan.segments.data(), adam, kAdam.lr, got.w.data(),
+  run_all(slots, AdamWBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(),
                            got.g.data(), got.m.data(), got.v.data(), FloatPtr{copy.data(), DType::bf16}});
   Tensor wc = Tensor::view(want_copy.data(), {n}, DType::bf16);
   Views t = views(want);
-  ops::adamw_update(cpu_context(), kAdam, segs, t.w, t.g, t.m, t.v, wc);
+  ops::adamw_update(cpu_context(), kAdam, scalars, segs, t.w, t.g, t.m, t.v, wc);
   EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
   EXPECT_LE(max_rel_error(got.m, want.m), 1e-6);
   EXPECT_LE(max_rel_error(got.v, want.v), 1e-6);
@@ -131,14 +140,14 @@ TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   std::vector<double> want_norms(2 * segs.size());
   Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
   t = views(want);
-  ops::lamb_moments(cpu_context(), kAdam, segs, t.w, t.g, t.m, t.v, nt);
+  ops::lamb_moments(cpu_context(), kAdam, scalars, segs, t.w, t.g, t.m, t.v, nt);
   EXPECT_LE(max_rel_error(norms, want_norms), 1e-9);
   std::vector<float> step(segs.size());
-  run_all(int64_t(segs.size()), LambRatioBody{norms.data(), kAdam.lr, step.data()});
+  run_all(int64_t(segs.size()), LambRatioBody{norms.data(), block.data(), step.data()});
   run_all(slots, LambUpdateBody{plan.chunks.data(), plan.segments.data(), adam, step.data(),
                                 got.w.data(), got.m.data(), got.v.data(), FloatPtr{}});
   Tensor none;
-  ops::lamb_update(cpu_context(), kAdam, segs, nt, t.w, t.m, t.v, none);
+  ops::lamb_update(cpu_context(), kAdam, scalars, segs, nt, t.w, t.m, t.v, none);
   EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
 }
 
@@ -146,36 +155,75 @@ TEST(CudaBodies, LarsUpdateMatchesTheCpuBackend) {
   int64_t n = 0;
   const auto segs = make_segments(n);
   const ChunkPlan plan = plan_chunks(segs);
-  const ops::LarsStep p{0.5f, 0.9f, 5e-5f, 0.001f, 1e-9f};
+  const ops::LarsStep p{0.9f, 5e-5f, 0.001f, 1e-9f};
+  std::vector<double> block = step_block(0.5);
   State got = make_state(n), want = make_state(n);
   const std::vector<double> norms = sum_squares(plan, got.w.data(), got.g.data());
   std::vector<float> step(segs.size());
-  run_all(int64_t(segs.size()), LarsRatioBody{plan.segments.data(), norms.data(), p.lr,
+  run_all(int64_t(segs.size()), LarsRatioBody{plan.segments.data(), norms.data(), block.data(),
                                               p.weight_decay, p.eeta, p.epsilon, step.data()});
   std::vector<uint16_t> copy(size_t(n), 0), want_copy(size_t(n), 0);
   run_all(int64_t(plan.chunks.size()) * ops::kSumChunk,
-          LarsUpdateBody{plan.chunks.data(), plan.segments.data(), step.data(), p.momentum,
+          LarsUpdateBody{plan.chunks.data(), plan.segments.data(), block.data(), step.data(), p.momentum,
                          p.weight_decay, got.w.data(), got.g.data(), got.m.data(),
                          FloatPtr{copy.data(), DType::f16}});
   std::vector<double> want_norms = norms;
   Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
   Tensor wc = Tensor::view(want_copy.data(), {n}, DType::f16);
   Views t = views(want);
-  ops::lars_update(cpu_context(), p, segs, nt, t.w, t.g, t.m, wc);
+  ops::lars_update(cpu_context(), p, block_view(block), segs, nt, t.w, t.g, t.m, wc);
   EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
   EXPECT_LE(max_rel_error(got.m, want.m), 1e-6);
   EXPECT_LE(differing(copy, want_copy), 2);
 }
 
-TEST(CudaBodies, ScaleCheckFiniteFlagsInfAndNaNOnly) {
-  std::vector<float> x = random_normal(5000, 31);
-  int32_t found = 0;
-  run_all(5000, ScaleCheckBody{x.data(), 0.5f, &found});
-  EXPECT_EQ(found, 0);
-  x[4321] = 3e38f;  // finite, overflows when doubled
-  run_all(5000, ScaleCheckBody{x.data(), 2.0f, &found});
-  EXPECT_EQ(found, 1);
-  EXPECT_TRUE(std::isinf(x[4321]));
+TEST(CudaBodies, StepScalarBodiesMatchTheCpuBackend) {
+  std::vector<float> x = random_normal(5000, 31), want = x;
+  std::vector<double> block = step_block(0.1), cpu_block = block;
+  block[ops::kStepUnscale] = cpu_block[ops::kStepUnscale] = 1.0 / 3;
+  run_all(5000, ScaleByScalarBody{x.data(), block.data(), ops::kStepUnscale});
+  Tensor xt = Tensor::view(want.data(), {5000});
+  ops::scale_by_step_scalar(cpu_context(), xt, block_view(cpu_block), ops::kStepUnscale);
+  EXPECT_EQ(x, want);
+  const std::vector<double> sums = {2.0, 3.0, 5.0};
+  const std::vector<int32_t> owners = {1, 0, 1};
+  block[ops::kStepMaxNorm] = cpu_block[ops::kStepMaxNorm] = 2.0;
+  run_all(1, StepNormSquaresBody{sums.data(), owners.data(), 3, block.data()});
+  run_all(1, StepDecideBody{block.data()});
+  Tensor cpu_scalars = block_view(cpu_block);
+  ops::step_norm_squares(cpu_context(), Tensor::view(const_cast<double*>(sums.data()), {3}, DType::i64),
+                         Tensor::view(const_cast<int32_t*>(owners.data()), {3}, DType::i32), cpu_scalars);
+  ops::step_decide(cpu_context(), cpu_scalars);
+  EXPECT_EQ(block, cpu_block);
+  EXPECT_EQ(block[ops::kStepNormSquares], 7.0);
+  EXPECT_EQ(block[ops::kStepGradFactor], double(float(2.0 / std::sqrt(7.0))));
+}
+
+TEST(CudaBodies, SkippedStepLeavesStateAlone) {
+  int64_t n = 0;
+  const auto segs = make_segments(n);
+  const ChunkPlan plan = plan_chunks(segs);
+  std::vector<double> block = step_block(0.01, 0.1, 0.002);
+  block[ops::kStepSkip] = 1.0;
+  const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, block.data()};
+  State got = make_state(n);
+  const State before = got;
+  std::vector<double> partial(2 * plan.chunks.size() * kLanes, -1.0);
+  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
+  run_all(slots, AdamWBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
+                           got.m.data(), got.v.data(), FloatPtr{}});
+  run_all(int64_t(plan.chunks.size()) * kLanes,
+          LambMomentsBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
+                          got.m.data(), got.v.data(), partial.data()});
+  std::vector<float> step(segs.size(), 1.0f);
+  run_all(slots, LambUpdateBody{plan.chunks.data(), plan.segments.data(), adam, step.data(), got.w.data(),
+                                got.m.data(), got.v.data(), FloatPtr{}});
+  run_all(slots, LarsUpdateBody{plan.chunks.data(), plan.segments.data(), block.data(), step.data(), 0.9f,
+                                0.0f, got.w.data(), got.g.data(), got.m.data(), FloatPtr{}});
+  EXPECT_EQ(got.w, before.w);
+  EXPECT_EQ(got.m, before.m);
+  EXPECT_EQ(got.v, before.v);
+  for (double x : partial) ASSERT_EQ(x, 0.0);
 }
 
 }  // namespace

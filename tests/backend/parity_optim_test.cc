@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <utility>
 
 #include "kiln/core/error.h"
 #include "parity.h"
@@ -27,6 +28,16 @@ std::vector<double> read_f64(Parity& p, const Tensor& t) {
   Tensor view = Tensor::view(host.data(), t.shape, DType::i64);
   ops::copy(p.ctx, t, view);
   return host;
+}
+
+// A step's scalars block on the device: zeros, factor 1, then `set`.
+Tensor step_block(Parity& p, std::initializer_list<std::pair<ops::StepScalar, double>> set) {
+  std::vector<double> host(ops::kStepScalars, 0.0);
+  host[ops::kStepGradFactor] = 1.0;
+  for (const auto& [slot, value] : set) host[size_t(slot)] = value;
+  Tensor block = Tensor::empty({ops::kStepScalars}, DType::i64, p.ctx.device);
+  ops::copy(p.ctx, Tensor::view(host.data(), {ops::kStepScalars}, DType::i64), block);
+  return block;
 }
 
 // Elements outside every segment must keep their values.
@@ -76,33 +87,58 @@ TEST(ParityOptim, SegmentSumSquaresMatchesFloat64AndIsThreadCountIndependent) {
   EXPECT_THROW(ops::segment_sum_squares(p.ctx, a, Tensor{}, outside, single), Error);
 }
 
-TEST(ParityOptim, ScaleCheckFiniteScalesAndFindsInfAndNaN) {
+TEST(ParityOptim, ScaleByStepScalarReadsTheBlockWhenItRuns) {
   Parity p;
   const int64_t n = 100003;
-  Tensor found = Tensor::empty({1}, DType::i32, p.ctx.device);
-  auto found_value = [&] {
-    int32_t h = -1;
-    Tensor v = Tensor::view(&h, {1}, DType::i32);
-    ops::copy(p.ctx, found, v);
-    return h;
-  };
   Tensor x = p.random({n}, DType::f32, 3);
   const std::vector<double> xd = p.host(x);
-  ops::scale_check_finite(p.ctx, x, 0.25f, found);
-  EXPECT_EQ(found_value(), 0);
+  Tensor block = step_block(p, {{ops::kStepUnscale, 0.25}, {ops::kStepGradFactor, 1.0}});
+  ops::scale_by_step_scalar(p.ctx, x, block, ops::kStepUnscale);
   std::vector<double> want(xd);
   for (double& v : want) v *= 0.25;
-  p.expect_close(x, want, "scale_check_finite", 1e-30);
+  p.expect_close(x, want, "scale_by_step_scalar", 1e-30);
+  ops::scale_by_step_scalar(p.ctx, x, block, ops::kStepGradFactor);  // 1: unchanged
+  p.expect_close(x, want, "scale_by_step_scalar by 1", 1e-30);
   ops::scale_all(p.ctx, x, 4.0f);
   p.expect_close(x, xd, "scale_all", 1e-30);
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
-    for (int64_t at : {int64_t(0), n / 2, n - 1}) {
-      std::vector<float> h(xd.begin(), xd.end());
-      h[size_t(at)] = bad;
-      Tensor y = p.from_host(h, {n}, DType::f32);
-      ops::scale_check_finite(p.ctx, y, 0.5f, found);
-      EXPECT_EQ(found_value(), 1) << bad << " at " << at;
-    }
+  Tensor short_block = Tensor::empty({3}, DType::i64, p.ctx.device);
+  EXPECT_THROW(ops::scale_by_step_scalar(p.ctx, x, short_block, ops::kStepUnscale), Error);
+}
+
+TEST(ParityOptim, StepNormAndDecisionMatchTheHostRules) {
+  Parity p;
+  const std::vector<double> sums = {4.0, 9.0, 1e-3, 16.0};
+  const std::vector<int32_t> owner_flags = {1, 0, 1, 1};
+  Tensor sums_d = Tensor::empty({4}, DType::i64, p.ctx.device), owners = Tensor::empty({4}, DType::i32, p.ctx.device);
+  ops::copy(p.ctx, Tensor::view(const_cast<double*>(sums.data()), {4}, DType::i64), sums_d);
+  ops::copy(p.ctx, Tensor::view(const_cast<int32_t*>(owner_flags.data()), {4}, DType::i32), owners);
+  const double owned = 4.0 + 1e-3 + 16.0, norm = std::sqrt(owned);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    double max_norm, loss;
+    bool skip;
+    double factor;
+  };
+  for (const Case& c : {Case{0.0, 1.5, false, 1.0}, Case{1.0, 1.5, false, double(float(1.0 / norm))},
+                        Case{2 * norm, 1.5, false, 1.0}, Case{1.0, nan, true, double(float(1.0 / norm))},
+                        Case{0.0, inf, true, 1.0}}) {
+    Tensor block = step_block(p, {{ops::kStepMaxNorm, c.max_norm}, {ops::kStepLoss, c.loss}});
+    ops::step_norm_squares(p.ctx, sums_d, owners, block);
+    ops::step_decide(p.ctx, block);
+    const std::vector<double> got = read_f64(p, block);
+    EXPECT_EQ(got[ops::kStepNormSquares], owned);  // in order of the parameters
+    EXPECT_EQ(got[ops::kStepNorm], norm);
+    EXPECT_EQ(got[ops::kStepSkip], c.skip ? 1.0 : 0.0) << c.max_norm << " " << c.loss;
+    EXPECT_EQ(got[ops::kStepGradFactor], c.factor) << c.max_norm << " " << c.loss;
+  }
+  for (double bad_square : {inf, nan}) {  // a non-finite gradient makes the norm so
+    Tensor block = step_block(p, {{ops::kStepNormSquares, bad_square}, {ops::kStepMaxNorm, 1.0}});
+    ops::step_decide(p.ctx, block);
+    EXPECT_EQ(read_f64(p, block)[ops::kStepSkip], 1.0) << bad_square;
+  }
+  Tensor wrong = Tensor::empty({3}, DType::i32, p.ctx.device);
+  Tensor block = step_block(p, {});
+  EXPECT_THROW(ops::step_norm_squares(p.ctx, sums_d, wrong, block), Error);
 }
 
 struct OptimCase {
@@ -143,13 +179,16 @@ TEST(ParityOptim, AdamWAndLambMatchFloat64Reference) {
         C = Tensor::empty({c.n}, compute, p.ctx.device);
         ops::cast(p.ctx, c.W, C);
       }
-      const ops::AdamStep s{0.01f, 0.9f, 0.999f, 1e-6f, 0.1f, 0.271f, 0.00299f, 0.37f};  // clipped
+      const ops::AdamStep s{0.9f, 0.999f, 1e-6f, 0.1f};
+      const double lr = 0.01, bc1 = double(0.271f), bc2 = double(0.00299f), factor = double(0.37f);  // clipped
+      Tensor block = step_block(p, {{ops::kStepLr, lr}, {ops::kStepBc1, bc1}, {ops::kStepBc2, bc2},
+                                    {ops::kStepGradFactor, factor}});
       Tensor norms = Tensor::empty({int64_t(c.segs.size()), 2}, DType::i64, p.ctx.device);
       if (lamb) {
-        ops::lamb_moments(p.ctx, s, c.segs, c.W, c.G, c.M, c.V, norms);
-        ops::lamb_update(p.ctx, s, c.segs, norms, c.W, c.M, c.V, C);
+        ops::lamb_moments(p.ctx, s, block, c.segs, c.W, c.G, c.M, c.V, norms);
+        ops::lamb_update(p.ctx, s, block, c.segs, norms, c.W, c.M, c.V, C);
       } else {
-        ops::adamw_update(p.ctx, s, c.segs, c.W, c.G, c.M, c.V, C);
+        ops::adamw_update(p.ctx, s, block, c.segs, c.W, c.G, c.M, c.V, C);
       }
       std::vector<double> w = c.w, m = c.m, v = c.v;
       for (const auto& seg : c.segs) {
@@ -158,14 +197,14 @@ TEST(ParityOptim, AdamWAndLambMatchFloat64Reference) {
         double wn = 0, un = 0;
         for (int64_t e = 0; e < seg.numel; ++e) {
           const size_t i = size_t(seg.offset + e);
-          const double g = s.grad_scale * c.g[i];
+          const double g = float(factor) * c.g[i];
           m[i] = s.beta1 * m[i] + (1 - double(s.beta1)) * g;
           v[i] = s.beta2 * v[i] + (1 - double(s.beta2)) * g * g;
-          u[size_t(e)] = m[i] / s.bc1 / (std::sqrt(v[i] / s.bc2) + s.eps) + wd * w[i];
+          u[size_t(e)] = m[i] / bc1 / (std::sqrt(v[i] / bc2) + s.eps) + wd * w[i];
           wn += w[i] * w[i], un += u[size_t(e)] * u[size_t(e)];
         }
         const double r = lamb ? std::sqrt(wn) / std::sqrt(un) : 1.0;
-        for (int64_t e = 0; e < seg.numel; ++e) w[size_t(seg.offset + e)] -= s.lr * r * u[size_t(e)];
+        for (int64_t e = 0; e < seg.numel; ++e) w[size_t(seg.offset + e)] -= lr * r * u[size_t(e)];
       }
       const char* what = lamb ? "lamb" : "adamw";
       p.expect_close(c.M, m, what);
@@ -189,10 +228,11 @@ TEST(ParityOptim, LarsMatchesFloat64Reference) {
       C = Tensor::empty({c.n}, compute, p.ctx.device);
       ops::cast(p.ctx, c.W, C);
     }
-    const ops::LarsStep s{0.5f, 0.9f, 1e-4f, 0.001f, 1e-9f};
+    const ops::LarsStep s{0.9f, 1e-4f, 0.001f, 1e-9f};
+    const double lr = 0.5;
     Tensor norms = Tensor::empty({int64_t(c.segs.size()), 2}, DType::i64, p.ctx.device);
     ops::segment_sum_squares(p.ctx, c.W, c.G, c.segs, norms);
-    ops::lars_update(p.ctx, s, c.segs, norms, c.W, c.G, c.M, C);
+    ops::lars_update(p.ctx, s, step_block(p, {{ops::kStepLr, lr}}), c.segs, norms, c.W, c.G, c.M, C);
     std::vector<double> w = c.w, mom = c.m;
     for (const auto& seg : c.segs) {
       double wn = 0, gn = 0;
@@ -202,7 +242,7 @@ TEST(ParityOptim, LarsMatchesFloat64Reference) {
       const double wd = seg.decay ? s.weight_decay : 0.0;
       const double r = seg.decay ? s.eeta * wn / (gn + wd * wn + s.epsilon) : 1.0;
       for (int64_t i = seg.offset; i < seg.offset + seg.numel; ++i) {
-        mom[size_t(i)] = s.momentum * mom[size_t(i)] + s.lr * r * (c.g[size_t(i)] + wd * w[size_t(i)]);
+        mom[size_t(i)] = s.momentum * mom[size_t(i)] + lr * r * (c.g[size_t(i)] + wd * w[size_t(i)]);
         w[size_t(i)] -= mom[size_t(i)];
       }
     }
@@ -211,6 +251,28 @@ TEST(ParityOptim, LarsMatchesFloat64Reference) {
     expect_gaps_untouched(c.w, p.host(c.W), c.segs, "lars");
     expect_compute(p, c.W, C, "lars");
   }
+}
+
+TEST(ParityOptim, SkippedStepChangesNothing) {
+  Parity p;
+  OptimCase c = make_case(p, 40);
+  Tensor C = Tensor::empty({c.n}, DType::bf16, p.ctx.device);
+  ops::cast(p.ctx, c.W, C);
+  const std::vector<double> compute = p.host(C);
+  Tensor block = step_block(p, {{ops::kStepLr, 0.1}, {ops::kStepBc1, 0.1}, {ops::kStepBc2, 0.01},
+                                {ops::kStepSkip, 1.0}});
+  const ops::AdamStep adam{0.9f, 0.999f, 1e-6f, 0.1f};
+  Tensor norms = Tensor::empty({int64_t(c.segs.size()), 2}, DType::i64, p.ctx.device);
+  ops::adamw_update(p.ctx, adam, block, c.segs, c.W, c.G, c.M, c.V, C);
+  ops::lamb_moments(p.ctx, adam, block, c.segs, c.W, c.G, c.M, c.V, norms);
+  for (double x : read_f64(p, norms)) EXPECT_EQ(x, 0.0);
+  ops::segment_sum_squares(p.ctx, c.W, c.G, c.segs, norms);
+  ops::lamb_update(p.ctx, adam, block, c.segs, norms, c.W, c.M, c.V, C);
+  ops::lars_update(p.ctx, ops::LarsStep{}, block, c.segs, norms, c.W, c.G, c.M, C);
+  EXPECT_EQ(p.host(c.W), c.w);
+  EXPECT_EQ(p.host(c.M), c.m);
+  EXPECT_EQ(p.host(c.V), c.v);
+  EXPECT_EQ(p.host(C), compute);
 }
 
 }  // namespace

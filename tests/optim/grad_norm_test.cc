@@ -1,4 +1,5 @@
 #include "kiln/optim/grad_norm.h"
+#include "kiln/optim/step_scalars.h"
 
 #include <gtest/gtest.h>
 
@@ -100,26 +101,46 @@ TEST(GradNorm, ClipNeverScalesByANonFiniteNorm) {
   }
 }
 
-TEST(GradNorm, UnscaleDividesByTheLossScaleAndReportsNonFiniteGradients) {
+// The optimizer phase's device part as the training loop runs it: unscale by the block's factor,
+// the norm into the block, then the decision.
+StepDecision run_step_phase(ParamStore& store, double unscale, double max_norm) {
+  StepScalars scalars(cpu_context());
+  StepInputs in;
+  in.unscale = unscale;
+  in.max_norm = max_norm;
+  in.loss = 1.0;
+  scalars.write(in);
+  ops::scale_by_step_scalar(cpu_context(), store.grads, scalars.device(), ops::kStepUnscale);
+  GradNorm(store, cpu_context()).sum_squares(scalars.device());
+  ops::step_decide(cpu_context(), scalars.device());
+  return scalars.read();
+}
+
+TEST(GradNorm, StepPhaseUnscalesDecidesClippingAndSkipsNonFiniteGradients) {
   ParamStore store;
   test::make_store(store, 9000);
   test::fill_grads(store, 7);
   const std::vector<float> before = store.grads_vector();
-  EXPECT_FALSE(unscale_grads(store, 2048.0f));
+  const StepDecision d = run_step_phase(store, 1.0 / 2048, 1e-6);
   for (size_t i = 0; i < before.size(); ++i) ASSERT_EQ(store.host_grads()[i], before[i] * (1.0f / 2048));
+  const double norm = global_grad_norm(store);
+  EXPECT_EQ(d.norm, norm);
+  EXPECT_EQ(d.norm_squares, norm * norm);
+  EXPECT_FALSE(d.skipped);
+  EXPECT_EQ(d.grad_factor, double(float(1e-6 / norm)));
+  EXPECT_EQ(run_step_phase(store, 1.0, 0.0).grad_factor, 1.0);  // no clipping
 
   const ParamSpec& w = store.specs()[0];
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     test::fill_grads(store, 8);
     store.host_grads()[size_t(w.offset + w.numel - 1)] = bad;  // the last element of the last chunk
-    EXPECT_TRUE(unscale_grads(store, 2048.0f)) << bad;
+    EXPECT_TRUE(run_step_phase(store, 1.0 / 2048, 1.0).skipped) << bad;
   }
-  // A finite gradient that overflows only through the scale factor is found too.
+  // A finite gradient that overflows only through the scale factor skips too.
   test::fill_grads(store, 9);
   store.host_grads()[0] = 3e38f;
-  EXPECT_TRUE(unscale_grads(store, 0.5f));
-  EXPECT_THROW(unscale_grads(store, 0.0f), Error);
+  EXPECT_TRUE(run_step_phase(store, 2.0, 1.0).skipped);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // error rather than silent success.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -44,6 +45,15 @@ std::string file_bytes(const fs::path& path) {
 void expect_same_checkpoint(const fs::path& a, const fs::path& b) {
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
     EXPECT_TRUE(file_bytes(a / file) == file_bytes(b / file)) << file << " differs: " << a << " vs " << b;
+}
+
+// The "grad norm X" field of every console line.
+std::vector<std::string> grad_norms(const std::string& console) {
+  std::vector<std::string> norms;
+  const std::string key = "grad norm ";
+  for (size_t at = console.find(key); at != std::string::npos; at = console.find(key, at + 1))
+    norms.push_back(console.substr(at + key.size(), console.find(' ', at + key.size()) - at - key.size()));
+  return norms;
 }
 
 template <typename T>
@@ -109,6 +119,47 @@ TEST(SimDevice, ResNetTrainsBitwiseAsOnTheHostAcrossAResume) {
   EXPECT_EQ(joined(first.eval_top1, resumed.eval_top1), host.eval_top1);
   expect_same_checkpoint(host.checkpoint, resumed.checkpoint);
   // The BN running statistics travel with the weights (buffers in model.safetensors).
+}
+
+// fp16 with a loss scale too high for the first steps: the optimizer phase is captured after the
+// first step and replayed (backend/graph.h), and its skip, clip and loss-scale decisions, taken
+// on the device from the step's scalars, must match the host's step for step. With KILN_GRAPH=0
+// the sim runs the same ops one by one.
+TEST(SimDevice, ReplayedOptimizerPhaseSkipsClipsAndScalesAsOnTheHost) {
+  const fs::path dir = testing::unique_temp_dir("sim_graph");
+  const testing::TinyBert data = testing::tiny_bert(dir / "data");
+  const testing::ThreadsRestored threads;
+  auto run = [&](const std::string& name, const std::string& device, std::ostream& console) {
+    const fs::path out = dir / name;
+    return train_bert(bert(data, {"--device", device, "--fp16", "--initial-loss-scale", "1e6", "--loss-scale-window",
+                                  "3", "--clip-grad", "0.5", "--output-dir", out.string(), "--save",
+                                  (out / "ckpt").string(), "--save-interval", "8", "--train-iters", "8",
+                                  "--log-interval", "1"}),
+                      {}, console);
+  };
+  std::ostringstream host_console, sim_console, eager_console;
+  const BertRunResult host = run("host", "cpu", host_console);
+  const BertRunResult sim = run("sim", "sim", sim_console);
+  ASSERT_GT(host.skipped_steps, 0) << host_console.str();
+  ASSERT_LT(host.skipped_steps, 8) << host_console.str();
+  EXPECT_EQ(sim.skipped_steps, host.skipped_steps);
+  EXPECT_EQ(sim.losses, host.losses);
+  EXPECT_EQ(sim.loss_scale, host.loss_scale);
+  // The unscaled gradients' norms too: a frozen 1/scale would be hidden in the weights (the scales
+  // differ by powers of two, which clipping and LAMB undo exactly) but not here.
+  EXPECT_EQ(grad_norms(sim_console.str()), grad_norms(host_console.str()));
+  EXPECT_EQ(grad_norms(host_console.str()).size(), 8u);
+  expect_same_checkpoint(host.checkpoint, sim.checkpoint);
+  // Captured at step 2, and again at step 6: the evaluation at step 5 grew the scratch arena.
+  EXPECT_NE(sim_console.str().find("graphs: the optimizer phase was captured 2 times and replayed 5 times"),
+            std::string::npos)
+      << sim_console.str();
+  EXPECT_EQ(host_console.str().find("graphs:"), std::string::npos);
+  setenv("KILN_GRAPH", "0", 1);
+  const BertRunResult eager = run("eager", "sim", eager_console);
+  unsetenv("KILN_GRAPH");
+  EXPECT_NE(eager_console.str().find("graphs: off (KILN_GRAPH=0)"), std::string::npos);
+  EXPECT_EQ(eager.losses, host.losses);
 }
 
 TEST(SimDevice, HostCodeCannotTouchParametersThatLiveOnTheDevice) {

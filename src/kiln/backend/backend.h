@@ -212,50 +212,76 @@ struct TensorSegment {
 inline constexpr int64_t kSumChunk = 1 << 14;
 inline constexpr int64_t kSumLanes = 32;
 
+// The step's scalars: the values of an optimizer step that change from step to step and the
+// decisions it takes from its gradients, in one small tensor on the device (kStepScalars f64 in
+// i64), so that the ops of the optimizer phase read them from device memory at run time rather
+// than as arguments. The host writes the inputs (and resets the outputs) before the phase and reads
+// the block back once after it; nothing in between waits for the host, and a captured step (a CUDA
+// graph, which freezes arguments) reads each replay's values.
+enum StepScalar : int {
+  kStepLr,           // input: learning rate (used as f32)
+  kStepBc1,          // input: Adam's 1 - beta1^t (1 without bias correction), an f32 value
+  kStepBc2,          // input: 1 - beta2^t, likewise
+  kStepUnscale,      // input: 1 / loss scale (1 without loss scaling), used as f32
+  kStepMaxNorm,      // input: the clipping threshold of the global gradient norm (0: no clipping)
+  kStepLoss,         // input: the step's loss; not finite skips the step
+  kStepNormSquares,  // output: Σ g² over the parameters that count for the norm, every group
+  kStepNorm,         // output: sqrt(kStepNormSquares)
+  kStepGradFactor,   // output: f32(max_norm / norm) when clipping applies, else 1 (input 1 to start)
+  kStepSkip,         // output: 1 = the loss or the norm is not finite: no update, else 0
+  kStepScalars
+};
+
 // sums (n) f64 in i64 (n = segments.size()): Σ a² over segment k; with b defined, sums is (n, 2)
 // and row k holds (Σ a², Σ b²). a, b: flat f32.
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
                          std::span<const TensorSegment> segments, Tensor& sums);
 // x *= factor over every element of x (f32).
 void scale_all(Context& ctx, Tensor& x, float factor);
-// x *= factor, and found (1) i32 = 1 when any element of x is then inf or NaN, else 0.
-void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found);
+// x *= f32(scalars[slot]) over every element of x (f32); scalars: the step's scalars.
+void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot);
+// scalars[kStepNormSquares] = Σ sums[k] over the k with owners[k] != 0, added in order of k;
+// sums (n) f64 in i64 (segment_sum_squares), owners (n) i32.
+void step_norm_squares(Context& ctx, const Tensor& sums, const Tensor& owners, Tensor& scalars);
+// From kStepNormSquares (summed over the ranks by then), kStepLoss and kStepMaxNorm: kStepNorm,
+// kStepSkip (loss or norm not finite) and kStepGradFactor (max_norm > 0 and norm > max_norm:
+// f32(max_norm / norm), else 1).
+void step_decide(Context& ctx, Tensor& scalars);
 
-// One Adam step's scalars; bc1, bc2 = 1 - beta^t (1 without bias correction), rounded to f32;
-// grad_scale: the gradients count as grad_scale·g (clipping folded into the update; g is only
-// read).
+// One Adam step's constants. The step's own values come from the step's scalars: lr, bc1, bc2
+// (rounded to f32) and the gradient factor (clipping folded into the update: the gradients
+// count as factor·g; g is only read).
 struct AdamStep {
-  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
-  float bc1 = 1, bc2 = 1;
-  float grad_scale = 1;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
 };
-// For every element of every segment, in f32 (wd = weight_decay where decay, else 0; g read as
-// f32(grad_scale·g)):
+// Every optimizer update below does nothing when scalars[kStepSkip] != 0 (weights, compute copy
+// and state untouched). For every element of every segment, in f32 (wd = weight_decay where
+// decay, else 0; g read as f32(factor·g)):
 //   m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²;  u = (m/bc1) / (sqrt(v/bc2) + eps) + wd·w
 // adamw_update:  w -= lr·u.
 // w, g, m, v: flat f32; w_compute: flat bf16/f16 copy of w refreshed in the same pass
 // (= cast(w)), or undefined.
-void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute);
 // LAMB, pass 1: the moments above, and norms (n, 2) f64 in i64: (Σ w², Σ u²) per segment.
-void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+// Skipped: norms are zeros.
+void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
 // LAMB, pass 2: r = ‖w‖/‖u‖ per segment (1 if either is 0), from pass 1's norms;
 // w -= f32(lr·r)·u with u recomputed from m, v, w; w_compute refreshed as in adamw_update.
-void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
-                 Tensor& w_compute);
+void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute);
 
+// LARS's constants; the learning rate comes from the step's scalars.
 struct LarsStep {
-  float lr = 0, momentum = 0.9f, weight_decay = 0, eeta = 0.001f, epsilon = 0;
+  float momentum = 0.9f, weight_decay = 0, eeta = 0.001f, epsilon = 0;
 };
 // LARS (MLPerf ResNet reference) with norms (n, 2) = (Σ w², Σ g²) per segment from
 // segment_sum_squares(w, g). Per segment: where decay, r = eeta·‖w‖ / (‖g‖ + wd·‖w‖ + epsilon)
 // (1 if ‖w‖ or ‖g‖ is 0) and s = f32(lr·r), wd = weight_decay; elsewhere s = lr, wd = 0. Then
 // per element: v = momentum·v + s·(g + wd·w); w -= v; w_compute refreshed as above.
-void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
-                 Tensor& w_compute);
+void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute);
 
 // ==== CNN ops: convolution, batch norm, pooling, ReLU over NHWC activations ====
 // Typed ops (a Context and tensor views). Activations are (N, H, W, C) in f32, bf16 or f16

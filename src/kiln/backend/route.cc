@@ -1,5 +1,6 @@
 #include "kiln/backend/route.h"
 
+#include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
@@ -31,6 +32,12 @@ void expect_dtype(const char* op, const char* what, const Tensor& t,
 void expect_same_numel(const char* op, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.numel() == b.numel(), "op {}: shapes {} and {} hold different element counts", op,
              shape_str(a.shape), shape_str(b.shape));
+}
+
+void expect_step_scalars(const char* op, const Tensor& scalars) {
+  expect_dtype(op, "the step's scalars", scalars, {DType::i64});
+  KILN_CHECK(scalars.numel() == kStepScalars, "op {}: the step's scalars hold {} values, not {}", op,
+             scalars.numel(), int(kStepScalars));
 }
 
 }  // namespace kiln::ops

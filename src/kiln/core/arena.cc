@@ -45,6 +45,15 @@ void Arena::reset() {
   offset_ = 0;
 }
 
+void Arena::rewind(size_t offset) {
+  KILN_CHECK(blocks_.size() == 1 && offset <= blocks_[0].nbytes(),
+             "scratch arena: cannot rewind to byte {} of {} block(s) holding {} bytes", offset, blocks_.size(),
+             capacity());
+  block_ = 0;
+  block_offset_ = offset;
+  offset_ = offset;
+}
+
 size_t Arena::capacity() const {
   size_t n = 0;
   for (const Tensor& b : blocks_) n += b.nbytes();

@@ -18,11 +18,16 @@ class Arena {
   Tensor alloc(const Shape& shape, DType dtype);
   // Frees everything handed out since the last reset (addresses are reused in order).
   void reset();
+  // Moves the next address to `offset` bytes into the arena (an in_use() value of this step),
+  // so that a replayed sequence of ops (backend/graph.h) gets the addresses it got when it was
+  // captured. Only once reset() has folded the arena into one block.
+  void rewind(size_t offset);
 
   size_t in_use() const { return offset_; }          // bytes handed out since reset()
   size_t high_water() const { return high_water_; }  // most bytes in use at once, ever
   size_t capacity() const;                           // bytes held
   int64_t block_allocations() const { return block_allocations_; }  // heap allocations made
+  bool folded() const { return blocks_.size() == 1; }  // one block: addresses repeat each step
 
  private:
   Device device_;

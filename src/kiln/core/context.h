@@ -2,15 +2,28 @@
 // stream it is ordered on, and the scratch arena for memory that does not outlive the step.
 // Library handles (oneDNN engine, cuBLASLt, cuDNN) belong to the backend of ctx.device.
 #pragma once
+#include <functional>
+
 #include "kiln/core/arena.h"
 #include "kiln/core/device.h"
 
 namespace kiln {
 
+struct Context;
+
+// Keeps the ops run on a context while a graph is captured on the simulated device
+// (backend/graph.h): each op's kernel call with its arguments, for replay.
+class OpRecorder {
+ public:
+  virtual ~OpRecorder() = default;
+  virtual void record(std::function<void(Context&)> op) = 0;
+};
+
 struct Context {
   Device device;
   void* stream = nullptr;   // cudaStream_t on CUDA; unused on the CPU
   Arena* scratch = nullptr; // per-step scratch (reset by the training loop each step)
+  OpRecorder* recorder = nullptr;  // set while a graph is captured on the simulated device
 
   // Scratch tensor on this context's device: from the arena when there is one.
   Tensor scratch_tensor(const Shape& shape, DType dtype) const {

@@ -38,6 +38,9 @@ class Communicator {
   // returns. Every rank starts the same requests in the same order; they complete in that order.
   virtual std::unique_ptr<Request> iall_reduce_sum(Tensor& t);
   virtual bool can_overlap() const { return false; }
+  // Whether its collectives on device tensors can be captured in a GPU graph (backend/graph.h):
+  // queued on the op stream with nothing waiting on the host.
+  virtual bool can_capture() const { return false; }
   // In place: every rank receives root's t (same dtype and shape on every rank).
   virtual void broadcast(Tensor& t, int root) = 0;
   // out (size() x in.numel() elements) = every rank's `in`, concatenated in rank order. `in` may

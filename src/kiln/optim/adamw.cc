@@ -14,14 +14,16 @@ AdamW::AdamW(ParamStore& store, AdamWConfig config, Context& ctx, ShardRange sha
 
 std::vector<NamedState> AdamW::state() { return {{"m", &m_}, {"v", &v_}}; }
 
-void AdamW::step(float lr, float grad_scale) {
-  check_layout();
+void AdamW::set_inputs(StepInputs& in) const {
   const double t = double(steps_taken_ + 1);
-  const ops::AdamStep p{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
-                        adam_bias_correction(config_.beta1, t),
-                        adam_bias_correction(config_.beta2, t), grad_scale};
-  ops::adamw_update(ctx_, p, flat_.segments, flat_.values, flat_.grads, m_, v_, flat_.compute);
-  ++steps_taken_;
+  in.bc1 = adam_bias_correction(config_.beta1, t);
+  in.bc2 = adam_bias_correction(config_.beta2, t);
+}
+
+void AdamW::update(const Tensor& scalars) {
+  check_layout();
+  const ops::AdamStep p{config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
+  ops::adamw_update(ctx_, p, scalars, flat_.segments, flat_.values, flat_.grads, m_, v_, flat_.compute);
 }
 
 }  // namespace kiln::optim

@@ -20,7 +20,8 @@ class AdamW : public Optimizer {
  public:
   // The store must be allocated; m and v start at zero.
   AdamW(ParamStore& store, AdamWConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
-  void step(float lr, float grad_scale = 1.0f) override;
+  void update(const Tensor& scalars) override;
+  void set_inputs(StepInputs& in) const override;
   std::vector<NamedState> state() override;  // "m", "v"
   const AdamWConfig& config() const { return config_; }
 

@@ -5,24 +5,33 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
-#include "kiln/optim/optimizer.h"
+#include "kiln/optim/step_scalars.h"
 
 namespace kiln::optim {
 
-double global_grad_norm(const ParamStore& store, Context& ctx, std::span<dist::Communicator* const> groups) {
-  const std::vector<ops::TensorSegment>& segments = store.segments();
-  const int64_t n = int64_t(segments.size());
-  Tensor sums = ctx.scratch_tensor({n}, DType::i64);
-  ops::segment_sum_squares(ctx, store.grads, Tensor{}, segments, sums);
-  std::vector<double> host(static_cast<size_t>(n));
-  Tensor host_view = Tensor::view(host.data(), {n}, DType::i64);
-  ops::copy(ctx, sums, host_view);
-  double total = 0.0;
-  for (size_t k = 0; k < host.size(); ++k)  // in parameter order
-    if (store.specs()[k].norm_owner) total += host[k];
+GradNorm::GradNorm(const ParamStore& store, Context& ctx) : store_(store), ctx_(ctx) {
+  const int64_t n = int64_t(store.specs().size());
+  std::vector<int32_t> owners;
+  for (const ParamSpec& spec : store.specs()) owners.push_back(spec.norm_owner ? 1 : 0);
+  owners_ = Tensor::empty({n}, DType::i32, ctx.device);
+  ops::copy(ctx, Tensor::view(owners.data(), {n}, DType::i32), owners_);
+  sums_ = Tensor::empty({n}, DType::i64, ctx.device);
+}
+
+void GradNorm::sum_squares(Tensor& scalars, std::span<dist::Communicator* const> groups) {
+  ops::segment_sum_squares(ctx_, store_.grads, Tensor{}, store_.segments(), sums_);
+  ops::step_norm_squares(ctx_, sums_, owners_, scalars);
+  Tensor total = Tensor::view(static_cast<int64_t*>(scalars.data) + ops::kStepNormSquares, {1}, DType::f64,
+                              scalars.device);
   for (dist::Communicator* group : groups)
-    if (group->size() > 1) dist::all_reduce_sum(*group, {&total, 1});
-  return std::sqrt(total);
+    if (group->size() > 1) group->all_reduce_sum(total);
+}
+
+double global_grad_norm(const ParamStore& store, Context& ctx, std::span<dist::Communicator* const> groups) {
+  StepScalars scalars(ctx);
+  scalars.write({});
+  GradNorm(store, ctx).sum_squares(scalars.device(), groups);
+  return std::sqrt(scalars.read().norm_squares);
 }
 
 double clip_grad_norm(ParamStore& store, double max_norm, Context& ctx) {
@@ -34,17 +43,6 @@ double clip_grad_norm(ParamStore& store, double max_norm, Context& ctx) {
 
 void scale_grads(ParamStore& store, float factor, Context& ctx) {
   ops::scale_all(ctx, store.grads, factor);
-}
-
-bool unscale_grads(ParamStore& store, float loss_scale, Context& ctx) {
-  KILN_CHECK(loss_scale > 0.0f && std::isfinite(loss_scale),
-             "gradient unscale: loss scale {} must be positive and finite", loss_scale);
-  Tensor found = ctx.scratch_tensor({1}, DType::i32);
-  ops::scale_check_finite(ctx, store.grads, 1.0f / loss_scale, found);
-  int32_t host = 0;
-  Tensor host_view = Tensor::view(&host, {1}, DType::i32);
-  ops::copy(ctx, found, host_view);
-  return host != 0;
 }
 
 }  // namespace kiln::optim

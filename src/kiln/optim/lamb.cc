@@ -13,19 +13,21 @@ Lamb::Lamb(ParamStore& store, LambConfig config, Context& ctx, ShardRange shard)
 
 std::vector<NamedState> Lamb::state() { return {{"m", &m_}, {"v", &v_}}; }
 
-void Lamb::step(float lr, float grad_scale) {
-  check_layout();
+void Lamb::set_inputs(StepInputs& in) const {
+  if (!config_.bias_correction) return;
   const double t = double(steps_taken_ + 1);
-  const bool bc = config_.bias_correction;
-  const ops::AdamStep p{lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
-                        bc ? adam_bias_correction(config_.beta1, t) : 1.0f,
-                        bc ? adam_bias_correction(config_.beta2, t) : 1.0f, grad_scale};
+  in.bc1 = adam_bias_correction(config_.beta1, t);
+  in.bc2 = adam_bias_correction(config_.beta2, t);
+}
+
+void Lamb::update(const Tensor& scalars) {
+  check_layout();
+  const ops::AdamStep p{config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
   // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
   // the same m, v, w rather than storing it.
-  ops::lamb_moments(ctx_, p, flat_.segments, flat_.values, flat_.grads, m_, v_, norms_);
+  ops::lamb_moments(ctx_, p, scalars, flat_.segments, flat_.values, flat_.grads, m_, v_, norms_);
   if (reduce_norms_) reduce_norms_(norms_);
-  ops::lamb_update(ctx_, p, flat_.segments, norms_, flat_.values, m_, v_, flat_.compute);
-  ++steps_taken_;
+  ops::lamb_update(ctx_, p, scalars, flat_.segments, norms_, flat_.values, m_, v_, flat_.compute);
 }
 
 }  // namespace kiln::optim

@@ -25,7 +25,8 @@ class Lamb : public Optimizer {
  public:
   // The store must be allocated; m and v start at zero.
   Lamb(ParamStore& store, LambConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
-  void step(float lr, float grad_scale = 1.0f) override;
+  void update(const Tensor& scalars) override;
+  void set_inputs(StepInputs& in) const override;
   std::vector<NamedState> state() override;  // "m", "v"
   const LambConfig& config() const { return config_; }
 

@@ -12,17 +12,14 @@ Lars::Lars(ParamStore& store, LarsConfig config, Context& ctx, ShardRange shard)
 
 std::vector<NamedState> Lars::state() { return {{"momentum", &momentum_}}; }
 
-void Lars::step(float lr, float grad_scale) {
+void Lars::update(const Tensor& scalars) {
   check_layout();
-  // The trust ratio reads ‖g‖: the gradients are scaled in place first.
-  if (grad_scale != 1.0f) ops::scale_all(ctx_, flat_.grads, grad_scale);
-  const ops::LarsStep p{lr, config_.momentum, config_.weight_decay, config_.eeta,
-                        config_.epsilon};
+  // The trust ratio reads ‖g‖: the gradients are scaled in place first (clipping).
+  ops::scale_by_step_scalar(ctx_, flat_.grads, scalars, ops::kStepGradFactor);
+  const ops::LarsStep p{config_.momentum, config_.weight_decay, config_.eeta, config_.epsilon};
   ops::segment_sum_squares(ctx_, flat_.values, flat_.grads, flat_.segments, norms_);
   if (reduce_norms_) reduce_norms_(norms_);
-  ops::lars_update(ctx_, p, flat_.segments, norms_, flat_.values, flat_.grads, momentum_,
-                   flat_.compute);
-  ++steps_taken_;
+  ops::lars_update(ctx_, p, scalars, flat_.segments, norms_, flat_.values, flat_.grads, momentum_, flat_.compute);
 }
 
 }  // namespace kiln::optim

@@ -27,7 +27,7 @@ class Lars : public Optimizer {
  public:
   // The store must be allocated; the momentum buffer starts at zero.
   Lars(ParamStore& store, LarsConfig config = {}, Context& ctx = cpu_context(), ShardRange shard = {});
-  void step(float lr, float grad_scale = 1.0f) override;
+  void update(const Tensor& scalars) override;
   std::vector<NamedState> state() override;  // "momentum"
   const LarsConfig& config() const { return config_; }
 

@@ -30,6 +30,16 @@ Tensor Optimizer::zeros_like_store() {
   return t;
 }
 
+void Optimizer::step(float lr, float grad_scale) {
+  StepInputs in;
+  in.lr = lr;
+  set_inputs(in);
+  StepScalars scalars(ctx_);
+  scalars.write(in, grad_scale);
+  update(scalars.device());
+  count_step();
+}
+
 void Optimizer::set_steps_taken(int64_t steps) {
   KILN_CHECK(steps >= 0, "optimizer step counter: {} is negative", steps);
   steps_taken_ = steps;

@@ -9,6 +9,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/nn/params.h"
+#include "kiln/optim/step_scalars.h"
 
 namespace kiln::optim {
 
@@ -32,12 +33,22 @@ struct ShardRange {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Updates store.values from store.grads with learning rate lr, and the weights' compute copy
-  // (store.compute, bf16/f16) in the same fused pass. The gradients count as grad_scale·g
-  // (gradient clipping without a pass of its own); Adam and LAMB leave them untouched.
-  virtual void step(float lr, float grad_scale = 1.0f) = 0;
-  // Number of step() calls so far (restored from a checkpoint by set_steps_taken).
-  virtual int64_t steps_taken() const { return steps_taken_; }
+  // Enqueues one update of store.values from store.grads, and of the weights' compute copy
+  // (store.compute, bf16/f16) in the same fused pass, with the step's values from the step's
+  // scalars `scalars` on the device (backend.h, StepScalar): the learning rate, the bias
+  // corrections set_inputs wrote, the gradient factor (clipping without a pass of its own: the
+  // gradients count as factor·g; Adam and LAMB leave them untouched) and the skip flag, with which
+  // it changes nothing. It does not count the step: count_step() does, once the host has read the
+  // step's decision back.
+  virtual void update(const Tensor& scalars) = 0;
+  // This optimizer's inputs to its next step (Adam's bias corrections for step steps_taken() + 1).
+  virtual void set_inputs(StepInputs& in) const { (void)in; }
+  void count_step() { ++steps_taken_; }
+  // One counted step with host values, never skipped (tests, tools): update() through a block
+  // of its own holding lr, this optimizer's inputs and the gradient factor grad_scale.
+  void step(float lr, float grad_scale = 1.0f);
+  // Number of counted steps so far (restored from a checkpoint by set_steps_taken).
+  int64_t steps_taken() const { return steps_taken_; }
   void set_steps_taken(int64_t steps);
   // All state buffers, in a fixed order, for save and restore.
   virtual std::vector<NamedState> state() = 0;

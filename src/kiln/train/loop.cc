@@ -84,9 +84,12 @@ TrainingLoop::TrainingLoop(const LoopConfig& config, Recipe& recipe, TrainState 
       }()),
       host_(ctx_, store_, opt_state_, state_.buffers),
       model_parallel_(state_.groups && state_.groups->model_parallel()),
+      grad_norm_(store_, ctx_),
+      step_scalars_(ctx_),
       profiling_(ops::profile_requested()) {
   if (model_parallel_) norm_groups_.push_back(state_.groups->model.get());
   if (sharded_) norm_groups_.push_back(&state_.comm);
+  graph_plan_ = plan_update_graph(ctx_, profiling_, norm_groups_);
   interval_.losses.parts.assign(names_.size(), 0.0);
 }
 
@@ -127,9 +130,7 @@ void TrainingLoop::announce() {
                                  c_.compute_dtype == DType::f32 ? ", no TF32" : "")
                    : precision_note(c_.compute_dtype, cpu_features()))
            << (scaler_.enabled() ? fmt::format("; loss scaling {}", scaler_.describe()) : std::string()) << "\n";
-  if (ctx_.device.kind == DeviceKind::cuda)
-    console_ << "CUDA graphs: not used; the step reads its loss and gradient norm back to decide skip and clip, "
-                "and passes the learning rate and dropout keys as kernel arguments (docs/ENGINE.md)\n";
+  if (!graph_plan_.note.empty()) console_ << graph_plan_.note << "\n";
   console_.flush();
 }
 
@@ -181,6 +182,10 @@ LoopResult TrainingLoop::finish() {
   clear_progress();
   result_.loss_scale = scaler_.scale();
   if (profiling_) console_ << ops::profile_report(profiled_seconds_, profiled_steps_);
+  if (graph_captures_ > 0)
+    console_ << fmt::format("graphs: the optimizer phase was captured {} time{} and replayed {} time{}\n",
+                            graph_captures_, graph_captures_ == 1 ? "" : "s", graph_replays_,
+                            graph_replays_ == 1 ? "" : "s");
   if (c_.benchmark > 0 && !step_seconds_.empty()) {
     console_ << estimated_training_time(step_seconds_, c_.total_steps);
     evaluate(result_.steps, result_.epochs);

@@ -9,7 +9,6 @@
 #include "kiln/backend/profile.h"
 #include "kiln/core/error.h"
 #include "kiln/log/submission.h"
-#include "kiln/optim/grad_norm.h"
 #include "kiln/train/pipeline_schedule.h"
 #include "kiln/train/training_loop.h"
 
@@ -87,26 +86,57 @@ StepOutcome TrainingLoop::train_step(int64_t step) {
 }
 
 // Unscale, the global gradient norm, then the optimizer step with clipping folded in; a
-// non-finite loss or norm skips instead.
+// non-finite loss or norm skips instead. The decisions are taken on the device (the step's
+// scalars) and read back once, after the update.
 bool TrainingLoop::update(int64_t done, const MicroBatchLosses& sum) {
   if (inject_nan_.at(done)) {  // test hook: one gradient element becomes NaN
     Tensor first = Tensor::view(store_.grads.data, {1}, store_.grads.dtype, store_.grads.device);
     ops::fill(ctx_, first, std::numeric_limits<float>::quiet_NaN());
   }
-  if (scaler_.enabled() && scaler_.scale() != 1.0) optim::scale_grads(store_, float(1.0 / scaler_.scale()), ctx_);
-  const double grad_norm = optim::global_grad_norm(store_, ctx_, norm_groups_);
   lr_ = state_.schedule.lr(optimizer_.steps_taken());  // skipped steps do not advance it
-  if (!std::isfinite(sum.loss) || !std::isfinite(grad_norm)) {
-    skip(done, sum.loss, grad_norm);
+  optim::StepInputs in;
+  in.lr = lr_;
+  in.unscale = 1.0 / scaler_.scale();
+  in.max_norm = std::max(c_.clip_grad, 0.0);
+  in.loss = sum.loss;
+  optimizer_.set_inputs(in);
+  step_scalars_.write(in);
+  run_update_ops();
+  const optim::StepDecision decision = step_scalars_.read();
+  if (decision.skipped) {
+    skip(done, sum.loss, decision.norm);
     return false;
   }
-  const bool clip = c_.clip_grad > 0 && grad_norm > c_.clip_grad;
-  optimizer_.step(float(lr_), clip ? float(c_.clip_grad / grad_norm) : 1.0f);
-  if (sharded_) dp_.gather_weights(store_);
+  optimizer_.count_step();
   scaler_.update(false);
   consecutive_hopeless_ = 0;
-  last_grad_norm_ = grad_norm;
+  last_grad_norm_ = decision.norm;
   return true;
+}
+
+void TrainingLoop::run_update_ops() {
+  const auto update_ops = [this] {
+    Tensor& scalars = step_scalars_.device();
+    if (scaler_.enabled()) ops::scale_by_step_scalar(ctx_, store_.grads, scalars, ops::kStepUnscale);
+    grad_norm_.sum_squares(scalars, norm_groups_);
+    ops::step_decide(ctx_, scalars);
+    optimizer_.update(scalars);
+    if (sharded_) dp_.gather_weights(store_);  // unchanged weights when skipped
+  };
+  // The first update runs op by op: it makes what ops set up on first use (CUDA chunk tables)
+  // and brings the scratch arena to its size.
+  if (!graph_plan_.capture || !eager_update_done_ || !ops::OpGraph::can_capture(ctx_)) {
+    update_ops();
+    eager_update_done_ = true;
+    return;
+  }
+  if (update_graph_ && update_graph_->can_replay()) {
+    update_graph_->replay();
+    ++graph_replays_;
+    return;
+  }
+  update_graph_ = ops::OpGraph::capture(ctx_, update_ops);  // first time, or the arena grew (evaluation)
+  ++graph_captures_;
 }
 
 // Megatron: skipped iterations advance the iteration and the data, not the schedule.

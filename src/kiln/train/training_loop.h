@@ -4,17 +4,22 @@
 // loop_events.cc (evaluations, MLPerf blocks / epochs, checkpoints).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "kiln/backend/graph.h"
 #include "kiln/core/timer.h"
+#include "kiln/optim/grad_norm.h"
+#include "kiln/optim/step_scalars.h"
 #include "kiln/train/data_parallel.h"
 #include "kiln/train/device_state.h"
 #include "kiln/train/grad_buckets.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/test_hooks.h"
+#include "kiln/train/update_graph.h"
 
 namespace kiln::train {
 
@@ -53,6 +58,7 @@ class TrainingLoop {
   MicroBatchLosses forward_backward(int64_t step, float grad_scale, double& data_seconds);
   void reduce_across_ranks(MicroBatchLosses& sum);
   bool update(int64_t done, const MicroBatchLosses& sum);  // false: the step was skipped
+  void run_update_ops();  // the optimizer phase's ops: captured and replayed, or run op by op
   void skip(int64_t done, double loss, double grad_norm);
   // loop_report.cc
   void record(int64_t done, const StepOutcome& outcome);
@@ -101,6 +107,14 @@ class TrainingLoop {
   // Gradient norms sum over the ranks holding other parts of the gradients: the model-parallel
   // group, and the data-parallel ranks' shards under a sharded optimizer.
   std::vector<dist::Communicator*> norm_groups_;
+  optim::GradNorm grad_norm_;
+  // The optimizer phase's inputs and decisions (learning rate, loss scale, clip, skip), on the
+  // device between one write and one read per step.
+  optim::StepScalars step_scalars_;
+  GraphPlan graph_plan_;
+  std::unique_ptr<ops::OpGraph> update_graph_;
+  bool eager_update_done_ = false;
+  int64_t graph_captures_ = 0, graph_replays_ = 0;
   std::optional<GradBuckets> buckets_;
 
   LoopResult result_;

@@ -51,17 +51,17 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
                          std::span<const TensorSegment> segments, Tensor& sums);
 void scale_all(Context& ctx, Tensor& x, float factor);
-void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found);
-void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot);
+void step_norm_squares(Context& ctx, const Tensor& sums, const Tensor& owners, Tensor& scalars);
+void step_decide(Context& ctx, Tensor& scalars);
+void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute);
-void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
-void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
-                 Tensor& w_compute);
-void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
-                 Tensor& w_compute);
+void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute);
+void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute);
 void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& w,
                     Tensor& y);
 void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,

@@ -1,5 +1,5 @@
-// backend/cpu/optim_ops.cc — multi-tensor norms, gradient scaling with a non-finite check, and
-// the fused AdamW / LAMB / LARS updates over segments of the flat parameter buffers.
+// backend/cpu/optim_ops.cc — multi-tensor norms, gradient scaling, the step's decisions, and the
+// fused AdamW / LAMB / LARS updates over segments of the flat parameter buffers.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -9,6 +9,7 @@
 #include "kiln/backend/cpu/adam_math.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
+#include "kiln/backend/step_math.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops::cpu {
@@ -135,6 +136,24 @@ void update_weights(int64_t begin, int64_t end, float* W, const Tensor& compute,
   else update_weights(begin, end, W, static_cast<f16_t*>(compute.data), update);
 }
 
+void scale_in_place(float* p, int64_t n, float factor) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+}
+
+// The step's scalars block, read (and for step_* ops written) when the op runs.
+double* step_scalars(const char* op, const Tensor& scalars) {
+  expect_step_scalars(op, scalars);
+  return reinterpret_cast<double*>(const_cast<int64_t*>(scalars.ptr<int64_t>()));
+}
+
+// The Adam constants with the step's own values.
+struct AdamValues {
+  float lr, bc1, bc2, factor;
+  explicit AdamValues(const double* s)
+      : lr(float(s[kStepLr])), bc1(float(s[kStepBc1])), bc2(float(s[kStepBc2])), factor(float(s[kStepGradFactor])) {}
+};
+
 }  // namespace
 
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
@@ -161,34 +180,38 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
 void scale_all(Context& ctx, Tensor& x, float factor) {
   const OpScope scope = expect_cpu(ctx, "scale_all", {&x});
   expect_dtype("scale_all", "x", x, {DType::f32});
-  float* p = x.ptr<float>();
-  const int64_t n = x.numel();
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+  scale_in_place(x.ptr<float>(), x.numel(), factor);
 }
 
-void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
-  const OpScope scope = expect_cpu(ctx, "scale_check_finite", {&x, &found});
-  expect_dtype("scale_check_finite", "x", x, {DType::f32});
-  expect_dtype("scale_check_finite", "found", found, {DType::i32});
-  KILN_CHECK(found.numel() == 1, "op scale_check_finite: found holds {} values, not 1",
-             found.numel());
-  float* p = x.ptr<float>();
-  const int64_t n = x.numel();
-  int bad = 0;
-#pragma omp parallel for simd schedule(static) reduction(| : bad) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] *= factor;
-    bad |= !std::isfinite(p[i]);
-  }
-  found.ptr<int32_t>()[0] = bad ? 1 : 0;
+void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot) {
+  const OpScope scope = expect_cpu(ctx, "scale_by_step_scalar", {&x, &scalars});
+  expect_dtype("scale_by_step_scalar", "x", x, {DType::f32});
+  const float factor = float(step_scalars("scale_by_step_scalar", scalars)[slot]);
+  if (factor != 1.0f) scale_in_place(x.ptr<float>(), x.numel(), factor);
 }
 
-void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void step_norm_squares(Context& ctx, const Tensor& sums, const Tensor& owners, Tensor& scalars) {
+  const OpScope scope = expect_cpu(ctx, "step_norm_squares", {&sums, &owners, &scalars});
+  expect_dtype("step_norm_squares", "owners", owners, {DType::i32});
+  check_sums("step_norm_squares", sums, owners.numel());
+  double* s = step_scalars("step_norm_squares", scalars);
+  s[kStepNormSquares] = owned_sum(reinterpret_cast<const double*>(sums.ptr<int64_t>()), owners.ptr<int32_t>(),
+                                  owners.numel());
+}
+
+void step_decide(Context& ctx, Tensor& scalars) {
+  const OpScope scope = expect_cpu(ctx, "step_decide", {&scalars});
+  decide_step(step_scalars("step_decide", scalars));
+}
+
+void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
-  const OpScope scope = expect_cpu(ctx, "adamw_update", {&w, &g, &m, &v, &w_compute});
+  const OpScope scope = expect_cpu(ctx, "adamw_update", {&scalars, &w, &g, &m, &v, &w_compute});
   check_segments("adamw_update", segments, {&w, &g, &m, &v});
   check_compute("adamw_update", w, w_compute);
+  const double* s = step_scalars("adamw_update", scalars);
+  if (step_skipped(s)) return;
+  const AdamValues a(s);
   float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float *M = m.ptr<float>(), *V = v.ptr<float>();
@@ -196,58 +219,68 @@ void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment
     const int64_t o = segments[k].offset;
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
     update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
-      cpu::adam_moments(p.grad_scale * G[i], p.beta1, p.beta2, M[i], V[i]);
-      return W[i] - p.lr * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+      cpu::adam_moments(a.factor * G[i], p.beta1, p.beta2, M[i], V[i]);
+      return W[i] - a.lr * cpu::adam_direction(M[i], V[i], W[i], a.bc1, a.bc2, p.eps, wd);
     });
   });
 }
 
-void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
-  const OpScope scope = expect_cpu(ctx, "lamb_moments", {&w, &g, &m, &v, &norms});
+  const OpScope scope = expect_cpu(ctx, "lamb_moments", {&scalars, &w, &g, &m, &v, &norms});
   check_segments("lamb_moments", segments, {&w, &g, &m, &v});
   check_sums("lamb_moments", norms, 2 * int64_t(segments.size()));
+  const double* s = step_scalars("lamb_moments", scalars);
+  if (step_skipped(s)) {  // zero norms through the same scratch: its use must not depend on device data
+    segment_pair_sums(ctx, segments, [](size_t, int64_t) { return Pair{}; }, norms);
+    return;
+  }
+  const AdamValues a(s);
   const float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float *M = m.ptr<float>(), *V = v.ptr<float>();
   segment_pair_sums(ctx, segments, [&](size_t k, int64_t e) {
     const int64_t i = segments[k].offset + e;
     const float wd = p.weight_decay * float(segments[k].decay);  // no load under a condition: vectorises
-    cpu::adam_moments(p.grad_scale * G[i], p.beta1, p.beta2, M[i], V[i]);
-    const float u = cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+    cpu::adam_moments(a.factor * G[i], p.beta1, p.beta2, M[i], V[i]);
+    const float u = cpu::adam_direction(M[i], V[i], W[i], a.bc1, a.bc2, p.eps, wd);
     return Pair{double(W[i]) * double(W[i]), double(u) * double(u)};
   }, norms);
 }
 
-void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
-                 Tensor& w_compute) {
-  const OpScope scope = expect_cpu(ctx, "lamb_update", {&norms, &w, &m, &v, &w_compute});
+void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
+  const OpScope scope = expect_cpu(ctx, "lamb_update", {&scalars, &norms, &w, &m, &v, &w_compute});
   check_segments("lamb_update", segments, {&w, &m, &v});
   check_sums("lamb_update", norms, 2 * int64_t(segments.size()));
   check_compute("lamb_update", w, w_compute);
+  const double* s = step_scalars("lamb_update", scalars);
+  if (step_skipped(s)) return;
+  const AdamValues a(s);
   const double* sq = reinterpret_cast<const double*>(norms.data);
   float* W = w.ptr<float>();
   const float *M = m.ptr<float>(), *V = v.ptr<float>();
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const double w_norm = std::sqrt(sq[2 * k]), u_norm = std::sqrt(sq[2 * k + 1]);
     const double ratio = (w_norm > 0.0 && u_norm > 0.0) ? w_norm / u_norm : 1.0;
-    const float scale = float(double(p.lr) * ratio);
+    const float scale = float(double(a.lr) * ratio);
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
     const int64_t o = segments[k].offset;
     update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
-      return W[i] - scale * cpu::adam_direction(M[i], V[i], W[i], p.bc1, p.bc2, p.eps, wd);
+      return W[i] - scale * cpu::adam_direction(M[i], V[i], W[i], a.bc1, a.bc2, p.eps, wd);
     });
   });
 }
 
-void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
-                 Tensor& w_compute) {
-  const OpScope scope = expect_cpu(ctx, "lars_update", {&norms, &w, &g, &momentum, &w_compute});
+void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute) {
+  const OpScope scope = expect_cpu(ctx, "lars_update", {&scalars, &norms, &w, &g, &momentum, &w_compute});
   check_segments("lars_update", segments, {&w, &g, &momentum});
   check_sums("lars_update", norms, 2 * int64_t(segments.size()));
   check_compute("lars_update", w, w_compute);
+  const double* s = step_scalars("lars_update", scalars);
+  if (step_skipped(s)) return;
+  const float lr = float(s[kStepLr]);
   const double* sq = reinterpret_cast<const double*>(norms.data);
   float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
@@ -256,14 +289,14 @@ void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment>
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const bool decay = segments[k].decay;
     const float wd = decay ? p.weight_decay : 0.0f;
-    float scale = p.lr;  // lr·r
+    float scale = lr;  // lr·r
     if (decay) {
       const double w_norm = std::sqrt(sq[2 * k]), g_norm = std::sqrt(sq[2 * k + 1]);
       const double ratio = w_norm > 0.0 && g_norm > 0.0
                                ? double(p.eeta) * w_norm /
                                      (g_norm + double(wd) * w_norm + double(p.epsilon))
                                : 1.0;
-      scale = float(double(p.lr) * ratio);
+      scale = float(double(lr) * ratio);
     }
     const int64_t o = segments[k].offset;
     update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {

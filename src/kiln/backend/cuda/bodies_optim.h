@@ -1,6 +1,8 @@
 // backend/cuda/bodies_optim.h — bodies of the CUDA multi-tensor kernels (bodies.h says how they
-// run): squared norms per segment, gradient scaling with the non-finite check, and the fused
-// AdamW / LAMB / LARS updates over segments of the flat f32 buffers.
+// run): squared norms per segment, gradient scaling, the step's decisions, and the fused
+// AdamW / LAMB / LARS updates over segments of the flat f32 buffers. The updates read the step's
+// values (learning rate, bias corrections, clip factor, skip) from the step's scalars block in
+// device memory when they run (backend.h, StepScalar), never from launch arguments.
 //
 // A launch runs over the chunks of kSumChunk elements of every segment (ChunkPlan, made once on
 // the host and kept on the device). Elementwise updates take one item per element slot of a
@@ -14,6 +16,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/hd_types.h"
+#include "kiln/backend/step_math.h"
 
 namespace kiln::ops::cuda {
 
@@ -32,17 +35,20 @@ struct SegmentChunks {
   int32_t decay = 0;
 };
 
-// The Adam step's scalars and its two formulas, as the CPU backend's adam_math.h has them.
+// The Adam step's constants, the step's scalars, and its two formulas, as the CPU backend's
+// adam_math.h has them.
 struct AdamScalars {
-  float beta1, beta2, eps, weight_decay, bc1, bc2;
-  float grad_scale = 1.0f;  // the gradient counts as grad_scale·g (clipping)
+  float beta1, beta2, eps, weight_decay;
+  const double* scalars;  // the step's: bias corrections, gradient factor (clipping), skip
+  KILN_HD bool skipped() const { return step_skipped(scalars); }
   KILN_HD void moments(float raw_g, float& m, float& v) const {
-    const float g = grad_scale * raw_g;
+    const float g = float(scalars[kStepGradFactor]) * raw_g;
     m = beta1 * m + (1.0f - beta1) * g;
     v = beta2 * v + (1.0f - beta2) * g * g;
   }
   KILN_HD float direction(float m, float v, float w, bool decay) const {
-    return (m / bc1) / (sqrtf(v / bc2) + eps) + (decay ? weight_decay : 0.0f) * w;
+    return (m / float(scalars[kStepBc1])) / (sqrtf(v / float(scalars[kStepBc2])) + eps) +
+           (decay ? weight_decay : 0.0f) * w;
   }
 };
 
@@ -75,7 +81,8 @@ struct LaneSquaresBody {
   }
 };
 
-// Item = lane of a chunk: the Adam moments of its elements, and partial[item] = (Σ w², Σ u²).
+// Item = lane of a chunk: the Adam moments of its elements, and partial[item] = (Σ w², Σ u²);
+// (0, 0) and nothing else when the step is skipped.
 struct LambMomentsBody {
   const Chunk* chunks;
   const SegmentChunks* segments;
@@ -89,7 +96,7 @@ struct LambMomentsBody {
     const Chunk& c = chunks[item / kLanes];
     const bool decay = segments[c.segment].decay;
     double sw = 0.0, su = 0.0;
-    for (int64_t e = item % kLanes; e < c.count; e += kLanes) {
+    for (int64_t e = adam.skipped() ? c.count : item % kLanes; e < c.count; e += kLanes) {
       const int64_t i = c.begin + e;
       adam.moments(g[i], m[i], v[i]);
       const float u = adam.direction(m[i], v[i], w[i], decay);
@@ -124,11 +131,12 @@ struct SegmentTotalsBody {
 // (n, 2) = (Σ w², Σ u²).
 struct LambRatioBody {
   const double* norms;
-  float lr;
+  const double* scalars;  // the step's: lr
   float* step;
   KILN_HD void operator()(int64_t k) const {
+    const double lr = double(float(scalars[kStepLr]));
     const double wn = sqrt(norms[2 * k]), un = sqrt(norms[2 * k + 1]);
-    step[k] = float(double(lr) * (wn > 0.0 && un > 0.0 ? wn / un : 1.0));
+    step[k] = float(lr * (wn > 0.0 && un > 0.0 ? wn / un : 1.0));
   }
 };
 
@@ -137,9 +145,11 @@ struct LambRatioBody {
 struct LarsRatioBody {
   const SegmentChunks* segments;
   const double* norms;
-  float lr, weight_decay, eeta, epsilon;
+  const double* scalars;  // the step's: lr
+  float weight_decay, eeta, epsilon;
   float* step;
   KILN_HD void operator()(int64_t k) const {
+    const float lr = float(scalars[kStepLr]);
     if (!segments[k].decay) {
       step[k] = lr;
       return;
@@ -162,7 +172,6 @@ struct AdamWBody {
   const Chunk* chunks;
   const SegmentChunks* segments;
   AdamScalars adam;
-  float lr;
   float* w;
   const float* g;
   float* m;
@@ -171,9 +180,9 @@ struct AdamWBody {
   KILN_HD void operator()(int64_t item) const {
     int64_t i = 0;
     int32_t k = 0;
-    if (!element_of(chunks, item, i, k)) return;
+    if (adam.skipped() || !element_of(chunks, item, i, k)) return;
     adam.moments(g[i], m[i], v[i]);
-    w[i] -= lr * adam.direction(m[i], v[i], w[i], segments[k].decay);
+    w[i] -= float(adam.scalars[kStepLr]) * adam.direction(m[i], v[i], w[i], segments[k].decay);
     refresh(compute, i, w[i]);
   }
 };
@@ -191,7 +200,7 @@ struct LambUpdateBody {
   KILN_HD void operator()(int64_t item) const {
     int64_t i = 0;
     int32_t k = 0;
-    if (!element_of(chunks, item, i, k)) return;
+    if (adam.skipped() || !element_of(chunks, item, i, k)) return;
     w[i] -= step[k] * adam.direction(m[i], v[i], w[i], segments[k].decay);
     refresh(compute, i, w[i]);
   }
@@ -201,6 +210,7 @@ struct LambUpdateBody {
 struct LarsUpdateBody {
   const Chunk* chunks;
   const SegmentChunks* segments;
+  const double* scalars;  // the step's: skip
   const float* step;
   float momentum, weight_decay;
   float* w;
@@ -210,7 +220,7 @@ struct LarsUpdateBody {
   KILN_HD void operator()(int64_t item) const {
     int64_t i = 0;
     int32_t k = 0;
-    if (!element_of(chunks, item, i, k)) return;
+    if (step_skipped(scalars) || !element_of(chunks, item, i, k)) return;
     const float wd = segments[k].decay ? weight_decay : 0.0f;
     vel[i] = momentum * vel[i] + step[k] * (g[i] + wd * w[i]);
     w[i] -= vel[i];
@@ -218,16 +228,27 @@ struct LarsUpdateBody {
   }
 };
 
-// Item i: x[i] *= factor, and *found = 1 when the result is inf or NaN (every writer stores the
-// same value, so the order of the stores does not matter).
-struct ScaleCheckBody {
+// Item i: x[i] *= f32(scalars[slot]).
+struct ScaleByScalarBody {
   float* x;
-  float factor;
-  int32_t* found;
-  KILN_HD void operator()(int64_t i) const {
-    x[i] *= factor;
-    if (!isfinite(x[i])) *found = 1;
-  }
+  const double* scalars;
+  int slot;
+  KILN_HD void operator()(int64_t i) const { x[i] *= float(scalars[slot]); }
+};
+
+// One item: the norm's squares over the owned segments into the step's scalars.
+struct StepNormSquaresBody {
+  const double* sums;
+  const int32_t* owners;
+  int64_t n;
+  double* scalars;
+  KILN_HD void operator()(int64_t) const { scalars[kStepNormSquares] = owned_sum(sums, owners, n); }
+};
+
+// One item: the step's decisions (step_math.h).
+struct StepDecideBody {
+  double* scalars;
+  KILN_HD void operator()(int64_t) const { decide_step(scalars); }
 };
 
 }  // namespace kiln::ops::cuda

@@ -1,5 +1,5 @@
-// backend/cuda/ops_optim.cc — the multi-tensor norms, gradient scaling and fused AdamW / LAMB /
-// LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
+// backend/cuda/ops_optim.cc — the multi-tensor norms, gradient scaling, the step's decisions and
+// the fused AdamW / LAMB / LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
 // The table of a segment list is uploaded once and kept, so that a steady-state step copies
 // nothing from the host (and can be captured in a CUDA graph).
 #include <algorithm>
@@ -73,8 +73,14 @@ FloatPtr compute_copy(const char* op, const Tensor& w, const Tensor& w_compute) 
   return {w_compute.data, w_compute.dtype};
 }
 
-AdamScalars adam_scalars(const AdamStep& p) {
-  return {p.beta1, p.beta2, p.eps, p.weight_decay, p.bc1, p.bc2, p.grad_scale};
+// The step's scalars block on the device, checked.
+double* step_scalars(const char* op, const Tensor& scalars) {
+  expect_step_scalars(op, scalars);
+  return reinterpret_cast<double*>(scalars.data);
+}
+
+AdamScalars adam_scalars(const char* op, const AdamStep& p, const Tensor& scalars) {
+  return {p.beta1, p.beta2, p.eps, p.weight_decay, step_scalars(op, scalars)};
 }
 
 // Scratch for the lane sums of a plan: two doubles per lane.
@@ -113,78 +119,91 @@ void scale_all(Context& ctx, Tensor& x, float factor) {
   run(ctx, "scale_all", x.numel(), ScaleBody<float, float>{x.ptr<float>(), x.ptr<float>(), factor});
 }
 
-void scale_check_finite(Context& ctx, Tensor& x, float factor, Tensor& found) {
-  const char* op = "scale_check_finite";
-  const OpScope scope = expect_cuda(ctx, op, {&x, &found});
+void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot) {
+  const char* op = "scale_by_step_scalar";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &scalars});
   expect_dtype(op, "x", x, {DType::f32});
-  expect_dtype(op, "found", found, {DType::i32});
-  KILN_CHECK(found.numel() == 1, "op {}: found holds {} values, not 1", op, found.numel());
-  check(cudaMemsetAsync(found.data, 0, sizeof(int32_t), stream_of(ctx)), op);
-  run(ctx, op, x.numel(), ScaleCheckBody{x.ptr<float>(), factor, found.ptr<int32_t>()});
+  run(ctx, op, x.numel(), ScaleByScalarBody{x.ptr<float>(), step_scalars(op, scalars), int(slot)});
 }
 
-void adamw_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void step_norm_squares(Context& ctx, const Tensor& sums, const Tensor& owners, Tensor& scalars) {
+  const char* op = "step_norm_squares";
+  const OpScope scope = expect_cuda(ctx, op, {&sums, &owners, &scalars});
+  expect_dtype(op, "owners", owners, {DType::i32});
+  check_sums(op, sums, owners.numel());
+  run(ctx, op, 1,
+      StepNormSquaresBody{reinterpret_cast<const double*>(sums.data), owners.ptr<int32_t>(), owners.numel(),
+                          step_scalars(op, scalars)});
+}
+
+void step_decide(Context& ctx, Tensor& scalars) {
+  const char* op = "step_decide";
+  const OpScope scope = expect_cuda(ctx, op, {&scalars});
+  run(ctx, op, 1, StepDecideBody{step_scalars(op, scalars)});
+}
+
+void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
   const char* op = "adamw_update";
-  const OpScope scope = expect_cuda(ctx, op, {&w, &g, &m, &v, &w_compute});
+  const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &w_compute});
   check_segments(op, segments, {&w, &g, &m, &v});
   const FloatPtr compute = compute_copy(op, w, w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
   run(ctx, op, plan.chunk_count * kSumChunk,
-      AdamWBody{plan.chunks, plan.segments, adam_scalars(p), p.lr, w.ptr<float>(), g.ptr<float>(),
+      AdamWBody{plan.chunks, plan.segments, adam_scalars(op, p, scalars), w.ptr<float>(), g.ptr<float>(),
                 m.ptr<float>(), v.ptr<float>(), compute});
 }
 
-void lamb_moments(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
+void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
   const char* op = "lamb_moments";
-  const OpScope scope = expect_cuda(ctx, op, {&w, &g, &m, &v, &norms});
+  const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &norms});
   check_segments(op, segments, {&w, &g, &m, &v});
   check_sums(op, norms, 2 * int64_t(segments.size()));
   const DevicePlan& plan = device_plan(ctx, segments);
   Tensor holder;
   double* partial = lane_partials(ctx, holder, plan);
   run(ctx, op, plan.chunk_count * kLanes,
-      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(p), w.ptr<float>(), g.ptr<float>(),
+      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(op, p, scalars), w.ptr<float>(), g.ptr<float>(),
                       m.ptr<float>(), v.ptr<float>(), partial});
   run(ctx, op, int64_t(segments.size()),
       SegmentTotalsBody{plan.segments, partial, reinterpret_cast<double*>(norms.data), true});
 }
 
-void lamb_update(Context& ctx, const AdamStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v,
-                 Tensor& w_compute) {
+void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
   const char* op = "lamb_update";
-  const OpScope scope = expect_cuda(ctx, op, {&norms, &w, &m, &v, &w_compute});
+  const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &m, &v, &w_compute});
   check_segments(op, segments, {&w, &m, &v});
   check_sums(op, norms, 2 * int64_t(segments.size()));
   const FloatPtr compute = compute_copy(op, w, w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
+  const AdamScalars adam = adam_scalars(op, p, scalars);
   Tensor holder;
   float* step = segment_steps(ctx, holder, segments.size());
   run(ctx, op, int64_t(segments.size()),
-      LambRatioBody{reinterpret_cast<const double*>(norms.data), p.lr, step});
+      LambRatioBody{reinterpret_cast<const double*>(norms.data), adam.scalars, step});
   run(ctx, op, plan.chunk_count * kSumChunk,
-      LambUpdateBody{plan.chunks, plan.segments, adam_scalars(p), step, w.ptr<float>(),
-                     m.ptr<float>(), v.ptr<float>(), compute});
+      LambUpdateBody{plan.chunks, plan.segments, adam, step, w.ptr<float>(), m.ptr<float>(), v.ptr<float>(),
+                     compute});
 }
 
-void lars_update(Context& ctx, const LarsStep& p, std::span<const TensorSegment> segments,
-                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum,
-                 Tensor& w_compute) {
+void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
+                 const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute) {
   const char* op = "lars_update";
-  const OpScope scope = expect_cuda(ctx, op, {&norms, &w, &g, &momentum, &w_compute});
+  const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &g, &momentum, &w_compute});
   check_segments(op, segments, {&w, &g, &momentum});
   check_sums(op, norms, 2 * int64_t(segments.size()));
   const FloatPtr compute = compute_copy(op, w, w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
+  const double* values = step_scalars(op, scalars);
   Tensor holder;
   float* step = segment_steps(ctx, holder, segments.size());
   run(ctx, op, int64_t(segments.size()),
-      LarsRatioBody{plan.segments, reinterpret_cast<const double*>(norms.data), p.lr,
-                    p.weight_decay, p.eeta, p.epsilon, step});
+      LarsRatioBody{plan.segments, reinterpret_cast<const double*>(norms.data), values, p.weight_decay, p.eeta,
+                    p.epsilon, step});
   run(ctx, op, plan.chunk_count * kSumChunk,
-      LarsUpdateBody{plan.chunks, plan.segments, step, p.momentum, p.weight_decay, w.ptr<float>(),
+      LarsUpdateBody{plan.chunks, plan.segments, values, step, p.momentum, p.weight_decay, w.ptr<float>(),
                      g.ptr<float>(), momentum.ptr<float>(), compute});
 }
 

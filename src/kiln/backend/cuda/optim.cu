@@ -14,6 +14,8 @@ template void run_kernel(int64_t, const LarsRatioBody&, void*);
 template void run_kernel(int64_t, const AdamWBody&, void*);
 template void run_kernel(int64_t, const LambUpdateBody&, void*);
 template void run_kernel(int64_t, const LarsUpdateBody&, void*);
-template void run_kernel(int64_t, const ScaleCheckBody&, void*);
+template void run_kernel(int64_t, const ScaleByScalarBody&, void*);
+template void run_kernel(int64_t, const StepNormSquaresBody&, void*);
+template void run_kernel(int64_t, const StepDecideBody&, void*);
 
 }  // namespace kiln::ops::cuda

@@ -61,6 +61,7 @@ class NcclCommunicator final : public Communicator {
   int local_rank() const override { return host_.local_rank(); }
   int local_size() const override { return host_.local_size(); }
   bool can_overlap() const override { return true; }
+  bool can_capture() const override { return true; }
   void barrier() override {
     check(cudaStreamSynchronize(stream_), "NCCL barrier");
     host_.barrier();

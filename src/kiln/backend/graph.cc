@@ -1,0 +1,84 @@
+#include "kiln/backend/graph.h"
+
+#include <utility>
+#include <vector>
+
+#include "kiln/backend/dispatch_cuda.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops {
+namespace {
+
+// The simulated device's graph: the kernel calls run_cpu recorded, each with the arena offset it
+// started at.
+class SimGraph final : public OpGraph, public OpRecorder {
+ public:
+  explicit SimGraph(Context& ctx) : OpGraph(ctx) {}
+  void record(std::function<void(Context&)> op) override { ops_.push_back({std::move(op), ctx_.scratch->in_use()}); }
+  size_t size() const override { return ops_.size(); }
+
+ private:
+  void launch() override {
+    for (auto& [op, scratch] : ops_) {
+      ctx_.scratch->rewind(scratch);
+      op(ctx_);
+    }
+  }
+  struct Recorded {
+    std::function<void(Context&)> op;
+    size_t scratch;
+  };
+  std::vector<Recorded> ops_;
+};
+
+std::unique_ptr<OpGraph> capture_sim(Context& ctx, const std::function<void()>& body) {
+  auto graph = std::make_unique<SimGraph>(ctx);
+  ctx.recorder = graph.get();
+  try {
+    body();
+  } catch (...) {
+    ctx.recorder = nullptr;
+    throw;
+  }
+  ctx.recorder = nullptr;
+  return graph;
+}
+
+}  // namespace
+
+bool OpGraph::can_capture(const Context& ctx) {
+  return ctx.device.kind != DeviceKind::cpu && ctx.scratch && ctx.scratch->folded();
+}
+
+std::unique_ptr<OpGraph> OpGraph::capture(Context& ctx, const std::function<void()>& body) {
+  KILN_CHECK(ctx.device.kind != DeviceKind::cpu, "graph capture: the host device runs its ops directly");
+  KILN_CHECK(can_capture(ctx), "graph capture on {}: the context needs a scratch arena that a first step has sized",
+             ctx.device.str());
+  KILN_CHECK(!ctx.recorder, "graph capture on {}: a capture is already under way", ctx.device.str());
+  const size_t begin = ctx.scratch->in_use();
+  const int64_t blocks = ctx.scratch->block_allocations();
+  std::unique_ptr<OpGraph> graph;
+  if (on_cuda(ctx)) graph = KILN_ON_CUDA(ctx, "graph capture", capture_graph(ctx, body));
+  else graph = capture_sim(ctx, body);
+  graph->scratch_begin_ = begin;
+  graph->scratch_end_ = ctx.scratch->in_use();
+  graph->scratch_blocks_ = blocks;
+  if (on_cuda(ctx)) graph->launch();  // stream capture recorded the ops without running them
+  return graph;
+}
+
+bool OpGraph::can_replay() const {
+  return ctx_.scratch->in_use() == scratch_begin_ && ctx_.scratch->block_allocations() == scratch_blocks_;
+}
+
+void OpGraph::replay() {
+  KILN_CHECK(can_replay(),
+             "graph replay on {}: the scratch arena is at byte {} ({} block allocations), the capture "
+             "started at byte {} ({}): the host's allocations before the graph changed",
+             ctx_.device.str(), ctx_.scratch->in_use(), ctx_.scratch->block_allocations(), scratch_begin_,
+             scratch_blocks_);
+  launch();
+  ctx_.scratch->rewind(scratch_end_);
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,87 @@
+// OpGraph (backend/graph.h) on the simulated device: captured ops run once during capture and
+// again at each replay with the arguments they were captured with, while values the ops read
+// from device memory (the step's scalars) are the current ones; copies between host and device
+// inside a capture, the host device and an unsized arena are refused; a replay needs the scratch
+// arena where the capture found it.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/devices.h"
+#include "kiln/backend/graph.h"
+#include "kiln/core/error.h"
+#include "tests/testing/error_of.h"
+
+namespace kiln::ops {
+namespace {
+using testing::error_of;
+
+struct SimRun {
+  Arena arena{Device::sim()};
+  Context ctx = device_context(Device::sim());
+  SimRun() {
+    ctx.scratch = &arena;
+    (void)arena.alloc({1000}, DType::f32);  // a first step sizes the arena
+    arena.reset();
+  }
+  Tensor on_sim(std::vector<float> v) { return on_device(ctx, Tensor::view(v.data(), {int64_t(v.size())})); }
+  std::vector<float> host(const Tensor& t) { return to_float_vector(on_host(ctx, t)); }
+  void set_unscale(Tensor& block, double value) {
+    std::vector<double> s(kStepScalars, 0.0);
+    s[kStepUnscale] = value;
+    copy(ctx, Tensor::view(s.data(), {kStepScalars}, DType::i64), block);
+  }
+};
+
+TEST(OpGraph, ReplayKeepsArgumentsAndReadsDeviceScalarsAnew) {
+  SimRun r;
+  Tensor x = r.on_sim({1, 2}), y = r.on_sim({1, 2});
+  Tensor block = Tensor::empty({kStepScalars}, DType::i64, Device::sim());
+  r.set_unscale(block, 0.5);
+  float factor = 2.0f;
+  (void)r.arena.alloc({2}, DType::f32);  // the host's scratch before the graph
+  std::unique_ptr<OpGraph> graph = OpGraph::capture(r.ctx, [&] {
+    scale_all(r.ctx, x, factor);
+    Tensor scratch = r.ctx.scratch_tensor({2}, DType::f32);
+    fill(r.ctx, scratch, 1.0f);
+    scale_by_step_scalar(r.ctx, y, block, kStepUnscale);
+  });
+  EXPECT_EQ(graph->size(), 3u);
+  EXPECT_EQ(r.host(x), std::vector<float>({2, 4}));  // capture ran the ops once
+  EXPECT_EQ(r.host(y), std::vector<float>({0.5f, 1}));
+  factor = 3.0f;              // an argument: frozen in the graph
+  r.set_unscale(block, 4.0);  // device memory: read when the op runs
+  r.arena.reset();
+  EXPECT_FALSE(graph->can_replay());  // the host's allocation before the graph is missing
+  (void)r.arena.alloc({2}, DType::f32);
+  EXPECT_TRUE(graph->can_replay());
+  graph->replay();
+  EXPECT_EQ(r.host(x), std::vector<float>({4, 8}));
+  EXPECT_EQ(r.host(y), std::vector<float>({2, 4}));
+  EXPECT_EQ(r.arena.in_use(), 2 * 64u);  // as after the capture: the scratch the graph took
+}
+
+TEST(OpGraph, CaptureRefusesHostCopiesTheHostDeviceAndAnUnsizedArena) {
+  SimRun r;
+  Tensor x = r.on_sim({1, 2});
+  std::vector<float> h(2);
+  Tensor host = Tensor::view(h.data(), {2});
+  EXPECT_EQ(error_of([&] { OpGraph::capture(r.ctx, [&] { copy(r.ctx, x, host); }); }),
+            "op copy: sim -> cpu inside a graph capture; copies between host and device memory run outside the "
+            "captured ops");
+  EXPECT_EQ(r.ctx.recorder, nullptr);  // the failed capture is over
+  copy(r.ctx, x, host);
+  EXPECT_EQ(h, std::vector<float>({1, 2}));
+  Context cpu = cpu_context();
+  EXPECT_FALSE(OpGraph::can_capture(cpu));
+  EXPECT_EQ(error_of([&] { OpGraph::capture(cpu, [] {}); }), "graph capture: the host device runs its ops directly");
+  Arena fresh(Device::sim());
+  r.ctx.scratch = &fresh;
+  EXPECT_FALSE(OpGraph::can_capture(r.ctx));
+  EXPECT_EQ(error_of([&] { OpGraph::capture(r.ctx, [] {}); }),
+            "graph capture on sim: the context needs a scratch arena that a first step has sized");
+}
+
+}  // namespace
+}  // namespace kiln::ops
