@@ -1,6 +1,7 @@
-// The CUDA backend's activation, row and column bodies (bodies.h, bodies_rows.h) run on the CPU
-// over the launch's grid, against float64 references; the column sums, gathers and scatter-adds
-// against the CPU backend bit for bit (they add in the same order).
+// The CUDA backend's activation, row and column bodies (bodies.h, bodies_rows.h,
+// bodies_layernorm.h) run on the CPU over the launch's grid, against float64 references; the
+// column sums, gathers and scatter-adds against the CPU backend bit for bit (they add in the same
+// order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/bodies_layernorm.h"
 #include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
@@ -93,6 +95,39 @@ TEST(CudaBodies, SoftmaxBackwardAndMaskedAttentionSoftmaxMatchFloat64) {
   });
 }
 
+TEST(CudaBodies, LayerNormForwardMatchesFloat64) {
+  const int64_t rows = 19, C = 257;
+  const float eps = 1e-5f;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> x = stored<T>(random_normal(rows * C, 6, 2.0f));
+    const std::vector<T> w = stored<T>(random_normal(C, 7)), b = stored<T>(random_normal(C, 8));
+    std::vector<T> y(x.size()), in_place = x;
+    std::vector<float> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));
+    std::vector<double> partial(size_t(2 * rows * kRowLanes));
+    run_all(rows * kRowLanes, RowMomentsLaneBody{ptr(x), C, partial.data()});
+    run_all(rows, LayerNormStatsBody{partial.data(), C, eps, mean.data(), rstd.data()});
+    run_all(rows * C, LayerNormApplyBody{ptr(x), ptr(w), ptr(b), ptr(y), mean.data(), rstd.data(), C});
+    run_all(rows * C, LayerNormApplyBody{ptr(in_place), ptr(w), ptr(b), ptr(in_place), mean.data(), rstd.data(), C});
+    const std::vector<double> xd = values(x), wd = values(w), bd = values(b);
+    std::vector<double> want(x.size()), want_mean(static_cast<size_t>(rows)), want_rstd(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = 0, var = 0;
+      for (int64_t c = 0; c < C; ++c) m += xd[size_t(r * C + c)] / double(C);
+      for (int64_t c = 0; c < C; ++c) var += std::pow(xd[size_t(r * C + c)] - m, 2) / double(C);
+      const double s = 1 / std::sqrt(var + eps);
+      want_mean[size_t(r)] = m;
+      want_rstd[size_t(r)] = s;
+      for (int64_t c = 0; c < C; ++c)
+        want[size_t(r * C + c)] = (xd[size_t(r * C + c)] - m) * s * wd[size_t(c)] + bd[size_t(c)];
+    }
+    EXPECT_LE(max_rel_error(values(y), want), tolerance<T>());
+    EXPECT_EQ(values(in_place), values(y));  // y may alias x
+    EXPECT_LE(max_rel_error(mean, want_mean), 1e-6);
+    EXPECT_LE(max_rel_error(rstd, want_rstd), 1e-6);
+  });
+}
+
 TEST(CudaBodies, LayerNormBackwardMatchesFloat64AndTheCpuBackendsSums) {
   const int64_t N = 75, C = 259;  // parameter-gradient chunks of 32, 32 and 11 rows
   for_each_type([&](auto tag) {
@@ -113,12 +148,20 @@ TEST(CudaBodies, LayerNormBackwardMatchesFloat64AndTheCpuBackendsSums) {
     std::vector<T> acc = stored<T>(random_normal(N * C, 19));
     const std::vector<double> acc0 = values(acc);
     std::vector<float> dw(size_t(C), 1.0f), db(size_t(C), -1.0f);
-    run_all(C, LayerNormParamGradBody{ptr(x), ptr(dy), mean.data(), rstd.data(), dw.data(),
-                                      db.data(), N, C});
-    run_all(N, LayerNormBackwardRowBody{ptr(x), ptr(dy), ptr(w), ptr(dx), mean.data(),
-                                        rstd.data(), C, false});
-    run_all(N, LayerNormBackwardRowBody{ptr(x), ptr(dy), ptr(w), ptr(acc), mean.data(),
-                                        rstd.data(), C, true});
+    // As ops_rows.cc launches them: parameter gradients per (chunk, column), then per column;
+    // the row sums per lane, then per row; then dx per element.
+    const int64_t chunks = (N + ops::kLayerNormGradRows - 1) / ops::kLayerNormGradRows;
+    std::vector<float> chunk_sums(size_t(2 * chunks * C));
+    run_all(chunks * C, LayerNormParamChunkBody{ptr(x), ptr(dy), mean.data(), rstd.data(), N, C, chunk_sums.data()});
+    run_all(C, LayerNormParamSumBody{chunk_sums.data(), chunks, C, dw.data(), db.data()});
+    std::vector<double> partial(size_t(2 * N * kRowLanes));
+    std::vector<float> means(size_t(2 * N));
+    run_all(N * kRowLanes, LayerNormGradLaneBody{ptr(x), ptr(dy), ptr(w), mean.data(), rstd.data(), C, partial.data()});
+    run_all(N, LayerNormGradStatsBody{partial.data(), C, means.data()});
+    run_all(N * C, LayerNormGradApplyBody{ptr(x), ptr(dy), ptr(w), ptr(dx), mean.data(), rstd.data(), means.data(), C,
+                                          false});
+    run_all(N * C, LayerNormGradApplyBody{ptr(x), ptr(dy), ptr(w), ptr(acc), mean.data(), rstd.data(), means.data(),
+                                          C, true});
     std::vector<double> want(x.size()), want_acc(x.size()), want_dw(size_t(C), 1.0),
         want_db(size_t(C), -1.0);
     for (int64_t r = 0; r < N; ++r) {

@@ -167,35 +167,4 @@ struct SoftmaxRowBody {
   }
 };
 
-// Item r = row r of C: mean, rstd = 1/sqrt(biased var + eps) (two passes in f32), then
-// y = (x - mean) rstd w + b. y may alias x.
-template <typename X, typename W, typename Y>
-struct LayerNormRowBody {
-  const X* x;
-  const W* w;
-  const W* b;
-  Y* y;
-  float* mean;
-  float* rstd;
-  int64_t C;
-  float eps;
-  KILN_HD void operator()(int64_t r) const {
-    const X* xr = x + r * C;
-    float sum = 0.0f;
-    for (int64_t c = 0; c < C; ++c) sum += load(xr[c]);
-    const float m = sum / float(C);
-    float var = 0.0f;
-    for (int64_t c = 0; c < C; ++c) {
-      const float d = load(xr[c]) - m;
-      var += d * d;
-    }
-    const float s = 1.0f / sqrtf(var / float(C) + eps);
-    mean[r] = m;
-    rstd[r] = s;
-    Y* yr = y + r * C;
-    for (int64_t c = 0; c < C; ++c)
-      yr[c] = store<Y>((load(xr[c]) - m) * s * load(w[c]) + load(b[c]));
-  }
-};
-
 }  // namespace kiln::ops::cuda

@@ -1,6 +1,6 @@
 // backend/cuda/bodies_rows.h — per-row and per-column bodies of the CUDA backend's own kernels
-// (bodies.h says how they run): softmax backward, BERT's masked attention softmax, LayerNorm
-// backward, bias gradients, embedding gathers and the deterministic scatter-add. Column sums
+// (bodies.h says how they run): softmax backward, BERT's masked attention softmax, bias
+// gradients, embedding gathers and the deterministic scatter-add. Column sums
 // walk the rows in order in double, as the CPU backend does, so they match it bit for bit.
 #pragma once
 #include <math.h>
@@ -43,58 +43,6 @@ struct AttentionSoftmaxRowBody {
     for (int64_t k = 0; k < Sk; ++k) sum += expf(score(m, o, k) - mx);
     const float inv = 1.0f / sum;
     for (int64_t k = 0; k < Sk; ++k) probs.set(o + k, expf(score(m, o, k) - mx) * inv);
-  }
-};
-
-// Item r = row r of C: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w and
-// xhat = (x - mean) rstd; with accumulate, dx += that. dx may alias dy.
-struct LayerNormBackwardRowBody {
-  FloatPtr x, dy, w, dx;
-  const float* mean;
-  const float* rstd;
-  int64_t C;
-  bool accumulate;
-  KILN_HD void operator()(int64_t r) const {
-    const int64_t o = r * C;
-    const float m = mean[r], s = rstd[r];
-    float sum_g = 0.0f, sum_gx = 0.0f;
-    for (int64_t c = 0; c < C; ++c) {
-      const float g = dy[o + c] * w[c];
-      sum_g += g;
-      sum_gx += g * (x[o + c] - m) * s;
-    }
-    const float mg = sum_g / float(C), mgx = sum_gx / float(C);
-    for (int64_t c = 0; c < C; ++c) {
-      const float d = s * (dy[o + c] * w[c] - mg - (x[o + c] - m) * s * mgx);
-      dx.set(o + c, accumulate ? dx[o + c] + d : d);
-    }
-  }
-};
-
-// Item c = column c of (N, C): dw[c] += Σ_r dy xhat and db[c] += Σ_r dy, in backend.h's order
-// (f32 within chunks of kLayerNormGradRows rows, double across them): the CPU backend's sums.
-struct LayerNormParamGradBody {
-  FloatPtr x, dy;
-  const float* mean;
-  const float* rstd;
-  float* dw;
-  float* db;
-  int64_t N, C;
-  KILN_HD void operator()(int64_t c) const {
-    double acc_w = 0.0, acc_b = 0.0;
-    for (int64_t r0 = 0; r0 < N; r0 += kLayerNormGradRows) {
-      const int64_t r1 = r0 + kLayerNormGradRows < N ? r0 + kLayerNormGradRows : N;
-      float chunk_w = 0.0f, chunk_b = 0.0f;
-      for (int64_t r = r0; r < r1; ++r) {
-        const float g = dy[r * C + c];
-        chunk_w += g * ((x[r * C + c] - mean[r]) * rstd[r]);
-        chunk_b += g;
-      }
-      acc_w += chunk_w;
-      acc_b += chunk_b;
-    }
-    dw[c] += float(acc_w);
-    db[c] += float(acc_b);
   }
 };
 

@@ -32,9 +32,7 @@ struct DropoutArgs {
 };
 void launch_dropout(const DropoutArgs& a, const Tensor& x, Tensor& y, void* stream);
 
-// Row ops over the last dimension (rows = numel / cols).
+// Row softmax over the last dimension (rows = numel / cols).
 void launch_softmax_rows(const Tensor& x, Tensor& y, int64_t cols, void* stream);
-void launch_layernorm_rows(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y,
-                           Tensor& mean, Tensor& rstd, void* stream);
 
 }  // namespace kiln::ops::cuda

@@ -1,6 +1,7 @@
 // backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout, softmax and LayerNorm
 // forward on CUDA: checks, then a kernel of kernels.h (or a cudaMemcpyAsync) on the context's
 // stream; page-locked host tensors for staging.
+#include "kiln/backend/cuda/bodies_layernorm.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -164,8 +165,14 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
   expect_dtype(op, "x", x, kFloat);
   expect_dtype(op, "weight", w, kFloat);
   expect_dtype(op, "y", y, kFloat);
-  launch_layernorm_rows(x, w, b, eps, y, mean, rstd, stream_of(ctx));
-  check_launch(op);
+  Tensor holder = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
+  double* partial = reinterpret_cast<double*>(holder.data);
+  const FloatPtr xs = float_ptr(op, "x", x);
+  run(ctx, op, N * kRowLanes, RowMomentsLaneBody{xs, C, partial});
+  run(ctx, op, N, LayerNormStatsBody{partial, C, eps, mean.ptr<float>(), rstd.ptr<float>()});
+  run(ctx, op, N * C,
+      LayerNormApplyBody{xs, float_ptr(op, "weight", w), float_ptr(op, "bias", b), float_ptr(op, "y", y),
+                         mean.ptr<float>(), rstd.ptr<float>(), C});
 }
 
 }  // namespace kiln::ops::cuda

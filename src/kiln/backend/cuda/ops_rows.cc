@@ -2,6 +2,7 @@
 // and the embedding gather / scatter-add on CUDA: checks, then bodies of bodies_rows.h.
 #include <algorithm>
 
+#include "kiln/backend/cuda/bodies_layernorm.h"
 #include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -69,14 +70,20 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   expect_same_numel(op, x, dx);
   expect_dtype(op, "dw", dw, {DType::f32});
   expect_dtype(op, "db", db, {DType::f32});
-  const FloatPtr xs = float_ptr(op, "x", x), dys = float_ptr(op, "dy", dy);
+  const FloatPtr xs = float_ptr(op, "x", x), dys = float_ptr(op, "dy", dy), ws = float_ptr(op, "weight", w);
+  const float *m = mean.ptr<float>(), *s = rstd.ptr<float>();
   // Parameter gradients first: dx may alias dy.
-  run(ctx, op, C,
-      LayerNormParamGradBody{xs, dys, mean.ptr<float>(), rstd.ptr<float>(), dw.ptr<float>(),
-                             db.ptr<float>(), N, C});
-  run(ctx, op, N,
-      LayerNormBackwardRowBody{xs, dys, float_ptr(op, "weight", w), float_ptr(op, "dx", dx),
-                               mean.ptr<float>(), rstd.ptr<float>(), C, accumulate_dx});
+  const int64_t chunks = (N + kLayerNormGradRows - 1) / kLayerNormGradRows;
+  Tensor chunk_sums = ctx.scratch_tensor({std::max<int64_t>(1, chunks * C * 2)}, DType::f32);
+  run(ctx, op, chunks * C, LayerNormParamChunkBody{xs, dys, m, s, N, C, chunk_sums.ptr<float>()});
+  run(ctx, op, C, LayerNormParamSumBody{chunk_sums.ptr<float>(), chunks, C, dw.ptr<float>(), db.ptr<float>()});
+  Tensor lanes = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
+  Tensor means = ctx.scratch_tensor({N * 2}, DType::f32);
+  double* partial = reinterpret_cast<double*>(lanes.data);
+  run(ctx, op, N * kRowLanes, LayerNormGradLaneBody{xs, dys, ws, m, s, C, partial});
+  run(ctx, op, N, LayerNormGradStatsBody{partial, C, means.ptr<float>()});
+  run(ctx, op, N * C,
+      LayerNormGradApplyBody{xs, dys, ws, float_ptr(op, "dx", dx), m, s, means.ptr<float>(), C, accumulate_dx});
 }
 
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first) {

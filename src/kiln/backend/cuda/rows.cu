@@ -1,6 +1,7 @@
-// backend/cuda/rows.cu — row softmax and LayerNorm forward (the bodies of bodies.h, one thread
-// per row), and the row, column and loss bodies of bodies_rows.h and bodies_losses.h.
+// backend/cuda/rows.cu — row softmax (SoftmaxRowBody of bodies.h, one thread per row), and the
+// row, column and loss bodies of bodies_rows.h, bodies_layernorm.h and bodies_losses.h.
 #include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/bodies_layernorm.h"
 #include "kiln/backend/cuda/bodies_losses.h"
 #include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/kernels.h"
@@ -18,28 +19,16 @@ void launch_softmax_rows(const Tensor& x, Tensor& y, int64_t cols, void* stream)
   });
 }
 
-void launch_layernorm_rows(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y,
-                           Tensor& mean, Tensor& rstd, void* stream) {
-  const int64_t C = w.numel();
-  with_float_type(x.dtype, [&](auto xt) {
-    with_float_type(w.dtype, [&](auto wt) {
-      with_float_type(y.dtype, [&](auto yt) {
-        using X = decltype(xt);
-        using W = decltype(wt);
-        using Y = decltype(yt);
-        const LayerNormRowBody<X, W, Y> body{x.ptr<X>(),       w.ptr<W>(),       b.ptr<W>(),
-                                             y.ptr<Y>(),       mean.ptr<float>(), rstd.ptr<float>(),
-                                             C,                eps};
-        launch(x.numel() / C, body, stream);
-      });
-    });
-  });
-}
-
 template void run_kernel(int64_t, const SoftmaxBackwardRowBody&, void*);
 template void run_kernel(int64_t, const AttentionSoftmaxRowBody&, void*);
-template void run_kernel(int64_t, const LayerNormBackwardRowBody&, void*);
-template void run_kernel(int64_t, const LayerNormParamGradBody&, void*);
+template void run_kernel(int64_t, const RowMomentsLaneBody&, void*);
+template void run_kernel(int64_t, const LayerNormStatsBody&, void*);
+template void run_kernel(int64_t, const LayerNormApplyBody&, void*);
+template void run_kernel(int64_t, const LayerNormGradLaneBody&, void*);
+template void run_kernel(int64_t, const LayerNormGradStatsBody&, void*);
+template void run_kernel(int64_t, const LayerNormGradApplyBody&, void*);
+template void run_kernel(int64_t, const LayerNormParamChunkBody&, void*);
+template void run_kernel(int64_t, const LayerNormParamSumBody&, void*);
 template void run_kernel(int64_t, const BiasGradBody&, void*);
 template void run_kernel(int64_t, const GatherBody&, void*);
 template void run_kernel(int64_t, const ScatterAddBody&, void*);
