@@ -35,8 +35,14 @@ XentResult run_forward(const std::vector<T>& z, const std::vector<int32_t>& labe
   XentResult r{std::vector<float>(static_cast<size_t>(N)), {}};
   std::vector<double> loss(static_cast<size_t>(N));
   std::vector<int64_t> hit(static_cast<size_t>(N));
-  run_all(N, XentRowBody{ptr(z), labels.data(), kWeights.data(), r.lse.data(), loss.data(),
-                         hit.data(), V, ls});
+  const int64_t lanes = N * kXentLanes;  // as ops_losses.cc launches them
+  std::vector<float> lane_max(static_cast<size_t>(lanes));
+  std::vector<int64_t> lane_at(static_cast<size_t>(lanes));
+  std::vector<double> lane_zsum(static_cast<size_t>(lanes)), lane_sum(static_cast<size_t>(lanes));
+  run_all(lanes, XentMaxLaneBody{ptr(z), V, lane_max.data(), lane_at.data(), lane_zsum.data()});
+  run_all(lanes, XentSumexpLaneBody{ptr(z), V, lane_max.data(), lane_at.data(), lane_sum.data()});
+  run_all(N, XentRowBody{ptr(z), labels.data(), kWeights.data(), lane_max.data(), lane_at.data(), lane_zsum.data(),
+                         lane_sum.data(), r.lse.data(), loss.data(), hit.data(), V, ls});
   run_all(1, XentTotalsBody{labels.data(), kWeights.data(), loss.data(), hit.data(), N, r.totals});
   return r;
 }
@@ -76,6 +82,29 @@ TEST(CudaBodies, SoftmaxXentForwardTotalsAndGradientMatchFloat64) {
                                   V, ls, float(scale), norm});
       EXPECT_LE(max_rel_error(values(d), grad), tolerance<T>() + 1e-5) << ls;
     });
+}
+
+// Equal maxima in several lanes: the hit counts the first column, as the CPU backend's scan does;
+// and rows narrower than the lanes leave lanes without columns.
+TEST(CudaBodies, SoftmaxXentLanesKeepTheFirstArgmax) {
+  std::vector<float> z(size_t(N * V), 0.0f);
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t y = kLabels[size_t(i)] < 0 ? 40 : kLabels[size_t(i)];
+    z[size_t(i * V + y)] = 5.0f;                 // the label's column
+    z[size_t(i * V + (y + 31) % V)] = 5.0f;  // the same value in the lane before, a later column
+  }
+  const XentResult r = run_forward(z, kLabels, 0.0f);
+  double hits = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t y = kLabels[size_t(i)];
+    if (y >= 0 && kWeights[size_t(i)] > 0 && (y + 31) % V > y) ++hits;  // the label is the first maximum
+  }
+  EXPECT_EQ(r.totals[2], hits);
+  Tensor totals = Tensor::empty({3}, DType::i64), lse = Tensor::empty({N});
+  ops::softmax_xent_forward(cpu_context(), Tensor::view(z.data(), {N, V}),
+                            Tensor::view(const_cast<int32_t*>(kLabels.data()), {N}, DType::i32),
+                            Tensor::view(const_cast<float*>(kWeights.data()), {N}), 0.0f, lse, totals);
+  EXPECT_EQ(r.totals[2], reinterpret_cast<const double*>(totals.data)[2]);
 }
 
 TEST(CudaBodies, SoftmaxXentLabelPastTheRowMakesTheLossNaNWithoutReadingPastIt) {

@@ -1,7 +1,7 @@
 // backend/cuda/bodies_losses.h — bodies of the CUDA softmax cross-entropy kernels (bodies.h says
-// how they run): per row, the log-sum-exp, loss term and hit; one item that adds the rows up in
-// row order on the device (the totals the host reads back once); per element, the gradient; and
-// the vocab-parallel shard parts. Arithmetic as the CPU backend's (backend/cpu/losses.cc).
+// how they run): per row (over lanes of columns), the log-sum-exp, loss term and hit; one item
+// that adds the rows up in row order on the device (the totals the host reads back once); per
+// element, the gradient; and the vocab-parallel shard parts. Arithmetic as the CPU backend's (backend/cpu/losses.cc).
 #pragma once
 #include <math.h>
 
@@ -30,22 +30,85 @@ KILN_HD inline double row_sumexp(const FloatPtr& z, int64_t o, int64_t V, float 
   return sum;
 }
 
-// Item i = row i of logits (N, V): lse[i], and the row's weighted loss term and hit (0 for an
+// A row of logits (N, V) is read by kXentLanes lanes, lane l taking columns l, l + kXentLanes, ...
+// (neighbouring lanes read neighbouring columns, so a warp's loads coalesce); one item per row then
+// combines its lanes in lane order.
+inline constexpr int64_t kXentLanes = 32;
+
+// Item = lane l of row i (item = i * kXentLanes + l): the lane's first maximum (at -1 for a lane
+// without columns) and Σ z over its columns in double.
+struct XentMaxLaneBody {
+  FloatPtr logits;
+  int64_t V;
+  float* lane_max;
+  int64_t* lane_at;
+  double* lane_zsum;
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t o = (item / kXentLanes) * V, l = item % kXentLanes;
+    RowMax m{-1, 0.0f};
+    double zsum = 0.0;
+    for (int64_t v = l; v < V; v += kXentLanes) {
+      const float z = logits[o + v];
+      if (m.at < 0 || z > m.value) m = {v, z};
+      zsum += z;
+    }
+    lane_max[item] = m.value;
+    lane_at[item] = m.at;
+    lane_zsum[item] = zsum;
+  }
+};
+
+// Row i's first argmax from its lanes' (the lowest column among equal maxima; a NaN in column 0
+// stays, as in a scan of the row).
+KILN_HD inline RowMax lanes_max(const float* lane_max, const int64_t* lane_at, int64_t i) {
+  RowMax m{-1, 0.0f};
+  for (int64_t j = i * kXentLanes; j < (i + 1) * kXentLanes; ++j) {
+    if (lane_at[j] < 0) continue;
+    if (m.at < 0 || lane_max[j] > m.value || (lane_max[j] == m.value && lane_at[j] < m.at))
+      m = {lane_at[j], lane_max[j]};
+  }
+  return m;
+}
+
+// Item = lane of row i: Σ exp(z - max_i) over its columns, each difference rounded to f32, the sum
+// in double.
+struct XentSumexpLaneBody {
+  FloatPtr logits;
+  int64_t V;
+  const float* lane_max;
+  const int64_t* lane_at;
+  double* lane_sum;
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t i = item / kXentLanes, o = i * V;
+    const float mx = lanes_max(lane_max, lane_at, i).value;
+    double sum = 0.0;
+    for (int64_t v = item % kXentLanes; v < V; v += kXentLanes) sum += exp(double(logits[o + v] - mx));
+    lane_sum[item] = sum;
+  }
+};
+
+// Item i = row i: lse[i] from its lanes, and the row's weighted loss term and hit (0 for an
 // ignored row, label < 0). A label >= V (the CPU backend throws; here there is no host read)
 // makes the row's loss NaN, so the loss the host reads back is NaN rather than a stray read.
 struct XentRowBody {
   FloatPtr logits;
   const int32_t* labels;
   const float* weights;  // null: weight 1
+  const float* lane_max;
+  const int64_t* lane_at;
+  const double* lane_zsum;
+  const double* lane_sum;
   float* lse;
   double* row_loss;
   int64_t* row_hit;
   int64_t V;
   float smoothing;
   KILN_HD void operator()(int64_t i) const {
-    const int64_t o = i * V, y = labels[i];
-    const RowMax m = row_max(logits, o, V);
-    const float l = float(double(m.value) + log(row_sumexp(logits, o, V, m.value)));
+    const int64_t y = labels[i];
+    const RowMax m = lanes_max(lane_max, lane_at, i);
+    double sum = 0.0, zsum = 0.0;
+    for (int64_t j = i * kXentLanes; j < (i + 1) * kXentLanes; ++j) sum += lane_sum[j], zsum += lane_zsum[j];
+    const float l = float(double(m.value) + log(sum));
     lse[i] = l;
     row_loss[i] = 0.0;
     row_hit[i] = 0;
@@ -55,12 +118,8 @@ struct XentRowBody {
       return;
     }
     const double w = weights ? double(weights[i]) : 1.0, ls = smoothing;
-    double term = double(l) - (1.0 - ls) * double(logits[o + y]);
-    if (ls != 0.0) {
-      double zsum = 0.0;
-      for (int64_t v = 0; v < V; ++v) zsum += logits[o + v];
-      term -= ls * zsum / double(V);
-    }
+    double term = double(l) - (1.0 - ls) * double(logits[i * V + y]);
+    if (ls != 0.0) term -= ls * zsum / double(V);
     row_loss[i] = w * term;
     row_hit[i] = w > 0.0 && m.at == y;
   }

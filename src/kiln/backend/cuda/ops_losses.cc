@@ -1,6 +1,8 @@
 // backend/cuda/ops_losses.cc — softmax cross-entropy and its vocab-parallel parts on CUDA:
 // checks, then bodies of bodies_losses.h. Labels stay on the device: a label >= V is not a host
 // error here but a NaN loss (bodies_losses.h), so that no op in the step waits for the GPU.
+#include <algorithm>
+
 #include "kiln/backend/cuda/bodies_losses.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -52,9 +54,18 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
   double* row_loss = reinterpret_cast<double*>(rows.data);
   int64_t* row_hit = rows.ptr<int64_t>() + N;
   const float* w = weights_of(weights);
+  const FloatPtr z = float_ptr(op, "logits", logits);
+  const int64_t V = logits.dim(1), lanes = N * kXentLanes;
+  Tensor lane_max = ctx.scratch_tensor({std::max<int64_t>(1, lanes)}, DType::f32);
+  Tensor lane_sums = ctx.scratch_tensor({std::max<int64_t>(1, 3 * lanes)}, DType::i64);  // at, Σz, Σexp
+  int64_t* lane_at = lane_sums.ptr<int64_t>();
+  double* lane_zsum = reinterpret_cast<double*>(lane_at + lanes);
+  double* lane_sum = lane_zsum + lanes;
+  run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max.ptr<float>(), lane_at, lane_zsum});
+  run(ctx, op, lanes, XentSumexpLaneBody{z, V, lane_max.ptr<float>(), lane_at, lane_sum});
   run(ctx, op, N,
-      XentRowBody{float_ptr(op, "logits", logits), labels.ptr<int32_t>(), w, lse.ptr<float>(),
-                  row_loss, row_hit, logits.dim(1), label_smoothing});
+      XentRowBody{z, labels.ptr<int32_t>(), w, lane_max.ptr<float>(), lane_at, lane_zsum, lane_sum, lse.ptr<float>(),
+                  row_loss, row_hit, V, label_smoothing});
   run(ctx, op, 1,
       XentTotalsBody{labels.ptr<int32_t>(), w, row_loss, row_hit, N,
                      reinterpret_cast<double*>(totals.data)});

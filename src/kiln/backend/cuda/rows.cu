@@ -32,6 +32,8 @@ template void run_kernel(int64_t, const LayerNormParamSumBody&, void*);
 template void run_kernel(int64_t, const BiasGradBody&, void*);
 template void run_kernel(int64_t, const GatherBody&, void*);
 template void run_kernel(int64_t, const ScatterAddBody&, void*);
+template void run_kernel(int64_t, const XentMaxLaneBody&, void*);
+template void run_kernel(int64_t, const XentSumexpLaneBody&, void*);
 template void run_kernel(int64_t, const XentRowBody&, void*);
 template void run_kernel(int64_t, const XentTotalsBody&, void*);
 template void run_kernel(int64_t, const XentGradBody&, void*);
