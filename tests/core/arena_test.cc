@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/core/allocator.h"
+#include "kiln/core/context.h"
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -35,6 +36,27 @@ TEST(Arena, HandsOutAlignedNonOverlappingTensors) {
   EXPECT_GE(static_cast<std::byte*>(b.data) - static_cast<std::byte*>(a.data), int64_t(a.nbytes()));
   EXPECT_EQ(a.dtype, DType::bf16);
   EXPECT_EQ(arena.in_use(), 64u + 128u);
+}
+
+// An op's own scratch (ScratchScope) is handed out again to the next op, across blocks too (the
+// first step), and the high-water mark keeps what the op needed.
+TEST(Arena, ScratchScopeFreesAnOpsOwnScratch) {
+  Arena arena;
+  Context ctx;
+  ctx.scratch = &arena;
+  const Tensor kept = arena.alloc({100}, DType::f32);
+  void* first = nullptr;
+  {
+    const ScratchScope scope(ctx);
+    first = ctx.scratch_tensor({500000}, DType::f32).data;  // beyond the first 1 MiB block
+    (void)ctx.scratch_tensor({10}, DType::f32);
+  }
+  EXPECT_EQ(arena.in_use(), 448u);
+  const int64_t blocks = arena.block_allocations();
+  EXPECT_EQ(ctx.scratch_tensor({500000}, DType::f32).data, first);  // the released block again
+  EXPECT_EQ(arena.block_allocations(), blocks);
+  EXPECT_GE(arena.high_water(), 448u + 2000000u);
+  EXPECT_NE(kept.data, first);
 }
 
 TEST(Allocator, DeviceWithoutBackendIsAClearError) {

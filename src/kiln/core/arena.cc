@@ -45,6 +45,14 @@ void Arena::reset() {
   offset_ = 0;
 }
 
+void Arena::release(const Mark& m) {
+  KILN_CHECK(m.offset <= offset_ && m.block <= block_, "scratch arena: release to byte {} above the {} in use", m.offset,
+             offset_);
+  block_ = m.block;
+  block_offset_ = m.block_offset;
+  offset_ = m.offset;
+}
+
 void Arena::rewind(size_t offset) {
   KILN_CHECK(blocks_.size() == 1 && offset <= blocks_[0].nbytes(),
              "scratch arena: cannot rewind to byte {} of {} block(s) holding {} bytes", offset, blocks_.size(),

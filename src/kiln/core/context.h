@@ -31,6 +31,23 @@ struct Context {
   }
 };
 
+// Frees, when it goes out of scope, the scratch taken from ctx's arena since it was made: an op's
+// own working memory (lane sums), which no later op reads. Ops on one stream run in order, so the
+// next op may reuse the memory even while this op's kernels are queued.
+class ScratchScope {
+ public:
+  explicit ScratchScope(const Context& ctx) : arena_(ctx.scratch), mark_(arena_ ? arena_->mark() : Arena::Mark{}) {}
+  ~ScratchScope() {
+    if (arena_) arena_->release(mark_);
+  }
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+
+ private:
+  Arena* arena_;
+  Arena::Mark mark_;
+};
+
 // The process-wide CPU context (no arena): for tools, tests and host-side setup.
 inline Context& cpu_context() {
   static Context ctx;

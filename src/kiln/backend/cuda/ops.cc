@@ -153,6 +153,7 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
   const char* op = "layernorm_forward";
   const OpScope scope = expect_cuda(ctx, op, {&x, &w, &b, &y, &mean, &rstd});
+  const ScratchScope own_scratch(ctx);
   const int64_t C = w.numel();
   KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && b.numel() == C && w.dtype == b.dtype,
              "op {}: input {} with weight {} {} and bias {} {}", op, shape_str(x.shape),

@@ -45,6 +45,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
                           Tensor& totals) {
   const char* op = "softmax_xent_forward";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &labels, &weights, &lse, &totals});
+  const ScratchScope own_scratch(ctx);
   const int64_t N = check_rows(op, logits, labels, weights, lse, 1);
   expect_dtype(op, "lse", lse, {DType::f32});
   expect_dtype(op, "totals", totals, {DType::i64});

@@ -101,6 +101,7 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
                          std::span<const TensorSegment> segments, Tensor& sums) {
   const char* op = "segment_sum_squares";
   const OpScope scope = expect_cuda(ctx, op, {&a, &b, &sums});
+  const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&a, &b});
   const int64_t n = int64_t(segments.size());
   check_sums(op, sums, b.defined() ? 2 * n : n);
@@ -158,6 +159,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
   const char* op = "lamb_moments";
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &norms});
+  const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&w, &g, &m, &v});
   check_sums(op, norms, 2 * int64_t(segments.size()));
   const DevicePlan& plan = device_plan(ctx, segments);
@@ -174,6 +176,7 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
   const char* op = "lamb_update";
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &m, &v, &w_compute});
+  const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&w, &m, &v});
   check_sums(op, norms, 2 * int64_t(segments.size()));
   const FloatPtr compute = compute_copy(op, w, w_compute);
@@ -192,6 +195,7 @@ void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::sp
                  const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute) {
   const char* op = "lars_update";
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &g, &momentum, &w_compute});
+  const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&w, &g, &momentum});
   check_sums(op, norms, 2 * int64_t(segments.size()));
   const FloatPtr compute = compute_copy(op, w, w_compute);

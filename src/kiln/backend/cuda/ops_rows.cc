@@ -58,6 +58,7 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
                         Tensor& db, bool accumulate_dx) {
   const char* op = "layernorm_backward";
   const OpScope scope = expect_cuda(ctx, op, {&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
+  const ScratchScope own_scratch(ctx);
   const int64_t C = w.numel();
   KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && dw.numel() == C && db.numel() == C,
              "op {}: input {} with weight {}, dw {} and db {}", op, shape_str(x.shape),
