@@ -9,24 +9,24 @@
 namespace kiln::ops {
 namespace {
 
-// The simulated device's graph: the kernel calls run_cpu recorded, each with the arena offset it
+// The simulated device's graph: the kernel calls run_cpu recorded, each with the arena position it
 // started at.
 class SimGraph final : public OpGraph, public OpRecorder {
  public:
   explicit SimGraph(Context& ctx) : OpGraph(ctx) {}
-  void record(std::function<void(Context&)> op) override { ops_.push_back({std::move(op), ctx_.scratch->in_use()}); }
+  void record(std::function<void(Context&)> op) override { ops_.push_back({std::move(op), ctx_.scratch->mark()}); }
   size_t size() const override { return ops_.size(); }
 
  private:
   void launch() override {
     for (auto& [op, scratch] : ops_) {
-      ctx_.scratch->rewind(scratch);
+      ctx_.scratch->restore(scratch);
       op(ctx_);
     }
   }
   struct Recorded {
     std::function<void(Context&)> op;
-    size_t scratch;
+    Arena::Mark scratch;
   };
   std::vector<Recorded> ops_;
 };
@@ -61,7 +61,7 @@ std::unique_ptr<OpGraph> OpGraph::capture(Context& ctx, const std::function<void
   if (on_cuda(ctx)) graph = KILN_ON_CUDA(ctx, "graph capture", capture_graph(ctx, body));
   else graph = capture_sim(ctx, body);
   graph->scratch_begin_ = begin;
-  graph->scratch_end_ = ctx.scratch->in_use();
+  graph->scratch_end_ = ctx.scratch->mark();
   graph->scratch_blocks_ = blocks;
   if (on_cuda(ctx)) graph->launch();  // stream capture recorded the ops without running them
   return graph;
@@ -78,7 +78,7 @@ void OpGraph::replay() {
              ctx_.device.str(), ctx_.scratch->in_use(), ctx_.scratch->block_allocations(), scratch_begin_,
              scratch_blocks_);
   launch();
-  ctx_.scratch->rewind(scratch_end_);
+  ctx_.scratch->restore(scratch_end_);
 }
 
 }  // namespace kiln::ops

@@ -43,7 +43,8 @@ class OpGraph {
   Context& ctx_;
 
  private:
-  size_t scratch_begin_ = 0, scratch_end_ = 0;  // the arena's in_use() around the capture
+  size_t scratch_begin_ = 0;  // the arena's in_use() when the capture began
+  Arena::Mark scratch_end_;   // and where it was when it ended
   int64_t scratch_blocks_ = 0;                  // its block_allocations() then
 };
 

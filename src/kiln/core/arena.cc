@@ -45,21 +45,13 @@ void Arena::reset() {
   offset_ = 0;
 }
 
-void Arena::release(const Mark& m) {
-  KILN_CHECK(m.offset <= offset_ && m.block <= block_, "scratch arena: release to byte {} above the {} in use", m.offset,
-             offset_);
+void Arena::restore(const Mark& m) {
+  KILN_CHECK(m.block < std::max<size_t>(blocks_.size(), 1) &&
+                 (blocks_.empty() || m.block_offset <= blocks_[m.block].nbytes()),
+             "scratch arena: no byte {} of block {} among its {} block(s)", m.block_offset, m.block, blocks_.size());
   block_ = m.block;
   block_offset_ = m.block_offset;
   offset_ = m.offset;
-}
-
-void Arena::rewind(size_t offset) {
-  KILN_CHECK(blocks_.size() == 1 && offset <= blocks_[0].nbytes(),
-             "scratch arena: cannot rewind to byte {} of {} block(s) holding {} bytes", offset, blocks_.size(),
-             capacity());
-  block_ = 0;
-  block_offset_ = offset;
-  offset_ = offset;
 }
 
 size_t Arena::capacity() const {

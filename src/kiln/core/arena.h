@@ -18,18 +18,16 @@ class Arena {
   Tensor alloc(const Shape& shape, DType dtype);
   // Frees everything handed out since the last reset (addresses are reused in order).
   void reset();
-  // Where the next allocation goes; release(mark) frees everything allocated since, so that an
-  // op's own scratch does not outlive it (ops on one device stream run in order, so the next op
-  // may reuse the memory while a kernel that used it is still queued).
+  // Where the next allocation goes. restore(mark) puts it back there: freeing an op's own scratch
+  // when it returns (ScratchScope: ops on one device stream run in order, so the next op may reuse
+  // the memory while a kernel that used it is still queued), or giving a replayed sequence of ops
+  // (backend/graph.h) the addresses it had when it was captured. A mark is valid while the arena
+  // keeps its blocks (until a reset() that grows it).
   struct Mark {
     size_t block = 0, block_offset = 0, offset = 0;
   };
   Mark mark() const { return {block_, block_offset_, offset_}; }
-  void release(const Mark& m);
-  // Moves the next address to `offset` bytes into the arena (an in_use() value of this step),
-  // so that a replayed sequence of ops (backend/graph.h) gets the addresses it got when it was
-  // captured. Only once reset() has folded the arena into one block.
-  void rewind(size_t offset);
+  void restore(const Mark& m);
 
   size_t in_use() const { return offset_; }          // bytes handed out since reset()
   size_t high_water() const { return high_water_; }  // most bytes in use at once, ever

@@ -38,7 +38,7 @@ class ScratchScope {
  public:
   explicit ScratchScope(const Context& ctx) : arena_(ctx.scratch), mark_(arena_ ? arena_->mark() : Arena::Mark{}) {}
   ~ScratchScope() {
-    if (arena_) arena_->release(mark_);
+    if (arena_) arena_->restore(mark_);
   }
   ScratchScope(const ScratchScope&) = delete;
   ScratchScope& operator=(const ScratchScope&) = delete;
