@@ -106,19 +106,20 @@ TEST(CudaBodies, DropoutMaskIsTheCpuBackendsBitForBit) {
   const std::vector<float> x = random_normal(samples * per, 4);
   const RngStream rng{42, rng_stream(RngPurpose::dropout, 3, 7)};
   const float p = 0.1f;
-  const uint64_t offset = 1000;
+  int64_t offset = 1000;
+  const Tensor offset_tensor = Tensor::view(&offset, {1}, DType::i64);
   for (int64_t element_offset : {0, 3, 50, 151})
     for_each_type([&](auto tag) {
       using T = decltype(tag);
       const DType dt = sizeof(T) == 4 ? DType::f32 : std::is_same_v<T, bf16_t> ? DType::bf16 : DType::f16;
       std::vector<T> xs = stored<T>(x), got(xs.size());
       const int64_t first = element_offset / 4, blocks = (element_offset + per + 3) / 4 - first;
-      const DropoutBody<T, T> body{xs.data(), got.data(), rng,    offset, per, element_offset,
+      const DropoutBody<T, T> body{xs.data(), got.data(), rng,    &offset, per, element_offset,
                                    first,     blocks,     p,      1.0f / (1.0f - p)};
       run_on_host(grid_for(samples * blocks), samples * blocks, body);
       Tensor in = Tensor::view(xs.data(), {samples, per}, dt);
       Tensor want = Tensor::empty({samples, per}, dt);
-      ops::dropout_forward(cpu_context(), in, p, rng, offset, samples, want, element_offset);
+      ops::dropout_forward(cpu_context(), in, p, rng, offset_tensor, samples, want, element_offset);
       EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(dt) << " " << element_offset;
     });
 }

@@ -74,7 +74,7 @@ TEST(Devices, CudaWithoutADeviceIsAOneLineError) {
 TEST(Devices, EveryOpHasACudaImplementation) {
   if (compiled_backends().find("cuda") == std::string::npos) GTEST_SKIP() << "built without CUDA";
   Context ctx{Device::cuda(0)};
-  Tensor t = Tensor::zeros({2, 2}), none;
+  Tensor t = Tensor::zeros({2, 2}), none, offset = Tensor::zeros({1}, DType::i64);
   const ops::AdamStep adam;
   const ops::LarsStep lars;
   const ops::ConvShape conv;
@@ -84,8 +84,8 @@ TEST(Devices, EveryOpHasACudaImplementation) {
       {"bias_add", [&] { ops::bias_add(ctx, t, t); }},
       {"bias_grad", [&] { ops::bias_grad(ctx, t, t); }},
       {"tanh_backward", [&] { ops::tanh_backward(ctx, t, t, t); }},
-      {"dropout_forward", [&] { ops::dropout_forward(ctx, t, 0.1f, rng, 0, 1, t, 2); }},  // an element offset
-      {"dropout_backward", [&] { ops::dropout_backward(ctx, t, 0.1f, rng, 0, 1, t, 2); }},
+      {"dropout_forward", [&] { ops::dropout_forward(ctx, t, 0.1f, rng, offset, 1, t, 2); }},  // an element offset
+      {"dropout_backward", [&] { ops::dropout_backward(ctx, t, 0.1f, rng, offset, 1, t, 2); }},
       {"softmax_backward", [&] { ops::softmax_backward(ctx, t, t, 1.0f, t); }},
       {"attention_softmax_forward", [&] { ops::attention_softmax_forward(ctx, t, t, t); }},
       {"layernorm_backward", [&] { ops::layernorm_backward(ctx, t, t, t, t, t, t, t, t); }},

@@ -167,8 +167,10 @@ TEST(ThreadCount, DropoutMasksAreIndependentOfIt) {
   expect_thread_count_independent("dropout forward + backward", [&] {
     const Tensor x = random_tensor({N, C}, 30);
     Tensor y = Tensor::empty({N, C}, DType::f32), dx = Tensor::empty({N, C}, DType::f32);
-    dropout_forward(ctx, x, 0.1f, rng, 1000, 16, y);
-    dropout_backward(ctx, x, 0.1f, rng, 1000, 16, dx);
+    int64_t first_sample = 1000;
+    const Tensor offset = Tensor::view(&first_sample, {1}, DType::i64);
+    dropout_forward(ctx, x, 0.1f, rng, offset, 16, y);
+    dropout_backward(ctx, x, 0.1f, rng, offset, 16, dx);
     return bytes_of({&y, &dx});
   });
 }

@@ -98,17 +98,18 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 
 // Dropout keyed by sample: x is SAMPLE-MAJOR — its elements are `samples` equal consecutive
 // blocks (first dimension B, or B*S rows ordered (b, s)), block j belonging to the run's sample
-// sample_offset + j. Element i of that block is dropped when the Philox stream `rng` at counter
+// sample_offset + j. sample_offset: one i64 on ctx's device, read when the op runs, so that a
+// replayed graph (graph.h) takes each micro-batch's offset. Element i of that block is dropped when the Philox stream `rng` at counter
 // (global sample, i) gives a uniform < p; kept elements are scaled by 1/(1-p). The mask is a
 // pure function of (rng, global sample, i): independent of the micro-batch size and slot, and
 // recomputed by backward. y may alias x.
 // element_offset: the blocks are a slice of bigger samples, starting at this element of each
 // (a tensor-parallel rank's heads of the attention probabilities); CPU only when not 0.
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y,
+                     const Tensor& sample_offset, int64_t samples, Tensor& y,
                      int64_t element_offset = 0);
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx,
+                      const Tensor& sample_offset, int64_t samples, Tensor& dx,
                       int64_t element_offset = 0);
 
 // ---- normalisation and softmax (statistics in f32) ----

@@ -83,7 +83,7 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 }
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
+                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "dropout_forward",
                         dropout_forward(ctx, x, p, rng, sample_offset, samples, y, element_offset));
@@ -93,7 +93,7 @@ void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rn
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
+                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "dropout_backward",
                         dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx, element_offset));

@@ -64,6 +64,7 @@ std::unique_ptr<OpGraph> OpGraph::capture(Context& ctx, const std::function<void
   graph->scratch_end_ = ctx.scratch->mark();
   graph->scratch_blocks_ = blocks;
   if (on_cuda(ctx)) graph->launch();  // stream capture recorded the ops without running them
+  ++ctx.graph_captures;
   return graph;
 }
 
@@ -79,6 +80,7 @@ void OpGraph::replay() {
              scratch_blocks_);
   launch();
   ctx_.scratch->restore(scratch_end_);
+  ++ctx_.graph_replays;
 }
 
 }  // namespace kiln::ops

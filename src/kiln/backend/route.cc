@@ -40,4 +40,10 @@ void expect_step_scalars(const char* op, const Tensor& scalars) {
              scalars.numel(), int(kStepScalars));
 }
 
+void expect_sample_offset(const char* op, const Tensor& sample_offset) {
+  expect_dtype(op, "the sample offset", sample_offset, {DType::i64});
+  KILN_CHECK(sample_offset.numel() == 1, "op {}: the sample offset holds {} values, not 1", op,
+             sample_offset.numel());
+}
+
 }  // namespace kiln::ops

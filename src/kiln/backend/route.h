@@ -35,5 +35,7 @@ void expect_dtype(const char* op, const char* what, const Tensor& t,
 void expect_same_numel(const char* op, const Tensor& a, const Tensor& b);
 // Throws unless `scalars` is a step's scalars block: kStepScalars f64 values in an i64 tensor.
 void expect_step_scalars(const char* op, const Tensor& scalars);
+// A dropout op's sample offset: one i64.
+void expect_sample_offset(const char* op, const Tensor& sample_offset);
 
 }  // namespace kiln::ops

@@ -2,6 +2,7 @@
 // stream it is ordered on, and the scratch arena for memory that does not outlive the step.
 // Library handles (oneDNN engine, cuBLASLt, cuDNN) belong to the backend of ctx.device.
 #pragma once
+#include <cstdint>
 #include <functional>
 
 #include "kiln/core/arena.h"
@@ -24,6 +25,7 @@ struct Context {
   void* stream = nullptr;   // cudaStream_t on CUDA; unused on the CPU
   Arena* scratch = nullptr; // per-step scratch (reset by the training loop each step)
   OpRecorder* recorder = nullptr;  // set while a graph is captured on the simulated device
+  int64_t graph_captures = 0, graph_replays = 0;  // backend/graph.h, for the run's report
 
   // Scratch tensor on this context's device: from the arena when there is one.
   Tensor scratch_tensor(const Shape& shape, DType dtype) const {

@@ -4,6 +4,7 @@
 
 #include "kiln/core/context.h"
 #include "kiln/core/dtype.h"
+#include "kiln/core/tensor.h"
 
 namespace kiln {
 
@@ -28,6 +29,13 @@ struct Step {
   DType compute_dtype = DType::f32;  // activations and the weights' compute copy
   Context* ctx = &cpu_context();     // device, stream, scratch arena for the ops
   GradientWatch* grad_watch = nullptr;  // set on a step's last micro-batch only
+  // Whether models may capture their host-free stretches of ops as graphs and replay them
+  // (nn/graphed_region.h): the training loop's choice (train/update_graph.h).
+  bool capture_regions = false;
+  // sample_offset again, as one i64 on ctx's device, which the dropout ops read when they run:
+  // a replayed graph (backend/graph.h) then takes each micro-batch's offset. The training loop
+  // sets it; a step on the host may leave it empty (the layer then passes its own copy).
+  Tensor sample_offset_tensor{};
 
   // Models call this in backward, in order of decreasing offsets.
   void grads_final_from(int64_t offset) const {

@@ -135,7 +135,7 @@ Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const 
   KILN_CHECK(x.shape == Shape({B_ * S_, config_.hidden}), "BERT stage: input {} is not ({}, {})",
              shape_str(x.shape), B_ * S_, config_.hidden);
   const Tensor mask = ids_input(*step.ctx, input_mask_, batch.input_mask, {B_, S_});
-  for (auto& layer : layers_) x = layer->forward(step, x, mask);
+  x = layers_forward(step, x, mask);
   if (!range_.last) return x;
   KILN_CHECK(out, "BERT stage: the last stage's forward needs somewhere to put the losses");
   if (final_norm_) x = final_norm_->forward(step, x);
@@ -216,6 +216,31 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   return final_norm_ ? final_norm_->backward(step, dx) : dx;
 }
 
+// The layers need nothing from the host between their first op and their last: one graph per
+// direction (nn/graphed_region.h), keyed by the addresses and sizes the host passes in.
+Tensor BertStage::layers_forward(const Step& step, const Tensor& x, const Tensor& mask) {
+  const nn::GraphedRegion::Key key = {int64_t(x.data), int64_t(mask.data), B_, S_, int64_t(x.dtype), step.training};
+  return layers_forward_.run(step, key, nullptr, [&] {
+    Tensor y = x;
+    for (auto& layer : layers_) y = layer->forward(step, y, mask);
+    return y;
+  });
+}
+
+Tensor BertStage::layers_backward(const Step& step, const Tensor& dy) {
+  const auto body = [&] {
+    Tensor dx = dy;
+    for (size_t n = layers_.size(); n-- > 0;) {
+      dx = layers_[n]->backward(step, dx);
+      step.grads_final_from(layers_[n]->attention.query.weight.spec().offset);
+    }
+    return dx;
+  };
+  if (step.grad_watch) return body();  // gradient buckets start their reductions in between
+  const nn::GraphedRegion::Key key = {int64_t(dy.data), B_, S_, int64_t(dy.dtype)};
+  return layers_backward_.run(step, key, &store_, body);
+}
+
 void BertStage::embed_backward(const Step& step, Tensor dx) {
   dx = embedding_dropout_.backward(step, dx);
   if (embedding_norm_) dx = embedding_norm_->backward(step, dx);
@@ -233,10 +258,7 @@ Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale)
     const Param& first_head = final_norm_ ? final_norm_->weight : pooler_ ? pooler_->weight : transform_->weight;
     step.grads_final_from(first_head.spec().offset);
   }
-  for (size_t n = layers_.size(); n-- > 0;) {
-    dx = layers_[n]->backward(step, dx);
-    step.grads_final_from(layers_[n]->attention.query.weight.spec().offset);
-  }
+  dx = layers_backward(step, dx);
   if (!range_.first) return dx;
   embed_backward(step, dx);
   return {};

@@ -44,6 +44,7 @@
 #include "kiln/nn/dropout.h"
 #include "kiln/nn/embedding.h"
 #include "kiln/nn/gelu.h"
+#include "kiln/nn/graphed_region.h"
 #include "kiln/nn/layernorm.h"
 #include "kiln/nn/linear.h"
 #include "kiln/nn/losses.h"
@@ -101,6 +102,8 @@ class BertStage {
   Tensor embed(const Step& step, const data::BertBatch& batch);
   void heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out);
   Tensor heads_backward(const Step& step, float loss_scale);
+  Tensor layers_forward(const Step& step, const Tensor& x, const Tensor& mask);
+  Tensor layers_backward(const Step& step, const Tensor& dy);
   void embed_backward(const Step& step, Tensor dx);
 
   BertConfig config_;
@@ -116,6 +119,7 @@ class BertStage {
   nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   nn::LayerSharedBuffers shared_layers_;   // what every layer drops again (nn/transformer.h)
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
+  nn::GraphedRegion layers_forward_, layers_backward_;  // the stack of layers as graphs
   // last stage
   std::optional<nn::LayerNorm> final_norm_;  // pre-LN only
   std::optional<nn::Linear> pooler_, seq_relationship_, transform_;

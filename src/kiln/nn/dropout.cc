@@ -19,7 +19,15 @@ Tensor Dropout::forward(const Step& step, const Tensor& x, int64_t samples) {
   active_ = step.training && p > 0.0f;
   if (!active_) return x;
   rng_ = RngStream{step.seed, rng_stream(RngPurpose::dropout, layer_id, 0)};
-  sample_offset_ = step.sample_offset;
+  if (step.sample_offset_tensor.defined()) {
+    sample_offset_ = step.sample_offset_tensor;
+  } else {
+    KILN_CHECK(step.ctx->device.kind == DeviceKind::cpu,
+               "dropout {}: a step on {} needs its sample offset in device memory (Step::sample_offset_tensor)",
+               layer_id, step.ctx->device.str());
+    host_offset_ = int64_t(step.sample_offset);
+    sample_offset_ = Tensor::view(&host_offset_, {1}, DType::i64);
+  }
   samples_ = samples;
   offset_ = element_offset;
   Tensor y = y_->get(*step.ctx, x.shape, x.dtype);

@@ -2,7 +2,7 @@
 // sample, position in the sample): the input is sample-major (first dimension B, or B*S rows
 // ordered (b, s), with `samples` = B), and element i of micro-batch sample j is dropped when
 // RngStream{seed, rng_stream(dropout, layer_id, 0)} at counter (step.sample_offset + j, i)
-// gives a uniform < p (ops::dropout_forward). Masks therefore do not depend on the micro-batch
+// (read from step.sample_offset_tensor where the step has one) gives a uniform < p (ops::dropout_forward). Masks therefore do not depend on the micro-batch
 // size, the slot of a sample in it, or step.index. Kept elements are scaled by 1/(1-p).
 // Identity when !step.training or p == 0.
 #pragma once
@@ -41,7 +41,8 @@ class Dropout {
  private:
   bool active_ = false;
   RngStream rng_{0, 0};
-  uint64_t sample_offset_ = 0;
+  Tensor sample_offset_;       // the step's, or a view of host_offset_
+  int64_t host_offset_ = 0;
   int64_t samples_ = 0, offset_ = 0;
   Buffer own_y_, own_dx_;
   Buffer* y_ = &own_y_;

@@ -107,6 +107,10 @@ class ParamStore {
   // Zero-fills the unwritten gradients (above) of the parameters that overlap elements
   // [begin, end) of the flat buffer (end -1: to its end).
   void settle_grads(int64_t begin = 0, int64_t end = -1);
+  // Per parameter id: whether its gradient holds a contribution (above). A replayed graph writes
+  // gradients without the host's calls, so it sets what its capture left (nn::GraphedRegion).
+  const std::vector<bool>& grads_written() const { return grad_written_; }
+  void set_grads_written(const std::vector<bool>& written) { grad_written_ = written; }
 
   // Host access to the flat buffers of a host store (an error on a device store).
   std::span<float> host_values() const { return {host_data(values), size_t(size_)}; }

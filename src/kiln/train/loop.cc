@@ -89,7 +89,11 @@ TrainingLoop::TrainingLoop(const LoopConfig& config, Recipe& recipe, TrainState 
       profiling_(ops::profile_requested()) {
   if (model_parallel_) norm_groups_.push_back(state_.groups->model.get());
   if (sharded_) norm_groups_.push_back(&state_.comm);
-  graph_plan_ = plan_update_graph(ctx_, profiling_, norm_groups_);
+  graph_plan_ = plan_update_graph(ctx_, profiling_, norm_groups_, recipe_.pipeline() != nullptr);
+  // A pipeline holds several micro-batches between their forward and backward; elsewhere one
+  // offset, rewritten per micro-batch, is what a graph of the layers reads at every replay.
+  for (int64_t micro = 0; micro < (recipe_.pipeline() ? accumulation_ : 1); ++micro)
+    sample_offsets_.push_back(Tensor::empty({1}, DType::i64, ctx_.device));
   interval_.losses.parts.assign(names_.size(), 0.0);
 }
 
@@ -182,10 +186,10 @@ LoopResult TrainingLoop::finish() {
   clear_progress();
   result_.loss_scale = scaler_.scale();
   if (profiling_) console_ << ops::profile_report(profiled_seconds_, profiled_steps_);
-  if (graph_captures_ > 0)
-    console_ << fmt::format("graphs: the optimizer phase was captured {} time{} and replayed {} time{}\n",
-                            graph_captures_, graph_captures_ == 1 ? "" : "s", graph_replays_,
-                            graph_replays_ == 1 ? "" : "s");
+  if (ctx_.graph_captures > 0)
+    console_ << fmt::format("graphs: {} captured, {} replay{} (the optimizer phase; the layers' forward and "
+                            "backward)\n",
+                            ctx_.graph_captures, ctx_.graph_replays, ctx_.graph_replays == 1 ? "" : "s");
   if (c_.benchmark > 0 && !step_seconds_.empty()) {
     console_ << estimated_training_time(step_seconds_, c_.total_steps);
     evaluate(result_.steps, result_.epochs);

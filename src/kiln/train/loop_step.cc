@@ -24,8 +24,12 @@ Step TrainingLoop::make_step(int64_t step, int64_t micro) {
   s.index = uint64_t(step * slots_ + slot);
   s.training = true;
   s.sample_offset = uint64_t(step * c_.global_batch + slot * c_.micro_batch);
+  s.sample_offset_tensor = sample_offsets_[recipe_.pipeline() ? size_t(micro) : 0];
+  int64_t offset = int64_t(s.sample_offset);
+  ops::copy(ctx_, Tensor::view(&offset, {1}, DType::i64), s.sample_offset_tensor);
   s.compute_dtype = c_.compute_dtype;
   if (buckets_ && micro == accumulation_ - 1) s.grad_watch = &*buckets_;
+  s.capture_regions = graph_plan_.capture_layers;
   return s;
 }
 
@@ -132,11 +136,9 @@ void TrainingLoop::run_update_ops() {
   }
   if (update_graph_ && update_graph_->can_replay()) {
     update_graph_->replay();
-    ++graph_replays_;
     return;
   }
   update_graph_ = ops::OpGraph::capture(ctx_, update_ops);  // first time, or the arena grew (evaluation)
-  ++graph_captures_;
 }
 
 // Megatron: skipped iterations advance the iteration and the data, not the schedule.

@@ -114,8 +114,10 @@ class TrainingLoop {
   GraphPlan graph_plan_;
   std::unique_ptr<ops::OpGraph> update_graph_;
   bool eager_update_done_ = false;
-  int64_t graph_captures_ = 0, graph_replays_ = 0;
   std::optional<GradBuckets> buckets_;
+  // A micro-batch's first global sample on the device (Step::sample_offset_tensor): one per
+  // micro-batch of a step in a pipeline, else one for all.
+  std::vector<Tensor> sample_offsets_;
 
   LoopResult result_;
   int64_t start_step_ = 0, last_step_ = 0;

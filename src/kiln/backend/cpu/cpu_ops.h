@@ -19,9 +19,9 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset);
+                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset);
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset);
+                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,

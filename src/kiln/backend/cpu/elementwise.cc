@@ -192,10 +192,12 @@ namespace {
 // sample, at counter (global sample << 32) | (i / 4), i counted from the whole sample's start
 // (element_offset elements before this slice).
 void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
-                        const RngStream& rng, uint64_t sample_offset, int64_t samples,
+                        const RngStream& rng, const Tensor& sample_offset, int64_t samples,
                         Tensor& out, int64_t element_offset) {
-  const OpScope scope = expect_cpu(ctx, op, {&in, &out});
+  const OpScope scope = expect_cpu(ctx, op, {&in, &out, &sample_offset});
   expect_same_numel(op, in, out);
+  expect_sample_offset(op, sample_offset);
+  const uint64_t first_sample = uint64_t(sample_offset.ptr<int64_t>()[0]);
   KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
   const int64_t n = in.numel();
   KILN_CHECK(samples > 0 && n % samples == 0 && element_offset >= 0,
@@ -216,7 +218,7 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
         for (int64_t b = 0; b < batches; ++b) {
           const int64_t j0 = first + b * kPhiloxLanes;
           float keep[4 * kPhiloxLanes];  // element t of the batch: element base + t of the slice
-          dropout_keep_lanes(rng.seed, rng.stream, uint32_t(sample_offset + uint64_t(s)), uint32_t(j0), p, keep);
+          dropout_keep_lanes(rng.seed, rng.stream, uint32_t(first_sample + uint64_t(s)), uint32_t(j0), p, keep);
           const int64_t base = 4 * j0 - element_offset;
           const int64_t t0 = std::max<int64_t>(0, -base), t1 = std::min<int64_t>(4 * kPhiloxLanes, per - base);
 #pragma omp simd
@@ -233,12 +235,12 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
 }  // namespace
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
+                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
   apply_dropout_mask(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y, element_offset);
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
+                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
   apply_dropout_mask(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx,
                      element_offset);
 }

@@ -133,12 +133,12 @@ struct DropoutBody {
   const X* x;
   Y* y;
   RngStream rng;
-  uint64_t sample_offset;
+  const int64_t* sample_offset;  // the micro-batch's first global sample, read when the kernel runs
   int64_t per_sample, element_offset, first, blocks;
   float p, scale;
   KILN_HD void operator()(int64_t k) const {
     const int64_t s = k / blocks, j = first + k % blocks;
-    const auto bits = rng.block(((sample_offset + uint64_t(s)) << 32) | uint64_t(j));
+    const auto bits = rng.block(((uint64_t(*sample_offset) + uint64_t(s)) << 32) | uint64_t(j));
     for (int64_t t = 0; t < 4; ++t) {
       const int64_t e = 4 * j + t - element_offset;  // in this tensor's part of the sample
       if (e < 0 || e >= per_sample) continue;

@@ -25,7 +25,7 @@ void launch_gelu_backward(bool tanh_form, const Tensor& x, const Tensor& dy, Ten
 
 struct DropoutArgs {
   RngStream rng;
-  uint64_t sample_offset = 0;
+  const int64_t* sample_offset = nullptr;  // device memory: read by the kernel
   int64_t samples = 1;
   float p = 0;
   int64_t element_offset = 0;  // elements of each sample before this tensor's part

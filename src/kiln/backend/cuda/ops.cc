@@ -14,9 +14,10 @@ namespace kiln::ops::cuda {
 namespace {
 
 void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngStream& rng,
-             uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
-  const OpScope scope = expect_cuda(ctx, op, {&x, &y});
+             const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y, &sample_offset});
   expect_same_numel(op, x, y);
+  expect_sample_offset(op, sample_offset);
   expect_dtype(op, "input", x, kFloat);
   expect_dtype(op, "output", y, kFloat);
   KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
@@ -26,7 +27,7 @@ void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngSt
              element_offset);
   KILN_CHECK((element_offset + n / samples + 3) / 4 < (int64_t(1) << 32),
              "op {}: {} elements per sample is too many", op, element_offset + n / samples);
-  launch_dropout({rng, sample_offset, samples, p, element_offset}, x, y, stream_of(ctx));
+  launch_dropout({rng, sample_offset.ptr<int64_t>(), samples, p, element_offset}, x, y, stream_of(ctx));
   check_launch(op);
 }
 
@@ -129,12 +130,12 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
 }
 
 void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     uint64_t sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
+                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
   dropout(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y, element_offset);
 }
 
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      uint64_t sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
+                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
   dropout(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx, element_offset);
 }
 
