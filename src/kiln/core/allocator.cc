@@ -12,6 +12,7 @@ namespace {
 
 std::array<DeviceAllocator, 3> g_allocators{};
 std::atomic<int64_t> g_count{0};
+std::atomic<int64_t> g_device_count{0};  // of them off the host
 
 struct Usage {
   std::atomic<size_t> in_use{0}, peak{0};
@@ -45,6 +46,7 @@ std::shared_ptr<std::byte[]> device_alloc(Device device, size_t bytes) {
   bytes = std::max<size_t>((bytes + 63) / 64 * 64, 64);
   ++g_count;
   if (device.is_cpu()) return host_alloc(bytes, g_host, device);
+  ++g_device_count;
   if (device.kind == DeviceKind::sim) return host_alloc(bytes, g_device, device);
   const DeviceAllocator a = g_allocators[size_t(device.kind)];
   KILN_CHECK(a.alloc, "no backend for device {} is compiled into this kiln", device.str());
@@ -59,6 +61,7 @@ std::shared_ptr<std::byte[]> device_alloc(Device device, size_t bytes) {
 }
 
 int64_t allocation_count() { return g_count.load(); }
+int64_t device_allocation_count() { return g_device_count.load(); }
 size_t host_bytes_in_use() { return g_host.in_use.load(); }
 size_t host_bytes_peak() { return g_host.peak.load(); }
 size_t device_bytes_in_use() { return g_device.in_use.load(); }

@@ -24,6 +24,9 @@ std::shared_ptr<std::byte[]> device_alloc(Device device, size_t bytes);
 
 // Number of device_alloc calls so far in this process (all devices).
 int64_t allocation_count();
+// Those of them on a device (anything but the host): a graph's captured addresses stay valid
+// while it does not change.
+int64_t device_allocation_count();
 // Bytes currently held through device_alloc on the host, and the most held at once.
 size_t host_bytes_in_use();
 size_t host_bytes_peak();

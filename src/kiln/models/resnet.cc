@@ -6,6 +6,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/init.h"
 #include "kiln/core/philox.h"
+#include "kiln/dist/communicator.h"
 
 namespace kiln::models {
 
@@ -195,8 +196,15 @@ void ResNet::init(uint64_t seed) {
 
 Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
                        int64_t W) {
-  Tensor images =
+  const Tensor images =
       images_in_.input(*step.ctx, Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels}));
+  const auto body = [&] { return body_forward(step, images); };
+  if (!graphable_) return body();
+  const nn::GraphedRegion::Key key = {int64_t(images.data), N, H, W, int64_t(step.compute_dtype), step.training};
+  return forward_graph_.run(step, key, nullptr, body);
+}
+
+Tensor ResNet::body_forward(const Step& step, Tensor images) {
   if (step.compute_dtype != DType::f32) {
     Tensor low = images_.get(*step.ctx, images.shape, step.compute_dtype);
     ops::cast(*step.ctx, images, low);
@@ -209,6 +217,16 @@ Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, in
 }
 
 void ResNet::backward(const Step& step, const Tensor& dlogits) {
+  const auto body = [&] {
+    body_backward(step, dlogits);
+    return Tensor{};
+  };
+  // Gradient buckets start their reductions in between.
+  if (step.grad_watch || !graphable_) body();
+  else backward_graph_.run(step, {int64_t(dlogits.data), dlogits.dim(0)}, &store_, body);
+}
+
+void ResNet::body_backward(const Step& step, const Tensor& dlogits) {
   Tensor d = avgpool_.backward(step, fc_->backward(step, dlogits));
   step.grads_final_from(fc_offset_);
   for (size_t i = blocks_.size(); i-- > 0;) {
@@ -242,6 +260,7 @@ nn::NamedBuffers ResNet::buffers() {
 
 void ResNet::set_sync_bn(dist::Communicator* comm) {
   for (nn::BatchNorm2d* bn : batchnorms()) bn->set_sync(comm);
+  graphable_ = !comm || comm->size() == 1 || comm->can_capture();
 }
 
 int64_t ResNet::flops_per_image(int64_t H, int64_t W) const {

@@ -24,6 +24,7 @@
 #include "kiln/nn/batchnorm2d.h"
 #include "kiln/nn/buffer.h"
 #include "kiln/nn/conv2d.h"
+#include "kiln/nn/graphed_region.h"
 #include "kiln/nn/linear.h"
 #include "kiln/nn/pool.h"
 
@@ -96,6 +97,8 @@ class ResNet {
 
  private:
   std::vector<nn::BatchNorm2d*> batchnorms();  // in buffers() order
+  Tensor body_forward(const Step& step, Tensor images);
+  void body_backward(const Step& step, const Tensor& dlogits);
 
   ResNetConfig config_;
   ParamStore& store_;
@@ -110,7 +113,10 @@ class ResNet {
   int64_t fc_offset_ = 0;
   nn::Buffer images_in_;          // the images on the step's device (unused on the host)
   nn::Buffer images_;             // the images in a low-precision compute dtype
-
+  // Everything between the images' copy and the loss, as graphs (nn/graphed_region.h), unless
+  // SyncBN's collectives cannot be captured.
+  nn::GraphedRegion forward_graph_, backward_graph_;
+  bool graphable_ = true;
 };
 
 }  // namespace kiln::models

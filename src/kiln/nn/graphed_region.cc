@@ -21,7 +21,7 @@ Tensor GraphedRegion::run(const Step& step, const Key& key, ParamStore* grads, c
     return body();
   }
   Entry& e = entry(key, grads ? grads->grads_written() : std::vector<bool>{});
-  const bool valid = e.graph && e.allocations == allocation_count() && e.graph->can_replay();
+  const bool valid = e.graph && e.allocations == device_allocation_count() && e.graph->can_replay();
   if (valid && host_ran_ && host_key_ == key) {
     e.graph->replay();
     if (grads) grads->set_grads_written(e.grads_after);
@@ -37,7 +37,7 @@ Tensor GraphedRegion::run(const Step& step, const Key& key, ParamStore* grads, c
   }
   Tensor output;
   e.graph = ops::OpGraph::capture(ctx, [&] { output = body(); });
-  e.allocations = allocation_count();
+  e.allocations = device_allocation_count();
   if (grads) e.grads_after = grads->grads_written();
   e.output = output;
   return output;

@@ -39,7 +39,7 @@ class GraphedRegion {
     std::vector<bool> grads_before, grads_after;  // ParamStore::grads_written()
     bool warm = false;                            // has run op by op once
     std::unique_ptr<ops::OpGraph> graph;
-    int64_t allocations = 0;  // allocation_count() after the capture
+    int64_t allocations = 0;  // device_allocation_count() after the capture
     Tensor output;
   };
   Entry& entry(const Key& key, const std::vector<bool>& grads);

@@ -21,8 +21,8 @@ GraphPlan plan_update_graph(const Context& ctx, bool profiling, std::span<dist::
             "after the first step and replayed; a pipeline stage's forward and backward run op by op"};
   return {true, true,
           "graphs: the optimizer phase (unscale, gradient norm, skip and clip decisions, update) and the layers' "
-          "forward and backward are captured in the first steps and replayed; the embeddings, heads and losses "
-          "between them run op by op: they copy the batch in and read the losses back (docs/ENGINE.md)"};
+          "forward and backward are captured in the first steps and replayed; the ops around the layers (the "
+          "batch's copy in, embeddings, heads, losses) run op by op: they read the losses back (docs/ENGINE.md)"};
 }
 
 }  // namespace kiln::train
