@@ -62,6 +62,40 @@ TEST(CudaBodies, ActivationsAndResidualJoinsMatchFloat64) {
   });
 }
 
+// The three launches of a softmax (bodies_rows.h): lanes, rows, elements.
+template <typename T>
+void softmax_by_lanes(const std::vector<T>& x, const int32_t* mask, int64_t per_batch, int64_t cols,
+                      std::vector<T>& y) {
+  const int64_t rows = int64_t(x.size()) / cols;
+  std::vector<float> partial(size_t(rows * kRowLanes * 2)), stats(size_t(rows * 2));
+  const SoftmaxScores scores{ptr(x), mask, per_batch, cols};
+  run_all(rows * kRowLanes, SoftmaxLaneBody{scores, partial.data()});
+  run_all(rows, SoftmaxRowStatsBody{partial.data(), stats.data()});
+  run_all(rows * cols, SoftmaxApplyBody{scores, ptr(y), stats.data()});
+}
+
+// Rows shorter than the lanes (most lanes empty) and longer; a plain softmax and large scores.
+TEST(CudaBodies, SoftmaxRowsMatchFloat64) {
+  for (const int64_t cols : {7, 129}) {
+    const int64_t rows = 37;
+    for_each_type([&](auto tag) {
+      using T = decltype(tag);
+      const std::vector<T> x = stored<T>(random_normal(rows * cols, 5, 40.0f));
+      std::vector<T> y(x.size());
+      softmax_by_lanes(x, nullptr, 1, cols, y);
+      const std::vector<double> xd = values(x);
+      std::vector<double> want(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xd[size_t(r * cols + c)]);
+        for (int64_t c = 0; c < cols; ++c) sum += std::exp(xd[size_t(r * cols + c)] - mx);
+        for (int64_t c = 0; c < cols; ++c) want[size_t(r * cols + c)] = std::exp(xd[size_t(r * cols + c)] - mx) / sum;
+      }
+      EXPECT_LE(max_rel_error(values(y), want), tolerance<T>()) << cols;
+    });
+  }
+}
+
 TEST(CudaBodies, SoftmaxBackwardAndMaskedAttentionSoftmaxMatchFloat64) {
   const int64_t B = 2, heads = 3, Sq = 5, Sk = 67, rows = B * heads * Sq;
   const std::vector<int32_t> mask = [&] {
@@ -73,10 +107,13 @@ TEST(CudaBodies, SoftmaxBackwardAndMaskedAttentionSoftmaxMatchFloat64) {
     using T = decltype(tag);
     const std::vector<T> s = stored<T>(random_normal(rows * Sk, 14, 3.0f));
     std::vector<T> p(s.size());
-    run_all(rows, AttentionSoftmaxRowBody{ptr(s), ptr(p), mask.data(), heads * Sq, Sk});
+    softmax_by_lanes(s, mask.data(), heads * Sq, Sk, p);
     const std::vector<T> dy = stored<T>(random_normal(rows * Sk, 15));
     std::vector<T> dx(s.size());
-    run_all(rows, SoftmaxBackwardRowBody{ptr(p), ptr(dy), ptr(dx), Sk, 0.5f});
+    std::vector<double> partial(static_cast<size_t>(rows * kRowLanes)), dot(static_cast<size_t>(rows));
+    run_all(rows * kRowLanes, SoftmaxBackwardLaneBody{ptr(p), ptr(dy), Sk, partial.data()});
+    run_all(rows, LaneSumBody{partial.data(), dot.data()});
+    run_all(rows * Sk, SoftmaxBackwardApplyBody{ptr(p), ptr(dy), ptr(dx), dot.data(), Sk, 0.5f});
     const std::vector<double> sd = values(s), pd = values(p), dyd = values(dy);
     std::vector<double> want_p(s.size()), want_dx(s.size());
     for (int64_t r = 0; r < rows; ++r) {

@@ -124,25 +124,5 @@ TEST(CudaBodies, DropoutMaskIsTheCpuBackendsBitForBit) {
     });
 }
 
-TEST(CudaBodies, SoftmaxRowsMatchFloat64) {
-  const int64_t rows = 37, cols = 129;
-  for_each_type([&](auto tag) {
-    using T = decltype(tag);
-    const std::vector<T> x = stored<T>(random_normal(rows * cols, 5, 4.0f));
-    std::vector<T> y(x.size());
-    run_on_host(grid_for(rows), rows, SoftmaxRowBody<T, T>{x.data(), y.data(), cols});
-    const std::vector<double> xd = values(x);
-    std::vector<double> want(x.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      double mx = -INFINITY, sum = 0;
-      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xd[size_t(r * cols + c)]);
-      for (int64_t c = 0; c < cols; ++c) sum += std::exp(xd[size_t(r * cols + c)] - mx);
-      for (int64_t c = 0; c < cols; ++c)
-        want[size_t(r * cols + c)] = std::exp(xd[size_t(r * cols + c)] - mx) / sum;
-    }
-    EXPECT_LE(max_rel_error(values(y), want), tolerance<T>());
-  });
-}
-
 }  // namespace
 }  // namespace kiln

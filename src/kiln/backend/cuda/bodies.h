@@ -148,23 +148,4 @@ struct DropoutBody {
   }
 };
 
-// Item r = row r of cols: y = softmax(x) in f32, the exponentials recomputed in the last pass
-// rather than kept; y may alias x.
-template <typename X, typename Y>
-struct SoftmaxRowBody {
-  const X* x;
-  Y* y;
-  int64_t cols;
-  KILN_HD void operator()(int64_t r) const {
-    const X* xr = x + r * cols;
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < cols; ++c) mx = fmaxf(mx, load(xr[c]));
-    float sum = 0.0f;
-    for (int64_t c = 0; c < cols; ++c) sum += expf(load(xr[c]) - mx);
-    const float inv = 1.0f / sum;
-    Y* yr = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) yr[c] = store<Y>(expf(load(xr[c]) - mx) * inv);
-  }
-};
-
 }  // namespace kiln::ops::cuda

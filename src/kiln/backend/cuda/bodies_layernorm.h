@@ -14,8 +14,6 @@
 
 namespace kiln::ops::cuda {
 
-inline constexpr int64_t kRowLanes = 32;
-
 // Item = lane of a row (item = r * kRowLanes + l): partial[item] = (Σ x, Σ x²) over its elements.
 struct RowMomentsLaneBody {
   FloatPtr x;

@@ -30,12 +30,11 @@ KILN_HD inline double row_sumexp(const FloatPtr& z, int64_t o, int64_t V, float 
   return sum;
 }
 
-// A row of logits (N, V) is read by kXentLanes lanes, lane l taking columns l, l + kXentLanes, ...
+// A row of logits (N, V) is read by kRowLanes lanes, lane l taking columns l, l + kRowLanes, ...
 // (neighbouring lanes read neighbouring columns, so a warp's loads coalesce); one item per row then
 // combines its lanes in lane order.
-inline constexpr int64_t kXentLanes = 32;
 
-// Item = lane l of row i (item = i * kXentLanes + l): the lane's first maximum (at -1 for a lane
+// Item = lane l of row i (item = i * kRowLanes + l): the lane's first maximum (at -1 for a lane
 // without columns) and Σ z over its columns in double.
 struct XentMaxLaneBody {
   FloatPtr logits;
@@ -44,10 +43,10 @@ struct XentMaxLaneBody {
   int64_t* lane_at;
   double* lane_zsum;
   KILN_HD void operator()(int64_t item) const {
-    const int64_t o = (item / kXentLanes) * V, l = item % kXentLanes;
+    const int64_t o = (item / kRowLanes) * V, l = item % kRowLanes;
     RowMax m{-1, 0.0f};
     double zsum = 0.0;
-    for (int64_t v = l; v < V; v += kXentLanes) {
+    for (int64_t v = l; v < V; v += kRowLanes) {
       const float z = logits[o + v];
       if (m.at < 0 || z > m.value) m = {v, z};
       zsum += z;
@@ -62,7 +61,7 @@ struct XentMaxLaneBody {
 // stays, as in a scan of the row).
 KILN_HD inline RowMax lanes_max(const float* lane_max, const int64_t* lane_at, int64_t i) {
   RowMax m{-1, 0.0f};
-  for (int64_t j = i * kXentLanes; j < (i + 1) * kXentLanes; ++j) {
+  for (int64_t j = i * kRowLanes; j < (i + 1) * kRowLanes; ++j) {
     if (lane_at[j] < 0) continue;
     if (m.at < 0 || lane_max[j] > m.value || (lane_max[j] == m.value && lane_at[j] < m.at))
       m = {lane_at[j], lane_max[j]};
@@ -79,10 +78,10 @@ struct XentSumexpLaneBody {
   const int64_t* lane_at;
   double* lane_sum;
   KILN_HD void operator()(int64_t item) const {
-    const int64_t i = item / kXentLanes, o = i * V;
+    const int64_t i = item / kRowLanes, o = i * V;
     const float mx = lanes_max(lane_max, lane_at, i).value;
     double sum = 0.0;
-    for (int64_t v = item % kXentLanes; v < V; v += kXentLanes) sum += exp(double(logits[o + v] - mx));
+    for (int64_t v = item % kRowLanes; v < V; v += kRowLanes) sum += exp(double(logits[o + v] - mx));
     lane_sum[item] = sum;
   }
 };
@@ -107,7 +106,7 @@ struct XentRowBody {
     const int64_t y = labels[i];
     const RowMax m = lanes_max(lane_max, lane_at, i);
     double sum = 0.0, zsum = 0.0;
-    for (int64_t j = i * kXentLanes; j < (i + 1) * kXentLanes; ++j) sum += lane_sum[j], zsum += lane_zsum[j];
+    for (int64_t j = i * kRowLanes; j < (i + 1) * kRowLanes; ++j) sum += lane_sum[j], zsum += lane_zsum[j];
     const float l = float(double(m.value) + log(sum));
     lse[i] = l;
     row_loss[i] = 0.0;

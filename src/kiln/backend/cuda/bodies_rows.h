@@ -1,5 +1,5 @@
 // backend/cuda/bodies_rows.h — per-row and per-column bodies of the CUDA backend's own kernels
-// (bodies.h says how they run): softmax backward, BERT's masked attention softmax, bias
+// (bodies.h says how they run): softmax forward and backward, BERT's masked attention softmax, bias
 // gradients, embedding gathers and the deterministic scatter-add. Column sums
 // walk the rows in order in double, as the CPU backend does, so they match it bit for bit.
 #pragma once
@@ -12,37 +12,99 @@
 
 namespace kiln::ops::cuda {
 
-// Item r = row r of cols: dx = scale y (dy - Σ dy y); dx may alias dy.
-struct SoftmaxBackwardRowBody {
-  FloatPtr y, dy, dx;
-  int64_t cols;
-  float scale;
-  KILN_HD void operator()(int64_t r) const {
-    const int64_t o = r * cols;
-    float dot = 0.0f;
-    for (int64_t c = 0; c < cols; ++c) dot += y[o + c] * dy[o + c];
-    for (int64_t c = 0; c < cols; ++c) dx.set(o + c, scale * y[o + c] * (dy[o + c] - dot));
+// Softmax rows (softmax_forward, BERT's masked attention softmax, softmax_backward) in three
+// launches, as LayerNorm's: kRowLanes lanes per row, then one item per row to combine its lanes in
+// lane order, then one item per element. One thread per row left a GPU mostly idle and read
+// memory one row apart per neighbouring thread.
+
+// The scores of a softmax row: x, plus -10000 on the keys that mask (B, cols) marks 0 when there is
+// a mask (per_batch rows, heads x Sq, share one mask row).
+struct SoftmaxScores {
+  FloatPtr x;
+  const int32_t* mask;  // nullptr: a plain softmax
+  int64_t per_batch, cols;
+  KILN_HD float operator()(int64_t i) const {
+    const float z = x[i];
+    if (!mask) return z;
+    const int64_t r = i / cols;
+    return mask[(r / per_batch) * cols + i % cols] ? z : z - 10000.0f;
   }
 };
 
-// Item r = row r of scores (B, heads, Sq, Sk) viewed as rows of Sk: the softmax of the scores
-// plus -10000 on the keys that mask (B, Sk) marks 0; probs may alias scores.
-struct AttentionSoftmaxRowBody {
-  FloatPtr scores, probs;
-  const int32_t* mask;
-  int64_t per_batch, Sk;  // per_batch = heads * Sq rows share one mask row
-  KILN_HD float score(const int32_t* m, int64_t o, int64_t k) const {
-    return scores[o + k] + (m[k] ? 0.0f : -10000.0f);
+// Item = lane of a row (item = r * kRowLanes + l): the lane's maximum score (-inf for a lane
+// without elements) and Σ exp(score - that maximum) over its elements.
+struct SoftmaxLaneBody {
+  SoftmaxScores scores;
+  float* partial;  // 2 per item
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t cols = scores.cols, o = (item / kRowLanes) * cols;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t c = item % kRowLanes; c < cols; c += kRowLanes) mx = fmaxf(mx, scores(o + c));
+    for (int64_t c = item % kRowLanes; c < cols; c += kRowLanes) sum += expf(scores(o + c) - mx);
+    partial[2 * item] = mx;
+    partial[2 * item + 1] = sum;
   }
+};
+
+// Item r: the row's maximum and 1 / Σ exp(score - maximum), from its lanes in lane order.
+struct SoftmaxRowStatsBody {
+  const float* partial;
+  float* stats;  // 2 per row
   KILN_HD void operator()(int64_t r) const {
-    const int32_t* m = mask + (r / per_batch) * Sk;
-    const int64_t o = r * Sk;
+    const float* lane = partial + 2 * r * kRowLanes;
     float mx = -INFINITY;
-    for (int64_t k = 0; k < Sk; ++k) mx = fmaxf(mx, score(m, o, k));
+    for (int64_t l = 0; l < kRowLanes; ++l) mx = fmaxf(mx, lane[2 * l]);
     float sum = 0.0f;
-    for (int64_t k = 0; k < Sk; ++k) sum += expf(score(m, o, k) - mx);
-    const float inv = 1.0f / sum;
-    for (int64_t k = 0; k < Sk; ++k) probs.set(o + k, expf(score(m, o, k) - mx) * inv);
+    for (int64_t l = 0; l < kRowLanes; ++l)
+      if (lane[2 * l + 1] > 0.0f) sum += lane[2 * l + 1] * expf(lane[2 * l] - mx);
+    stats[2 * r] = mx;
+    stats[2 * r + 1] = 1.0f / sum;
+  }
+};
+
+// Item i: y = exp(score - max) / Σ. y may alias x.
+struct SoftmaxApplyBody {
+  SoftmaxScores scores;
+  FloatPtr y;
+  const float* stats;
+  KILN_HD void operator()(int64_t i) const {
+    const int64_t r = i / scores.cols;
+    y.set(i, expf(scores(i) - stats[2 * r]) * stats[2 * r + 1]);
+  }
+};
+
+// Item = lane of a row: partial[item] = Σ y dy over its elements, in double.
+struct SoftmaxBackwardLaneBody {
+  FloatPtr y, dy;
+  int64_t cols;
+  double* partial;
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t o = (item / kRowLanes) * cols;
+    double dot = 0.0;
+    for (int64_t c = item % kRowLanes; c < cols; c += kRowLanes) dot += double(y[o + c]) * double(dy[o + c]);
+    partial[item] = dot;
+  }
+};
+
+// Item r: dot[r] = its lanes' sums in lane order.
+struct LaneSumBody {
+  const double* partial;
+  double* dot;
+  KILN_HD void operator()(int64_t r) const {
+    double s = 0.0;
+    for (int64_t l = 0; l < kRowLanes; ++l) s += partial[r * kRowLanes + l];
+    dot[r] = s;
+  }
+};
+
+// Item i: dx = scale y (dy - Σ dy y). dx may alias dy.
+struct SoftmaxBackwardApplyBody {
+  FloatPtr y, dy, dx;
+  const double* dot;
+  int64_t cols;
+  float scale;
+  KILN_HD void operator()(int64_t i) const {
+    dx.set(i, scale * y[i] * float(double(dy[i]) - dot[i / cols]));
   }
 };
 

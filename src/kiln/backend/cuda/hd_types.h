@@ -12,6 +12,10 @@
 
 namespace kiln::ops::cuda {
 
+// Lanes that read one row together in the row kernels (LayerNorm, softmax, cross-entropy): lane l
+// takes elements l, l + kRowLanes, ..., so that a warp's loads are neighbouring elements.
+inline constexpr int64_t kRowLanes = 32;
+
 struct bf16_t { uint16_t bits; };
 struct f16_t { uint16_t bits; };
 

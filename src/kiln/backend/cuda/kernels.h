@@ -32,7 +32,4 @@ struct DropoutArgs {
 };
 void launch_dropout(const DropoutArgs& a, const Tensor& x, Tensor& y, void* stream);
 
-// Row softmax over the last dimension (rows = numel / cols).
-void launch_softmax_rows(const Tensor& x, Tensor& y, int64_t cols, void* stream);
-
 }  // namespace kiln::ops::cuda

@@ -1,4 +1,4 @@
-// backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout, softmax and LayerNorm
+// backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout and LayerNorm
 // forward on CUDA: checks, then a kernel of kernels.h (or a cudaMemcpyAsync) on the context's
 // stream; page-locked host tensors for staging.
 #include "kiln/backend/cuda/bodies_layernorm.h"
@@ -137,17 +137,6 @@ void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rn
 void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
                       const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
   dropout(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx, element_offset);
-}
-
-void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
-  const OpScope scope = expect_cuda(ctx, "softmax_forward", {&x, &y});
-  expect_same_numel("softmax_forward", x, y);
-  expect_dtype("softmax_forward", "x", x, kFloat);
-  expect_dtype("softmax_forward", "y", y, kFloat);
-  KILN_CHECK(x.rank() >= 1 && x.dim(-1) > 0, "op softmax_forward: rows of {} are empty",
-             shape_str(x.shape));
-  launch_softmax_rows(x, y, x.dim(-1), stream_of(ctx));
-  check_launch("softmax_forward");
 }
 
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,

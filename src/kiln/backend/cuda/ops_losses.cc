@@ -56,7 +56,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
   int64_t* row_hit = rows.ptr<int64_t>() + N;
   const float* w = weights_of(weights);
   const FloatPtr z = float_ptr(op, "logits", logits);
-  const int64_t V = logits.dim(1), lanes = N * kXentLanes;
+  const int64_t V = logits.dim(1), lanes = N * kRowLanes;
   Tensor lane_max = ctx.scratch_tensor({std::max<int64_t>(1, lanes)}, DType::f32);
   Tensor lane_sums = ctx.scratch_tensor({std::max<int64_t>(1, 3 * lanes)}, DType::i64);  // at, Σz, Σexp
   int64_t* lane_at = lane_sums.ptr<int64_t>();

@@ -1,4 +1,4 @@
-// backend/cuda/ops_rows.cc — softmax backward, the masked attention softmax, LayerNorm backward,
+// backend/cuda/ops_rows.cc — softmax forward and backward, the masked attention softmax, LayerNorm backward,
 // and the embedding gather / scatter-add on CUDA: checks, then bodies of bodies_rows.h.
 #include <algorithm>
 
@@ -23,18 +23,41 @@ void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Te
              shape_str(rows.shape));
 }
 
+// The softmax of `rows` rows of scores into y: lanes, rows, elements (bodies_rows.h).
+void softmax_rows(Context& ctx, const char* op, const SoftmaxScores& scores, const FloatPtr& y, int64_t rows) {
+  const ScratchScope own_scratch(ctx);
+  float* partial = ctx.scratch_tensor({rows * kRowLanes * 2}, DType::f32).ptr<float>();
+  float* stats = ctx.scratch_tensor({rows * 2}, DType::f32).ptr<float>();
+  run(ctx, op, rows * kRowLanes, SoftmaxLaneBody{scores, partial});
+  run(ctx, op, rows, SoftmaxRowStatsBody{partial, stats});
+  run(ctx, op, rows * scores.cols, SoftmaxApplyBody{scores, y, stats});
+}
+
 }  // namespace
+
+void softmax_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const char* op = "softmax_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y});
+  expect_same_numel(op, x, y);
+  KILN_CHECK(x.rank() >= 1 && x.dim(-1) > 0, "op {}: rows of {} are empty", op, shape_str(x.shape));
+  const int64_t cols = x.dim(-1);
+  softmax_rows(ctx, op, {float_ptr(op, "x", x), nullptr, 1, cols}, float_ptr(op, "y", y), x.numel() / cols);
+}
 
 void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx) {
   const char* op = "softmax_backward";
   const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx});
+  const ScratchScope own_scratch(ctx);
   expect_same_numel(op, y, dy);
   expect_same_numel(op, y, dx);
   KILN_CHECK(y.rank() >= 1 && y.dim(-1) > 0, "op {}: rows of {} are empty", op, shape_str(y.shape));
-  const int64_t cols = y.dim(-1);
-  run(ctx, op, y.numel() / cols,
-      SoftmaxBackwardRowBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy),
-                             float_ptr(op, "dx", dx), cols, scale});
+  const int64_t cols = y.dim(-1), rows = y.numel() / cols;
+  double* partial = reinterpret_cast<double*>(ctx.scratch_tensor({rows * kRowLanes}, DType::i64).data);
+  double* dot = reinterpret_cast<double*>(ctx.scratch_tensor({rows}, DType::i64).data);
+  const FloatPtr ys = float_ptr(op, "y", y), dys = float_ptr(op, "dy", dy);
+  run(ctx, op, rows * kRowLanes, SoftmaxBackwardLaneBody{ys, dys, cols, partial});
+  run(ctx, op, rows, LaneSumBody{partial, dot});
+  run(ctx, op, y.numel(), SoftmaxBackwardApplyBody{ys, dys, float_ptr(op, "dx", dx), dot, cols, scale});
 }
 
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
@@ -48,9 +71,8 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
              "op {}: scores {} (B, heads, Sq, Sk) with mask {} (B, Sk)", op,
              shape_str(scores.shape), shape_str(mask.shape));
   const int64_t per_batch = scores.dim(1) * scores.dim(2), Sk = scores.dim(3);
-  run(ctx, op, scores.numel() / Sk,
-      AttentionSoftmaxRowBody{float_ptr(op, "scores", scores), float_ptr(op, "probs", probs),
-                              mask.ptr<int32_t>(), per_batch, Sk});
+  softmax_rows(ctx, op, {float_ptr(op, "scores", scores), mask.ptr<int32_t>(), per_batch, Sk},
+               float_ptr(op, "probs", probs), scores.numel() / Sk);
 }
 
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,

@@ -1,6 +1,5 @@
-// backend/cuda/rows.cu — row softmax (SoftmaxRowBody of bodies.h, one thread per row), and the
-// row, column and loss bodies of bodies_rows.h, bodies_layernorm.h and bodies_losses.h.
-#include "kiln/backend/cuda/bodies.h"
+// backend/cuda/rows.cu — the row, column and loss bodies of bodies_rows.h, bodies_layernorm.h and
+// bodies_losses.h.
 #include "kiln/backend/cuda/bodies_layernorm.h"
 #include "kiln/backend/cuda/bodies_losses.h"
 #include "kiln/backend/cuda/bodies_rows.h"
@@ -9,18 +8,12 @@
 
 namespace kiln::ops::cuda {
 
-void launch_softmax_rows(const Tensor& x, Tensor& y, int64_t cols, void* stream) {
-  with_float_type(x.dtype, [&](auto xt) {
-    with_float_type(y.dtype, [&](auto yt) {
-      using X = decltype(xt);
-      using Y = decltype(yt);
-      launch(x.numel() / cols, SoftmaxRowBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), cols}, stream);
-    });
-  });
-}
-
-template void run_kernel(int64_t, const SoftmaxBackwardRowBody&, void*);
-template void run_kernel(int64_t, const AttentionSoftmaxRowBody&, void*);
+template void run_kernel(int64_t, const SoftmaxLaneBody&, void*);
+template void run_kernel(int64_t, const SoftmaxRowStatsBody&, void*);
+template void run_kernel(int64_t, const SoftmaxApplyBody&, void*);
+template void run_kernel(int64_t, const SoftmaxBackwardLaneBody&, void*);
+template void run_kernel(int64_t, const LaneSumBody&, void*);
+template void run_kernel(int64_t, const SoftmaxBackwardApplyBody&, void*);
 template void run_kernel(int64_t, const RowMomentsLaneBody&, void*);
 template void run_kernel(int64_t, const LayerNormStatsBody&, void*);
 template void run_kernel(int64_t, const LayerNormApplyBody&, void*);
