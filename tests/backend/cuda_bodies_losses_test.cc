@@ -9,6 +9,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/bodies_losses.h"
+#include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"
@@ -125,8 +126,11 @@ TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
   const Tensor zt = Tensor::view(const_cast<float*>(z.data()), {N, V});
   const Tensor labels = Tensor::view(const_cast<int32_t*>(kLabels.data()), {N}, DType::i32);
   const Tensor weights = Tensor::view(const_cast<float*>(kWeights.data()), {N});
-  std::vector<float> partials(static_cast<size_t>(3 * N));
-  run_all(N, VocabPartialsBody{ptr(z), kLabels.data(), partials.data(), V, start});
+  std::vector<float> partials(static_cast<size_t>(3 * N)), lane_max(static_cast<size_t>(N * kRowLanes));
+  std::vector<int64_t> lane_at(lane_max.size());
+  std::vector<double> lane_zsum(lane_max.size()), lane_sum(lane_max.size());
+  run_all(N * kRowLanes, XentMaxLaneBody{ptr(z), V, lane_max.data(), lane_at.data(), lane_zsum.data()});
+  run_all(N, VocabPartialsBody{ptr(z), kLabels.data(), lane_max.data(), lane_at.data(), partials.data(), V, start});
   Tensor want = Tensor::empty({N, 3});
   ops::vocab_xent_partials(cpu_context(), zt, labels, start, want);
   EXPECT_EQ(std::memcmp(partials.data(), want.data, want.nbytes()), 0);
@@ -134,7 +138,8 @@ TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
   std::vector<float> mx(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) mx[size_t(i)] = partials[size_t(3 * i)] + 0.25f;
   std::vector<double> sums(static_cast<size_t>(N));
-  run_all(N, VocabSumexpBody{ptr(z), mx.data(), sums.data(), V});
+  run_all(N * kRowLanes, VocabSumexpLaneBody{ptr(z), mx.data(), lane_sum.data(), V});
+  run_all(N, LaneSumBody{lane_sum.data(), sums.data()});
   Tensor want_sums = Tensor::empty({N}, DType::f64);
   ops::vocab_xent_sumexp(cpu_context(), zt, Tensor::view(mx.data(), {N}), want_sums);
   EXPECT_LE(max_rel_error(sums, std::vector<double>(want_sums.ptr<double>(),

@@ -16,20 +16,6 @@ struct RowMax {
   int64_t at = 0;
   float value = 0.0f;
 };
-KILN_HD inline RowMax row_max(const FloatPtr& z, int64_t o, int64_t V) {
-  RowMax m{0, z[o]};
-  for (int64_t v = 1; v < V; ++v)
-    if (z[o + v] > m.value) m = {v, z[o + v]};
-  return m;
-}
-
-// Σ_v exp(z_v - mx) over a row, each difference rounded to f32, the sum in double.
-KILN_HD inline double row_sumexp(const FloatPtr& z, int64_t o, int64_t V, float mx) {
-  double sum = 0.0;
-  for (int64_t v = 0; v < V; ++v) sum += exp(double(z[o + v] - mx));
-  return sum;
-}
-
 // A row of logits (N, V) is read by kRowLanes lanes, lane l taking columns l, l + kRowLanes, ...
 // (neighbouring lanes read neighbouring columns, so a warp's loads coalesce); one item per row then
 // combines its lanes in lane order.
@@ -176,29 +162,38 @@ struct XentGradBody {
   }
 };
 
-// Item i = row i of a vocab shard (N, Vs) starting at column `start` of the whole vocabulary:
-// partials row i = (max, whole-vocabulary id of the first argmax, the label's logit or 0).
+// Item i = row i of a vocab shard (N, Vs) starting at column `start` of the whole vocabulary, from
+// its lanes (XentMaxLaneBody): partials row i = (max, whole-vocabulary id of the first argmax, the
+// label's logit or 0).
 struct VocabPartialsBody {
   FloatPtr logits;
   const int32_t* labels;
+  const float* lane_max;
+  const int64_t* lane_at;
   float* partials;
   int64_t V, start;
   KILN_HD void operator()(int64_t i) const {
-    const int64_t o = i * V, local = int64_t(labels[i]) - start;
-    const RowMax m = row_max(logits, o, V);
+    const int64_t local = int64_t(labels[i]) - start;
+    const RowMax m = lanes_max(lane_max, lane_at, i);
     partials[3 * i] = m.value;
     partials[3 * i + 1] = float(start + m.at);
-    partials[3 * i + 2] = local >= 0 && local < V ? logits[o + local] : 0.0f;
+    partials[3 * i + 2] = local >= 0 && local < V ? logits[i * V + local] : 0.0f;
   }
 };
 
-// Item i = row i: sumexp[i] = Σ_v exp(z_iv - max_i) in double.
-struct VocabSumexpBody {
+// Item = lane of row i: Σ exp(z - max_i) over its columns, each difference rounded to f32, the sum
+// in double (LaneSumBody adds the lanes).
+struct VocabSumexpLaneBody {
   FloatPtr logits;
   const float* max;
-  double* sumexp;
+  double* lane_sum;
   int64_t V;
-  KILN_HD void operator()(int64_t i) const { sumexp[i] = row_sumexp(logits, i * V, V, max[i]); }
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t i = item / kRowLanes, o = i * V;
+    double sum = 0.0;
+    for (int64_t v = item % kRowLanes; v < V; v += kRowLanes) sum += exp(double(logits[o + v] - max[i]));
+    lane_sum[item] = sum;
+  }
 };
 
 // Item i = row i: combined (3, N) from the ranks' partials gathered (R, N, 3): the global max, the

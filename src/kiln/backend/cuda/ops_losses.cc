@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kiln/backend/cuda/bodies_losses.h"
+#include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/backend/vocab_xent_check.h"
@@ -91,9 +92,15 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
   const OpScope scope = expect_cuda(ctx, op, {&logits, &labels, &partials});
   const int64_t N = check_rows(op, logits, labels, Tensor{}, partials, 3);
   expect_dtype(op, "partials", partials, {DType::f32});
+  const ScratchScope own_scratch(ctx);
+  const int64_t V = logits.dim(1), lanes = N * kRowLanes;
+  float* lane_max = ctx.scratch_tensor({lanes}, DType::f32).ptr<float>();
+  int64_t* lane_at = ctx.scratch_tensor({lanes}, DType::i64).ptr<int64_t>();
+  double* lane_zsum = reinterpret_cast<double*>(ctx.scratch_tensor({lanes}, DType::i64).data);
+  const FloatPtr z = float_ptr(op, "logits", logits);
+  run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max, lane_at, lane_zsum});
   run(ctx, op, N,
-      VocabPartialsBody{float_ptr(op, "logits", logits), labels.ptr<int32_t>(),
-                        partials.ptr<float>(), logits.dim(1), start});
+      VocabPartialsBody{z, labels.ptr<int32_t>(), lane_max, lane_at, partials.ptr<float>(), V, start});
 }
 
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
@@ -105,9 +112,12 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
              shape_str(max.shape), shape_str(sumexp.shape));
   expect_dtype(op, "max", max, {DType::f32});
   expect_dtype(op, "sumexp", sumexp, {DType::f64});
-  run(ctx, op, logits.dim(0),
-      VocabSumexpBody{float_ptr(op, "logits", logits), max.ptr<float>(), sumexp.ptr<double>(),
-                      logits.dim(1)});
+  const ScratchScope own_scratch(ctx);
+  const int64_t N = logits.dim(0);
+  double* lane_sum = reinterpret_cast<double*>(ctx.scratch_tensor({N * kRowLanes}, DType::i64).data);
+  run(ctx, op, N * kRowLanes,
+      VocabSumexpLaneBody{float_ptr(op, "logits", logits), max.ptr<float>(), lane_sum, logits.dim(1)});
+  run(ctx, op, N, LaneSumBody{lane_sum, sumexp.ptr<double>()});
 }
 
 void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {

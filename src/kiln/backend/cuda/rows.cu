@@ -31,7 +31,7 @@ template void run_kernel(int64_t, const XentRowBody&, void*);
 template void run_kernel(int64_t, const XentTotalsBody&, void*);
 template void run_kernel(int64_t, const XentGradBody&, void*);
 template void run_kernel(int64_t, const VocabPartialsBody&, void*);
-template void run_kernel(int64_t, const VocabSumexpBody&, void*);
+template void run_kernel(int64_t, const VocabSumexpLaneBody&, void*);
 template void run_kernel(int64_t, const VocabCombineBody&, void*);
 template void run_kernel(int64_t, const VocabRowTotalsBody&, void*);
 template void run_kernel(int64_t, const VocabGradBody&, void*);
