@@ -86,14 +86,14 @@ struct SoftmaxBackwardLaneBody {
   }
 };
 
-// Item r: dot[r] = its lanes' sums in lane order.
+// Item r: sum[r] = row r's lanes' partial sums, added in lane order.
 struct LaneSumBody {
   const double* partial;
-  double* dot;
+  double* sum;
   KILN_HD void operator()(int64_t r) const {
     double s = 0.0;
     for (int64_t l = 0; l < kRowLanes; ++l) s += partial[r * kRowLanes + l];
-    dot[r] = s;
+    sum[r] = s;
   }
 };
 
