@@ -2,7 +2,7 @@
 // again at each replay with the arguments they were captured with, while values the ops read
 // from device memory (the step's scalars) are the current ones; copies between host and device
 // inside a capture, the host device and an unsized arena are refused; a replay needs the scratch
-// arena where the capture found it.
+// arena where the capture found it. Dropout's sample offset is such a value in device memory.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -60,6 +60,26 @@ TEST(OpGraph, ReplayKeepsArgumentsAndReadsDeviceScalarsAnew) {
   EXPECT_EQ(r.host(x), std::vector<float>({4, 8}));
   EXPECT_EQ(r.host(y), std::vector<float>({2, 4}));
   EXPECT_EQ(r.arena.in_use(), 2 * 64u);  // as after the capture: the scratch the graph took
+}
+
+// Dropout takes its micro-batch's first sample from device memory: a replay after the offset moved
+// gives the new samples' mask, the one an op-by-op run with that offset gives.
+TEST(OpGraph, ReplayedDropoutTakesTheOffsetInDeviceMemory) {
+  SimRun r;
+  const RngStream rng{42, rng_stream(RngPurpose::dropout, 1, 0)};
+  const Tensor x = r.on_sim(std::vector<float>(64, 1.0f));
+  Tensor y = r.on_sim(std::vector<float>(64, 0.0f)), want = r.on_sim(std::vector<float>(64, 0.0f));
+  Tensor offset = Tensor::empty({1}, DType::i64, Device::sim());
+  auto set_offset = [&](int64_t first_sample) { copy(r.ctx, Tensor::view(&first_sample, {1}, DType::i64), offset); };
+  set_offset(0);
+  std::unique_ptr<OpGraph> graph =
+      OpGraph::capture(r.ctx, [&] { dropout_forward(r.ctx, x, 0.5f, rng, offset, 4, y); });
+  const std::vector<float> first = r.host(y);
+  set_offset(8);
+  graph->replay();
+  dropout_forward(r.ctx, x, 0.5f, rng, offset, 4, want);
+  EXPECT_EQ(r.host(y), r.host(want));
+  EXPECT_NE(r.host(y), first);  // other samples, another mask
 }
 
 TEST(OpGraph, CaptureRefusesHostCopiesTheHostDeviceAndAnUnsizedArena) {
