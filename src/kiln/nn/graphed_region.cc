@@ -13,14 +13,15 @@ GraphedRegion::Entry& GraphedRegion::entry(const Key& key, const std::vector<boo
   return e;
 }
 
-Tensor GraphedRegion::run(const Step& step, const Key& key, ParamStore* grads, const std::function<Tensor()>& body) {
-  Context& ctx = *step.ctx;
-  if (!step.capture_regions) {
+Tensor GraphedRegion::run(Context& ctx, bool capture, const Key& key, ParamStore* grads,
+                          const std::function<Tensor()>& body) {
+  if (!capture) {
     host_key_ = key;
     host_ran_ = true;
     return body();
   }
-  Entry& e = entry(key, grads ? grads->grads_written() : std::vector<bool>{});
+  static const std::vector<bool> no_grads;
+  Entry& e = entry(key, grads ? grads->grads_written() : no_grads);
   const bool valid = e.graph && e.allocations == device_allocation_count() && e.graph->can_replay();
   if (valid && host_ran_ && host_key_ == key) {
     e.graph->replay();

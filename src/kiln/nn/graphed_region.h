@@ -1,5 +1,6 @@
-// nn/graphed_region.h — a stretch of a model's ops that needs nothing from the host while it runs
-// (the transformer layers' forward or backward, ResNet's body), captured as a graph and replayed
+// nn/graphed_region.h — a stretch of ops that needs nothing from the host while it runs (the
+// transformer layers' forward or backward, ResNet's body, the training loop's optimizer phase),
+// captured as a graph and replayed
 // (backend/graph.h): run op by op the first time a key is seen, captured the second time, replayed
 // after that. Megatron-LM's per-layer CUDA graphs play the same role.
 //
@@ -11,6 +12,7 @@
 // ParamStore: which gradients it overwrites rather than adds to depends on what the step wrote
 // before, so that is part of the key, and a replay marks them written as its capture did.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,13 +27,18 @@ namespace kiln::nn {
 class GraphedRegion {
  public:
   // What the ops inside depend on that the host chooses: input addresses and shapes, batch
-  // sizes, training or not. Two runs with the same key issue the same ops on the same memory.
-  using Key = std::vector<int64_t>;
+  // sizes, training or not (unused places 0). Two runs with the same key issue the same ops on
+  // the same memory.
+  using Key = std::array<int64_t, 6>;
 
-  // Runs `body` (which returns the region's output: a buffer, not scratch) op by op, captures it,
-  // or replays it. Graphs only where step.capture_regions is set. `grads`: the store whose
-  // gradients the body writes (nullptr: none).
-  Tensor run(const Step& step, const Key& key, ParamStore* grads, const std::function<Tensor()>& body);
+  // Runs `body` (which returns the region's output: a buffer, not scratch) on ctx op by op,
+  // captures it, or replays it; graphs only when `capture`. `grads`: the store whose gradients
+  // the body writes (nullptr: none).
+  Tensor run(Context& ctx, bool capture, const Key& key, ParamStore* grads, const std::function<Tensor()>& body);
+  // A model's stretch of a step: graphs where step.capture_regions is set.
+  Tensor run(const Step& step, const Key& key, ParamStore* grads, const std::function<Tensor()>& body) {
+    return run(*step.ctx, step.capture_regions, key, grads, body);
+  }
 
  private:
   struct Entry {

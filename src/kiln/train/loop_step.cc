@@ -119,26 +119,15 @@ bool TrainingLoop::update(int64_t done, const MicroBatchLosses& sum) {
 }
 
 void TrainingLoop::run_update_ops() {
-  const auto update_ops = [this] {
+  update_graph_.run(ctx_, graph_plan_.capture, {}, nullptr, [this] {
     Tensor& scalars = step_scalars_.device();
     if (scaler_.enabled()) ops::scale_by_step_scalar(ctx_, store_.grads, scalars, ops::kStepUnscale);
     grad_norm_.sum_squares(scalars, norm_groups_);
     ops::step_decide(ctx_, scalars);
     optimizer_.update(scalars);
     if (sharded_) dp_.gather_weights(store_);  // unchanged weights when skipped
-  };
-  // The first update runs op by op: it makes what ops set up on first use (CUDA chunk tables)
-  // and brings the scratch arena to its size.
-  if (!graph_plan_.capture || !eager_update_done_ || !ops::OpGraph::can_capture(ctx_)) {
-    update_ops();
-    eager_update_done_ = true;
-    return;
-  }
-  if (update_graph_ && update_graph_->can_replay()) {
-    update_graph_->replay();
-    return;
-  }
-  update_graph_ = ops::OpGraph::capture(ctx_, update_ops);  // first time, or the arena grew (evaluation)
+    return Tensor{};
+  });
 }
 
 // Megatron: skipped iterations advance the iteration and the data, not the schedule.

@@ -4,14 +4,13 @@
 // loop_events.cc (evaluations, MLPerf blocks / epochs, checkpoints).
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "kiln/backend/graph.h"
 #include "kiln/core/timer.h"
+#include "kiln/nn/graphed_region.h"
 #include "kiln/optim/grad_norm.h"
 #include "kiln/optim/step_scalars.h"
 #include "kiln/train/data_parallel.h"
@@ -112,8 +111,9 @@ class TrainingLoop {
   // device between one write and one read per step.
   optim::StepScalars step_scalars_;
   GraphPlan graph_plan_;
-  std::unique_ptr<ops::OpGraph> update_graph_;
-  bool eager_update_done_ = false;
+  // Op by op at the first update (what ops set up on first use, the arena's size), captured at the
+  // second, replayed after, captured again when the arena grew (an evaluation).
+  nn::GraphedRegion update_graph_;
   std::optional<GradBuckets> buckets_;
   // A micro-batch's first global sample on the device (Step::sample_offset_tensor): one per
   // micro-batch of a step in a pipeline, else one for all.
