@@ -57,7 +57,7 @@ TEST(CudaBodies, SoftmaxXentForwardTotalsAndGradientMatchFloat64) {
       const std::vector<double> zd = values(z);
       double loss = 0, weight = 0, hits = 0;
       std::vector<double> lse(static_cast<size_t>(N)), grad(size_t(N * V), 0.0);
-      const double scale = 0.5, norm = 6.5;
+      const double scale = 0.5, add = 6.5;  // the divisor: Σ w + 6.5, from the totals
       for (int64_t i = 0; i < N; ++i) {
         const auto row = zd.begin() + i * V;
         const double mx = *std::max_element(row, row + V);
@@ -70,9 +70,14 @@ TEST(CudaBodies, SoftmaxXentForwardTotalsAndGradientMatchFloat64) {
         loss += w * (lse[size_t(i)] - (1 - ls) * row[y] - ls * zsum / V);
         weight += w;
         hits += w > 0 && std::max_element(row, row + V) - row == y;
+      }
+      for (int64_t i = 0; i < N; ++i) {
+        const int32_t y = kLabels[size_t(i)];
+        if (y < 0) continue;
+        const auto row = zd.begin() + i * V;
+        const double k = scale * kWeights[size_t(i)] / (weight + add);
         for (int64_t v = 0; v < V; ++v)
-          grad[size_t(i * V + v)] = scale * w / norm *
-                                    (std::exp(row[v] - lse[size_t(i)]) - ls / V - (1 - ls) * (v == y));
+          grad[size_t(i * V + v)] = k * (std::exp(row[v] - lse[size_t(i)]) - ls / V - (1 - ls) * (v == y));
       }
       EXPECT_LE(max_rel_error(r.lse, lse), 1e-6);
       EXPECT_NEAR(r.totals[0], loss, 1e-5 * std::abs(loss));
@@ -80,7 +85,7 @@ TEST(CudaBodies, SoftmaxXentForwardTotalsAndGradientMatchFloat64) {
       EXPECT_EQ(r.totals[2], hits);
       std::vector<T> d(z.size());
       run_all(N * V, XentGradBody{ptr(z), ptr(d), r.lse.data(), kLabels.data(), kWeights.data(),
-                                  V, ls, float(scale), norm});
+                                  V, ls, float(scale), r.totals, {add, 0.0}});
       EXPECT_LE(max_rel_error(values(d), grad), tolerance<T>() + 1e-5) << ls;
     });
 }
@@ -116,7 +121,7 @@ TEST(CudaBodies, SoftmaxXentLabelPastTheRowMakesTheLossNaNWithoutReadingPastIt) 
   EXPECT_TRUE(std::isnan(r.totals[0]));
   std::vector<float> d(z.size());
   run_all(N * V, XentGradBody{ptr(z), ptr(d), r.lse.data(), labels.data(), nullptr, V, 0.0f,
-                              1.0f, 1.0});
+                              1.0f, r.totals, {0.0, 1.0}});
   for (float v : d) ASSERT_TRUE(std::isfinite(v));
 }
 
@@ -149,11 +154,12 @@ TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
   std::vector<float> lse(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) lse[size_t(i)] = mx[size_t(i)] + std::log(float(sums[size_t(i)]));
   std::vector<float> d(z.size());
+  double totals[3] = {0.0, 2.5, 0.0};  // the divisor: 2.5 + 0.5
   run_all(N * V, VocabGradBody{ptr(z), ptr(d), lse.data(), kLabels.data(), kWeights.data(), V,
-                               start, 0.5f, 3.0});
+                               start, 0.5f, totals, {0.5, 0.0}});
   Tensor want_d = Tensor::empty({N, V});
   ops::vocab_xent_backward(cpu_context(), zt, Tensor::view(lse.data(), {N}), labels, weights,
-                           start, 0.5f, 3.0, want_d);
+                           start, 0.5f, Tensor::view(totals, {3}, DType::i64), {0.5, 0.0}, want_d);
   EXPECT_LE(max_rel_error(d, std::vector<float>(want_d.ptr<float>(), want_d.ptr<float>() + N * V)),
             1e-6);
 }

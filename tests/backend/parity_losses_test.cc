@@ -58,14 +58,18 @@ TEST(ParityLosses, SoftmaxXentMatchesFloat64ReferenceInEveryDtype) {
       const Tensor weights = c.weighted ? p.from_host(wv, {N}, DType::f32) : Tensor{};
       Tensor lse = p.zeros({N}, DType::f32), totals = Tensor::empty({3}, DType::i64, p.ctx.device);
       ops::softmax_xent_forward(p.ctx, logits, labels, weights, c.smoothing, lse, totals);
-      const double scale = 0.75, norm = 3.5;
+      // The divisor comes from the totals on the device: Σ w + 3.5.
+      const double scale = 0.75, add = 3.5;
       Tensor d = p.zeros({N, V}, dt);
       ops::softmax_xent_backward(p.ctx, logits, lse, labels, weights, c.smoothing, float(scale),
-                                 norm, d);
+                                 totals, {add, 0.0}, d);
 
       const std::vector<double> z = p.host(logits);
       std::vector<double> lse_ref(N), d_ref(size_t(N * V), 0.0);
       double loss = 0, wsum = 0, correct = 0;
+      for (int64_t i = 0; i < N; ++i)
+        if (y[i] >= 0) wsum += c.weighted ? wv[i] : 1.0;
+      const double norm = wsum + add;
       for (int64_t i = 0; i < N; ++i) {
         const double* row = z.data() + i * V;
         int64_t best = 0;
@@ -77,7 +81,6 @@ TEST(ParityLosses, SoftmaxXentMatchesFloat64ReferenceInEveryDtype) {
         if (y[i] < 0) continue;
         const double w = c.weighted ? wv[i] : 1.0;
         loss += w * (lse_ref[i] - (1 - c.smoothing) * row[y[i]] - c.smoothing * zsum / V);
-        wsum += w;
         correct += w > 0 && best == y[i];
         for (int64_t v = 0; v < V; ++v)
           d_ref[i * V + v] = scale * w / norm *
@@ -104,7 +107,7 @@ TEST(ParityLosses, SoftmaxXentIgnoredRowsGetZeroGradientAndNoLoss) {
   ops::softmax_xent_forward(p.ctx, logits, labels, Tensor{}, 0.1f, lse, totals);
   EXPECT_EQ(read_totals(p, totals), (std::vector<double>{0, 0, 0}));
   Tensor d = p.random({N, V}, DType::f32, 4);
-  ops::softmax_xent_backward(p.ctx, logits, lse, labels, Tensor{}, 0.1f, 1.0f, 1.0, d);
+  ops::softmax_xent_backward(p.ctx, logits, lse, labels, Tensor{}, 0.1f, 1.0f, totals, {0.0, 1.0}, d);
   EXPECT_EQ(p.host(d), std::vector<double>(size_t(N * V), 0.0));
 }
 

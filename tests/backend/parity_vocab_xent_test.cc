@@ -115,9 +115,10 @@ TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
   EXPECT_EQ(totals[1], want_weight);
   EXPECT_EQ(totals[2], want_hits);
   EXPECT_GT(want_hits, 0) << "the test's rows should include a hit";
-  // Backward: softmax - onehot of each shard, scaled by w_i / norm.
+  // Backward: softmax - onehot of each shard, scaled by w_i / norm, norm = Σ w + 7.5 from the
+  // totals on the device.
   const Tensor lse_t = p.to_device(Tensor::view(lse.data(), {N}));
-  const double norm = 7.5;
+  const double norm = want_weight + 7.5;
   for (int64_t shard = 0; shard < 2; ++shard) {
     std::vector<float> part;
     std::vector<double> want;
@@ -130,7 +131,7 @@ TEST(ParityVocabXent, ShardsCombineToTheWholeRowsCrossEntropy) {
       }
     const Tensor s = p.from_host(part, {N, kShard}, DType::f32);
     Tensor d = p.zeros({N, kShard}, DType::f32);
-    ops::vocab_xent_backward(p.ctx, s, lse_t, labels, weights, shard * kShard, 0.5f, norm, d);
+    ops::vocab_xent_backward(p.ctx, s, lse_t, labels, weights, shard * kShard, 0.5f, totals_dev, {7.5, 0.0}, d);
     p.expect_close(d, want, "vocab_xent_backward");
   }
   Tensor bad = p.zeros({N, 2}, DType::f32);

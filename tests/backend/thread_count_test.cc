@@ -140,7 +140,7 @@ TEST(ThreadCount, CrossEntropyTotalsAndGradientsAreIndependentOfIt) {
     Tensor lse = Tensor::empty({N}, DType::f32), totals = Tensor::empty({3}, DType::i64);
     Tensor dlogits = Tensor::empty({N, C}, DType::f32);
     softmax_xent_forward(ctx, logits, label_t, weights, 0.1f, lse, totals);
-    softmax_xent_backward(ctx, logits, lse, label_t, weights, 0.1f, 1.0f, 123.0, dlogits);
+    softmax_xent_backward(ctx, logits, lse, label_t, weights, 0.1f, 1.0f, totals, {123.0, 0.0}, dlogits);
     return bytes_of({&lse, &totals, &dlogits});
   });
   expect_thread_count_independent("vocab-parallel xent partials + sumexp + backward", [&] {
@@ -156,7 +156,9 @@ TEST(ThreadCount, CrossEntropyTotalsAndGradientsAreIndependentOfIt) {
     vocab_xent_sumexp(ctx, logits, max, sumexp);
     for (int64_t i = 0; i < N; ++i)
       lse.ptr<float>()[i] = max.ptr<float>()[i] + float(std::log(sumexp.ptr<double>()[i]));
-    vocab_xent_backward(ctx, logits, lse, label_t, Tensor{}, 100, 1.0f, 321.0, dlogits);
+    double sums[3] = {0.0, 321.0, 0.0};
+    const Tensor totals = Tensor::view(sums, {3}, DType::i64);
+    vocab_xent_backward(ctx, logits, lse, label_t, Tensor{}, 100, 1.0f, totals, {}, dlogits);
     return bytes_of({&partials, &sumexp, &dlogits});
   });
 }

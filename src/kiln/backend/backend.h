@@ -11,6 +11,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/philox.h"
 #include "kiln/core/tensor.h"
+#include "kiln/backend/xent_norm.h"
 
 namespace kiln::ops {
 
@@ -166,11 +167,12 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
                           const Tensor& weights, float label_smoothing, Tensor& lse,
                           Tensor& totals);
 // dlogits (N, V) (any float dtype) = c_i · (softmax(z_i) - q_i), softmax from the saved lse,
-// with c_i = scale · f32(w_i / norm) (norm: the loss's divisor, e.g. Σ w + 1e-5); ignored
-// rows get 0. The per-row gradient is written directly; dlogits is overwritten.
+// with c_i = xent_row_factor(weights, i, scale, norm.divisor(totals)) (backend/xent_norm.h):
+// totals (3) are the forward's, read on the device when the op runs. Ignored rows get 0. The
+// per-row gradient is written directly; dlogits is overwritten.
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
-                           float scale, double norm, Tensor& dlogits);
+                           float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits);
 
 // Vocab-parallel softmax cross-entropy (tensor parallelism): logits (N, Vs) are columns
 // [start, start + Vs) of the whole (N, V) logits; labels (N) i32 are whole-vocabulary ids
@@ -192,11 +194,11 @@ void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined);
 // a label >= 0. weights (N) f32, or undefined for 1.
 void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumexp, const Tensor& labels,
                        const Tensor& weights, Tensor& lse, Tensor& totals);
-// dlogits (N, Vs) = c_i · (exp(z_iv - lse_i) - [start + v == label_i]), c_i = scale · f32(w_i /
-// norm) as softmax_xent_backward (lse (N) f32 the whole rows' log-sum-exp); ignored rows get 0.
+// dlogits (N, Vs) = c_i · (exp(z_iv - lse_i) - [start + v == label_i]), c_i from totals (3) and
+// norm as softmax_xent_backward's (lse (N) f32 the whole rows' log-sum-exp); ignored rows get 0.
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
-                         double norm, Tensor& dlogits);
+                         const Tensor& totals, XentNorm norm, Tensor& dlogits);
 
 // ---- optimizer updates and multi-tensor norms (typed: f32 master weights, gradients and
 // state; double sums) ----

@@ -183,13 +183,13 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
-                         double norm, Tensor& dlogits) {
+                         const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "vocab_xent_backward",
                         vocab_xent_backward(ctx, logits, lse, labels, weights, start, scale,
-                                            norm, dlogits));
+                                            totals, norm, dlogits));
   run_cpu(ctx, [=](Context& run) mutable {
-    cpu::vocab_xent_backward(run, logits, lse, labels, weights, start, scale, norm, dlogits);
+    cpu::vocab_xent_backward(run, logits, lse, labels, weights, start, scale, totals, norm, dlogits);
   });
 }
 
@@ -207,13 +207,14 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
-                           float scale, double norm, Tensor& dlogits) {
+                           float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "softmax_xent_backward",
                         softmax_xent_backward(ctx, logits, lse, labels, weights,
-                                              label_smoothing, scale, norm, dlogits));
+                                              label_smoothing, scale, totals, norm, dlogits));
   run_cpu(ctx, [=](Context& run) mutable {
-    cpu::softmax_xent_backward(run, logits, lse, labels, weights, label_smoothing, scale, norm, dlogits);
+    cpu::softmax_xent_backward(run, logits, lse, labels, weights, label_smoothing, scale, totals, norm,
+                               dlogits);
   });
 }
 

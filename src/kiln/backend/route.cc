@@ -46,4 +46,9 @@ void expect_sample_offset(const char* op, const Tensor& sample_offset) {
              sample_offset.numel());
 }
 
+void expect_xent_totals(const char* op, const Tensor& totals) {
+  expect_dtype(op, "totals", totals, {DType::i64});
+  KILN_CHECK(totals.numel() == 3, "op {}: totals hold {} values, not 3", op, totals.numel());
+}
+
 }  // namespace kiln::ops

@@ -37,5 +37,7 @@ void expect_same_numel(const char* op, const Tensor& a, const Tensor& b);
 void expect_step_scalars(const char* op, const Tensor& scalars);
 // A dropout op's sample offset: one i64.
 void expect_sample_offset(const char* op, const Tensor& sample_offset);
+// A cross-entropy's totals: 3 f64 values in an i64 tensor.
+void expect_xent_totals(const char* op, const Tensor& totals);
 
 }  // namespace kiln::ops

@@ -33,6 +33,10 @@ class BertForPretraining {
   // Accumulates loss_scale * d(mlm_loss + nsp_loss)/d(param) of the last forward into
   // store.grads (f32); BertStage::backward.
   void backward(const Step& step, float loss_scale = 1.0f);
+  // Both, the losses read back after the backward; graphed as BertStage::forward_backward says.
+  BertOutputs forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
+    return stage_.forward_backward(step, batch, loss_scale);
+  }
 
   // (B*P, V) of the last forward; this rank's vocab columns under tensor parallelism.
   const Tensor& mlm_logits() const { return stage_.mlm_logits(); }

@@ -4,6 +4,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#include "kiln/core/hd.h"
 
 namespace kiln::models {
 namespace {
@@ -112,60 +113,80 @@ const Param* BertStage::word_embedding() const {
   return range_.first ? &word_->weight : range_.last ? &decoder_weight_ : nullptr;
 }
 
-Tensor BertStage::embed(const Step& step, const data::BertBatch& batch) {
+// The host's part of forward: sizes, the rows the ops read, and every copy to the device.
+void BertStage::stage(const Step& step, const data::BertBatch& batch) {
+  check_bert_batch(batch, config_);
+  KILN_CHECK(step.compute_dtype == store_.compute_dtype(),
+             "BERT: the step computes in {} but the weights' compute copy is {}",
+             dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
   Context& ctx = *step.ctx;
-  const int64_t BS = B_ * S_;
-  positions_.resize(size_t(BS));
-  for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S_);
-  Tensor x = embeddings_.get(*step.ctx, {BS, config_.hidden}, step.compute_dtype);  // (B*S, H)
-  ops::add(ctx, word_->forward(step, ids_input(ctx, input_ids_, batch.input_ids, {BS})),
-           position_->forward(step, ids_input(ctx, position_ids_, positions_, {BS})), x);
-  ops::add(ctx, x, token_type_->forward(step, ids_input(ctx, segment_ids_, batch.segment_ids, {BS})), x);
+  B_ = batch.batch, S_ = batch.seq_len, P_ = batch.max_pred;
+  const int64_t B = B_, S = S_, P = P_, BS = B * S;
+  mask_in_ = ids_input(ctx, input_mask_, batch.input_mask, {B, S});
+  if (range_.first) {
+    positions_.resize(size_t(BS));
+    for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S);
+    ids_in_ = ids_input(ctx, input_ids_, batch.input_ids, {BS});
+    positions_in_ = ids_input(ctx, position_ids_, positions_, {BS});
+    segments_in_ = ids_input(ctx, segment_ids_, batch.segment_ids, {BS});
+  }
+  if (!range_.last) return;
+  if (config_.binary_head) {
+    first_rows_.resize(size_t(B));
+    for (int64_t b = 0; b < B; ++b) first_rows_[b] = int32_t(b * S);
+    first_rows_in_ = ids_input(ctx, first_rows_buf_, first_rows_, {B});
+    nsp_loss_.stage(ctx, batch.nsp_labels.data(), B);
+  }
+  gather_rows_.resize(size_t(B * P));
+  for (int64_t i = 0; i < B * P; ++i) gather_rows_[i] = int32_t((i / P) * S + batch.masked_positions[i]);
+  gather_rows_in_ = ids_input(ctx, gather_rows_buf_, gather_rows_, {B * P});
+  if (tp_.split()) vocab_mlm_loss_.stage(ctx, batch.masked_ids.data(), batch.masked_weights.data(), B * P);
+  else mlm_loss_.stage(ctx, batch.masked_ids.data(), batch.masked_weights.data(), B * P);
+}
+
+Tensor BertStage::embed(const Step& step) {
+  Context& ctx = *step.ctx;
+  Tensor x = embeddings_.get(*step.ctx, {B_ * S_, config_.hidden}, step.compute_dtype);  // (B*S, H)
+  ops::add(ctx, word_->forward(step, ids_in_), position_->forward(step, positions_in_), x);
+  ops::add(ctx, x, token_type_->forward(step, segments_in_), x);
   if (embedding_norm_) x = embedding_norm_->forward(step, x);
   return embedding_dropout_.forward(step, x, B_);
 }
 
 Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const Tensor& input, BertOutputs* out) {
-  check_bert_batch(batch, config_);
-  KILN_CHECK(step.compute_dtype == store_.compute_dtype(),
-             "BERT: the step computes in {} but the weights' compute copy is {}",
-             dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
-  B_ = batch.batch, S_ = batch.seq_len, P_ = batch.max_pred;
-  Tensor x = range_.first ? embed(step, batch) : input;
+  KILN_CHECK(out || !range_.last, "BERT stage: the last stage's forward needs somewhere to put the losses");
+  stage(step, batch);
+  Tensor y = forward_staged(step, input);
+  if (range_.last) *out = read_losses();
+  return y;
+}
+
+Tensor BertStage::forward_staged(const Step& step, const Tensor& input) {
+  KILN_CHECK(B_ > 0, "BERT stage: forward before a batch was staged");
+  Tensor x = range_.first ? embed(step) : input;
   KILN_CHECK(x.shape == Shape({B_ * S_, config_.hidden}), "BERT stage: input {} is not ({}, {})",
              shape_str(x.shape), B_ * S_, config_.hidden);
-  const Tensor mask = ids_input(*step.ctx, input_mask_, batch.input_mask, {B_, S_});
-  x = layers_forward(step, x, mask);
+  x = layers_forward(step, x, mask_in_);
   if (!range_.last) return x;
-  KILN_CHECK(out, "BERT stage: the last stage's forward needs somewhere to put the losses");
   if (final_norm_) x = final_norm_->forward(step, x);
-  heads(step, batch, x, *out);  // x: the sequence output (B*S, H)
+  heads(step, x);  // x: the sequence output (B*S, H)
   return {};
 }
 
-// The pooler, NSP head, MLM transform and decoder over the sequence output x (B*S, H).
-void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out) {
+// The pooler, NSP head, MLM transform and decoder over the sequence output x (B*S, H); the
+// losses stay on the device.
+void BertStage::heads(const Step& step, const Tensor& x) {
   Context& ctx = *step.ctx;
-  const int64_t B = B_, S = S_, P = P_, H = config_.hidden, V = vocab_rows_;
+  const int64_t B = B_, P = P_, H = config_.hidden, V = vocab_rows_;
   const DType dt = step.compute_dtype;
-  out = BertOutputs{};
   if (config_.binary_head) {
-    first_rows_.resize(size_t(B));
-    for (int64_t b = 0; b < B; ++b) first_rows_[b] = int32_t(b * S);
     Tensor first = first_tokens_.get(*step.ctx, {B, H}, dt);  // (B, H) token 0 of each row
-    first_rows_in_ = ids_input(ctx, first_rows_buf_, first_rows_, {B});
     ops::gather_rows(ctx, x, first_rows_in_, first);
     Tensor pooled = pooler_act_.forward(step, pooler_->forward(step, first));
     nsp_logits_ = as_f32(ctx, seq_relationship_->forward(step, pooled), nsp_f32_);  // (B, 2)
-    const nn::LossResult r = nsp_loss_.forward(nsp_logits_, batch.nsp_labels.data(), ctx);
-    out.nsp_loss = r.loss;
-    out.nsp_correct = r.correct;
-    out.nsp_count = int64_t(r.count);
+    nsp_loss_.forward(nsp_logits_);
   }
-  gather_rows_.resize(size_t(B * P));
-  for (int64_t i = 0; i < B * P; ++i) gather_rows_[i] = int32_t((i / P) * S + batch.masked_positions[i]);
   Tensor gathered = gathered_.get(*step.ctx, {B * P, H}, dt);
-  gather_rows_in_ = ids_input(ctx, gather_rows_buf_, gather_rows_, {B * P});
   ops::gather_rows(ctx, x, gather_rows_in_, gathered);
   Tensor t = transform_act_.forward(step, transform_->forward(step, gathered));
   transformed_ = transform_norm_->forward(step, t);  // (B*P, H)
@@ -175,14 +196,25 @@ void BertStage::heads(const Step& step, const data::BertBatch& batch, const Tens
   ops::MatmulOpts o;
   o.bias = &bias;
   ops::matmul(ctx, ops::mat(transformed_), ops::mat(decoder_weight_.compute(), true), ops::mat(mlm_logits_), o);
-  const int32_t* ids = batch.masked_ids.data();
-  const float* weights = batch.masked_weights.data();
-  const nn::LossResult m = tp_.split() ? vocab_mlm_loss_.forward(ctx, mlm_logits_, vocab_start_, ids, weights)
-                                       : mlm_loss_.forward(mlm_logits_, ids, weights, ctx);
+  if (tp_.split()) vocab_mlm_loss_.forward(mlm_logits_, vocab_start_);
+  else mlm_loss_.forward(mlm_logits_);
+}
+
+BertOutputs BertStage::read_losses() const {
+  KILN_CHECK(range_.last, "BERT stage: only the last stage has losses");
+  BertOutputs out;
+  if (config_.binary_head) {
+    const nn::LossResult r = nsp_loss_.read();
+    out.nsp_loss = r.loss;
+    out.nsp_correct = r.correct;
+    out.nsp_count = int64_t(r.count);
+  }
+  const nn::LossResult m = tp_.split() ? vocab_mlm_loss_.read() : mlm_loss_.read();
   out.mlm_loss = m.loss;
   out.mlm_correct = m.correct;
   out.mlm_weight_sum = m.count;
   out.loss = out.mlm_loss + out.nsp_loss;
+  return out;
 }
 
 // -> the gradient of the sequence output (B*S, H).
@@ -262,6 +294,26 @@ Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale)
   if (!range_.first) return dx;
   embed_backward(step, dx);
   return {};
+}
+
+BertOutputs BertStage::forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
+  KILN_CHECK(range_.first && range_.last, "BERT stage: forward_backward needs the whole model");
+  stage(step, batch);
+  const auto body = [&](const Step& s) {
+    forward_staged(s, Tensor{});
+    backward(s, Tensor{}, loss_scale);
+    return Tensor{};
+  };
+  if (!step.capture_regions || step.grad_watch) {
+    body(step);
+  } else {
+    Step inner = step;
+    inner.capture_regions = false;  // no graphs inside this one
+    const nn::GraphedRegion::Key key = {B_, S_, P_, int64_t(step.compute_dtype), int64_t(f32_bits(loss_scale)),
+                                        step.training};
+    micro_batch_.run(step, key, &store_, [&] { return body(inner); });
+  }
+  return read_losses();
 }
 
 }  // namespace kiln::models

@@ -74,7 +74,16 @@ class BertStage {
   // in step.compute_dtype (the store's compute dtype), statistics and the MLM / NSP logits in
   // f32. Returns the output for the next stage (B*S, H), or, on the last stage, an undefined
   // tensor and the losses in `out`. Throws kiln::Error for inconsistent sizes or ids out of range.
+  // forward = stage + forward_staged + read_losses (last stage).
   Tensor forward(const Step& step, const data::BertBatch& batch, const Tensor& input, BertOutputs* out);
+  // The host's part of forward: checks `batch`, keeps its sizes and copies what the ops read (ids,
+  // positions, mask, gathered rows, labels, weights) to the step's device.
+  void stage(const Step& step, const data::BertBatch& batch);
+  // The ops of forward over the staged batch; the last stage's losses stay on the device. Nothing
+  // here copies between host and device or reads a result, so it can be captured in a graph.
+  Tensor forward_staged(const Step& step, const Tensor& input);
+  // Last stage, after forward_staged: the losses, read back.
+  BertOutputs read_losses() const;
   // Last stage: the gradient of loss_scale x its losses; other stages: `dy` is the gradient of
   // the output. Accumulates parameter gradients into store.grads (f32); returns the input's
   // gradient (undefined on the first stage), valid until this instance's next backward. Each
@@ -82,6 +91,11 @@ class BertStage {
   // micro-batches with loss_scale 1/k averages their losses' gradients. Tells step.grads_final_from
   // after the heads and after each layer.
   Tensor backward(const Step& step, const Tensor& dy, float loss_scale);
+  // The whole model (first and last stage): stage, forward, backward, then the losses read
+  // back. With step.capture_regions, unless gradient buckets watch the backward, everything
+  // between the copies in and the read-back is one graph (nn/graphed_region.h), keyed by the
+  // sizes and the loss scale; the layers' own graphs then stay unused.
+  BertOutputs forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale);
 
   // Where a received input for this instance lives: (rows, H) in `dtype`.
   Tensor input_buffer(const Step& step, int64_t rows) {
@@ -99,8 +113,8 @@ class BertStage {
   void add_embeddings(ParamStore& store);
   void add_heads(ParamStore& store);
   void add_decoder_copy(ParamStore& store);  // a last stage that is not the first
-  Tensor embed(const Step& step, const data::BertBatch& batch);
-  void heads(const Step& step, const data::BertBatch& batch, const Tensor& x, BertOutputs& out);
+  Tensor embed(const Step& step);
+  void heads(const Step& step, const Tensor& x);
   Tensor heads_backward(const Step& step, float loss_scale);
   Tensor layers_forward(const Step& step, const Tensor& x, const Tensor& mask);
   Tensor layers_backward(const Step& step, const Tensor& dy);
@@ -120,6 +134,7 @@ class BertStage {
   nn::LayerSharedBuffers shared_layers_;   // what every layer drops again (nn/transformer.h)
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
   nn::GraphedRegion layers_forward_, layers_backward_;  // the stack of layers as graphs
+  nn::GraphedRegion micro_batch_;                       // forward_backward as one graph
   // last stage
   std::optional<nn::LayerNorm> final_norm_;  // pre-LN only
   std::optional<nn::Linear> pooler_, seq_relationship_, transform_;
@@ -131,10 +146,10 @@ class BertStage {
   nn::VocabParallelMlmLoss vocab_mlm_loss_;
   nn::NspLoss nsp_loss_;
 
-  // Saved by forward for backward.
+  // Kept by stage for forward and backward.
   int64_t B_ = 0, S_ = 0, P_ = 0;
   std::vector<int32_t> positions_, gather_rows_, first_rows_;
-  Tensor gather_rows_in_, first_rows_in_;  // on the step's device
+  Tensor ids_in_, positions_in_, segments_in_, mask_in_, gather_rows_in_, first_rows_in_;  // on the step's device
   Tensor transformed_, mlm_logits_, nsp_logits_;
   // The batch's ids on the step's device (nn::Buffer::input).
   nn::Buffer input_ids_, position_ids_, segment_ids_, input_mask_, gather_rows_buf_, first_rows_buf_;

@@ -4,6 +4,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#include "kiln/core/hd.h"
 #include "kiln/core/init.h"
 #include "kiln/core/philox.h"
 #include "kiln/dist/communicator.h"
@@ -194,10 +195,13 @@ void ResNet::init(uint64_t seed) {
   }
 }
 
+Tensor ResNet::stage_images(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W) {
+  return images_in_.input(*step.ctx, Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels}));
+}
+
 Tensor ResNet::forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
                        int64_t W) {
-  const Tensor images =
-      images_in_.input(*step.ctx, Tensor::view(const_cast<float*>(images_nhwc), {N, H, W, config_.in_channels}));
+  const Tensor images = stage_images(step, images_nhwc, N, H, W);
   const auto body = [&] { return body_forward(step, images); };
   if (!graphable_) return body();
   const nn::GraphedRegion::Key key = {int64_t(images.data), N, H, W, int64_t(step.compute_dtype), step.training};
@@ -224,6 +228,30 @@ void ResNet::backward(const Step& step, const Tensor& dlogits) {
   // Gradient buckets start their reductions in between.
   if (step.grad_watch || !graphable_) body();
   else backward_graph_.run(step, {int64_t(dlogits.data), dlogits.dim(0)}, &store_, body);
+}
+
+nn::LossResult ResNet::forward_backward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
+                                        int64_t W, const int32_t* labels, nn::SoftmaxCrossEntropy& loss,
+                                        float loss_scale) {
+  if (!graphable_ || !step.capture_regions || step.grad_watch) {
+    const Tensor logits = forward(step, images_nhwc, N, H, W);
+    loss.stage(*step.ctx, labels, N);
+    loss.forward(logits);
+    backward(step, loss.backward(loss_scale));
+    return loss.read();
+  }
+  const Tensor images = stage_images(step, images_nhwc, N, H, W);
+  loss.stage(*step.ctx, labels, N);
+  Step inner = step;
+  inner.capture_regions = false;  // no graphs inside this one
+  const nn::GraphedRegion::Key key = {N, H, W, int64_t(step.compute_dtype), int64_t(f32_bits(loss_scale)),
+                                      step.training};
+  micro_batch_.run(step, key, &store_, [&] {
+    loss.forward(body_forward(inner, images));
+    body_backward(inner, loss.backward(loss_scale));
+    return Tensor{};
+  });
+  return loss.read();
 }
 
 void ResNet::body_backward(const Step& step, const Tensor& dlogits) {

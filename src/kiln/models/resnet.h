@@ -24,6 +24,7 @@
 #include "kiln/nn/batchnorm2d.h"
 #include "kiln/nn/buffer.h"
 #include "kiln/nn/conv2d.h"
+#include "kiln/nn/cross_entropy.h"
 #include "kiln/nn/graphed_region.h"
 #include "kiln/nn/linear.h"
 #include "kiln/nn/pool.h"
@@ -79,6 +80,12 @@ class ResNet {
   Tensor forward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W);
   // dlogits: (N, classes) -> accumulates d/d(param) of the last forward into store.grads.
   void backward(const Step& step, const Tensor& dlogits);
+  // A training micro-batch: forward, `loss` over labels (N) (staged with the images), backward of
+  // loss_scale x the loss, then the loss read back. With step.capture_regions, unless gradient
+  // buckets watch the backward or SyncBN cannot be captured, everything between the copies in and
+  // the read-back is one graph, keyed by the sizes and the loss scale.
+  nn::LossResult forward_backward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W,
+                                  const int32_t* labels, nn::SoftmaxCrossEntropy& loss, float loss_scale);
 
   // Every BN's running_mean, running_var, num_batches_tracked (torchvision names), in order.
   nn::NamedBuffers buffers();
@@ -97,6 +104,7 @@ class ResNet {
 
  private:
   std::vector<nn::BatchNorm2d*> batchnorms();  // in buffers() order
+  Tensor stage_images(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W);
   Tensor body_forward(const Step& step, Tensor images);
   void body_backward(const Step& step, const Tensor& dlogits);
 
@@ -116,6 +124,7 @@ class ResNet {
   // Everything between the images' copy and the loss, as graphs (nn/graphed_region.h), unless
   // SyncBN's collectives cannot be captured.
   nn::GraphedRegion forward_graph_, backward_graph_;
+  nn::GraphedRegion micro_batch_;  // forward_backward as one graph
   bool graphable_ = true;
 };
 

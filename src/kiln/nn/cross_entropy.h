@@ -1,7 +1,7 @@
 // nn/cross_entropy.h — softmax cross-entropy with label smoothing (PyTorch's
 // F.cross_entropy(label_smoothing=ls, ignore_index=-1)): the target is (1-ls)·onehot + ls/C, and
 // the loss is the mean over rows whose label is not -1 (padding rows of the last eval batch).
-// The work is ops::softmax_xent_forward/backward; the layer reads back three numbers.
+// The work is ops::softmax_xent_forward/backward; in parts as nn/losses.h says.
 #pragma once
 #include <cstdint>
 
@@ -14,18 +14,21 @@ class SoftmaxCrossEntropy {
  public:
   explicit SoftmaxCrossEntropy(float label_smoothing = 0.1f) : label_smoothing(label_smoothing) {}
 
-  // logits: (N, C) f32, labels: (N) in [0, C) or -1 (loaders validate them; one >= C throws
-  // kiln::Error). Returns the loss, top-1 correct count and non-ignored row count. Keeps a
-  // handle to logits.
+  // labels: (N) in [0, C) or -1 (loaders validate them; one >= C throws kiln::Error).
+  void stage(Context& ctx, const int32_t* labels, int64_t N) { xent_.stage(ctx, labels, nullptr, N); }
+  // logits: (N, C) f32; keeps a handle to them.
+  void forward(const Tensor& logits) { xent_.forward(logits, label_smoothing); }
+  // The loss, top-1 correct count and non-ignored row count of the last forward.
+  LossResult read() const { return xent_.read(); }
   LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
-  // -> dlogits (N, C) = dloss · d(loss)/d(logits); ignored rows get 0.
-  Tensor backward(float dloss);
+  // -> dlogits (N, C) = dloss · d(loss)/d(logits); ignored rows get 0. The row coefficient
+  // dloss / count is rounded to f32 once, as PyTorch's mean does.
+  Tensor backward(float dloss) { return xent_.backward(dloss); }
 
   float label_smoothing;
 
  private:
-  SoftmaxXentState xent_;
-  double count_ = 0;
+  SoftmaxXentState xent_{{0.0, 1.0}};
 };
 
 }  // namespace kiln::nn

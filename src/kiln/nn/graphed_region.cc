@@ -7,6 +7,8 @@ namespace kiln::nn {
 GraphedRegion::Entry& GraphedRegion::entry(const Key& key, const std::vector<bool>& grads) {
   for (Entry& e : entries_)
     if (e.key == key && e.grads_before == grads) return e;
+  // A key that changes over a run (a dynamic loss scale) must not pile up graphs.
+  if (entries_.size() == kMaxEntries) entries_.erase(entries_.begin());
   Entry& e = entries_.emplace_back();
   e.key = key;
   e.grads_before = grads;

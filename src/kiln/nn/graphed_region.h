@@ -50,6 +50,7 @@ class GraphedRegion {
     Tensor output;
   };
   Entry& entry(const Key& key, const std::vector<bool>& grads);
+  static constexpr size_t kMaxEntries = 8;  // the oldest goes first
 
   std::vector<Entry> entries_;
   Key host_key_;  // the key the layers' host code last ran with

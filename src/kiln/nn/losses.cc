@@ -5,15 +5,8 @@
 
 namespace kiln::nn {
 
-SoftmaxXentState::Totals SoftmaxXentState::forward(Context& ctx, const Tensor& logits,
-                                                   const int32_t* labels, const float* weights,
-                                                   float label_smoothing) {
-  KILN_CHECK(logits.rank() == 2, "softmax cross-entropy: logits {} are not (N, V)",
-             shape_str(logits.shape));
-  const int64_t N = logits.dim(0);
+void SoftmaxXentState::stage(Context& ctx, const int32_t* labels, const float* weights, int64_t N) {
   ctx_ = &ctx;
-  label_smoothing_ = label_smoothing;
-  logits_ = logits;
   labels_ = labels_buf_.get(ctx, {N}, DType::i32);
   ops::copy(ctx, Tensor::view(const_cast<int32_t*>(labels), {N}, DType::i32), labels_);
   weights_ = Tensor{};
@@ -21,43 +14,48 @@ SoftmaxXentState::Totals SoftmaxXentState::forward(Context& ctx, const Tensor& l
     weights_ = weights_buf_.get(ctx, {N});
     ops::copy(ctx, Tensor::view(const_cast<float*>(weights), {N}), weights_);
   }
-  lse_ = lse_buf_.get(ctx, {N});
-  Tensor totals = totals_buf_.get(ctx, {3}, DType::i64);
-  ops::softmax_xent_forward(ctx, logits_, labels_, weights_, label_smoothing, lse_, totals);
-  return read_totals(ctx, totals);
 }
 
-SoftmaxXentState::Totals SoftmaxXentState::read_totals(Context& ctx, const Tensor& totals) {
+void SoftmaxXentState::forward(const Tensor& logits, float label_smoothing) {
+  KILN_CHECK(ctx_, "softmax cross-entropy: forward called before stage");
+  KILN_CHECK(logits.rank() == 2 && logits.dim(0) == labels_.numel(),
+             "softmax cross-entropy: logits {} for {} staged labels", shape_str(logits.shape), labels_.numel());
+  label_smoothing_ = label_smoothing;
+  logits_ = logits;
+  lse_ = lse_buf_.get(*ctx_, {logits.dim(0)});
+  totals_ = totals_buf_.get(*ctx_, {3}, DType::i64);
+  ops::softmax_xent_forward(*ctx_, logits_, labels_, weights_, label_smoothing, lse_, totals_);
+}
+
+LossResult read_xent_totals(Context& ctx, const Tensor& totals, ops::XentNorm norm) {
   double host[3];
   Tensor host_view = Tensor::view(host, {3}, DType::i64);
   ops::copy(ctx, totals, host_view);
-  return {host[0], host[1], int64_t(host[2])};
+  return {host[0] / norm.divisor(host), int64_t(host[2]), host[1]};
 }
 
-Tensor SoftmaxXentState::backward(float scale, double norm) {
-  KILN_CHECK(ctx_, "softmax cross-entropy: backward called before forward");
+LossResult SoftmaxXentState::read() const {
+  KILN_CHECK(totals_.defined(), "softmax cross-entropy: read called before forward");
+  return read_xent_totals(*ctx_, totals_, norm_);
+}
+
+Tensor SoftmaxXentState::backward(float scale) {
+  KILN_CHECK(totals_.defined(), "softmax cross-entropy: backward called before forward");
   Tensor d = dlogits_buf_.get(*ctx_, logits_.shape);
-  ops::softmax_xent_backward(*ctx_, logits_, lse_, labels_, weights_, label_smoothing_, scale,
-                             norm, d);
+  ops::softmax_xent_backward(*ctx_, logits_, lse_, labels_, weights_, label_smoothing_, scale, totals_, norm_, d);
   return d;
 }
 
-LossResult MlmLoss::forward(const Tensor& logits, const int32_t* ids, const float* weights,
-                            Context& ctx) {
-  const SoftmaxXentState::Totals t = xent_.forward(ctx, logits, ids, weights, 0.0f);
-  denom_ = t.weight_sum + 1e-5;
-  return {t.loss_sum / denom_, t.correct, t.weight_sum};
+LossResult MlmLoss::forward(const Tensor& logits, const int32_t* ids, const float* weights, Context& ctx) {
+  stage(ctx, ids, weights, logits.dim(0));
+  forward(logits);
+  return read();
 }
-
-Tensor MlmLoss::backward(float dloss) { return xent_.backward(dloss, denom_); }
 
 LossResult NspLoss::forward(const Tensor& logits, const int32_t* labels, Context& ctx) {
-  const SoftmaxXentState::Totals t = xent_.forward(ctx, logits, labels, nullptr, 0.0f);
-  count_ = t.weight_sum;
-  return {count_ > 0 ? t.loss_sum / count_ : 0.0, t.correct, count_};
+  stage(ctx, labels, logits.dim(0));
+  forward(logits);
+  return read();
 }
-
-// Ignored rows (and every row when none counts) get a zero gradient.
-Tensor NspLoss::backward(float dloss) { return xent_.backward(dloss, count_ > 0 ? count_ : 1.0); }
 
 }  // namespace kiln::nn

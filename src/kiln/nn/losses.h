@@ -1,8 +1,12 @@
 // nn/losses.h — BERT pretraining losses over f32 logits: ops::softmax_xent_forward/backward
-// (log-softmax in fp32, sums in double), the layer reads back three numbers per forward.
+// (log-softmax in fp32, sums in double). A loss runs in three parts so that a graph can hold the
+// middle one: stage (the labels and weights copied to the device), forward and backward (ops
+// only; the backward's divisor is read from the forward's totals on the device), and read (three
+// numbers back to the host). forward(logits, labels, ..., ctx) does the first three at once.
 #pragma once
 #include <cstdint>
 
+#include "kiln/backend/xent_norm.h"
 #include "kiln/core/context.h"
 #include "kiln/core/tensor.h"
 #include "kiln/nn/buffer.h"
@@ -15,57 +19,68 @@ struct LossResult {
   double count = 0;     // MLM: sum of weights; NSP: number of non-ignored rows
 };
 
-// What a softmax cross-entropy keeps between forward and backward: labels and weights copied
-// to the device, the logits handle and the saved log-sum-exp.
+// A softmax cross-entropy divided by norm.divisor(totals): what it keeps between its parts is
+// the labels and weights on the device, the logits handle, the saved log-sum-exp and the totals.
 class SoftmaxXentState {
  public:
-  struct Totals {
-    double loss_sum = 0, weight_sum = 0;
-    int64_t correct = 0;
-  };
-  // logits (N, V); labels (N) i32, negative = ignored; weights (N) or null (1 per row).
-  Totals forward(Context& ctx, const Tensor& logits, const int32_t* labels, const float* weights,
-                 float label_smoothing);
-  // dlogits (N, V) f32 = scale · f32(w_i / norm) · (softmax - target) per row.
-  Tensor backward(float scale, double norm);
-  // The totals (3) that a cross-entropy op left on ctx's device (f64 in i64), read back.
-  static Totals read_totals(Context& ctx, const Tensor& totals);
+  explicit SoftmaxXentState(ops::XentNorm norm) : norm_(norm) {}
+  // labels (N) i32, negative = ignored; weights (N) or null (1 per row); copied to ctx's device.
+  void stage(Context& ctx, const int32_t* labels, const float* weights, int64_t N);
+  // logits (N, V) of the staged rows; the totals stay on the device.
+  void forward(const Tensor& logits, float label_smoothing);
+  // The last forward's loss (Σ / divisor), hits and weight sum, read back.
+  LossResult read() const;
+  // dlogits (N, V) f32 = c_i · (softmax - target) (ops::xent_row_factor).
+  Tensor backward(float scale);
 
  private:
+  ops::XentNorm norm_;
   Context* ctx_ = nullptr;
   float label_smoothing_ = 0;
-  Tensor logits_, labels_, weights_, lse_;
+  Tensor logits_, labels_, weights_, lse_, totals_;
   Buffer labels_buf_, weights_buf_, lse_buf_, totals_buf_, dlogits_buf_;
 };
+
+// The totals (3) that a cross-entropy op left on ctx's device (f64 in i64), read back, as a
+// LossResult with the loss divided by norm's divisor.
+LossResult read_xent_totals(Context& ctx, const Tensor& totals, ops::XentNorm norm);
 
 // Masked-LM loss over N masked slots: loss = -sum_i w_i log_softmax(logits_i)[id_i] /
 // (sum_i w_i + 1e-5). correct counts rows with w_i > 0 and argmax == id_i.
 class MlmLoss {
  public:
-  // logits: (N, V) f32, ids: (N) in [0, V) (loaders validate them; one >= V throws
-  // kiln::Error), weights: (N). Keeps a handle to logits and copies ids and weights.
+  static constexpr ops::XentNorm kNorm{1e-5, 0.0};
+  // ids: (N) in [0, V) (loaders validate them; one >= V throws kiln::Error), weights: (N).
+  void stage(Context& ctx, const int32_t* ids, const float* weights, int64_t N) {
+    xent_.stage(ctx, ids, weights, N);
+  }
+  // logits: (N, V) f32; keeps a handle to them.
+  void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
+  LossResult read() const { return xent_.read(); }
   LossResult forward(const Tensor& logits, const int32_t* ids, const float* weights,
                      Context& ctx = cpu_context());
   // -> dlogits (N, V) = dloss * d(loss)/d(logits).
-  Tensor backward(float dloss);
+  Tensor backward(float dloss) { return xent_.backward(dloss); }
 
  private:
-  SoftmaxXentState xent_;
-  double denom_ = 1;
+  SoftmaxXentState xent_{kNorm};
 };
 
 // Next-sentence loss: mean softmax cross-entropy over rows whose label is not negative (0 if
 // none).
 class NspLoss {
  public:
-  // logits: (B, C) f32, labels: (B) in [0, C) or -1 (one >= C throws kiln::Error).
+  // labels: (B) in [0, C) or -1 (one >= C throws kiln::Error).
+  void stage(Context& ctx, const int32_t* labels, int64_t B) { xent_.stage(ctx, labels, nullptr, B); }
+  // logits: (B, C) f32.
+  void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
+  LossResult read() const { return xent_.read(); }
   LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
   // -> dlogits (B, C) = dloss * d(loss)/d(logits); ignored rows get 0.
-  Tensor backward(float dloss);
+  Tensor backward(float dloss) { return xent_.backward(dloss); }
 
  private:
-  SoftmaxXentState xent_;
-  double count_ = 0;
+  SoftmaxXentState xent_{{0.0, 1.0}};
 };
 
 }  // namespace kiln::nn

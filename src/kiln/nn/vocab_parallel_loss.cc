@@ -5,19 +5,30 @@
 
 namespace kiln::nn {
 
-LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int64_t start,
-                                         const int32_t* ids, const float* weights) {
-  KILN_CHECK(logits.rank() == 2 && logits.dtype == DType::f32,
-             "vocab-parallel MLM loss: logits {} {} are not (N, V) f32", dtype_name(logits.dtype),
-             shape_str(logits.shape));
-  const int64_t N = logits.dim(0);
+void VocabParallelMlmLoss::stage(Context& ctx, const int32_t* ids, const float* weights, int64_t N) {
   ctx_ = &ctx;
-  logits_ = logits;
-  start_ = start;
   labels_ = labels_buf_.get(ctx, {N}, DType::i32);
   ops::copy(ctx, Tensor::view(const_cast<int32_t*>(ids), {N}, DType::i32), labels_);
   weights_ = weights_buf_.get(ctx, {N});
   ops::copy(ctx, Tensor::view(const_cast<float*>(weights), {N}), weights_);
+}
+
+LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int64_t start,
+                                         const int32_t* ids, const float* weights) {
+  stage(ctx, ids, weights, logits.dim(0));
+  forward(logits, start);
+  return read();
+}
+
+void VocabParallelMlmLoss::forward(const Tensor& logits, int64_t start) {
+  KILN_CHECK(ctx_, "vocab-parallel MLM loss: forward called before stage");
+  KILN_CHECK(logits.rank() == 2 && logits.dtype == DType::f32 && logits.dim(0) == labels_.numel(),
+             "vocab-parallel MLM loss: logits {} {} are not (N, V) f32 for {} staged ids",
+             dtype_name(logits.dtype), shape_str(logits.shape), labels_.numel());
+  Context& ctx = *ctx_;
+  const int64_t N = logits.dim(0);
+  logits_ = logits;
+  start_ = start;
 
   Tensor partials = partials_.get(ctx, {N, 3});
   ops::vocab_xent_partials(ctx, logits, labels_, start, partials);
@@ -31,17 +42,19 @@ LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int
   tp_.all_reduce(sumexp);
 
   lse_ = lse_buf_.get(ctx, {N});
-  Tensor totals = totals_buf_.get(ctx, {3}, DType::i64);
-  ops::vocab_xent_totals(ctx, combined, sumexp, labels_, weights_, lse_, totals);
-  const SoftmaxXentState::Totals t = SoftmaxXentState::read_totals(ctx, totals);
-  denom_ = t.weight_sum + 1e-5;
-  return {t.loss_sum / denom_, t.correct, t.weight_sum};
+  totals_ = totals_buf_.get(ctx, {3}, DType::i64);
+  ops::vocab_xent_totals(ctx, combined, sumexp, labels_, weights_, lse_, totals_);
+}
+
+LossResult VocabParallelMlmLoss::read() const {
+  KILN_CHECK(totals_.defined(), "vocab-parallel MLM loss: read called before forward");
+  return read_xent_totals(*ctx_, totals_, MlmLoss::kNorm);
 }
 
 Tensor VocabParallelMlmLoss::backward(float dloss) {
-  KILN_CHECK(ctx_, "vocab-parallel MLM loss: backward called before forward");
+  KILN_CHECK(totals_.defined(), "vocab-parallel MLM loss: backward called before forward");
   Tensor d = dlogits_.get(*ctx_, logits_.shape);
-  ops::vocab_xent_backward(*ctx_, logits_, lse_, labels_, weights_, start_, dloss, denom_, d);
+  ops::vocab_xent_backward(*ctx_, logits_, lse_, labels_, weights_, start_, dloss, totals_, MlmLoss::kNorm, d);
   return d;
 }
 

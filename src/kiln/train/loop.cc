@@ -187,8 +187,8 @@ LoopResult TrainingLoop::finish() {
   result_.loss_scale = scaler_.scale();
   if (profiling_) console_ << ops::profile_report(profiled_seconds_, profiled_steps_);
   if (ctx_.graph_captures > 0)
-    console_ << fmt::format("graphs: {} captured, {} replay{} (the optimizer phase; the layers' forward and "
-                            "backward)\n",
+    console_ << fmt::format("graphs: {} captured, {} replay{} (the optimizer phase; the micro-batches' forward "
+                            "and backward)\n",
                             ctx_.graph_captures, ctx_.graph_replays, ctx_.graph_replays == 1 ? "" : "s");
   if (c_.benchmark > 0 && !step_seconds_.empty()) {
     console_ << estimated_training_time(step_seconds_, c_.total_steps);

@@ -20,9 +20,10 @@ GraphPlan plan_update_graph(const Context& ctx, bool profiling, std::span<dist::
             "graphs: the optimizer phase (unscale, gradient norm, skip and clip decisions, update) is captured "
             "after the first step and replayed; a pipeline stage's forward and backward run op by op"};
   return {true, true,
-          "graphs: the optimizer phase (unscale, gradient norm, skip and clip decisions, update) and the layers' "
-          "forward and backward are captured in the first steps and replayed; the ops around the layers (the "
-          "batch's copy in, embeddings, heads, losses) run op by op: they read the losses back (docs/ENGINE.md)"};
+          "graphs: the optimizer phase (unscale, gradient norm, skip and clip decisions, update) and each "
+          "micro-batch's forward and backward (everything between the batch's copies in and the losses' read-back) "
+          "are captured in the first steps and replayed; under --overlap-grad-reduce the last micro-batch's forward "
+          "layers only, its backward op by op (docs/ENGINE.md)"};
 }
 
 }  // namespace kiln::train

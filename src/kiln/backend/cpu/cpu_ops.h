@@ -41,13 +41,13 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
                        const Tensor& weights, Tensor& lse, Tensor& totals);
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
-                         double norm, Tensor& dlogits);
+                         const Tensor& totals, XentNorm norm, Tensor& dlogits);
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
                           const Tensor& weights, float label_smoothing, Tensor& lse,
                           Tensor& totals);
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
-                           float scale, double norm, Tensor& dlogits);
+                           float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits);
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
                          std::span<const TensorSegment> segments, Tensor& sums);
 void scale_all(Context& ctx, Tensor& x, float factor);

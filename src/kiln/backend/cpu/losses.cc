@@ -97,9 +97,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
                           Tensor& totals) {
   const OpScope scope = expect_cpu(ctx, "softmax_xent_forward", {&logits, &labels, &weights, &lse, &totals});
   check_xent("softmax_xent_forward", logits, labels, weights, lse);
-  expect_dtype("softmax_xent_forward", "totals", totals, {DType::i64});
-  KILN_CHECK(totals.numel() == 3, "op softmax_xent_forward: totals hold {} values, not 3",
-             totals.numel());
+  expect_xent_totals("softmax_xent_forward", totals);
   const int64_t N = logits.dim(0), V = logits.dim(1);
   const int32_t* y = labels.ptr<int32_t>();
   const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
@@ -141,9 +139,11 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
-                           float scale, double norm, Tensor& dlogits) {
-  const OpScope scope = expect_cpu(ctx, "softmax_xent_backward", {&logits, &lse, &labels, &weights, &dlogits});
+                           float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits) {
+  const OpScope scope =
+      expect_cpu(ctx, "softmax_xent_backward", {&logits, &lse, &labels, &weights, &totals, &dlogits});
   check_xent("softmax_xent_backward", logits, labels, weights, lse);
+  expect_xent_totals("softmax_xent_backward", totals);
   KILN_CHECK(dlogits.shape == logits.shape, "op softmax_xent_backward: dlogits {} for logits {}",
              shape_str(dlogits.shape), shape_str(logits.shape));
   const int64_t N = logits.dim(0), V = logits.dim(1);
@@ -151,6 +151,7 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
   const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
   const float* l = lse.ptr<float>();
   const float smooth = label_smoothing / float(V), hit = 1.0f - label_smoothing;
+  const double divisor = norm.divisor(reinterpret_cast<const double*>(totals.data));
 
   cpu::dispatch_float(logits.dtype, "softmax_xent_backward", [&]<typename T>(T) {
     cpu::dispatch_float(dlogits.dtype, "softmax_xent_backward", [&]<typename D>(D) {
@@ -162,7 +163,7 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
           for (int64_t v = 0; v < V; ++v) drow[v] = cpu::store<D>(0.0f);
           continue;
         }
-        const float k = scale * float((w ? double(w[i]) : 1.0) / norm), li = l[i];
+        const float k = xent_row_factor(w, i, scale, divisor), li = l[i];
         if constexpr (std::is_same_v<D, float>) {
           for (int64_t v = 0; v < V; ++v) drow[v] = k * (std::exp(cpu::load(row[v]) - li) - smooth);
           drow[y[i]] -= k * hit;

@@ -116,9 +116,10 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
-                         double norm, Tensor& dlogits) {
+                         const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const OpScope scope =
-      expect_cpu(ctx, "vocab_xent_backward", {&logits, &lse, &labels, &weights, &dlogits});
+      expect_cpu(ctx, "vocab_xent_backward", {&logits, &lse, &labels, &weights, &totals, &dlogits});
+  expect_xent_totals("vocab_xent_backward", totals);
   check_shard("vocab_xent_backward", logits, labels, lse, 1);
   expect_dtype("vocab_xent_backward", "lse", lse, {DType::f32});
   KILN_CHECK(dlogits.shape == logits.shape, "op vocab_xent_backward: dlogits {} for logits {}",
@@ -132,13 +133,14 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
   const int32_t* y = labels.ptr<int32_t>();
   const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
   const float* l = lse.ptr<float>();
+  const double divisor = norm.divisor(reinterpret_cast<const double*>(totals.data));
   cpu::dispatch_float(logits.dtype, "vocab_xent_backward", [&]<typename T>(T) {
     cpu::dispatch_float(dlogits.dtype, "vocab_xent_backward", [&]<typename D>(D) {
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
       for (int64_t i = 0; i < N; ++i) {
         const T* row = logits.ptr<T>() + i * V;
         D* drow = dlogits.ptr<D>() + i * V;
-        const float k = y[i] < 0 ? 0.0f : scale * float((w ? double(w[i]) : 1.0) / norm);
+        const float k = y[i] < 0 ? 0.0f : xent_row_factor(w, i, scale, divisor);
         const int64_t local = int64_t(y[i]) - start;
         for (int64_t v = 0; v < V; ++v) {
           float d = y[i] < 0 ? 0.0f : k * std::exp(cpu::load(row[v]) - l[i]);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kiln/backend/cuda/hd_types.h"
+#include "kiln/backend/xent_norm.h"
 
 namespace kiln::ops::cuda {
 
@@ -132,11 +133,12 @@ struct XentTotalsBody {
   }
 };
 
-// The gradient's row factor c_i = scale · f32(w_i / norm), 0 for an ignored row.
+// The gradient's row factor (backend/xent_norm.h) with the divisor from the forward's totals, 0
+// for an ignored row.
 KILN_HD inline float xent_factor(int32_t label, const float* weights, int64_t i, float scale,
-                                 double norm) {
+                                 const double* totals, XentNorm norm) {
   if (label < 0) return 0.0f;
-  return scale * float((weights ? double(weights[i]) : 1.0) / norm);
+  return xent_row_factor(weights, i, scale, norm.divisor(totals));
 }
 
 // Item e = element e of dlogits (N, V): c_i (exp(z - lse_i) - ls/V - (1-ls)[v == label_i]).
@@ -147,7 +149,8 @@ struct XentGradBody {
   const float* weights;
   int64_t V;
   float smoothing, scale;
-  double norm;
+  const double* totals;  // the forward's (3)
+  XentNorm norm;
   KILN_HD void operator()(int64_t e) const {
     const int64_t i = e / V, v = e % V;
     const int32_t y = labels[i];
@@ -155,7 +158,7 @@ struct XentGradBody {
       dlogits.set(e, 0.0f);
       return;
     }
-    const float k = xent_factor(y, weights, i, scale, norm);
+    const float k = xent_factor(y, weights, i, scale, totals, norm);
     float d = k * (expf(logits[e] - lse[i]) - smoothing / float(V));
     if (v == y) d -= k * (1.0f - smoothing);
     dlogits.set(e, d);
@@ -245,11 +248,12 @@ struct VocabGradBody {
   const float* weights;
   int64_t V, start;
   float scale;
-  double norm;
+  const double* totals;  // the forward's (3)
+  XentNorm norm;
   KILN_HD void operator()(int64_t e) const {
     const int64_t i = e / V, v = e % V;
     const int32_t y = labels[i];
-    const float k = xent_factor(y, weights, i, scale, norm);
+    const float k = xent_factor(y, weights, i, scale, totals, norm);
     float d = y < 0 ? 0.0f : k * expf(logits[e] - lse[i]);
     if (start + v == y) d -= k;
     dlogits.set(e, d);

@@ -54,7 +54,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
                           Tensor& totals);
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
-                           float scale, double norm, Tensor& dlogits);
+                           float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits);
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
                          Tensor& partials);
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
@@ -63,7 +63,7 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
                        const Tensor& weights, Tensor& lse, Tensor& totals);
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
-                         double norm, Tensor& dlogits);
+                         const Tensor& totals, XentNorm norm, Tensor& dlogits);
 
 // ops_optim.cc
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,

@@ -49,8 +49,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
   const ScratchScope own_scratch(ctx);
   const int64_t N = check_rows(op, logits, labels, weights, lse, 1);
   expect_dtype(op, "lse", lse, {DType::f32});
-  expect_dtype(op, "totals", totals, {DType::i64});
-  KILN_CHECK(totals.numel() == 3, "op {}: totals hold {} values, not 3", op, totals.numel());
+  expect_xent_totals(op, totals);
   // Per row: the loss term (f64 bits) and the hit, added up in row order by the second launch.
   Tensor rows = ctx.scratch_tensor({2, N}, DType::i64);
   double* row_loss = reinterpret_cast<double*>(rows.data);
@@ -75,15 +74,16 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
-                           float scale, double norm, Tensor& dlogits) {
+                           float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const char* op = "softmax_xent_backward";
-  const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &dlogits});
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &totals, &dlogits});
+  expect_xent_totals(op, totals);
   check_rows(op, logits, labels, weights, lse, 1);
   check_grad(op, logits, lse, dlogits);
   run(ctx, op, logits.numel(),
       XentGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
                    lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),
-                   label_smoothing, scale, norm});
+                   label_smoothing, scale, reinterpret_cast<const double*>(totals.data), norm});
 }
 
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
@@ -144,15 +144,16 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& labels, const Tensor& weights, int64_t start, float scale,
-                         double norm, Tensor& dlogits) {
+                         const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const char* op = "vocab_xent_backward";
-  const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &dlogits});
+  const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &totals, &dlogits});
+  expect_xent_totals(op, totals);
   check_rows(op, logits, labels, weights, lse, 1);
   check_grad(op, logits, lse, dlogits);
   run(ctx, op, logits.numel(),
       VocabGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
                     lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),
-                    start, scale, norm});
+                    start, scale, reinterpret_cast<const double*>(totals.data), norm});
 }
 
 }  // namespace kiln::ops::cuda

@@ -185,8 +185,7 @@ class BertRecipe : public Recipe {
   }
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
-    const models::BertOutputs out = model_->forward(step, batch_);
-    model_->backward(step, grad_scale);
+    const models::BertOutputs out = model_->forward_backward(step, batch_, grad_scale);
     MicroBatchLosses r;
     r.loss = out.loss;
     r.parts = {out.mlm_loss};

@@ -107,9 +107,8 @@ class ResNetRecipe : public Recipe {
   }
 
   MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
-    const Tensor logits = model_.forward(step, batch_.images.data(), batch_.batch, batch_.height, batch_.width);
-    const nn::LossResult r = loss_fn_.forward(logits, batch_.labels.data(), *step.ctx);
-    model_.backward(step, loss_fn_.backward(grad_scale));
+    const nn::LossResult r = model_.forward_backward(step, batch_.images.data(), batch_.batch, batch_.height,
+                                                     batch_.width, batch_.labels.data(), loss_fn_, grad_scale);
     return {r.loss, {r.loss}, r.correct, int64_t(r.count)};
   }
 
