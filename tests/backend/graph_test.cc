@@ -82,6 +82,39 @@ TEST(OpGraph, ReplayedDropoutTakesTheOffsetInDeviceMemory) {
   EXPECT_NE(r.host(y), first);  // other samples, another mask
 }
 
+// A cross-entropy's forward and backward in one graph: the backward divides by the weight sum of
+// the batch the replay sees (read from the forward's totals), not by the captured batch's.
+TEST(OpGraph, ReplayedCrossEntropyDividesByTheNewBatchsWeights) {
+  SimRun r;
+  const int64_t N = 4, V = 3;
+  const Tensor logits =
+      r.on_sim({0.1f, 0.2f, 0.3f, 1.0f, -1.0f, 0.5f, 2.0f, 0.0f, 0.0f, -0.5f, 0.5f, 1.5f}).reshape({N, V});
+  Tensor labels = Tensor::empty({N}, DType::i32, Device::sim()), weights = r.on_sim({1, 1, 1, 1});
+  Tensor lse = r.on_sim(std::vector<float>(N)), totals = Tensor::empty({3}, DType::i64, Device::sim());
+  Tensor d = r.on_sim(std::vector<float>(N * V)).reshape({N, V});
+  Tensor want = r.on_sim(std::vector<float>(N * V)).reshape({N, V});
+  auto set_batch = [&](std::vector<int32_t> y, std::vector<float> w) {
+    copy(r.ctx, Tensor::view(y.data(), {N}, DType::i32), labels);
+    copy(r.ctx, Tensor::view(w.data(), {N}), weights);
+  };
+  auto step = [&](Tensor& out) {
+    r.arena.reset();  // as each micro-batch starts
+    softmax_xent_forward(r.ctx, logits, labels, weights, 0.0f, lse, totals);
+    softmax_xent_backward(r.ctx, logits, lse, labels, weights, 0.0f, 1.0f, totals, {1e-5, 0.0}, out);
+  };
+  set_batch({0, 1, 2, 0}, {1, 1, 1, 1});
+  std::unique_ptr<OpGraph> graph = OpGraph::capture(r.ctx, [&] { step(d); });
+  const std::vector<float> first = r.host(d);
+  set_batch({2, -1, 1, 0}, {1, 0, 0.5f, 1});  // Σ w 2.5 instead of 4
+  r.arena.reset();
+  graph->replay();
+  step(want);
+  EXPECT_EQ(r.host(d), r.host(want));
+  // Row 3 is the same in both batches: only its divisor changed, from Σ w = 4 to 2.5.
+  for (int64_t v = 0; v < V; ++v)
+    EXPECT_NEAR(r.host(d)[size_t(9 + v)], first[size_t(9 + v)] * (4 + 1e-5) / (2.5 + 1e-5), 1e-6) << v;
+}
+
 TEST(OpGraph, CaptureRefusesHostCopiesTheHostDeviceAndAnUnsizedArena) {
   SimRun r;
   Tensor x = r.on_sim({1, 2});
