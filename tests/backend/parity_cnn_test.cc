@@ -66,12 +66,19 @@ ops::ConvShape random_conv(Draw& d) {
   return s;
 }
 
+// 1x1, stride 1, no padding: the CPU backend takes the weight gradient as a product over pixels.
+ops::ConvShape pixel_product_conv() {
+  ops::ConvShape s;
+  s.N = 2, s.H = 5, s.W = 3, s.C = 6, s.K = 4;
+  return s;
+}
+
 TEST(ParityCnn, ConvolutionForwardAndBackwardMatchFloat64InEveryDtype) {
   Parity p;
   Draw draw(7);
   uint32_t id = 10;
-  for (int trial = 0; trial < 8; ++trial) {
-    const ops::ConvShape s = random_conv(draw);
+  for (int trial = 0; trial < 9; ++trial) {
+    const ops::ConvShape s = trial < 8 ? random_conv(draw) : pixel_product_conv();
     const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S},
         ys{s.N, s.P(), s.Q(), s.K};
     for (DType t : testing::float_dtypes()) {

