@@ -25,14 +25,6 @@ Tensor as_f32(Context& ctx, const Tensor& t, nn::Buffer& buffer) {
   return f;
 }
 
-// The f32 tensor in `dtype`: itself, or its cast into `buffer`.
-Tensor as_dtype(Context& ctx, const Tensor& t, DType dtype, nn::Buffer& buffer) {
-  if (dtype == DType::f32) return t;
-  Tensor c = buffer.get(ctx, t.shape, dtype);
-  ops::cast(ctx, t, c);
-  return c;
-}
-
 }  // namespace
 
 StageRange bert_stage_range(const BertConfig& config, int stage, int stages) {
@@ -222,11 +214,11 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   Context& ctx = *step.ctx;
   const int64_t H = config_.hidden, N = B_ * P_, BS = B_ * S_;
   const DType dt = transformed_.dtype;
-  // MLM decoder: logits = t W^T + bias. dlogits is f32; the matmuls take it in the operands' dtype.
-  const Tensor dlogits_f32 = tp_.split() ? vocab_mlm_loss_.backward(loss_scale) : mlm_loss_.backward(loss_scale);
+  // MLM decoder: logits = t W^T + bias. The loss writes dlogits (N, V) in the operands' dtype
+  // (computed in f32); the bias gradient sums it in double.
+  const Tensor dlogits = tp_.split() ? vocab_mlm_loss_.backward(loss_scale, dt) : mlm_loss_.backward(loss_scale, dt);
   Tensor db = decoder_bias_.grad();
-  ops::bias_grad(ctx, dlogits_f32, db);
-  const Tensor dlogits = as_dtype(ctx, dlogits_f32, dt, dlogits_c_);  // (N, V)
+  ops::bias_grad(ctx, dlogits, db);
   const Param::GradTarget dw = decoder_weight_.grad_for_write();  // the word embedding or its copy
   ops::MatmulOpts dw_opts;
   dw_opts.beta = dw.accumulate ? 1.0f : 0.0f;
@@ -240,7 +232,7 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   ops::fill(ctx, dx, 0.0f);
   ops::scatter_add_rows(ctx, d, gather_rows_in_, dx);
   if (config_.binary_head) {
-    const Tensor dnsp = as_dtype(ctx, nsp_loss_.backward(loss_scale), dt, dnsp_c_);  // (B, 2)
+    const Tensor dnsp = nsp_loss_.backward(loss_scale, dt);  // (B, 2)
     Tensor dp = seq_relationship_->backward(step, dnsp);
     dp = pooler_->backward(step, pooler_act_.backward(step, dp));  // (B, H)
     ops::scatter_add_rows(ctx, dp, first_rows_in_, dx);

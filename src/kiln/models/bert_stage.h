@@ -153,7 +153,7 @@ class BertStage {
   Tensor transformed_, mlm_logits_, nsp_logits_;
   // The batch's ids on the step's device (nn::Buffer::input).
   nn::Buffer input_ids_, position_ids_, segment_ids_, input_mask_, gather_rows_buf_, first_rows_buf_;
-  nn::Buffer input_, embeddings_, first_tokens_, gathered_, logits_, nsp_f32_, dlogits_c_, dnsp_c_,
+  nn::Buffer input_, embeddings_, first_tokens_, gathered_, logits_, nsp_f32_,
       dtransformed_, dsequence_;
 };
 

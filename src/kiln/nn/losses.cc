@@ -39,9 +39,9 @@ LossResult SoftmaxXentState::read() const {
   return read_xent_totals(*ctx_, totals_, norm_);
 }
 
-Tensor SoftmaxXentState::backward(float scale) {
+Tensor SoftmaxXentState::backward(float scale, DType dtype) {
   KILN_CHECK(totals_.defined(), "softmax cross-entropy: backward called before forward");
-  Tensor d = dlogits_buf_.get(*ctx_, logits_.shape);
+  Tensor d = dlogits_buf_.get(*ctx_, logits_.shape, dtype);
   ops::softmax_xent_backward(*ctx_, logits_, lse_, labels_, weights_, label_smoothing_, scale, totals_, norm_, d);
   return d;
 }

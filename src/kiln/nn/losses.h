@@ -30,8 +30,8 @@ class SoftmaxXentState {
   void forward(const Tensor& logits, float label_smoothing);
   // The last forward's loss (Σ / divisor), hits and weight sum, read back.
   LossResult read() const;
-  // dlogits (N, V) f32 = c_i · (softmax - target) (ops::xent_row_factor).
-  Tensor backward(float scale);
+  // dlogits (N, V) in `dtype` = c_i · (softmax - target) (ops::xent_row_factor), computed in f32.
+  Tensor backward(float scale, DType dtype = DType::f32);
 
  private:
   ops::XentNorm norm_;
@@ -59,8 +59,8 @@ class MlmLoss {
   LossResult read() const { return xent_.read(); }
   LossResult forward(const Tensor& logits, const int32_t* ids, const float* weights,
                      Context& ctx = cpu_context());
-  // -> dlogits (N, V) = dloss * d(loss)/d(logits).
-  Tensor backward(float dloss) { return xent_.backward(dloss); }
+  // -> dlogits (N, V) = dloss * d(loss)/d(logits), stored in `dtype`.
+  Tensor backward(float dloss, DType dtype = DType::f32) { return xent_.backward(dloss, dtype); }
 
  private:
   SoftmaxXentState xent_{kNorm};
@@ -76,8 +76,8 @@ class NspLoss {
   void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
   LossResult read() const { return xent_.read(); }
   LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
-  // -> dlogits (B, C) = dloss * d(loss)/d(logits); ignored rows get 0.
-  Tensor backward(float dloss) { return xent_.backward(dloss); }
+  // -> dlogits (B, C) = dloss * d(loss)/d(logits), stored in `dtype`; ignored rows get 0.
+  Tensor backward(float dloss, DType dtype = DType::f32) { return xent_.backward(dloss, dtype); }
 
  private:
   SoftmaxXentState xent_{{0.0, 1.0}};

@@ -51,9 +51,9 @@ LossResult VocabParallelMlmLoss::read() const {
   return read_xent_totals(*ctx_, totals_, MlmLoss::kNorm);
 }
 
-Tensor VocabParallelMlmLoss::backward(float dloss) {
+Tensor VocabParallelMlmLoss::backward(float dloss, DType dtype) {
   KILN_CHECK(totals_.defined(), "vocab-parallel MLM loss: backward called before forward");
-  Tensor d = dlogits_.get(*ctx_, logits_.shape);
+  Tensor d = dlogits_.get(*ctx_, logits_.shape, dtype);
   ops::vocab_xent_backward(*ctx_, logits_, lse_, labels_, weights_, start_, dloss, totals_, MlmLoss::kNorm, d);
   return d;
 }

@@ -26,8 +26,8 @@ class VocabParallelMlmLoss {
   LossResult read() const;
   LossResult forward(Context& ctx, const Tensor& logits, int64_t start, const int32_t* ids,
                      const float* weights);
-  // -> dlogits (N, Vs) = dloss * d(loss)/d(logits of this shard).
-  Tensor backward(float dloss);
+  // -> dlogits (N, Vs) = dloss * d(loss)/d(logits of this shard), stored in `dtype`.
+  Tensor backward(float dloss, DType dtype = DType::f32);
 
  private:
   TensorParallel tp_;

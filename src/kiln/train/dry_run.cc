@@ -26,7 +26,6 @@ struct KilnActivations {
 KilnActivations kiln_activations(const models::BertConfig& c, double s, double b, double m, double t, double e) {
   const double N = s * b, H = double(c.hidden), Ht = H / t, It = double(c.intermediate) / t,
                core = double(c.heads) / t * s * s * b, V = double(c.vocab_size) / t;
-  const bool low = e < 4;
   KilnActivations k;
   // sum1, sum2, both LayerNorm outputs; q, k, v, context; FC1 and GELU outputs; LN statistics;
   // the probabilities (f32: the scores' buffer); tensor parallelism's partial input gradients.
@@ -43,9 +42,9 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // Word, position and type rows, their sum, LayerNorm (output, statistics, gradient), dropout
   // output and gradient.
   k.embeddings = N * H * e * 8 + 8 * N;
-  // Sequence gradient; the masked rows through transform, GELU and LayerNorm and back; logits,
-  // their f32 gradient and its compute-dtype copy.
-  k.heads = N * H * e + m * H * e * 8 + m * V * (8 + (low ? e : 0));
+  // Sequence gradient; the masked rows through transform, GELU and LayerNorm and back; the f32
+  // logits and their gradient in the compute dtype.
+  k.heads = N * H * e + m * H * e * 8 + m * V * (4 + e);
   return k;
 }
 
