@@ -59,14 +59,14 @@ class CountingRecipe : public Recipe {
   void load(const Step& step) override {
     if (step.index < 3) counts.at_step_start[step.index] = allocation_count();
   }
-  MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
+  void forward_backward(const Step& step, int64_t, float grad_scale) override {
     const bool steady = step.index >= 2;
     g_counting = steady;
-    const MicroBatchLosses r = run_step(step, grad_scale);
+    losses_ = run_step(step, grad_scale);
     g_counting = false;
     if (steady) counts.host_news_steady = g_news.load();
-    return r;
   }
+  MicroBatchLosses read_losses(int64_t) override { return losses_; }
   double evaluate(int64_t, int64_t, Sinks&) override {
     counts.after_last = allocation_count();
     counts.arena_blocks_capacity = run_.scratch.capacity();
@@ -84,6 +84,7 @@ class CountingRecipe : public Recipe {
  protected:
   virtual MicroBatchLosses run_step(const Step& step, float grad_scale) = 0;
   const RunContext& run_;
+  MicroBatchLosses losses_;
 };
 
 LoopConfig loop_config(Cadence::Kind kind) {

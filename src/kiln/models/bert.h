@@ -33,10 +33,15 @@ class BertForPretraining {
   // Accumulates loss_scale * d(mlm_loss + nsp_loss)/d(param) of the last forward into
   // store.grads (f32); BertStage::backward.
   void backward(const Step& step, float loss_scale = 1.0f);
-  // Both, the losses read back after the backward; graphed as BertStage::forward_backward says.
-  BertOutputs forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
-    return stage_.forward_backward(step, batch, loss_scale);
+  // Both, the losses left on the device; graphed as BertStage::forward_backward says. Then
+  // read_losses(), or keep_losses into a slot (kLossTotals i64) and read_losses(slot) later.
+  void forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
+    stage_.forward_backward(step, batch, loss_scale);
   }
+  static constexpr int64_t kLossTotals = BertStage::kLossTotals;
+  BertOutputs read_losses() const { return stage_.read_losses(); }
+  void keep_losses(Tensor& slot) const { stage_.keep_losses(slot); }
+  BertOutputs read_losses(const Tensor& slot) const { return stage_.read_losses(slot); }
 
   // (B*P, V) of the last forward; this rank's vocab columns under tensor parallelism.
   const Tensor& mlm_logits() const { return stage_.mlm_logits(); }

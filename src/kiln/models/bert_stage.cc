@@ -112,6 +112,7 @@ void BertStage::stage(const Step& step, const data::BertBatch& batch) {
              "BERT: the step computes in {} but the weights' compute copy is {}",
              dtype_name(step.compute_dtype), dtype_name(store_.compute_dtype()));
   Context& ctx = *step.ctx;
+  ctx_ = &ctx;
   B_ = batch.batch, S_ = batch.seq_len, P_ = batch.max_pred;
   const int64_t B = B_, S = S_, P = P_, BS = B * S;
   mask_in_ = ids_input(ctx, input_mask_, batch.input_mask, {B, S});
@@ -192,21 +193,37 @@ void BertStage::heads(const Step& step, const Tensor& x) {
   else mlm_loss_.forward(mlm_logits_);
 }
 
-BertOutputs BertStage::read_losses() const {
-  KILN_CHECK(range_.last, "BERT stage: only the last stage has losses");
+BertOutputs BertStage::outputs(const nn::LossResult& mlm, const nn::LossResult& nsp) const {
   BertOutputs out;
-  if (config_.binary_head) {
-    const nn::LossResult r = nsp_loss_.read();
-    out.nsp_loss = r.loss;
-    out.nsp_correct = r.correct;
-    out.nsp_count = int64_t(r.count);
-  }
-  const nn::LossResult m = tp_.split() ? vocab_mlm_loss_.read() : mlm_loss_.read();
-  out.mlm_loss = m.loss;
-  out.mlm_correct = m.correct;
-  out.mlm_weight_sum = m.count;
+  out.nsp_loss = nsp.loss;
+  out.nsp_correct = nsp.correct;
+  out.nsp_count = int64_t(nsp.count);
+  out.mlm_loss = mlm.loss;
+  out.mlm_correct = mlm.correct;
+  out.mlm_weight_sum = mlm.count;
   out.loss = out.mlm_loss + out.nsp_loss;
   return out;
+}
+
+BertOutputs BertStage::read_losses() const {
+  KILN_CHECK(range_.last, "BERT stage: only the last stage has losses");
+  return outputs(tp_.split() ? vocab_mlm_loss_.read() : mlm_loss_.read(),
+                 config_.binary_head ? nsp_loss_.read() : nn::LossResult{});
+}
+
+void BertStage::keep_losses(Tensor& slot) const {
+  KILN_CHECK(range_.last && ctx_ && slot.numel() == kLossTotals && slot.dtype == DType::i64,
+             "BERT stage: keep_losses needs the last stage after a forward and ({}) i64, got {} {}", kLossTotals,
+             dtype_name(slot.dtype), shape_str(slot.shape));
+  Tensor mlm = slot.slice_rows(0, 3), nsp = slot.slice_rows(3, 6);
+  ops::copy(*ctx_, tp_.split() ? vocab_mlm_loss_.totals() : mlm_loss_.totals(), mlm);
+  if (config_.binary_head) ops::copy(*ctx_, nsp_loss_.totals(), nsp);
+}
+
+BertOutputs BertStage::read_losses(const Tensor& slot) const {
+  const Tensor mlm = slot.slice_rows(0, 3), nsp = slot.slice_rows(3, 6);
+  return outputs(tp_.split() ? vocab_mlm_loss_.read(mlm) : mlm_loss_.read(mlm),
+                 config_.binary_head ? nsp_loss_.read(nsp) : nn::LossResult{});
 }
 
 // -> the gradient of the sequence output (B*S, H).
@@ -288,7 +305,7 @@ Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale)
   return {};
 }
 
-BertOutputs BertStage::forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
+void BertStage::forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
   KILN_CHECK(range_.first && range_.last, "BERT stage: forward_backward needs the whole model");
   stage(step, batch);
   const auto body = [&](const Step& s) {
@@ -305,7 +322,6 @@ BertOutputs BertStage::forward_backward(const Step& step, const data::BertBatch&
                                         step.training};
     micro_batch_.run(step, key, &store_, [&] { return body(inner); });
   }
-  return read_losses();
 }
 
 }  // namespace kiln::models

@@ -84,6 +84,12 @@ class BertStage {
   Tensor forward_staged(const Step& step, const Tensor& input);
   // Last stage, after forward_staged: the losses, read back.
   BertOutputs read_losses() const;
+  // Last stage: the last forward's loss totals copied on the device into `slot` (kLossTotals i64:
+  // masked-LM, then NSP unless there is no binary head), and the losses read back from such a
+  // copy. A training loop keeps one per micro-batch and reads them all after the step.
+  static constexpr int64_t kLossTotals = 6;
+  void keep_losses(Tensor& slot) const;
+  BertOutputs read_losses(const Tensor& slot) const;
   // Last stage: the gradient of loss_scale x its losses; other stages: `dy` is the gradient of
   // the output. Accumulates parameter gradients into store.grads (f32); returns the input's
   // gradient (undefined on the first stage), valid until this instance's next backward. Each
@@ -91,11 +97,11 @@ class BertStage {
   // micro-batches with loss_scale 1/k averages their losses' gradients. Tells step.grads_final_from
   // after the heads and after each layer.
   Tensor backward(const Step& step, const Tensor& dy, float loss_scale);
-  // The whole model (first and last stage): stage, forward, backward, then the losses read
-  // back. With step.capture_regions, unless gradient buckets watch the backward, everything
-  // between the copies in and the read-back is one graph (nn/graphed_region.h), keyed by the
+  // The whole model (first and last stage): stage, forward and backward; the losses stay on the
+  // device (read_losses, keep_losses). With step.capture_regions, unless gradient buckets watch
+  // the backward, everything after the copies in is one graph (nn/graphed_region.h), keyed by the
   // sizes and the loss scale; the layers' own graphs then stay unused.
-  BertOutputs forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale);
+  void forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale);
 
   // Where a received input for this instance lives: (rows, H) in `dtype`.
   Tensor input_buffer(const Step& step, int64_t rows) {
@@ -118,6 +124,7 @@ class BertStage {
   Tensor heads_backward(const Step& step, float loss_scale);
   Tensor layers_forward(const Step& step, const Tensor& x, const Tensor& mask);
   Tensor layers_backward(const Step& step, const Tensor& dy);
+  BertOutputs outputs(const nn::LossResult& mlm, const nn::LossResult& nsp) const;
   void embed_backward(const Step& step, Tensor dx);
 
   BertConfig config_;
@@ -147,6 +154,7 @@ class BertStage {
   nn::NspLoss nsp_loss_;
 
   // Kept by stage for forward and backward.
+  Context* ctx_ = nullptr;
   int64_t B_ = 0, S_ = 0, P_ = 0;
   std::vector<int32_t> positions_, gather_rows_, first_rows_;
   Tensor ids_in_, positions_in_, segments_in_, mask_in_, gather_rows_in_, first_rows_in_;  // on the step's device

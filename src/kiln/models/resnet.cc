@@ -230,17 +230,21 @@ void ResNet::backward(const Step& step, const Tensor& dlogits) {
   else backward_graph_.run(step, {int64_t(dlogits.data), dlogits.dim(0)}, &store_, body);
 }
 
-nn::LossResult ResNet::forward_backward(const Step& step, const float* images_nhwc, int64_t N, int64_t H,
-                                        int64_t W, const int32_t* labels, nn::SoftmaxCrossEntropy& loss,
-                                        float loss_scale) {
-  if (!graphable_ || !step.capture_regions || step.grad_watch) {
+void ResNet::forward_backward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W,
+                              const int32_t* labels, nn::SoftmaxCrossEntropy& loss, float loss_scale) {
+  if (!graphable_ || !step.capture_regions || step.grad_watch) {  // the network's own graphs, if any
     const Tensor logits = forward(step, images_nhwc, N, H, W);
     loss.stage(*step.ctx, labels, N);
     loss.forward(logits);
     backward(step, loss.backward(loss_scale));
-    return loss.read();
+  } else {
+    micro_batch_graph(step, stage_images(step, images_nhwc, N, H, W), labels, loss, loss_scale);
   }
-  const Tensor images = stage_images(step, images_nhwc, N, H, W);
+}
+
+void ResNet::micro_batch_graph(const Step& step, const Tensor& images, const int32_t* labels,
+                               nn::SoftmaxCrossEntropy& loss, float loss_scale) {
+  const int64_t N = images.dim(0), H = images.dim(1), W = images.dim(2);
   loss.stage(*step.ctx, labels, N);
   Step inner = step;
   inner.capture_regions = false;  // no graphs inside this one
@@ -251,7 +255,6 @@ nn::LossResult ResNet::forward_backward(const Step& step, const float* images_nh
     body_backward(inner, loss.backward(loss_scale));
     return Tensor{};
   });
-  return loss.read();
 }
 
 void ResNet::body_backward(const Step& step, const Tensor& dlogits) {

@@ -81,10 +81,10 @@ class ResNet {
   // dlogits: (N, classes) -> accumulates d/d(param) of the last forward into store.grads.
   void backward(const Step& step, const Tensor& dlogits);
   // A training micro-batch: forward, `loss` over labels (N) (staged with the images), backward of
-  // loss_scale x the loss, then the loss read back. With step.capture_regions, unless gradient
-  // buckets watch the backward or SyncBN cannot be captured, everything between the copies in and
-  // the read-back is one graph, keyed by the sizes and the loss scale.
-  nn::LossResult forward_backward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W,
+  // loss_scale x the loss; the loss's totals stay on the device (loss.read(), loss.totals()). With
+  // step.capture_regions, unless gradient buckets watch the backward or SyncBN cannot be captured,
+  // everything after the copies in is one graph, keyed by the sizes and the loss scale.
+  void forward_backward(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W,
                                   const int32_t* labels, nn::SoftmaxCrossEntropy& loss, float loss_scale);
 
   // Every BN's running_mean, running_var, num_batches_tracked (torchvision names), in order.
@@ -105,6 +105,8 @@ class ResNet {
  private:
   std::vector<nn::BatchNorm2d*> batchnorms();  // in buffers() order
   Tensor stage_images(const Step& step, const float* images_nhwc, int64_t N, int64_t H, int64_t W);
+  void micro_batch_graph(const Step& step, const Tensor& images, const int32_t* labels, nn::SoftmaxCrossEntropy& loss,
+                         float loss_scale);
   Tensor body_forward(const Step& step, Tensor images);
   void body_backward(const Step& step, const Tensor& dlogits);
 

@@ -20,6 +20,9 @@ class SoftmaxCrossEntropy {
   void forward(const Tensor& logits) { xent_.forward(logits, label_smoothing); }
   // The loss, top-1 correct count and non-ignored row count of the last forward.
   LossResult read() const { return xent_.read(); }
+  // The same from a copy of totals() (3), and the last forward's totals on the device.
+  LossResult read(const Tensor& totals) const { return xent_.read(totals); }
+  const Tensor& totals() const { return xent_.totals(); }
   LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
   // -> dlogits (N, C) = dloss · d(loss)/d(logits); ignored rows get 0. The row coefficient
   // dloss / count is rounded to f32 once, as PyTorch's mean does.

@@ -36,7 +36,12 @@ LossResult read_xent_totals(Context& ctx, const Tensor& totals, ops::XentNorm no
 
 LossResult SoftmaxXentState::read() const {
   KILN_CHECK(totals_.defined(), "softmax cross-entropy: read called before forward");
-  return read_xent_totals(*ctx_, totals_, norm_);
+  return read(totals_);
+}
+
+LossResult SoftmaxXentState::read(const Tensor& totals) const {
+  KILN_CHECK(ctx_, "softmax cross-entropy: read called before stage");
+  return read_xent_totals(*ctx_, totals, norm_);
 }
 
 Tensor SoftmaxXentState::backward(float scale, DType dtype) {

@@ -30,6 +30,10 @@ class SoftmaxXentState {
   void forward(const Tensor& logits, float label_smoothing);
   // The last forward's loss (Σ / divisor), hits and weight sum, read back.
   LossResult read() const;
+  // The same from totals (3) that a copy of totals() holds.
+  LossResult read(const Tensor& totals) const;
+  // The last forward's totals (3) on the device (f64 in i64), until the next forward.
+  const Tensor& totals() const { return totals_; }
   // dlogits (N, V) in `dtype` = c_i · (softmax - target) (ops::xent_row_factor), computed in f32.
   Tensor backward(float scale, DType dtype = DType::f32);
 
@@ -57,6 +61,8 @@ class MlmLoss {
   // logits: (N, V) f32; keeps a handle to them.
   void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
   LossResult read() const { return xent_.read(); }
+  LossResult read(const Tensor& totals) const { return xent_.read(totals); }
+  const Tensor& totals() const { return xent_.totals(); }
   LossResult forward(const Tensor& logits, const int32_t* ids, const float* weights,
                      Context& ctx = cpu_context());
   // -> dlogits (N, V) = dloss * d(loss)/d(logits), stored in `dtype`.
@@ -75,6 +81,8 @@ class NspLoss {
   // logits: (B, C) f32.
   void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
   LossResult read() const { return xent_.read(); }
+  LossResult read(const Tensor& totals) const { return xent_.read(totals); }
+  const Tensor& totals() const { return xent_.totals(); }
   LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
   // -> dlogits (B, C) = dloss * d(loss)/d(logits), stored in `dtype`; ignored rows get 0.
   Tensor backward(float dloss, DType dtype = DType::f32) { return xent_.backward(dloss, dtype); }

@@ -120,9 +120,13 @@ class Recipe {
   virtual std::vector<std::string> loss_names() const = 0;
   // Loads the micro-batch that `step` describes (index, sample_offset); the loop times it as data.
   virtual void load(const Step& step) = 0;
-  // Forward and backward of the loaded micro-batch; the gradient of its loss, multiplied by
-  // `grad_scale` (loss scale / micro-batches), accumulates into the store's gradients.
-  virtual MicroBatchLosses forward_backward(const Step& step, float grad_scale) = 0;
+  // Forward and backward of the loaded micro-batch `micro` (0-based) of the step; the gradient of
+  // its loss, multiplied by `grad_scale` (loss scale / micro-batches), accumulates into the store's
+  // gradients. Its losses may stay on the device until read_losses(micro): the loop reads them all
+  // after the step's last backward, so that the host loads the next micro-batch while a device
+  // still runs this one.
+  virtual void forward_backward(const Step& step, int64_t micro, float grad_scale) = 0;
+  virtual MicroBatchLosses read_losses(int64_t micro) = 0;
   // Evaluates after `done` steps (`epoch` with Cadence::epochs, else 0), prints its lines to
   // `sinks`, and returns the metric compared with LoopConfig::target.
   virtual double evaluate(int64_t done, int64_t epoch, Sinks& sinks) = 0;
@@ -143,6 +147,10 @@ class Recipe {
   // of load + forward_backward per micro-batch.
   virtual PipelineStage* pipeline() { return nullptr; }
 };
+
+// Slot `micro` of `slots`: a (numel) i64 tensor on ctx's device per micro-batch, made on first use
+// (a recipe's loss totals between forward_backward and read_losses).
+Tensor& micro_batch_slot(std::vector<Tensor>& slots, int64_t micro, Context& ctx, int64_t numel);
 
 struct LoopResult {
   int64_t steps = 0;                  // iterations completed (including resumed and skipped ones)

@@ -25,29 +25,47 @@ Step TrainingLoop::make_step(int64_t step, int64_t micro) {
   s.training = true;
   s.sample_offset = uint64_t(step * c_.global_batch + slot * c_.micro_batch);
   s.sample_offset_tensor = sample_offsets_[recipe_.pipeline() ? size_t(micro) : 0];
-  int64_t offset = int64_t(s.sample_offset);
-  ops::copy(ctx_, Tensor::view(&offset, {1}, DType::i64), s.sample_offset_tensor);
   s.compute_dtype = c_.compute_dtype;
   if (buckets_ && micro == accumulation_ - 1) s.grad_watch = &*buckets_;
   s.capture_regions = graph_plan_.capture_layers;
   return s;
 }
 
+// After the micro-batch's load: a copy from the host waits for the device to finish the ops before.
+void TrainingLoop::write_sample_offset(const Step& s) {
+  int64_t offset = int64_t(s.sample_offset);
+  Tensor offset_tensor = s.sample_offset_tensor;
+  ops::copy(ctx_, Tensor::view(&offset, {1}, DType::i64), offset_tensor);
+}
+
+Tensor& micro_batch_slot(std::vector<Tensor>& slots, int64_t micro, Context& ctx, int64_t numel) {
+  while (int64_t(slots.size()) <= micro) slots.push_back(Tensor::empty({numel}, DType::i64, ctx.device));
+  return slots[size_t(micro)];
+}
+
 MicroBatchLosses TrainingLoop::forward_backward(int64_t step, float grad_scale, double& data_seconds) {
   if (PipelineStage* stage = recipe_.pipeline()) {
     const PipelineStepResult r = run_pipeline_step(*stage, *state_.groups->pp, accumulation_, slots_, grad_scale,
-                                                   names_.size(), [&](int64_t micro) { return make_step(step, micro); });
+                                                   names_.size(), [&](int64_t micro) {
+                                                     const Step s = make_step(step, micro);
+                                                     write_sample_offset(s);
+                                                     return s;
+                                                   });
     data_seconds = r.data_seconds;
     return r.sum;
   }
-  MicroBatchLosses sum;
-  sum.parts.assign(names_.size(), 0.0);
   for (int64_t micro = 0; micro < accumulation_; ++micro) {
     const Step s = make_step(step, micro);
     Timer data_timer;
     recipe_.load(s);
     data_seconds += data_timer.seconds();
-    const MicroBatchLosses out = recipe_.forward_backward(s, grad_scale);
+    write_sample_offset(s);
+    recipe_.forward_backward(s, micro, grad_scale);
+  }
+  MicroBatchLosses sum;
+  sum.parts.assign(names_.size(), 0.0);
+  for (int64_t micro = 0; micro < accumulation_; ++micro) {
+    const MicroBatchLosses out = recipe_.read_losses(micro);
     sum.loss += out.loss / double(slots_);
     for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i) sum.parts[i] += out.parts[i] / double(slots_);
     sum.correct += out.correct;

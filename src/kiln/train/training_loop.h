@@ -55,6 +55,7 @@ class TrainingLoop {
   StepOutcome train_step(int64_t step);
   Step make_step(int64_t step, int64_t micro);
   MicroBatchLosses forward_backward(int64_t step, float grad_scale, double& data_seconds);
+  void write_sample_offset(const Step& s);
   void reduce_across_ranks(MicroBatchLosses& sum);
   bool update(int64_t done, const MicroBatchLosses& sum);  // false: the step was skipped
   void run_update_ops();  // the optimizer phase's ops: captured and replayed, or run op by op

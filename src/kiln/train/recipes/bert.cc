@@ -184,8 +184,13 @@ class BertRecipe : public Recipe {
     data_.next_train(batch_, int(c_.micro_batch_size));
   }
 
-  MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
-    const models::BertOutputs out = model_->forward_backward(step, batch_, grad_scale);
+  void forward_backward(const Step& step, int64_t micro, float grad_scale) override {
+    model_->forward_backward(step, batch_, grad_scale);
+    model_->keep_losses(micro_batch_slot(loss_slots_, micro, ctx_, models::BertForPretraining::kLossTotals));
+  }
+
+  MicroBatchLosses read_losses(int64_t micro) override {
+    const models::BertOutputs out = model_->read_losses(loss_slots_.at(size_t(micro)));
     MicroBatchLosses r;
     r.loss = out.loss;
     r.parts = {out.mlm_loss};
@@ -306,6 +311,7 @@ class BertRecipe : public Recipe {
   data::BertBatch batch_;
   int64_t evals_done_ = 0;
   double nsp_loss_ = 0;
+  std::vector<Tensor> loss_slots_;  // per micro-batch of a step: BertForPretraining::keep_losses
 };
 
 }  // namespace

@@ -106,9 +106,15 @@ class ResNetRecipe : public Recipe {
                      int(classes_), uint64_t(c_.seed), step.sample_offset / uint64_t(c_.batch_size));
   }
 
-  MicroBatchLosses forward_backward(const Step& step, float grad_scale) override {
-    const nn::LossResult r = model_.forward_backward(step, batch_.images.data(), batch_.batch, batch_.height,
-                                                     batch_.width, batch_.labels.data(), loss_fn_, grad_scale);
+  void forward_backward(const Step& step, int64_t micro, float grad_scale) override {
+    model_.forward_backward(step, batch_.images.data(), batch_.batch, batch_.height, batch_.width,
+                            batch_.labels.data(), loss_fn_, grad_scale);
+    Tensor& slot = micro_batch_slot(loss_slots_, micro, ctx_, 3);
+    ops::copy(ctx_, loss_fn_.totals(), slot);
+  }
+
+  MicroBatchLosses read_losses(int64_t micro) override {
+    const nn::LossResult r = loss_fn_.read(loss_slots_.at(size_t(micro)));
     return {r.loss, {r.loss}, r.correct, int64_t(r.count)};
   }
 
@@ -184,6 +190,7 @@ class ResNetRecipe : public Recipe {
   int workers_;
   dist::Communicator& comm_;
   nn::SoftmaxCrossEntropy loss_fn_;
+  std::vector<Tensor> loss_slots_;  // per micro-batch of a step: the loss's totals
   data::ImageBatch batch_;
 };
 
