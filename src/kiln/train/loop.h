@@ -6,6 +6,7 @@
 //   scaler, data position; MLPerf run_start unless the run continues its log; per step:
 //     zero grads; per micro-batch: load (timed as data), forward, backward of loss x scale / M
 //     (M: micro-batches per global batch over all data-parallel ranks; train/data_parallel.h);
+//     then every micro-batch's losses, read back after the last backward;
 //     with a pipeline (Recipe::pipeline) the same micro-batches in the 1F1B order of
 //     train/pipeline_schedule.h, the losses coming from the last stage
 //     with several ranks: gradients, losses and counters summed across them (gradients in
