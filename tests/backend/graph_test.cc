@@ -115,6 +115,25 @@ TEST(OpGraph, ReplayedCrossEntropyDividesByTheNewBatchsWeights) {
     EXPECT_NEAR(r.host(d)[size_t(9 + v)], first[size_t(9 + v)] * (4 + 1e-5) / (2.5 + 1e-5), 1e-6) << v;
 }
 
+// A batch's copy in through host staging: the data arrives, the staging grows for a bigger one,
+// and inside a capture it is refused as a plain copy from the host is (a replay would copy stale
+// bytes).
+TEST(OpGraph, StagedCopiesFromTheHostRunOutsideCaptures) {
+  SimRun r;
+  HostStaging staging;
+  std::vector<int32_t> ids = {3, 1, 4};
+  Tensor dst = Tensor::empty({3}, DType::i32, Device::sim());
+  staged_copy(r.ctx, Tensor::view(ids.data(), {3}, DType::i32), dst, staging);
+  std::vector<int32_t> more = {2, 7, 1, 8, 2};
+  Tensor bigger = Tensor::empty({5}, DType::i32, Device::sim());
+  staged_copy(r.ctx, Tensor::view(more.data(), {5}, DType::i32), bigger, staging);
+  const Tensor back = on_host(r.ctx, dst), back_bigger = on_host(r.ctx, bigger);
+  EXPECT_EQ(std::vector<int32_t>(back.ptr<int32_t>(), back.ptr<int32_t>() + 3), ids);
+  EXPECT_EQ(std::vector<int32_t>(back_bigger.ptr<int32_t>(), back_bigger.ptr<int32_t>() + 5), more);
+  EXPECT_THROW(OpGraph::capture(r.ctx, [&] { staged_copy(r.ctx, Tensor::view(ids.data(), {3}, DType::i32), dst, staging); }),
+               Error);
+}
+
 TEST(OpGraph, CaptureRefusesHostCopiesTheHostDeviceAndAnUnsizedArena) {
   SimRun r;
   Tensor x = r.on_sim({1, 2});

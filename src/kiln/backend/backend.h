@@ -5,6 +5,7 @@
 // (reductions run in a fixed order; none use atomics).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "kiln/core/context.h"
@@ -30,6 +31,17 @@ Tensor on_host(Context& ctx, const Tensor& t);
 // staging): page-locked on a GPU, so that its copies run at full bus speed; plain host memory
 // otherwise. Not counted in host_bytes_in_use.
 Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype);
+// Page-locked host memory that a host tensor goes through on its way to a GPU without the host
+// waiting for the device (a batch's ids, labels and images): staged_copy copies the bytes into
+// it on the host and queues their copy to the device behind the ops already queued; the next
+// staged_copy through the same staging first waits for that copy only, not for the ops before it.
+struct HostStaging {
+  Tensor pinned;               // grown as needed
+  std::shared_ptr<void> done;  // a GPU's event: the last copy out of `pinned` has run
+};
+// dst (on ctx.device) = host (a host tensor), same dtype and numel, through `staging`; outside a
+// graph capture. On the host and sim an ops::copy.
+void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& staging);
 // dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 

@@ -17,6 +17,11 @@ Tensor copied_to(Context& ctx, const Tensor& t, Device device) {
 Tensor on_device(Context& ctx, const Tensor& t) { return copied_to(ctx, t, ctx.device); }
 Tensor on_host(Context& ctx, const Tensor& t) { return copied_to(ctx, t, Device::cpu()); }
 
+void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& staging) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "staged_copy", staged_copy(ctx, host, dst, staging));
+  copy(ctx, host, dst);
+}
+
 Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype) {
   if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "host_staging_tensor", pinned_host_tensor(shape, dtype));
   return Tensor::empty(shape, dtype);

@@ -17,9 +17,12 @@ Tensor Buffer::get(const Context& ctx, const Shape& shape, DType dtype) {
 }
 
 Tensor Buffer::input(Context& ctx, const Tensor& host) {
-  if (host.device == ctx.device) return host;
+  return host.device == ctx.device ? host : copy_in(ctx, host);
+}
+
+Tensor Buffer::copy_in(Context& ctx, const Tensor& host) {
   Tensor t = get(ctx, host.shape, host.dtype);
-  ops::copy(ctx, host, t);
+  ops::staged_copy(ctx, host, t, staging_);
   return t;
 }
 

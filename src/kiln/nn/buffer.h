@@ -1,6 +1,7 @@
 // nn/buffer.h — a layer's reusable activation buffer: allocated on first use, grown only when
 // a larger shape arrives, so steady-state forward/backward allocate nothing.
 #pragma once
+#include "kiln/backend/backend.h"
 #include "kiln/core/context.h"
 #include "kiln/core/tensor.h"
 
@@ -11,12 +12,17 @@ class Buffer {
   // A tensor of `shape` on ctx.device over this buffer's storage; contents are unspecified.
   Tensor get(const Context& ctx, const Shape& shape, DType dtype = DType::f32);
   // A host tensor (a batch's ids, labels or images) as an operand on ctx.device: `host` itself
-  // when that is the host, else its copy in this buffer.
+  // when that is the host, else its copy in this buffer (ops::staged_copy: on a GPU the host
+  // does not wait for the ops queued before the copy).
   Tensor input(Context& ctx, const Tensor& host);
+  // Its copy in this buffer on any device: what must outlive the caller's host memory (a loss's
+  // labels, read again by backward).
+  Tensor copy_in(Context& ctx, const Tensor& host);
 
  private:
   Tensor storage_;
   size_t capacity_ = 0;  // bytes
+  ops::HostStaging staging_;
 };
 
 }  // namespace kiln::nn

@@ -7,13 +7,8 @@ namespace kiln::nn {
 
 void SoftmaxXentState::stage(Context& ctx, const int32_t* labels, const float* weights, int64_t N) {
   ctx_ = &ctx;
-  labels_ = labels_buf_.get(ctx, {N}, DType::i32);
-  ops::copy(ctx, Tensor::view(const_cast<int32_t*>(labels), {N}, DType::i32), labels_);
-  weights_ = Tensor{};
-  if (weights) {
-    weights_ = weights_buf_.get(ctx, {N});
-    ops::copy(ctx, Tensor::view(const_cast<float*>(weights), {N}), weights_);
-  }
+  labels_ = labels_buf_.copy_in(ctx, Tensor::view(const_cast<int32_t*>(labels), {N}, DType::i32));
+  weights_ = weights ? weights_buf_.copy_in(ctx, Tensor::view(const_cast<float*>(weights), {N})) : Tensor{};
 }
 
 void SoftmaxXentState::forward(const Tensor& logits, float label_smoothing) {

@@ -7,10 +7,8 @@ namespace kiln::nn {
 
 void VocabParallelMlmLoss::stage(Context& ctx, const int32_t* ids, const float* weights, int64_t N) {
   ctx_ = &ctx;
-  labels_ = labels_buf_.get(ctx, {N}, DType::i32);
-  ops::copy(ctx, Tensor::view(const_cast<int32_t*>(ids), {N}, DType::i32), labels_);
-  weights_ = weights_buf_.get(ctx, {N});
-  ops::copy(ctx, Tensor::view(const_cast<float*>(weights), {N}), weights_);
+  labels_ = labels_buf_.copy_in(ctx, Tensor::view(const_cast<int32_t*>(ids), {N}, DType::i32));
+  weights_ = weights_buf_.copy_in(ctx, Tensor::view(const_cast<float*>(weights), {N}));
 }
 
 LossResult VocabParallelMlmLoss::forward(Context& ctx, const Tensor& logits, int64_t start,

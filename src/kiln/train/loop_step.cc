@@ -31,11 +31,10 @@ Step TrainingLoop::make_step(int64_t step, int64_t micro) {
   return s;
 }
 
-// After the micro-batch's load: a copy from the host waits for the device to finish the ops before.
 void TrainingLoop::write_sample_offset(const Step& s) {
   int64_t offset = int64_t(s.sample_offset);
   Tensor offset_tensor = s.sample_offset_tensor;
-  ops::copy(ctx_, Tensor::view(&offset, {1}, DType::i64), offset_tensor);
+  ops::staged_copy(ctx_, Tensor::view(&offset, {1}, DType::i64), offset_tensor, offset_staging_);
 }
 
 Tensor& micro_batch_slot(std::vector<Tensor>& slots, int64_t micro, Context& ctx, int64_t numel) {

@@ -55,7 +55,7 @@ class TrainingLoop {
   StepOutcome train_step(int64_t step);
   Step make_step(int64_t step, int64_t micro);
   MicroBatchLosses forward_backward(int64_t step, float grad_scale, double& data_seconds);
-  void write_sample_offset(const Step& s);
+  void write_sample_offset(const Step& s);  // through offset_staging_
   void reduce_across_ranks(MicroBatchLosses& sum);
   bool update(int64_t done, const MicroBatchLosses& sum);  // false: the step was skipped
   void run_update_ops();  // the optimizer phase's ops: captured and replayed, or run op by op
@@ -119,6 +119,7 @@ class TrainingLoop {
   // A micro-batch's first global sample on the device (Step::sample_offset_tensor): one per
   // micro-batch of a step in a pipeline, else one for all.
   std::vector<Tensor> sample_offsets_;
+  ops::HostStaging offset_staging_;
 
   LoopResult result_;
   int64_t start_step_ = 0, last_step_ = 0;

@@ -10,6 +10,7 @@ void fill(Context& ctx, Tensor& t, float value);
 void copy(Context& ctx, const Tensor& src, Tensor& dst);
 // Page-locked host memory (cudaMallocHost) as a host tensor.
 Tensor pinned_host_tensor(const Shape& shape, DType dtype);
+void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& staging);
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
 // graph.cc: stream capture of the ops `body` issues on ctx's stream into an instantiated CUDA
 // graph, not yet launched.

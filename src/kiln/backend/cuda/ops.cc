@@ -8,6 +8,7 @@
 #include "kiln/core/error.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 namespace kiln::ops::cuda {
@@ -71,6 +72,35 @@ Tensor pinned_host_tensor(const Shape& shape, DType dtype) {
   t.storage = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFreeHost(q); });
   t.data = p;
   return t;
+}
+
+// The host waits for the previous copy out of the staging memory (queued before the ops that
+// followed it), not for the stream.
+void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& staging) {
+  const char* op = "staged_copy";
+  const OpScope scope = expect_cuda(ctx, op, {&dst});
+  KILN_CHECK(host.device.is_cpu(), "op {}: the source is on {}, not the host", op, host.device.str());
+  KILN_CHECK(host.dtype == dst.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(host.dtype),
+             dtype_name(dst.dtype));
+  expect_same_numel(op, host, dst);
+  const cudaStream_t s = stream_of(ctx);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(s, &capturing), op);
+  KILN_CHECK(capturing == cudaStreamCaptureStatusNone,
+             "op {}: inside a graph capture; copies from the host run outside the captured ops", op);
+  const size_t bytes = host.nbytes();
+  if (bytes == 0) return;
+  if (staging.done) {
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(staging.done.get())), op);
+  } else {
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), op);
+    staging.done = std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  }
+  if (staging.pinned.nbytes() < bytes) staging.pinned = pinned_host_tensor({int64_t((bytes + 7) / 8)}, DType::i64);
+  std::memcpy(staging.pinned.data, host.data, bytes);
+  check(cudaMemcpyAsync(dst.data, staging.pinned.data, bytes, cudaMemcpyHostToDevice, s), op);
+  check(cudaEventRecord(static_cast<cudaEvent_t>(staging.done.get()), s), op);
 }
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {
