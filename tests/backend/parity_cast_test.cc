@@ -1,6 +1,8 @@
 // Parity of fill, copy and cast for every floating-point dtype pair.
 #include "parity.h"
 
+#include <algorithm>
+
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -30,6 +32,30 @@ TEST(ParityCast, FillWritesEveryElement) {
     ops::fill(p.ctx, x, 1.5f);
     EXPECT_EQ(p.host(x), std::vector<double>(1000, 1.5)) << dtype_name(t);
   }
+}
+
+// Batches copied in through one staging while the device still has ops queued (on a GPU the host
+// does not wait for them): each copy lands behind the ops before it and ahead of those after it,
+// the host may overwrite its source as soon as the call returns, and a larger batch grows the
+// staging.
+TEST(ParityCast, StagedCopiesLandInStreamOrder) {
+  Parity p;
+  ops::HostStaging staging;
+  const int64_t n = 1 << 16;
+  Tensor batch = Tensor::empty({2 * n}, DType::f32, p.ctx.device), sum = p.zeros({2 * n}, DType::f32);
+  std::vector<float> host(size_t(2 * n));
+  std::vector<double> want(size_t(2 * n), 0.0);
+  for (int round = 0; round < 4; ++round) {
+    const int64_t rows = round < 2 ? n : 2 * n;
+    for (int64_t i = 0; i < rows; ++i) host[size_t(i)] = float(round * 7 + i % 5);
+    Tensor part = batch.slice_rows(0, rows), part_sum = sum.slice_rows(0, rows);
+    ops::staged_copy(p.ctx, Tensor::view(host.data(), {rows}), part, staging);
+    std::fill(host.begin(), host.end(), -1.0f);  // the source is free again
+    ops::add(p.ctx, part_sum, part, part_sum);
+    ops::scale(p.ctx, part, 0.0f, part);  // queued before the next copy into it
+    for (int64_t i = 0; i < rows; ++i) want[size_t(i)] += double(round * 7 + i % 5);
+  }
+  EXPECT_EQ(p.host(sum), want);
 }
 
 TEST(ParityCast, OpsRefuseTensorsOnAnotherDevice) {
