@@ -221,9 +221,11 @@ void BertStage::keep_losses(Tensor& slot) const {
 }
 
 BertOutputs BertStage::read_losses(const Tensor& slot) const {
-  const Tensor mlm = slot.slice_rows(0, 3), nsp = slot.slice_rows(3, 6);
-  return outputs(tp_.split() ? vocab_mlm_loss_.read(mlm) : mlm_loss_.read(mlm),
-                 config_.binary_head ? nsp_loss_.read(nsp) : nn::LossResult{});
+  double totals[kLossTotals];
+  Tensor host = Tensor::view(totals, {kLossTotals}, DType::i64);
+  ops::copy(*ctx_, slot, host);
+  return outputs(nn::xent_result(totals, nn::MlmLoss::kNorm),
+                 config_.binary_head ? nn::xent_result(totals + 3, nn::NspLoss::kNorm) : nn::LossResult{});
 }
 
 // -> the gradient of the sequence output (B*S, H).

@@ -23,7 +23,9 @@ class SoftmaxCrossEntropy {
   // The same from a copy of totals() (3), and the last forward's totals on the device.
   LossResult read(const Tensor& totals) const { return xent_.read(totals); }
   const Tensor& totals() const { return xent_.totals(); }
-  LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
+  LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context()) {
+    return xent_.forward(ctx, logits, labels, nullptr, label_smoothing);
+  }
   // -> dlogits (N, C) = dloss · d(loss)/d(logits); ignored rows get 0. The row coefficient
   // dloss / count is rounded to f32 once, as PyTorch's mean does.
   Tensor backward(float dloss) { return xent_.backward(dloss); }
@@ -31,7 +33,7 @@ class SoftmaxCrossEntropy {
   float label_smoothing;
 
  private:
-  SoftmaxXentState xent_{{0.0, 1.0}};
+  SoftmaxXentState xent_{NspLoss::kNorm};  // a mean over the counted rows
 };
 
 }  // namespace kiln::nn

@@ -22,11 +22,22 @@ void SoftmaxXentState::forward(const Tensor& logits, float label_smoothing) {
   ops::softmax_xent_forward(*ctx_, logits_, labels_, weights_, label_smoothing, lse_, totals_);
 }
 
+LossResult SoftmaxXentState::forward(Context& ctx, const Tensor& logits, const int32_t* labels,
+                                     const float* weights, float label_smoothing) {
+  stage(ctx, labels, weights, logits.dim(0));
+  forward(logits, label_smoothing);
+  return read();
+}
+
+LossResult xent_result(const double* totals, ops::XentNorm norm) {
+  return {totals[0] / norm.divisor(totals), int64_t(totals[2]), totals[1]};
+}
+
 LossResult read_xent_totals(Context& ctx, const Tensor& totals, ops::XentNorm norm) {
   double host[3];
   Tensor host_view = Tensor::view(host, {3}, DType::i64);
   ops::copy(ctx, totals, host_view);
-  return {host[0] / norm.divisor(host), int64_t(host[2]), host[1]};
+  return xent_result(host, norm);
 }
 
 LossResult SoftmaxXentState::read() const {
@@ -44,18 +55,6 @@ Tensor SoftmaxXentState::backward(float scale, DType dtype) {
   Tensor d = dlogits_buf_.get(*ctx_, logits_.shape, dtype);
   ops::softmax_xent_backward(*ctx_, logits_, lse_, labels_, weights_, label_smoothing_, scale, totals_, norm_, d);
   return d;
-}
-
-LossResult MlmLoss::forward(const Tensor& logits, const int32_t* ids, const float* weights, Context& ctx) {
-  stage(ctx, ids, weights, logits.dim(0));
-  forward(logits);
-  return read();
-}
-
-LossResult NspLoss::forward(const Tensor& logits, const int32_t* labels, Context& ctx) {
-  stage(ctx, labels, logits.dim(0));
-  forward(logits);
-  return read();
 }
 
 }  // namespace kiln::nn

@@ -28,6 +28,9 @@ class SoftmaxXentState {
   void stage(Context& ctx, const int32_t* labels, const float* weights, int64_t N);
   // logits (N, V) of the staged rows; the totals stay on the device.
   void forward(const Tensor& logits, float label_smoothing);
+  // stage, forward and read at once.
+  LossResult forward(Context& ctx, const Tensor& logits, const int32_t* labels, const float* weights,
+                     float label_smoothing);
   // The last forward's loss (Σ / divisor), hits and weight sum, read back.
   LossResult read() const;
   // The same from totals (3) that a copy of totals() holds.
@@ -45,8 +48,9 @@ class SoftmaxXentState {
   Buffer labels_buf_, weights_buf_, lse_buf_, totals_buf_, dlogits_buf_;
 };
 
-// The totals (3) that a cross-entropy op left on ctx's device (f64 in i64), read back, as a
-// LossResult with the loss divided by norm's divisor.
+// Totals (3) of a cross-entropy op on the host as a LossResult, the loss divided by norm's divisor.
+LossResult xent_result(const double* totals, ops::XentNorm norm);
+// The same from totals (3) on ctx's device (f64 in i64), read back.
 LossResult read_xent_totals(Context& ctx, const Tensor& totals, ops::XentNorm norm);
 
 // Masked-LM loss over N masked slots: loss = -sum_i w_i log_softmax(logits_i)[id_i] /
@@ -61,10 +65,11 @@ class MlmLoss {
   // logits: (N, V) f32; keeps a handle to them.
   void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
   LossResult read() const { return xent_.read(); }
-  LossResult read(const Tensor& totals) const { return xent_.read(totals); }
   const Tensor& totals() const { return xent_.totals(); }
   LossResult forward(const Tensor& logits, const int32_t* ids, const float* weights,
-                     Context& ctx = cpu_context());
+                     Context& ctx = cpu_context()) {
+    return xent_.forward(ctx, logits, ids, weights, 0.0f);
+  }
   // -> dlogits (N, V) = dloss * d(loss)/d(logits), stored in `dtype`.
   Tensor backward(float dloss, DType dtype = DType::f32) { return xent_.backward(dloss, dtype); }
 
@@ -76,19 +81,21 @@ class MlmLoss {
 // none).
 class NspLoss {
  public:
+  static constexpr ops::XentNorm kNorm{0.0, 1.0};
   // labels: (B) in [0, C) or -1 (one >= C throws kiln::Error).
   void stage(Context& ctx, const int32_t* labels, int64_t B) { xent_.stage(ctx, labels, nullptr, B); }
   // logits: (B, C) f32.
   void forward(const Tensor& logits) { xent_.forward(logits, 0.0f); }
   LossResult read() const { return xent_.read(); }
-  LossResult read(const Tensor& totals) const { return xent_.read(totals); }
   const Tensor& totals() const { return xent_.totals(); }
-  LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context());
+  LossResult forward(const Tensor& logits, const int32_t* labels, Context& ctx = cpu_context()) {
+    return xent_.forward(ctx, logits, labels, nullptr, 0.0f);
+  }
   // -> dlogits (B, C) = dloss * d(loss)/d(logits), stored in `dtype`; ignored rows get 0.
   Tensor backward(float dloss, DType dtype = DType::f32) { return xent_.backward(dloss, dtype); }
 
  private:
-  SoftmaxXentState xent_{{0.0, 1.0}};
+  SoftmaxXentState xent_{kNorm};
 };
 
 }  // namespace kiln::nn

@@ -46,11 +46,7 @@ void VocabParallelMlmLoss::forward(const Tensor& logits, int64_t start) {
 
 LossResult VocabParallelMlmLoss::read() const {
   KILN_CHECK(totals_.defined(), "vocab-parallel MLM loss: read called before forward");
-  return read(totals_);
-}
-
-LossResult VocabParallelMlmLoss::read(const Tensor& totals) const {
-  return read_xent_totals(*ctx_, totals, MlmLoss::kNorm);
+  return read_xent_totals(*ctx_, totals_, MlmLoss::kNorm);
 }
 
 Tensor VocabParallelMlmLoss::backward(float dloss, DType dtype) {

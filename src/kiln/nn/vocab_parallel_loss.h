@@ -24,7 +24,6 @@ class VocabParallelMlmLoss {
   void forward(const Tensor& logits, int64_t start);
   // The same result on every rank of the group, as MlmLoss of the whole logits.
   LossResult read() const;
-  LossResult read(const Tensor& totals) const;  // from a copy of totals() (3)
   const Tensor& totals() const { return totals_; }
   LossResult forward(Context& ctx, const Tensor& logits, int64_t start, const int32_t* ids,
                      const float* weights);
