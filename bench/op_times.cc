@@ -104,6 +104,29 @@ void time_attention(Context& ctx) {
   time_op("softmax_backward (8, 12, 128, 128)", [&] { ops::softmax_backward(ctx, probs, scores, 0.125f, scores); });
 }
 
+// ResNet-50's 1x1 stride-1 convolutions (batch 16, bf16), each as oneDNN's convolution and as the
+// product over pixels it is: y (NHW, K) = x (NHW, C) w', dx (NHW, C) = dy (NHW, K) w.
+void time_pixel_products(Context& ctx) {
+  const int64_t shapes[][3] = {{64, 64, 56},   {64, 256, 56},  {256, 64, 56},   {256, 128, 56},
+                               {128, 512, 28}, {512, 128, 28}, {512, 256, 28},  {256, 1024, 14},
+                               {1024, 256, 14}, {1024, 512, 14}, {512, 2048, 7}, {2048, 512, 7}};
+  for (const auto& [C, K, H] : shapes) {
+    ops::ConvShape s;
+    s.N = 16, s.H = s.W = H, s.C = C, s.K = K;
+    const int64_t pixels = s.N * H * H;
+    Tensor x = random_tensor({s.N, H, H, C}, DType::bf16, 20), w = random_tensor({K, C, 1, 1}, DType::bf16, 21);
+    Tensor y = random_tensor({s.N, H, H, K}, DType::bf16, 22);
+    const ops::MatView x2 = ops::mat(x.reshape({pixels, C})), y2 = ops::mat(y.reshape({pixels, K}));
+    const Tensor w2 = w.reshape({K, C});
+    const double gflop = 2e-9 * double(pixels * C * K);
+    const std::string name = fmt::format("{}->{} {}x{}", C, K, H, H);
+    time_op("conv fwd " + name, [&] { ops::conv2d_forward(ctx, s, x, w, y); }, gflop);
+    time_op("product fwd " + name, [&] { ops::matmul(ctx, x2, ops::mat(w2, true), y2); }, gflop);
+    time_op("conv bwd-data " + name, [&] { ops::conv2d_backward_data(ctx, s, y, w, x); }, gflop);
+    time_op("product bwd-data " + name, [&] { ops::matmul(ctx, y2, ops::mat(w2), x2); }, gflop);
+  }
+}
+
 void time_optimizer_passes(Context& ctx) {
   Tensor grads = random_tensor({kParams}, DType::f32, 7);
   const std::vector<ops::TensorSegment> whole = {{0, kParams, true}};
@@ -117,6 +140,7 @@ void time_optimizer_passes(Context& ctx) {
 int main(int argc, char** argv) {
   if (argc > 1) omp_set_num_threads(std::atoi(argv[1]));
   Context& ctx = cpu_context();
+  if (argc > 2 && std::string(argv[2]) == "conv") return time_pixel_products(ctx), 0;
   time_rows(ctx);
   time_linear(ctx, kHidden, 3 * kHidden);
   time_linear(ctx, kHidden, kHidden);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -101,8 +102,12 @@ TEST(ParityCnn, ConvolutionForwardAndBackwardMatchFloat64InEveryDtype) {
       p.expect_close(y, y_ref, "conv2d_forward");
       ops::conv2d_backward_data(p.ctx, s, dy, w, dx);
       p.expect_close(dx, dx_ref, "conv2d_backward_data");
-      // The f32 weight gradient accumulates onto what is there (0.25 here).
+      // The f32 weight gradient is written over what is there (NaN here: never read), or
+      // accumulates onto it (0.25).
       Tensor dw = p.zeros(ws, DType::f32);
+      ops::fill(p.ctx, dw, std::numeric_limits<float>::quiet_NaN());
+      ops::conv2d_backward_weights(p.ctx, s, x, dy, dw, false);
+      p.expect_close(dw, dw_ref, "conv2d_backward_weights (written)", 1e-4);
       ops::fill(p.ctx, dw, 0.25f);
       ops::conv2d_backward_weights(p.ctx, s, x, dy, dw);
       for (double& v : dw_ref) v += 0.25;

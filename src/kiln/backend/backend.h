@@ -325,9 +325,10 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
 // dy (N, P, Q, K), w -> dx (N, H, W, C), overwritten; dy, w, dx one dtype.
 void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
                           Tensor& dx);
-// x (N, H, W, C), dy (N, P, Q, K) (one dtype) -> dw (K, C/groups, R, S) f32, accumulated.
+// x (N, H, W, C), dy (N, P, Q, K) (one dtype) -> dw (K, C/groups, R, S) f32, added to what is
+// there, or written over it when !accumulate (a step's first contribution: no zero fill first).
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
-                             Tensor& dw);
+                             Tensor& dw, bool accumulate = true);
 // Whether oneDNN creates `dtype` convolution primitives on this CPU (false: the f32 fallback).
 bool conv2d_native(DType dtype);
 

@@ -18,10 +18,10 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
 }
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
-                             Tensor& dw) {
+                             Tensor& dw, bool accumulate) {
   if (on_cuda(ctx))
-    return KILN_ON_CUDA(ctx, "conv2d_backward_weights", conv2d_backward_weights(ctx, s, x, dy, dw));
-  run_cpu(ctx, [=](Context& run) mutable { cpu::conv2d_backward_weights(run, s, x, dy, dw); });
+    return KILN_ON_CUDA(ctx, "conv2d_backward_weights", conv2d_backward_weights(ctx, s, x, dy, dw, accumulate));
+  run_cpu(ctx, [=](Context& run) mutable { cpu::conv2d_backward_weights(run, s, x, dy, dw, accumulate); });
 }
 
 bool conv2d_native(DType dtype) { return cpu::conv2d_native(dtype); }

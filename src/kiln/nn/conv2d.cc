@@ -63,8 +63,9 @@ Tensor Conv2d::backward(const Step& step, const Tensor& dy, bool need_dx) {
                  dy.dim(2) == shape_.Q() && dy.dim(3) == opt.out && dy.dtype == x_.dtype,
              "Conv2d {}: gradient {} {} does not match the output of the last forward",
              weight.spec().name, dtype_name(dy.dtype), shape_str(dy.shape));
-  Tensor dw = weight.grad();
-  ops::conv2d_backward_weights(*step.ctx, shape_, x_, dy, dw);
+  const Param::GradTarget dw = weight.grad_for_write();
+  Tensor dw_grad = dw.grad;
+  ops::conv2d_backward_weights(*step.ctx, shape_, x_, dy, dw_grad, dw.accumulate);
   if (bias.id >= 0) {
     Tensor db = bias.grad();
     ops::bias_grad(*step.ctx, dy.reshape({dy.numel() / opt.out, opt.out}), db);

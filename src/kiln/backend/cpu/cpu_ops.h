@@ -67,7 +67,7 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
 void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
                           Tensor& dx);
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
-                             Tensor& dw);
+                             Tensor& dw, bool accumulate);
 bool conv2d_native(DType dtype);
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,

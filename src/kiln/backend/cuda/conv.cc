@@ -265,7 +265,7 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
 }
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
-                             Tensor& dw) {
+                             Tensor& dw, bool accumulate) {
   const char* op = "conv2d_backward_weights";
   const OpScope scope = expect_cuda(ctx, op, {&x, &dy, &dw});
   expect_dtype(op, "activations", x, kFloat);
@@ -288,12 +288,12 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                 h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
             op, "heuristics");
-  const float one = 1.0f;
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto workspace_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, n);
   };
   const auto launch = [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
-    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &one, d.w, out);
+    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &beta, d.w, out);
   };
   const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, dw.nbytes(),
                                 stream_of(ctx), workspace_size, launch);

@@ -88,7 +88,7 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
 void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, const Tensor& w,
                           Tensor& dx);
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
-                             Tensor& dw);
+                             Tensor& dw, bool accumulate);
 
 // ops_pool.cc
 void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,
