@@ -127,6 +127,24 @@ void time_pixel_products(Context& ctx) {
   }
 }
 
+// ResNet-50's elementwise passes and batch norm on its largest activation (16, 56, 56, 256) bf16.
+void time_resnet_passes(Context& ctx) {
+  const Shape shape{16, 56, 56, 256};
+  Tensor a = random_tensor(shape, DType::bf16, 30), b = random_tensor(shape, DType::bf16, 31);
+  Tensor y = random_tensor(shape, DType::bf16, 32), d = Tensor::empty(shape, DType::bf16);
+  Tensor gamma = random_tensor({256}, DType::f32, 33), beta = random_tensor({256}, DType::f32, 34);
+  Tensor mean = Tensor::empty({256}), var = Tensor::empty({256});
+  Tensor dgamma = Tensor::empty({256}), dbeta = Tensor::empty({256});
+  time_op("add_relu_forward (16, 56, 56, 256)", [&] { ops::add_relu_forward(ctx, a, b, y); });
+  time_op("relu_backward (16, 56, 56, 256)", [&] { ops::relu_backward(ctx, y, a, d); });
+  time_op("residual_add (16, 56, 56, 256)", [&] { ops::residual_add(ctx, a, d); });
+  time_op("batchnorm_train_forward relu (16, 56, 56, 256)",
+          [&] { ops::batchnorm_train_forward(ctx, a, gamma, beta, 1e-5f, true, y, mean, var); });
+  time_op("batchnorm_backward relu (16, 56, 56, 256)", [&] {
+    ops::batchnorm_backward(ctx, a, y, b, gamma, mean, var, 1e-5f, true, true, d, dgamma, dbeta);
+  });
+}
+
 void time_optimizer_passes(Context& ctx) {
   Tensor grads = random_tensor({kParams}, DType::f32, 7);
   const std::vector<ops::TensorSegment> whole = {{0, kParams, true}};
@@ -141,6 +159,7 @@ int main(int argc, char** argv) {
   if (argc > 1) omp_set_num_threads(std::atoi(argv[1]));
   Context& ctx = cpu_context();
   if (argc > 2 && std::string(argv[2]) == "conv") return time_pixel_products(ctx), 0;
+  if (argc > 2 && std::string(argv[2]) == "resnet") return time_resnet_passes(ctx), 0;
   time_rows(ctx);
   time_linear(ctx, kHidden, 3 * kHidden);
   time_linear(ctx, kHidden, kHidden);

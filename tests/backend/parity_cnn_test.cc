@@ -365,6 +365,21 @@ TEST(ParityCnn, ReluResidualJoinAndGradientAddMatchFloat64InEveryDtype) {
       p.expect_close(j, j_ref, "add_relu_forward");
       ops::relu_backward(p.ctx, r, g, d);
       EXPECT_EQ(p.host(d), d_ref);
+      // The mask at the edges of "> 0": signed zeros, the smallest subnormal, infinities, NaN.
+      const float tiny = t == DType::f32 ? std::numeric_limits<float>::denorm_min()
+                         : t == DType::bf16 ? 9.1835e-41f : 5.9604645e-8f;
+      const float inf = std::numeric_limits<float>::infinity();
+      const std::vector<float> edges = {-0.0f, 0.0f, tiny, -tiny, -1.0f, 1.0f, inf, -inf,
+                                        std::numeric_limits<float>::quiet_NaN()};
+      const Shape es{int64_t(edges.size())};
+      const Tensor ey = p.from_host(edges, es, t), eg = p.from_host(std::vector<float>(edges.size(), 2.0f), es, t);
+      Tensor ed = p.zeros(es, t);
+      ops::relu_backward(p.ctx, ey, eg, ed);
+      const std::vector<double> ey_host = p.host(ey);
+      EXPECT_GT(ey_host[2], 0.0) << "the subnormal survives the conversion to " << dtype_name(t);
+      std::vector<double> ed_ref;
+      for (double v : ey_host) ed_ref.push_back(v > 0 ? 2.0 : 0.0);
+      EXPECT_EQ(p.host(ed), ed_ref);
       Tensor s = p.from_host(std::vector<float>(bd.begin(), bd.end()), shape, t);
       ops::residual_add(p.ctx, g, s);
       p.expect_close(s, s_ref, "residual_add");

@@ -1,6 +1,8 @@
 // backend/cpu/relu.cc — ReLU, the fused residual add + ReLU and the residual gradient join,
 // written once for f32 / bf16 / f16 storage (arithmetic in f32).
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
@@ -41,10 +43,15 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
   check_like("relu_backward", y, {&dy, &dx});
   const int64_t n = y.numel();
   cpu::dispatch_float(y.dtype, "relu_backward", [&]<typename T>(T) {
-    const T *yp = y.ptr<T>(), *dyp = dy.ptr<T>();
-    T* dxp = dx.ptr<T>();
+    // dy's stored bits where y > 0, else +0 (all bits clear in every dtype): no conversions.
+    // y > 0 on the bits: sign clear, not zero, at most +inf (NaN is not > 0).
+    using Bits = std::conditional_t<sizeof(T) == 4, int32_t, int16_t>;
+    constexpr Bits inf = std::is_same_v<T, float> ? Bits(0x7f800000) : std::is_same_v<T, bf16_t> ? Bits(0x7f80) : Bits(0x7c00);
+    const Bits* yp = static_cast<const Bits*>(y.data);
+    const Bits* dyp = static_cast<const Bits*>(dy.data);
+    Bits* dxp = static_cast<Bits*>(dx.data);
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dxp[i] = store<T>(load(yp[i]) > 0.0f ? load(dyp[i]) : 0.0f);
+    for (int64_t i = 0; i < n; ++i) dxp[i] = yp[i] > 0 && yp[i] <= inf ? dyp[i] : Bits(0);
   });
 }
 
