@@ -162,6 +162,20 @@ TEST(CudaBodies, LayerNormForwardMatchesFloat64) {
     EXPECT_EQ(values(in_place), values(y));  // y may alias x
     EXPECT_LE(max_rel_error(mean, want_mean), 1e-6);
     EXPECT_LE(max_rel_error(rstd, want_rstd), 1e-6);
+
+    // The residual join in the moments' launch: a + residual (f32, then rounded to T) written to
+    // sum (here over a), then the same moments as for the joined values themselves.
+    const std::vector<T> residual = stored<T>(random_normal(rows * C, 9));
+    std::vector<T> a = x;
+    const std::vector<double> ad = values(a), rd = values(residual);
+    std::vector<float> exact(x.size());
+    for (size_t i = 0; i < exact.size(); ++i) exact[i] = float(ad[i] + rd[i]);
+    const std::vector<T> joined = stored<T>(exact);
+    std::vector<double> joined_partial(partial.size()), plain_partial(partial.size());
+    run_all(rows * kRowLanes, RowMomentsLaneBody{ptr(a), C, joined_partial.data(), ptr(residual), ptr(a)});
+    EXPECT_EQ(values(a), values(joined));
+    run_all(rows * kRowLanes, RowMomentsLaneBody{ptr(joined), C, plain_partial.data()});
+    EXPECT_EQ(joined_partial, plain_partial);
   });
 }
 

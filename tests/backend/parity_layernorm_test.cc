@@ -91,6 +91,47 @@ TEST(ParityLayerNorm, ForwardBackwardAndResidualAccumulationInEveryDtype) {
       }
 }
 
+TEST(ParityLayerNorm, TheFusedJoinIsAddThenLayerNormBitForBit) {
+  Parity p;
+  const int64_t shapes[][2] = {{3, 7}, {130, 257}, {64, 768}};
+  for (DType dt : testing::float_dtypes())
+    for (DType wdt : {DType::f32, dt})
+      for (const auto& s : shapes) {
+        const int64_t N = s[0], C = s[1];
+        const std::string what = fmt::format("{} (weights {}) {}x{}", dtype_name(dt), dtype_name(wdt), N, C);
+        const Tensor a = p.random({N, C}, dt, 20), b = p.random({N, C}, dt, 21);
+        const Tensor w = p.random({C}, wdt, 22), bias = p.random({C}, wdt, 23);
+        // Apart: the join, then LayerNorm.
+        Tensor sum = p.zeros({N, C}, dt), y = p.zeros({N, C}, dt);
+        Tensor mean = p.zeros({N}, DType::f32), rstd = p.zeros({N}, DType::f32);
+        ops::add(p.ctx, a, b, sum);
+        ops::layernorm_forward(p.ctx, sum, w, bias, 1e-5f, y, mean, rstd);
+        // Fused, into fresh outputs and with the sum written over a.
+        Tensor fsum = p.zeros({N, C}, dt), fy = p.zeros({N, C}, dt);
+        Tensor fmean = p.zeros({N}, DType::f32), frstd = p.zeros({N}, DType::f32);
+        ops::add_layernorm_forward(p.ctx, a, b, w, bias, 1e-5f, fsum, fy, fmean, frstd);
+        EXPECT_EQ(p.host(fsum), p.host(sum)) << what;
+        EXPECT_EQ(p.host(fy), p.host(y)) << what;
+        EXPECT_EQ(p.host(fmean), p.host(mean)) << what;
+        EXPECT_EQ(p.host(frstd), p.host(rstd)) << what;
+        Tensor in_place = p.random({N, C}, dt, 20);  // a again
+        ops::add_layernorm_forward(p.ctx, in_place, b, w, bias, 1e-5f, in_place, fy, fmean, frstd);
+        EXPECT_EQ(p.host(in_place), p.host(sum)) << what;
+        EXPECT_EQ(p.host(fy), p.host(y)) << what;
+        // And against float64: the join of the rounded inputs, LayerNorm of the rounded join.
+        std::vector<double> join = p.host(a);
+        const std::vector<double> bd = p.host(b);
+        for (size_t i = 0; i < join.size(); ++i) join[i] += bd[i];
+        p.expect_close(fsum, join, "add_layernorm_forward sum " + what);
+        const LnRef r = layernorm_reference(p.host(sum), p.host(w), p.host(bias), join, N, C, 1e-5);
+        p.expect_close(fy, r.y, "add_layernorm_forward y " + what);
+      }
+  Tensor x = p.random({4, 8}, DType::f32, 24), other = p.random({4, 8}, DType::bf16, 25);
+  Tensor w = p.random({8}, DType::f32, 26), y = p.zeros({4, 8}, DType::f32);
+  Tensor mean = p.zeros({4}, DType::f32), rstd = p.zeros({4}, DType::f32);
+  EXPECT_THROW(ops::add_layernorm_forward(p.ctx, x, other, w, w, 1e-5f, x, y, mean, rstd), Error);
+}
+
 TEST(ParityLayerNorm, BackwardIsBitwiseRepeatableAndRejectsF16Statistics) {
   Parity p;
   const int64_t N = 300, C = 512;

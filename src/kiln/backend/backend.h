@@ -131,6 +131,10 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
 // backward.
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
+// The residual join and the LayerNorm after it in one pass: sum = a + b rounded to its dtype
+// (a, b, sum one dtype; sum may alias a or b), then layernorm_forward of sum, bit for bit.
+void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
+                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd);
 // dx (N, C) = the input gradient, or dx += it when accumulate_dx (the residual stream's
 // gradient, so no separate add pass); dw, db (C, f32) accumulate. Every backend sums a column's
 // dy·x̂ and dy in f32 over chunks of kLayerNormGradRows rows in row order, and the chunks' sums

@@ -110,6 +110,16 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
   run_cpu(ctx, [=](Context& run) mutable { cpu::layernorm_forward(run, x, w, b, eps, y, mean, rstd); });
 }
 
+void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
+                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "add_layernorm_forward",
+                        add_layernorm_forward(ctx, a, b, w, bias, eps, sum, y, mean, rstd));
+  run_cpu(ctx, [=](Context& run) mutable {
+    cpu::add_layernorm_forward(run, a, b, w, bias, eps, sum, y, mean, rstd);
+  });
+}
+
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx) {

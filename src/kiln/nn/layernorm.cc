@@ -12,13 +12,23 @@ LayerNorm::LayerNorm(ParamStore& store, const std::string& prefix, int64_t dim, 
       eps(eps) {}
 
 Tensor LayerNorm::forward(const Step& step, const Tensor& x) {
-  KILN_CHECK(x.rank() >= 1 && x.dim(-1) == dim, "LayerNorm {}: input {} does not end in {}",
-             weight.spec().name, shape_str(x.shape), dim);
-  const int64_t N = x.numel() / dim;
-  x_ = x;
-  Tensor y = y_.get(*step.ctx, x.shape, x.dtype);
+  Tensor none;
+  return forward(step, x, Tensor{}, none);
+}
+
+Tensor LayerNorm::forward(const Step& step, const Tensor& a, const Tensor& b, Tensor& sum) {
+  KILN_CHECK(a.rank() >= 1 && a.dim(-1) == dim, "LayerNorm {}: input {} does not end in {}",
+             weight.spec().name, shape_str(a.shape), dim);
+  const int64_t N = a.numel() / dim;
+  Tensor y = y_.get(*step.ctx, a.shape, a.dtype);
   Tensor mean = mean_.get(*step.ctx, {N}), rstd = rstd_.get(*step.ctx, {N});
-  ops::layernorm_forward(*step.ctx, x, weight.compute(), bias.compute(), eps, y, mean, rstd);
+  if (b.defined()) {
+    ops::add_layernorm_forward(*step.ctx, a, b, weight.compute(), bias.compute(), eps, sum, y, mean, rstd);
+    x_ = sum;
+  } else {
+    ops::layernorm_forward(*step.ctx, a, weight.compute(), bias.compute(), eps, y, mean, rstd);
+    x_ = a;
+  }
   return y;
 }
 

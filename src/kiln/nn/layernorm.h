@@ -17,6 +17,9 @@ class LayerNorm {
   // x: (N, dim) in the compute dtype -> y: (N, dim) in the same dtype; keeps x and saves
   // mean, rstd (N, f32) for backward.
   Tensor forward(const Step& step, const Tensor& x);
+  // forward(a + b) in one pass, with the join a + b written to `sum` (the caller's residual
+  // stream; kept as the input for backward).
+  Tensor forward(const Step& step, const Tensor& a, const Tensor& b, Tensor& sum);
   // dy: (N, dim) -> dx: (N, dim); accumulates into weight.grad() and bias.grad() (f32).
   Tensor backward(const Step& step, const Tensor& dy);
   // backward() writing dx into the caller's tensor, or adding to it when `accumulate` (the

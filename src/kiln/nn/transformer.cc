@@ -46,17 +46,14 @@ Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor
   if (!pre_ln) {
     Tensor c = attention.forward(step, x, mask);
     Tensor o = attention_dropout_.forward(step, attention_output.forward(step, c), B);
-    ops::add(ctx, x, o, sum1);
-    Tensor a = attention_norm.forward(step, sum1);
+    Tensor a = attention_norm.forward(step, x, o, sum1);  // LN(x + o), sum1 = x + o
     Tensor g = gelu.forward(step, intermediate.forward(step, a));
     Tensor m = output_dropout_.forward(step, output.forward(step, g), B);
-    ops::add(ctx, a, m, sum2);
-    return output_norm.forward(step, sum2);
+    return output_norm.forward(step, a, m, sum2);
   }
   Tensor c = attention.forward(step, attention_norm.forward(step, x), mask);
   Tensor o = attention_dropout_.forward(step, attention_output.forward(step, c), B);
-  ops::add(ctx, x, o, sum1);  // a
-  Tensor g = gelu.forward(step, intermediate.forward(step, output_norm.forward(step, sum1)));
+  Tensor g = gelu.forward(step, intermediate.forward(step, output_norm.forward(step, x, o, sum1)));  // sum1 = a
   Tensor m = output_dropout_.forward(step, output.forward(step, g), B);
   ops::add(ctx, sum1, m, sum2);
   return sum2;

@@ -24,6 +24,8 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
                       const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
+void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
+                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd);
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx);

@@ -79,45 +79,77 @@ struct BackwardRows {
 
 }  // namespace
 
-void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  const OpScope scope = expect_cpu(ctx, "layernorm_forward", {&x, &w, &b, &y, &mean, &rstd});
-  const int64_t N = check_shapes("layernorm_forward", x, w, b, mean, rstd), C = w.numel();
-  expect_same_numel("layernorm_forward", x, y);
-  KILN_CHECK(w.dtype == b.dtype, "op layernorm_forward: weight {} and bias {}",
-             dtype_name(w.dtype), dtype_name(b.dtype));
-  float* mp = mean.ptr<float>();
-  float* sp = rstd.ptr<float>();
-  cpu::dispatch_float(x.dtype, "layernorm_forward", [&]<typename X>(X) {
-    cpu::dispatch_float(y.dtype, "layernorm_forward", [&]<typename Y>(Y) {
-      cpu::dispatch_float(w.dtype, "layernorm_forward", [&]<typename W>(W) {
-        const W* wp = w.ptr<W>();
-        const W* bp = b.ptr<W>();
+namespace {
+
+// Rows of y = LayerNorm(x) with mean and rstd; with `residual`, x's row is first replaced by
+// sum = x + residual rounded to X (written to `sum`, which the statistics then read).
+template <typename X, typename Y, typename W>
+void forward_rows(const X* x, const X* residual, X* sum, const W* w, const W* b, int64_t N, int64_t C,
+                  float eps, Y* y, float* mean, float* rstd) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
-        for (int64_t r = 0; r < N; ++r) {
-          const X* xr = x.ptr<X>() + r * C;
-          Y* yr = y.ptr<Y>() + r * C;
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t c = 0; c < C; ++c) sum += cpu::load(xr[c]);
-          const float m = sum / float(C);
-          float var = 0.0f;
-#pragma omp simd reduction(+ : var)
-          for (int64_t c = 0; c < C; ++c) {
-            const float v = cpu::load(xr[c]) - m;
-            var += v * v;
-          }
-          const float s = 1.0f / std::sqrt(var / float(C) + eps);
-          // mean and rstd first: y may alias x.
-          mp[r] = m;
-          sp[r] = s;
+  for (int64_t r = 0; r < N; ++r) {
+    const X* xr = x + r * C;
+    if (residual) {
+      const X* rr = residual + r * C;
+      X* sr = sum + r * C;
 #pragma omp simd
-          for (int64_t c = 0; c < C; ++c)
-            yr[c] = cpu::store<Y>((cpu::load(xr[c]) - m) * s * cpu::load(wp[c]) + cpu::load(bp[c]));
-        }
+      for (int64_t c = 0; c < C; ++c) sr[c] = cpu::store<X>(cpu::load(xr[c]) + cpu::load(rr[c]));
+      xr = sr;
+    }
+    Y* yr = y + r * C;
+    float total = 0.0f;
+#pragma omp simd reduction(+ : total)
+    for (int64_t c = 0; c < C; ++c) total += cpu::load(xr[c]);
+    const float m = total / float(C);
+    float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+    for (int64_t c = 0; c < C; ++c) {
+      const float v = cpu::load(xr[c]) - m;
+      var += v * v;
+    }
+    const float s = 1.0f / std::sqrt(var / float(C) + eps);
+    // mean and rstd first: y may alias x.
+    mean[r] = m;
+    rstd[r] = s;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = cpu::store<Y>((cpu::load(xr[c]) - m) * s * cpu::load(w[c]) + cpu::load(b[c]));
+  }
+}
+
+// layernorm_forward, or add_layernorm_forward when `residual` is defined.
+void forward(const char* op, Context& ctx, const Tensor& x, const Tensor& residual, Tensor& sum, const Tensor& w,
+             const Tensor& b, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  const OpScope scope = expect_cpu(ctx, op, {&x, &residual, &sum, &w, &b, &y, &mean, &rstd});
+  const int64_t N = check_shapes(op, x, w, b, mean, rstd), C = w.numel();
+  expect_same_numel(op, x, y);
+  KILN_CHECK(w.dtype == b.dtype, "op {}: weight {} and bias {}", op, dtype_name(w.dtype), dtype_name(b.dtype));
+  const bool join = residual.defined();
+  if (join)
+    for (const Tensor* t : {&residual, &static_cast<const Tensor&>(sum)})
+      KILN_CHECK(t->numel() == x.numel() && t->dtype == x.dtype, "op {}: {} {} does not match the input {} {}", op,
+                 dtype_name(t->dtype), shape_str(t->shape), dtype_name(x.dtype), shape_str(x.shape));
+  cpu::dispatch_float(x.dtype, op, [&]<typename X>(X) {
+    cpu::dispatch_float(y.dtype, op, [&]<typename Y>(Y) {
+      cpu::dispatch_float(w.dtype, op, [&]<typename W>(W) {
+        forward_rows(x.ptr<X>(), join ? residual.ptr<X>() : nullptr, join ? sum.ptr<X>() : nullptr, w.ptr<W>(),
+                     b.ptr<W>(), N, C, eps, y.ptr<Y>(), mean.ptr<float>(), rstd.ptr<float>());
       });
     });
   });
+}
+
+}  // namespace
+
+void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  Tensor no_sum;
+  forward("layernorm_forward", ctx, x, Tensor{}, no_sum, w, b, eps, y, mean, rstd);
+}
+
+void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
+                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd) {
+  forward("add_layernorm_forward", ctx, a, b, sum, w, bias, eps, y, mean, rstd);
 }
 
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,

@@ -15,15 +15,19 @@
 namespace kiln::ops::cuda {
 
 // Item = lane of a row (item = r * kRowLanes + l): partial[item] = (Σ x, Σ x²) over its elements.
+// With `residual` (the residual join before a LayerNorm), x's elements are first replaced by
+// sum = x + residual, rounded to sum's dtype and written there, and the moments are sum's.
 struct RowMomentsLaneBody {
   FloatPtr x;
   int64_t C;
   double* partial;  // 2 per item
+  FloatPtr residual = {}, sum = {};
   KILN_HD void operator()(int64_t item) const {
     const int64_t o = (item / kRowLanes) * C;
     double s = 0.0, s2 = 0.0;
     for (int64_t c = item % kRowLanes; c < C; c += kRowLanes) {
-      const double v = x[o + c];
+      if (residual.p) sum.set(o + c, x[o + c] + residual[o + c]);
+      const double v = residual.p ? sum[o + c] : x[o + c];
       s += v;
       s2 += v * v;
     }

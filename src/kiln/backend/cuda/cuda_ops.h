@@ -28,6 +28,8 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
 void softmax_forward(Context& ctx, const Tensor& x, Tensor& y);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
+void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
+                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd);
 
 // ops_activations.cc
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);

@@ -169,10 +169,13 @@ void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& 
   dropout(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx, element_offset);
 }
 
-void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  const char* op = "layernorm_forward";
-  const OpScope scope = expect_cuda(ctx, op, {&x, &w, &b, &y, &mean, &rstd});
+namespace {
+
+// layernorm_forward, or add_layernorm_forward when `residual` is defined: the join is taken in
+// the moments' launch, and the rest reads its sum.
+void forward_layernorm(const char* op, Context& ctx, const Tensor& x, const Tensor& residual, Tensor& sum,
+                       const Tensor& w, const Tensor& b, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  const OpScope scope = expect_cuda(ctx, op, {&x, &residual, &sum, &w, &b, &y, &mean, &rstd});
   const ScratchScope own_scratch(ctx);
   const int64_t C = w.numel();
   KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && b.numel() == C && w.dtype == b.dtype,
@@ -186,14 +189,33 @@ void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Ten
   expect_dtype(op, "x", x, kFloat);
   expect_dtype(op, "weight", w, kFloat);
   expect_dtype(op, "y", y, kFloat);
+  const bool join = residual.defined();
+  if (join)
+    for (const Tensor* t : {&residual, &static_cast<const Tensor&>(sum)})
+      KILN_CHECK(t->numel() == x.numel() && t->dtype == x.dtype, "op {}: {} {} does not match the input {} {}", op,
+                 dtype_name(t->dtype), shape_str(t->shape), dtype_name(x.dtype), shape_str(x.shape));
   Tensor holder = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
   double* partial = reinterpret_cast<double*>(holder.data);
-  const FloatPtr xs = float_ptr(op, "x", x);
-  run(ctx, op, N * kRowLanes, RowMomentsLaneBody{xs, C, partial});
+  RowMomentsLaneBody moments{float_ptr(op, "x", x), C, partial};
+  if (join) moments.residual = float_ptr(op, "residual", residual), moments.sum = float_ptr(op, "sum", sum);
+  run(ctx, op, N * kRowLanes, moments);
   run(ctx, op, N, LayerNormStatsBody{partial, C, eps, mean.ptr<float>(), rstd.ptr<float>()});
   run(ctx, op, N * C,
-      LayerNormApplyBody{xs, float_ptr(op, "weight", w), float_ptr(op, "bias", b), float_ptr(op, "y", y),
-                         mean.ptr<float>(), rstd.ptr<float>(), C});
+      LayerNormApplyBody{join ? moments.sum : moments.x, float_ptr(op, "weight", w), float_ptr(op, "bias", b),
+                         float_ptr(op, "y", y), mean.ptr<float>(), rstd.ptr<float>(), C});
+}
+
+}  // namespace
+
+void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  Tensor no_sum;
+  forward_layernorm("layernorm_forward", ctx, x, Tensor{}, no_sum, w, b, eps, y, mean, rstd);
+}
+
+void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
+                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd) {
+  forward_layernorm("add_layernorm_forward", ctx, a, b, sum, w, bias, eps, y, mean, rstd);
 }
 
 }  // namespace kiln::ops::cuda
