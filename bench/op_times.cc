@@ -140,9 +140,10 @@ void time_resnet_passes(Context& ctx) {
   time_op("residual_add (16, 56, 56, 256)", [&] { ops::residual_add(ctx, a, d); });
   time_op("batchnorm_train_forward relu (16, 56, 56, 256)",
           [&] { ops::batchnorm_train_forward(ctx, a, gamma, beta, 1e-5f, true, y, mean, var); });
-  time_op("batchnorm_backward relu (16, 56, 56, 256)", [&] {
-    ops::batchnorm_backward(ctx, a, y, b, gamma, mean, var, 1e-5f, true, true, d, dgamma, dbeta);
-  });
+  for (const bool relu : {true, false})
+    time_op(fmt::format("batchnorm_backward{} (16, 56, 56, 256)", relu ? " relu" : ""), [&] {
+      ops::batchnorm_backward(ctx, a, y, b, gamma, mean, var, 1e-5f, relu, true, d, dgamma, dbeta);
+    });
 }
 
 void time_optimizer_passes(Context& ctx) {

@@ -4,6 +4,7 @@
 // thread count.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/backend/cnn_check.h"
@@ -207,24 +208,35 @@ void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
 
 namespace {
 
-// dy where the fused ReLU let the output through (everywhere without it), else +0. A mask, not a
-// branch or a conditional load, so that the loops around it vectorise.
-template <typename T>
-inline float relu_gate(bool relu, T y, T dy) {
-  const uint32_t keep = 0u - uint32_t((load(y) > 0.0f) | !relu);
-  return f32_from_bits(f32_bits(load(dy)) & keep);
+// dy where the fused ReLU let the output through, else +0; dy itself without a ReLU, whose y is
+// then never read (a pass less over memory). A mask, not a branch or a conditional load, so
+// that the loops around it vectorise.
+template <bool Relu, typename T>
+inline float relu_gate(const T* y, int64_t i, T dy) {
+  if constexpr (!Relu) {
+    return load(dy);
+  } else {
+    const uint32_t keep = 0u - uint32_t(load(y[i]) > 0.0f);
+    return f32_from_bits(f32_bits(load(dy)) & keep);
+  }
+}
+
+// Calls f(std::true_type) or f(std::false_type) as `relu` says.
+template <typename F>
+void with_relu(bool relu, F&& f) {
+  if (relu) f(std::true_type{});
+  else f(std::false_type{});
 }
 
 // s[c] = Σ g, s[C + c] = Σ g·(x - mean), g = dy where the fused ReLU let the output through.
-template <typename T>
-void backward_sums(const T* x, const T* y, const T* dy, const float* mean, int64_t rows, int64_t C, bool relu,
-                   double* s) {
+template <bool Relu, typename T>
+void backward_sums(const T* x, const T* y, const T* dy, const float* mean, int64_t rows, int64_t C, double* s) {
   channel_sums<2>(rows, C, [&](int64_t r, double* acc) {
     const T *xr = x + r * C, *yr = y + r * C, *dyr = dy + r * C;
     double *sum_g = acc, *sum_gx = acc + C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const double gi = relu_gate(relu, yr[c], dyr[c]);
+      const double gi = relu_gate<Relu>(yr, c, dyr[c]);
       sum_g[c] += gi;
       sum_gx[c] += gi * (double(load(xr[c])) - mean[c]);
     }
@@ -233,9 +245,9 @@ void backward_sums(const T* x, const T* y, const T* dy, const float* mean, int64
 
 // dgamma, dbeta += this batch's sums `local`; dx = k·(g - u - (x - mean)·v) per channel with u, v
 // from the sums over the `total_rows` rows of every rank (`global`), zero in eval mode.
-template <typename T>
+template <bool Relu, typename T>
 void backward_from_sums(const T* x, const T* y, const T* dy, const float* gamma, const float* mean, const float* var,
-                        float eps, bool relu, bool training, int64_t rows, int64_t C, const double* local,
+                        float eps, bool training, int64_t rows, int64_t C, const double* local,
                         const double* global, int64_t total_rows, T* dx, float* dgamma, float* dbeta) {
   const size_t nc = static_cast<size_t>(C);
   std::vector<float> k(nc), u(nc), v(nc);
@@ -252,7 +264,7 @@ void backward_from_sums(const T* x, const T* y, const T* dy, const float* gamma,
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       const int64_t i = r * C + c;
-      dx[i] = cpu::store<T>(k[c] * (relu_gate(relu, y[i], dy[i]) - u[c] - (load(x[i]) - mean[c]) * v[c]));
+      dx[i] = cpu::store<T>(k[c] * (relu_gate<Relu>(y, i, dy[i]) - u[c] - (load(x[i]) - mean[c]) * v[c]));
     }
   }
 }
@@ -270,9 +282,11 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
   const int64_t C = x.dim(-1);
   std::vector<double> s(static_cast<size_t>(2 * C));
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    backward_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, relu, s.data());
-    backward_from_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, relu, training,
-                       rows, C, s.data(), s.data(), rows, dx.ptr<T>(), dgamma.ptr<float>(), dbeta.ptr<float>());
+    with_relu(relu, [&](auto r) {
+      backward_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, s.data());
+      backward_from_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, training,
+                              rows, C, s.data(), s.data(), rows, dx.ptr<T>(), dgamma.ptr<float>(), dbeta.ptr<float>());
+    });
   });
 }
 
@@ -286,7 +300,9 @@ void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, con
   expect_dtype(op, "sums", sums, {DType::f64});
   KILN_CHECK(sums.numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(sums.shape), C);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    backward_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, relu, sums.ptr<double>());
+    with_relu(relu, [&](auto r) {
+      backward_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, sums.ptr<double>());
+    });
   });
 }
 
@@ -307,9 +323,11 @@ void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y
   }
   KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    backward_from_sums(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, relu, true, rows,
-                       C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
-                       dgamma.ptr<float>(), dbeta.ptr<float>());
+    with_relu(relu, [&](auto r) {
+      backward_from_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, true, rows,
+                              C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
+                              dgamma.ptr<float>(), dbeta.ptr<float>());
+    });
   });
 }
 
