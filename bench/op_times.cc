@@ -1,6 +1,8 @@
 // bench/op_times.cc — median times of the ops of a BERT-base step (B 8, S 128, bf16 activations,
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
-// whole step. Operands stay in cache between runs, unlike in the step. Usage: op_times [threads]
+// whole step; `conv`: ResNet-50's 1x1 convolutions against their products over pixels; `resnet`:
+// ResNet-50's elementwise passes and batch norm. Operands stay in cache between runs where they
+// fit, unlike in the step. Usage: op_times [threads [conv|resnet]]
 #include <fmt/format.h>
 #include <omp.h>
 
