@@ -34,6 +34,12 @@ void expect_same_numel(const char* op, const Tensor& a, const Tensor& b) {
              shape_str(a.shape), shape_str(b.shape));
 }
 
+void expect_like(const char* op, const Tensor& a, std::initializer_list<const Tensor*> others) {
+  for (const Tensor* t : others)
+    KILN_CHECK(t->shape == a.shape && t->dtype == a.dtype, "op {}: {} {} does not match {} {}", op,
+               dtype_name(t->dtype), shape_str(t->shape), dtype_name(a.dtype), shape_str(a.shape));
+}
+
 void expect_step_scalars(const char* op, const Tensor& scalars) {
   expect_dtype(op, "the step's scalars", scalars, {DType::i64});
   KILN_CHECK(scalars.numel() == kStepScalars, "op {}: the step's scalars hold {} values, not {}", op,

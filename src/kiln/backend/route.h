@@ -33,6 +33,8 @@ void expect_dtype(const char* op, const char* what, const Tensor& t,
                   std::initializer_list<DType> allowed);
 // Throws unless a and b hold the same number of elements.
 void expect_same_numel(const char* op, const Tensor& a, const Tensor& b);
+// Throws unless every tensor in `others` has a's shape and dtype.
+void expect_like(const char* op, const Tensor& a, std::initializer_list<const Tensor*> others);
 // Throws unless `scalars` is a step's scalars block: kStepScalars f64 values in an i64 tensor.
 void expect_step_scalars(const char* op, const Tensor& scalars);
 // A dropout op's sample offset: one i64.

@@ -125,10 +125,7 @@ void forward(const char* op, Context& ctx, const Tensor& x, const Tensor& residu
   expect_same_numel(op, x, y);
   KILN_CHECK(w.dtype == b.dtype, "op {}: weight {} and bias {}", op, dtype_name(w.dtype), dtype_name(b.dtype));
   const bool join = residual.defined();
-  if (join)
-    for (const Tensor* t : {&residual, &static_cast<const Tensor&>(sum)})
-      KILN_CHECK(t->numel() == x.numel() && t->dtype == x.dtype, "op {}: {} {} does not match the input {} {}", op,
-                 dtype_name(t->dtype), shape_str(t->shape), dtype_name(x.dtype), shape_str(x.shape));
+  if (join) expect_like(op, x, {&residual, &sum});
   cpu::dispatch_float(x.dtype, op, [&]<typename X>(X) {
     cpu::dispatch_float(y.dtype, op, [&]<typename Y>(Y) {
       cpu::dispatch_float(w.dtype, op, [&]<typename W>(W) {

@@ -16,19 +16,11 @@ constexpr int64_t kParallelMin = 16384;
 using cpu::load;
 using cpu::store;
 
-// Every tensor has a's shape and dtype.
-void check_like(const char* op, const Tensor& a, std::initializer_list<const Tensor*> others) {
-  for (const Tensor* t : others)
-    KILN_CHECK(t->shape == a.shape && t->dtype == a.dtype,
-               "op {}: {} {} does not match {} {}", op, dtype_name(t->dtype),
-               shape_str(t->shape), dtype_name(a.dtype), shape_str(a.shape));
-}
-
 }  // namespace
 
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
   const OpScope scope = expect_cpu(ctx, "relu_forward", {&x, &y});
-  check_like("relu_forward", x, {&y});
+  expect_like("relu_forward", x, {&y});
   const int64_t n = x.numel();
   cpu::dispatch_float(x.dtype, "relu_forward", [&]<typename T>(T) {
     const T* xp = x.ptr<T>();
@@ -40,7 +32,7 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
 
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
   const OpScope scope = expect_cpu(ctx, "relu_backward", {&y, &dy, &dx});
-  check_like("relu_backward", y, {&dy, &dx});
+  expect_like("relu_backward", y, {&dy, &dx});
   const int64_t n = y.numel();
   cpu::dispatch_float(y.dtype, "relu_backward", [&]<typename T>(T) {
     // dy's stored bits where y > 0, else +0 (all bits clear in every dtype): no conversions.
@@ -57,7 +49,7 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 
 void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
   const OpScope scope = expect_cpu(ctx, "add_relu_forward", {&a, &b, &y});
-  check_like("add_relu_forward", a, {&b, &y});
+  expect_like("add_relu_forward", a, {&b, &y});
   const int64_t n = a.numel();
   cpu::dispatch_float(a.dtype, "add_relu_forward", [&]<typename T>(T) {
     const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
@@ -69,7 +61,7 @@ void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y)
 
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
   const OpScope scope = expect_cpu(ctx, "residual_add", {&x, &y});
-  check_like("residual_add", x, {&y});
+  expect_like("residual_add", x, {&y});
   const int64_t n = x.numel();
   cpu::dispatch_float(x.dtype, "residual_add", [&]<typename T>(T) {
     const T* xp = x.ptr<T>();

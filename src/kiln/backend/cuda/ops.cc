@@ -190,10 +190,7 @@ void forward_layernorm(const char* op, Context& ctx, const Tensor& x, const Tens
   expect_dtype(op, "weight", w, kFloat);
   expect_dtype(op, "y", y, kFloat);
   const bool join = residual.defined();
-  if (join)
-    for (const Tensor* t : {&residual, &static_cast<const Tensor&>(sum)})
-      KILN_CHECK(t->numel() == x.numel() && t->dtype == x.dtype, "op {}: {} {} does not match the input {} {}", op,
-                 dtype_name(t->dtype), shape_str(t->shape), dtype_name(x.dtype), shape_str(x.shape));
+  if (join) expect_like(op, x, {&residual, &sum});
   Tensor holder = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
   double* partial = reinterpret_cast<double*>(holder.data);
   RowMomentsLaneBody moments{float_ptr(op, "x", x), C, partial};

@@ -9,13 +9,6 @@
 namespace kiln::ops::cuda {
 namespace {
 
-// Every tensor has a's shape and dtype (the CPU backend's rule for the ReLU family).
-void check_like(const char* op, const Tensor& a, std::initializer_list<const Tensor*> others) {
-  for (const Tensor* t : others)
-    KILN_CHECK(t->shape == a.shape && t->dtype == a.dtype, "op {}: {} {} does not match {} {}", op,
-               dtype_name(t->dtype), shape_str(t->shape), dtype_name(a.dtype), shape_str(a.shape));
-}
-
 // Rows of y (N, C) for a bias of C = bias.numel().
 int64_t rows_of(const char* op, const Tensor& y, const Tensor& bias) {
   const int64_t C = bias.numel();
@@ -45,14 +38,14 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
   const char* op = "relu_forward";
   const OpScope scope = expect_cuda(ctx, op, {&x, &y});
-  check_like(op, x, {&y});
+  expect_like(op, x, {&y});
   run(ctx, op, y.numel(), ReluForwardBody{float_ptr(op, "x", x), float_ptr(op, "y", y)});
 }
 
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
   const char* op = "relu_backward";
   const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx});
-  check_like(op, y, {&dy, &dx});
+  expect_like(op, y, {&dy, &dx});
   run(ctx, op, dx.numel(),
       ReluBackwardBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy), float_ptr(op, "dx", dx)});
 }
@@ -60,7 +53,7 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
 void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
   const char* op = "add_relu_forward";
   const OpScope scope = expect_cuda(ctx, op, {&a, &b, &y});
-  check_like(op, a, {&b, &y});
+  expect_like(op, a, {&b, &y});
   run(ctx, op, y.numel(),
       AddReluBody{float_ptr(op, "a", a), float_ptr(op, "b", b), float_ptr(op, "y", y)});
 }
@@ -68,7 +61,7 @@ void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y)
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
   const char* op = "residual_add";
   const OpScope scope = expect_cuda(ctx, op, {&x, &y});
-  check_like(op, x, {&y});
+  expect_like(op, x, {&y});
   run(ctx, op, y.numel(), AccumulateBody{float_ptr(op, "x", x), float_ptr(op, "y", y)});
 }
 

@@ -80,10 +80,10 @@ void fill_fake_images(data::ImageBatch& b, int batch, int first_row, int size, i
     const size_t key = size_t(first_row + r) * (pixels + 1);  // the row's pixels, then its label
     float* image = images + size_t(r) * pixels;
     // rng.uniform(key + i), with each Philox block of four computed once
-    std::array<uint32_t, 4> block = rng.block(key >> 2);
+    std::array<uint32_t, 4> block{};
     for (size_t i = 0; i < pixels; ++i) {
       const uint64_t g = key + i;
-      if ((g & 3) == 0) block = rng.block(g >> 2);
+      if (i == 0 || (g & 3) == 0) block = rng.block(g >> 2);
       image[i] = 128.0f * u32_to_unit_float(block[g & 3]) - 64.0f;
     }
     labels[r] = int32_t(rng.below(key + pixels, uint64_t(classes)));
