@@ -31,13 +31,17 @@ Tensor on_host(Context& ctx, const Tensor& t);
 // staging): page-locked on a GPU, so that its copies run at full bus speed; plain host memory
 // otherwise. Not counted in host_bytes_in_use.
 Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype);
-// Page-locked host memory that a host tensor goes through on its way to a GPU without the host
-// waiting for the device (a batch's ids, labels and images): staged_copy copies the bytes into
-// it on the host and queues their copy to the device behind the ops already queued; the next
-// staged_copy through the same staging first waits for that copy only, not for the ops before it.
+// The way a host tensor takes to a GPU without the host or the GPU's compute waiting for the bus
+// (a batch's ids, labels and images): staged_copy copies the bytes into page-locked memory on the
+// host, a copy stream of the device's own moves them into `landing` while the ops already queued
+// run, and the op stream copies them from there into the destination in stream order (device
+// memory to device memory: the destination may still be read by those ops). The next staged_copy
+// through the same staging waits for that bus copy only, not for the ops.
 struct HostStaging {
-  Tensor pinned;               // grown as needed
-  std::shared_ptr<void> done;  // a GPU's event: the last copy out of `pinned` has run
+  Tensor pinned;                  // page-locked host memory, grown as needed
+  Tensor landing;                 // device memory, grown as needed
+  std::shared_ptr<void> landed;   // a GPU event on the copy stream: pinned -> landing has run
+  std::shared_ptr<void> drained;  // a GPU event on the op stream: landing -> destination has run
 };
 // dst (on ctx.device) = host (a host tensor), same dtype and numel, through `staging`; outside a
 // graph capture. On the host and sim an ops::copy.

@@ -1,6 +1,6 @@
 // backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout and LayerNorm
 // forward on CUDA: checks, then a kernel of kernels.h (or a cudaMemcpyAsync) on the context's
-// stream; page-locked host tensors for staging.
+// stream; page-locked host tensors and the copy stream for staging.
 #include "kiln/backend/cuda/bodies_layernorm.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
@@ -31,6 +31,14 @@ void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngSt
   launch_dropout({rng, sample_offset.ptr<int64_t>(), samples, p, element_offset}, x, y, stream_of(ctx));
   check_launch(op);
 }
+
+std::shared_ptr<void> new_event(const char* op) {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), op);
+  return {event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+}
+
+cudaEvent_t event_of(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
 
 }  // namespace
 
@@ -74,8 +82,9 @@ Tensor pinned_host_tensor(const Shape& shape, DType dtype) {
   return t;
 }
 
-// The host waits for the previous copy out of the staging memory (queued before the ops that
-// followed it), not for the stream.
+// host -> pinned (the host waits for the previous bus copy out of `pinned` only); pinned ->
+// landing on the copy stream, after the op stream's previous copy out of `landing`; landing ->
+// dst on the op stream, after the bus copy.
 void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& staging) {
   const char* op = "staged_copy";
   const OpScope scope = expect_cuda(ctx, op, {&dst});
@@ -90,17 +99,26 @@ void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& sta
              "op {}: inside a graph capture; copies from the host run outside the captured ops", op);
   const size_t bytes = host.nbytes();
   if (bytes == 0) return;
-  if (staging.done) {
-    check(cudaEventSynchronize(static_cast<cudaEvent_t>(staging.done.get())), op);
+  if (!staging.landed) {
+    staging.landed = new_event(op);
+    staging.drained = new_event(op);
   } else {
-    cudaEvent_t event = nullptr;
-    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), op);
-    staging.done = std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+    check(cudaEventSynchronize(event_of(staging.landed)), op);
   }
-  if (staging.pinned.nbytes() < bytes) staging.pinned = pinned_host_tensor({int64_t((bytes + 7) / 8)}, DType::i64);
+  const Shape words{int64_t((bytes + 7) / 8)};
+  if (staging.pinned.nbytes() < bytes) staging.pinned = pinned_host_tensor(words, DType::i64);
+  if (staging.landing.nbytes() < bytes) {
+    check(cudaStreamSynchronize(s), op);  // the old landing may still be read
+    staging.landing = Tensor::empty(words, DType::i64, dst.device);
+  }
   std::memcpy(staging.pinned.data, host.data, bytes);
-  check(cudaMemcpyAsync(dst.data, staging.pinned.data, bytes, cudaMemcpyHostToDevice, s), op);
-  check(cudaEventRecord(static_cast<cudaEvent_t>(staging.done.get()), s), op);
+  const cudaStream_t bus = copy_stream(dst.device.index);
+  check(cudaStreamWaitEvent(bus, event_of(staging.drained), 0), op);
+  check(cudaMemcpyAsync(staging.landing.data, staging.pinned.data, bytes, cudaMemcpyHostToDevice, bus), op);
+  check(cudaEventRecord(event_of(staging.landed), bus), op);
+  check(cudaStreamWaitEvent(s, event_of(staging.landed), 0), op);
+  check(cudaMemcpyAsync(dst.data, staging.landing.data, bytes, cudaMemcpyDeviceToDevice, s), op);
+  check(cudaEventRecord(event_of(staging.drained), s), op);
 }
 
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {

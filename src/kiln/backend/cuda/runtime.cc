@@ -68,18 +68,27 @@ std::string describe_device(int index) {
   return fmt::format("{}, {} GiB, sm_{}{}", p.name, p.totalGlobalMem >> 30, p.major, p.minor);
 }
 
-cudaStream_t device_stream(int index) {
+namespace {
+
+// Stream `which` of device `index`, created on first use and kept for the process.
+cudaStream_t process_stream(int index, int which) {
   static std::mutex mu;
-  static std::vector<cudaStream_t> streams(size_t(device_count()), nullptr);
+  static std::vector<cudaStream_t> streams(2 * size_t(device_count()), nullptr);
   require_device(Device::cuda(index));
   const std::lock_guard lock(mu);
-  cudaStream_t& s = streams[size_t(index)];
+  cudaStream_t& s = streams[2 * size_t(index) + size_t(which)];
   if (!s) {
     check(cudaSetDevice(index), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   return s;
 }
+
+}  // namespace
+
+cudaStream_t device_stream(int index) { return process_stream(index, 0); }
+
+cudaStream_t copy_stream(int index) { return process_stream(index, 1); }
 
 void register_allocator() { register_device_allocator(DeviceKind::cuda, {alloc_on, free_on}); }
 

@@ -26,6 +26,9 @@ std::string describe_device(int index);
 inline cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
 // The device's own stream, created on first use and kept for the process.
 cudaStream_t device_stream(int index);
+// The device's stream for copies from the host that overlap the ops (ops::staged_copy), made
+// the same way.
+cudaStream_t copy_stream(int index);
 
 // Registers cudaMalloc / cudaFree as the allocator of DeviceKind::cuda (core/allocator.h).
 void register_allocator();
