@@ -1,7 +1,7 @@
 // bench/op_times.cc — median times of the ops of a BERT-base step (B 8, S 128, bf16 activations,
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
 // whole step; `conv`: ResNet-50's 1x1 convolutions against their products over pixels; `resnet`:
-// ResNet-50's elementwise passes and batch norm. Operands stay in cache between runs where they
+// ResNet-50's elementwise passes, batch norm and max pool. Operands stay in cache between runs where they
 // fit, unlike in the step. Usage: op_times [threads [conv|resnet]]
 #include <fmt/format.h>
 #include <omp.h>
@@ -129,7 +129,8 @@ void time_pixel_products(Context& ctx) {
   }
 }
 
-// ResNet-50's elementwise passes and batch norm on its largest activation (16, 56, 56, 256) bf16.
+// ResNet-50's elementwise passes and batch norm on its largest activation (16, 56, 56, 256) bf16,
+// and its max pool.
 void time_resnet_passes(Context& ctx) {
   const Shape shape{16, 56, 56, 256};
   Tensor a = random_tensor(shape, DType::bf16, 30), b = random_tensor(shape, DType::bf16, 31);
@@ -146,6 +147,15 @@ void time_resnet_passes(Context& ctx) {
     time_op(fmt::format("batchnorm_backward{} (16, 56, 56, 256)", relu ? " relu" : ""), [&] {
       ops::batchnorm_backward(ctx, a, y, b, gamma, mean, var, 1e-5f, relu, true, d, dgamma, dbeta);
     });
+  // The stem's 3x3 stride-2 max pool.
+  ops::PoolShape pool;
+  pool.N = 16, pool.H = pool.W = 112, pool.C = 64, pool.R = pool.S = 3;
+  pool.stride_h = pool.stride_w = 2, pool.pad_h = pool.pad_w = 1;
+  Tensor stem = random_tensor({16, 112, 112, 64}, DType::bf16, 35), dstem = Tensor::empty(stem.shape, DType::bf16);
+  Tensor pooled = random_tensor({16, 56, 56, 64}, DType::bf16, 36);
+  Tensor argmax = Tensor::empty(pooled.shape, DType::i32);
+  time_op("maxpool_forward (16, 112, 112, 64)", [&] { ops::maxpool_forward(ctx, pool, stem, pooled, argmax); });
+  time_op("maxpool_backward (16, 112, 112, 64)", [&] { ops::maxpool_backward(ctx, pool, pooled, argmax, dstem); });
 }
 
 void time_optimizer_passes(Context& ctx) {

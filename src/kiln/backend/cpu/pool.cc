@@ -1,6 +1,7 @@
 // backend/cpu/pool.cc — max pooling and global average pooling over NHWC activations, written
-// once for f32 / bf16 / f16 storage (comparisons and sums in f32). Backward passes run one image
-// per task, so routed gradients are summed in a fixed order.
+// once for f32 / bf16 / f16 storage (comparisons and sums in f32). Max pooling's backward is a
+// gather: each input element sums the gradients routed to it in output order, as the CUDA body
+// does, so the backends agree bit for bit at any thread count.
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -29,6 +30,42 @@ void check_pool(const char* op, const PoolShape& s, const Tensor& x, const char*
              shape_str(ys));
 }
 
+// The window's first valid tap starts the running max; a later tap replaces it only where it is
+// larger (so the first maximum in scan order wins, and a NaN that started it stays).
+template <typename T>
+void take_larger(const T* x, int32_t pos, int64_t C, bool first, float* best, int32_t* at) {
+  if (first) {
+    for (int64_t c = 0; c < C; ++c) best[c] = load(x[c]), at[c] = pos;
+    return;
+  }
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const float v = load(x[c]);
+    const bool larger = v > best[c];
+    best[c] = larger ? v : best[c];
+    at[c] = larger ? pos : at[c];
+  }
+}
+
+// The outputs [first, last] along one axis whose windows cover input index h.
+struct Cover {
+  int64_t first, last;
+};
+Cover covering(int64_t h, int64_t pad, int64_t window, int64_t stride, int64_t outputs) {
+  const int64_t lowest = h + pad - window + 1;  // an output's window starts at o * stride
+  return {lowest <= 0 ? 0 : (lowest + stride - 1) / stride, std::min((h + pad) / stride, outputs - 1)};
+}
+
+// sum[c] += dy[c] where output element c's maximum was at input position pos.
+template <typename T>
+void add_routed(const T* dy, const int32_t* argmax, int32_t pos, int64_t C, float* sum) {
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const float g = load(dy[c]);
+    sum[c] += argmax[c] == pos ? g : 0.0f;
+  }
+}
+
 }  // namespace
 
 void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& y,
@@ -54,28 +91,24 @@ void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& 
         for (int64_t p = 0; p < P; ++p) {
           const T* xn = x0 + n * s.H * s.W * C;
           for (int64_t q = 0; q < Q; ++q) {
-            T* yo = y0 + ((n * P + p) * Q + q) * C;
-            int32_t* ao = a0 + ((n * P + p) * Q + q) * C;
-            std::fill(best.begin(), best.end(), -std::numeric_limits<float>::infinity());
-            std::fill(ao, ao + C, -1);
+            const int64_t o = ((n * P + p) * Q + q) * C;
+            int32_t* ao = a0 + o;
+            bool first = true;
             for (int64_t i = 0; i < s.R; ++i) {
               const int64_t h = p * s.stride_h - s.pad_h + i;
               if (h < 0 || h >= s.H) continue;
               for (int64_t j = 0; j < s.S; ++j) {
                 const int64_t w = q * s.stride_w - s.pad_w + j;
                 if (w < 0 || w >= s.W) continue;
-                const T* xi = xn + (h * s.W + w) * C;
-                const int32_t pos = int32_t(h * s.W + w);
-                for (int64_t c = 0; c < C; ++c) {
-                  const float v = load(xi[c]);
-                  if (v > best[c] || ao[c] < 0) {
-                    best[c] = v;
-                    ao[c] = pos;
-                  }
-                }
+                take_larger(xn + (h * s.W + w) * C, int32_t(h * s.W + w), C, first, best.data(), ao);
+                first = false;
               }
             }
-            for (int64_t c = 0; c < C; ++c) yo[c] = cpu::store<T>(best[c]);
+            if (first) {  // a window wholly in the padding
+              std::fill(best.begin(), best.end(), -std::numeric_limits<float>::infinity());
+              std::fill(ao, ao + C, -1);
+            }
+            for (int64_t c = 0; c < C; ++c) y0[o + c] = cpu::store<T>(best[c]);
           }
         }
     }
@@ -92,29 +125,33 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
   expect_dtype(op, "argmax", argmax, {DType::i32});
   KILN_CHECK(argmax.shape == dy.shape, "op {}: argmax {} does not match gradient {}", op,
              shape_str(argmax.shape), shape_str(dy.shape));
-  const int64_t P = s.P(), Q = s.Q(), C = s.C, HW = s.H * s.W;
+  const int64_t P = s.P(), Q = s.Q(), C = s.C;
+  std::vector<Cover> column_covers(static_cast<size_t>(s.W));
+  for (int64_t w = 0; w < s.W; ++w) column_covers[size_t(w)] = covering(w, s.pad_w, s.S, s.stride_w, Q);
   cpu::dispatch_float(dy.dtype, op, [&]<typename T>(T) {
     const T* dy0 = dy.ptr<T>();
     const int32_t* a0 = argmax.ptr<int32_t>();
     T* dx0 = dx.ptr<T>();
 #pragma omp parallel
     {
-      // f32 sums per image; for f32 storage this is dx itself.
-      std::vector<float> acc(std::is_same_v<T, float> ? 0 : static_cast<size_t>(HW * C));
-#pragma omp for schedule(static)
-      for (int64_t n = 0; n < s.N; ++n) {
-        float* dxn = std::is_same_v<T, float> ? reinterpret_cast<float*>(dx0 + n * HW * C)
-                                              : acc.data();
-        std::fill(dxn, dxn + HW * C, 0.0f);
-        const T* dyn = dy0 + n * P * Q * C;
-        const int32_t* an = a0 + n * P * Q * C;
-        for (int64_t o = 0; o < P * Q; ++o)
-          for (int64_t c = 0; c < C; ++c) dxn[int64_t(an[o * C + c]) * C + c] += load(dyn[o * C + c]);
-        if constexpr (!std::is_same_v<T, float>) {
-          T* out = dx0 + n * HW * C;
-          for (int64_t i = 0; i < HW * C; ++i) out[i] = cpu::store<T>(dxn[i]);
+      std::vector<float> sum(static_cast<size_t>(C));  // per thread: one input pixel's gradient
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t n = 0; n < s.N; ++n)
+        for (int64_t h = 0; h < s.H; ++h) {
+          const Cover rows = covering(h, s.pad_h, s.R, s.stride_h, P);
+          for (int64_t w = 0; w < s.W; ++w) {
+            const Cover cols = column_covers[size_t(w)];
+            const int32_t pos = int32_t(h * s.W + w);
+            std::fill(sum.begin(), sum.end(), 0.0f);
+            for (int64_t p = rows.first; p <= rows.last; ++p)
+              for (int64_t q = cols.first; q <= cols.last; ++q) {
+                const int64_t o = ((n * P + p) * Q + q) * C;
+                add_routed(dy0 + o, a0 + o, pos, C, sum.data());
+              }
+            T* out = dx0 + ((n * s.H + h) * s.W + w) * C;
+            for (int64_t c = 0; c < C; ++c) out[c] = cpu::store<T>(sum[c]);
+          }
         }
-      }
     }
   });
 }
