@@ -39,7 +39,7 @@ Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype);
 // through the same staging waits for that bus copy only, not for the ops.
 struct HostStaging {
   Tensor pinned;                  // page-locked host memory, grown as needed
-  Tensor landing;                 // device memory, grown as needed
+  Tensor landing;                 // device memory, grown as needed (not counted, as `pinned`)
   std::shared_ptr<void> landed;   // a GPU event on the copy stream: pinned -> landing has run
   std::shared_ptr<void> drained;  // a GPU event on the op stream: landing -> destination has run
 };

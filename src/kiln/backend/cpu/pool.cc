@@ -4,7 +4,6 @@
 // does, so the backends agree bit for bit at any thread count.
 #include <algorithm>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "kiln/backend/cnn_check.h"

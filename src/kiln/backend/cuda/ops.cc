@@ -40,6 +40,20 @@ std::shared_ptr<void> new_event(const char* op) {
 
 cudaEvent_t event_of(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
 
+// Device memory outside the tensor allocator, as the page-locked staging is outside the host's
+// count: staging is not the model's memory, so `--dry-run`'s estimate stays the measured peak.
+Tensor landing_tensor(const Device& device, const Shape& shape) {
+  Tensor t;
+  t.shape = shape;
+  t.dtype = DType::i64;
+  t.device = device;
+  void* p = nullptr;
+  check(cudaMalloc(&p, t.nbytes()), "staging device memory");
+  t.storage = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFree(q); });
+  t.data = p;
+  return t;
+}
+
 }  // namespace
 
 void register_backend() { register_allocator(); }
@@ -109,7 +123,7 @@ void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& sta
   if (staging.pinned.nbytes() < bytes) staging.pinned = pinned_host_tensor(words, DType::i64);
   if (staging.landing.nbytes() < bytes) {
     check(cudaStreamSynchronize(s), op);  // the old landing may still be read
-    staging.landing = Tensor::empty(words, DType::i64, dst.device);
+    staging.landing = landing_tensor(dst.device, words);
   }
   std::memcpy(staging.pinned.data, host.data, bytes);
   const cudaStream_t bus = copy_stream(dst.device.index);
