@@ -36,6 +36,7 @@ std::string memory_text(const MemoryUse& m) {
 }
 
 std::string estimated_training_time(std::vector<double> step_seconds, int64_t total_steps) {
+  if (step_seconds.size() > kWarmupSteps) step_seconds.erase(step_seconds.begin(), step_seconds.begin() + kWarmupSteps);
   std::sort(step_seconds.begin(), step_seconds.end());
   const double median = step_seconds[step_seconds.size() / 2];
   const double total = median * double(total_steps);

@@ -21,7 +21,10 @@ MemoryUse memory_use();
 std::string memory_text(const MemoryUse& m);
 
 // BENCHMARK's closing line: "Estimated training time: XhYm (N steps at a median M ms/step)",
-// from the median of the measured step times (tinygrad's estimate). `step_seconds` non-empty.
+// from the median of the measured step times (tinygrad's estimate) after the first
+// kWarmupSteps, which are left out where more steps than that were measured (primitive creation,
+// first-touch page faults, graph capture). `step_seconds` non-empty.
+inline constexpr size_t kWarmupSteps = 2;
 std::string estimated_training_time(std::vector<double> step_seconds, int64_t total_steps);
 
 }  // namespace kiln::train
