@@ -283,9 +283,11 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
   std::vector<double> s(static_cast<size_t>(2 * C));
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_relu(relu, [&](auto r) {
-      backward_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, s.data());
-      backward_from_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, training,
-                              rows, C, s.data(), s.data(), rows, dx.ptr<T>(), dgamma.ptr<float>(), dbeta.ptr<float>());
+      constexpr bool Relu = decltype(r)::value;
+      backward_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, s.data());
+      backward_from_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, training,
+                               rows, C, s.data(), s.data(), rows, dx.ptr<T>(), dgamma.ptr<float>(),
+                               dbeta.ptr<float>());
     });
   });
 }
@@ -301,7 +303,8 @@ void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, con
   KILN_CHECK(sums.numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(sums.shape), C);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_relu(relu, [&](auto r) {
-      backward_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, sums.ptr<double>());
+      constexpr bool Relu = decltype(r)::value;
+      backward_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, sums.ptr<double>());
     });
   });
 }
@@ -324,9 +327,10 @@ void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y
   KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_relu(relu, [&](auto r) {
-      backward_from_sums<decltype(r)::value>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, true, rows,
-                              C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
-                              dgamma.ptr<float>(), dbeta.ptr<float>());
+      constexpr bool Relu = decltype(r)::value;
+      backward_from_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, true, rows,
+                               C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
+                               dgamma.ptr<float>(), dbeta.ptr<float>());
     });
   });
 }

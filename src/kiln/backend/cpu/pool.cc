@@ -9,6 +9,7 @@
 #include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/pool_cover.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
@@ -44,15 +45,6 @@ void take_larger(const T* x, int32_t pos, int64_t C, bool first, float* best, in
     best[c] = larger ? v : best[c];
     at[c] = larger ? pos : at[c];
   }
-}
-
-// The outputs [first, last] along one axis whose windows cover input index h.
-struct Cover {
-  int64_t first, last;
-};
-Cover covering(int64_t h, int64_t pad, int64_t window, int64_t stride, int64_t outputs) {
-  const int64_t lowest = h + pad - window + 1;  // an output's window starts at o * stride
-  return {lowest <= 0 ? 0 : (lowest + stride - 1) / stride, std::min((h + pad) / stride, outputs - 1)};
 }
 
 // sum[c] += dy[c] where output element c's maximum was at input position pos.
@@ -125,8 +117,8 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
   KILN_CHECK(argmax.shape == dy.shape, "op {}: argmax {} does not match gradient {}", op,
              shape_str(argmax.shape), shape_str(dy.shape));
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
-  std::vector<Cover> column_covers(static_cast<size_t>(s.W));
-  for (int64_t w = 0; w < s.W; ++w) column_covers[size_t(w)] = covering(w, s.pad_w, s.S, s.stride_w, Q);
+  std::vector<PoolCover> column_covers(static_cast<size_t>(s.W));
+  for (int64_t w = 0; w < s.W; ++w) column_covers[size_t(w)] = pool_cover(w, s.pad_w, s.S, s.stride_w, Q);
   cpu::dispatch_float(dy.dtype, op, [&]<typename T>(T) {
     const T* dy0 = dy.ptr<T>();
     const int32_t* a0 = argmax.ptr<int32_t>();
@@ -137,9 +129,9 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
 #pragma omp for collapse(2) schedule(static)
       for (int64_t n = 0; n < s.N; ++n)
         for (int64_t h = 0; h < s.H; ++h) {
-          const Cover rows = covering(h, s.pad_h, s.R, s.stride_h, P);
+          const PoolCover rows = pool_cover(h, s.pad_h, s.R, s.stride_h, P);
           for (int64_t w = 0; w < s.W; ++w) {
-            const Cover cols = column_covers[size_t(w)];
+            const PoolCover cols = column_covers[size_t(w)];
             const int32_t pos = int32_t(h * s.W + w);
             std::fill(sum.begin(), sum.end(), 0.0f);
             for (int64_t p = rows.first; p <= rows.last; ++p)

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kiln/backend/cuda/hd_types.h"
+#include "kiln/backend/pool_cover.h"
 
 namespace kiln::ops::cuda {
 
@@ -42,15 +43,6 @@ struct MaxPoolBody {
   }
 };
 
-// First and last output index along one axis whose window covers input index h.
-KILN_HD inline void covering(int64_t h, int64_t pad, int64_t window, int64_t stride,
-                             int64_t outputs, int64_t& first, int64_t& last) {
-  const int64_t lo = h + pad - window + 1;
-  first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
-  last = (h + pad) / stride;
-  if (last > outputs - 1) last = outputs - 1;
-}
-
 // Item i = input element ((n * H + h) * W + w) * C + c: dx = Σ dy over the outputs whose argmax
 // is (h, w), in output order, in f32.
 struct MaxPoolBackwardBody {
@@ -60,13 +52,12 @@ struct MaxPoolBackwardBody {
   KILN_HD void operator()(int64_t i) const {
     const int64_t c = i % g.C, w = (i / g.C) % g.W, h = (i / (g.C * g.W)) % g.H,
                   n = i / (g.C * g.W * g.H);
-    int64_t p0, p1, q0, q1;
-    covering(h, g.pad_h, g.R, g.stride_h, g.P, p0, p1);
-    covering(w, g.pad_w, g.S, g.stride_w, g.Q, q0, q1);
+    const PoolCover rows = pool_cover(h, g.pad_h, g.R, g.stride_h, g.P);
+    const PoolCover cols = pool_cover(w, g.pad_w, g.S, g.stride_w, g.Q);
     const int32_t pos = int32_t(h * g.W + w);
     float sum = 0.0f;
-    for (int64_t p = p0; p <= p1; ++p)
-      for (int64_t q = q0; q <= q1; ++q) {
+    for (int64_t p = rows.first; p <= rows.last; ++p)
+      for (int64_t q = cols.first; q <= cols.last; ++q) {
         const int64_t o = ((n * g.P + p) * g.Q + q) * g.C + c;
         if (argmax[o] == pos) sum += dy[o];
       }

@@ -40,16 +40,17 @@ std::shared_ptr<void> new_event(const char* op) {
 
 cudaEvent_t event_of(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
 
-// Device memory outside the tensor allocator, as the page-locked staging is outside the host's
-// count: staging is not the model's memory, so `--dry-run`'s estimate stays the measured peak.
-Tensor landing_tensor(const Device& device, const Shape& shape) {
+// A tensor over memory from `alloc` (at least 64 bytes), given back by `release` with the last view.
+template <typename Alloc, typename Release>
+Tensor owning_tensor(const Shape& shape, DType dtype, const Device& device, const char* what, Alloc alloc,
+                     Release release) {
   Tensor t;
   t.shape = shape;
-  t.dtype = DType::i64;
+  t.dtype = dtype;
   t.device = device;
   void* p = nullptr;
-  check(cudaMalloc(&p, t.nbytes()), "staging device memory");
-  t.storage = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFree(q); });
+  check(alloc(&p, std::max<size_t>(t.nbytes(), 64)), what);
+  t.storage = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), release);
   t.data = p;
   return t;
 }
@@ -86,14 +87,8 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst) {
 }
 
 Tensor pinned_host_tensor(const Shape& shape, DType dtype) {
-  Tensor t;
-  t.shape = shape;
-  t.dtype = dtype;
-  void* p = nullptr;
-  check(cudaMallocHost(&p, std::max<size_t>(t.nbytes(), 64)), "page-locked host memory");
-  t.storage = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { cudaFreeHost(q); });
-  t.data = p;
-  return t;
+  return owning_tensor(shape, dtype, Device::cpu(), "page-locked host memory",
+                       [](void** p, size_t n) { return cudaMallocHost(p, n); }, [](std::byte* q) { cudaFreeHost(q); });
 }
 
 // host -> pinned (the host waits for the previous bus copy out of `pinned` only); pinned ->
@@ -123,7 +118,11 @@ void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& sta
   if (staging.pinned.nbytes() < bytes) staging.pinned = pinned_host_tensor(words, DType::i64);
   if (staging.landing.nbytes() < bytes) {
     check(cudaStreamSynchronize(s), op);  // the old landing may still be read
-    staging.landing = landing_tensor(dst.device, words);
+    // Outside the tensor allocator, as the page-locked staging is outside the host's count:
+    // staging is not the model's memory, so `--dry-run`'s estimate stays the measured peak.
+    staging.landing = owning_tensor(
+        words, DType::i64, dst.device, "staging device memory",
+        [](void** p, size_t n) { return cudaMalloc(p, n); }, [](std::byte* q) { cudaFree(q); });
   }
   std::memcpy(staging.pinned.data, host.data, bytes);
   const cudaStream_t bus = copy_stream(dst.device.index);
