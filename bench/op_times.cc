@@ -2,7 +2,8 @@
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
 // whole step; `conv`: ResNet-50's 1x1 convolutions against their products over pixels; `resnet`:
 // ResNet-50's elementwise passes, batch norm and max pool. Operands stay in cache between runs where they
-// fit, unlike in the step. Usage: op_times [threads [conv|resnet]]
+// fit, unlike in the step; `attention`: BERT-large's attention probabilities, op by op and fused.
+// Usage: op_times [threads [conv|resnet|attention]]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -158,6 +159,31 @@ void time_resnet_passes(Context& ctx) {
   time_op("maxpool_backward (16, 112, 112, 64)", [&] { ops::maxpool_backward(ctx, pool, pooled, argmax, dstem); });
 }
 
+// BERT-large's attention probabilities (B 2, 16 heads, S 512) in bf16 around their softmax: the
+// forward's softmax and dropout, and backward's passes (dropout mask again, dropout gradient,
+// softmax gradient), each alone and fused (attention_probs_forward / _backward).
+void time_attention_probs(Context& ctx) {
+  const Shape shape{2, 16, 512, 512};
+  Tensor scores = random_tensor(shape, DType::f32, 40), dprobs = random_tensor(shape, DType::f32, 41);
+  Tensor probs = Tensor::empty(shape, DType::bf16), dropped = Tensor::empty(shape, DType::bf16);
+  Tensor dscores = Tensor::empty(shape, DType::bf16), dp = Tensor::empty(shape);
+  Tensor mask = Tensor::empty({2, 512}, DType::i32);
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.ptr<int32_t>()[i] = i % 512 < 400;  // host-side setup
+  int64_t first_sample = 0;
+  const Tensor offset = Tensor::view(&first_sample, {1}, DType::i64);
+  const RngStream rng{1, rng_stream(RngPurpose::dropout, 0, 0)};
+  time_op("attention_softmax_forward (2, 16, 512, 512)", [&] { ops::attention_softmax_forward(ctx, scores, mask, probs); });
+  time_op("dropout_forward probs", [&] { ops::dropout_forward(ctx, probs, 0.1f, rng, offset, 2, dropped); });
+  time_op("dropout_backward dprobs (f32)", [&] { ops::dropout_backward(ctx, dprobs, 0.1f, rng, offset, 2, dp); });
+  time_op("dropout_backward dprobs in place (f32)", [&] { ops::dropout_backward(ctx, dprobs, 0.1f, rng, offset, 2, dprobs); });
+  time_op("softmax_backward", [&] { ops::softmax_backward(ctx, probs, dp, 0.125f, dscores); });
+  const ops::DropoutMask drop{0.1f, rng, offset, 2};
+  time_op("attention_probs_forward (fused)",
+          [&] { ops::attention_probs_forward(ctx, scores, mask, drop, probs, dropped); });
+  time_op("attention_probs_backward (fused)",
+          [&] { ops::attention_probs_backward(ctx, probs, dprobs, drop, 0.125f, dscores, dropped); });
+}
+
 void time_optimizer_passes(Context& ctx) {
   Tensor grads = random_tensor({kParams}, DType::f32, 7);
   const std::vector<ops::TensorSegment> whole = {{0, kParams, true}};
@@ -173,6 +199,7 @@ int main(int argc, char** argv) {
   Context& ctx = cpu_context();
   if (argc > 2 && std::string(argv[2]) == "conv") return time_pixel_products(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "resnet") return time_resnet_passes(ctx), 0;
+  if (argc > 2 && std::string(argv[2]) == "attention") return time_attention_probs(ctx), 0;
   time_rows(ctx);
   time_linear(ctx, kHidden, 3 * kHidden);
   time_linear(ctx, kHidden, kHidden);

@@ -80,6 +80,7 @@ TEST(Devices, EveryOpHasACudaImplementation) {
   const ops::ConvShape conv;
   const ops::PoolShape pool;
   const RngStream rng{42, rng_stream(RngPurpose::dropout, 0, 0)};
+  const ops::DropoutMask drop{0.1f, rng, offset, 1};
   const std::vector<std::pair<const char*, std::function<void()>>> calls = {
       {"bias_add", [&] { ops::bias_add(ctx, t, t); }},
       {"bias_grad", [&] { ops::bias_grad(ctx, t, t); }},
@@ -88,6 +89,8 @@ TEST(Devices, EveryOpHasACudaImplementation) {
       {"dropout_backward", [&] { ops::dropout_backward(ctx, t, 0.1f, rng, offset, 1, t, 2); }},
       {"softmax_backward", [&] { ops::softmax_backward(ctx, t, t, 1.0f, t); }},
       {"attention_softmax_forward", [&] { ops::attention_softmax_forward(ctx, t, t, t); }},
+      {"attention_probs_forward", [&] { ops::attention_probs_forward(ctx, t, t, drop, t, t); }},
+      {"attention_probs_backward", [&] { ops::attention_probs_backward(ctx, t, t, drop, 1.0f, t, t); }},
       {"layernorm_backward", [&] { ops::layernorm_backward(ctx, t, t, t, t, t, t, t, t); }},
       {"gather_rows", [&] { ops::gather_rows(ctx, t, t, t); }},
       {"scatter_add_rows", [&] { ops::scatter_add_rows(ctx, t, t, t); }},

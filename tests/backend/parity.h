@@ -46,6 +46,12 @@ inline const std::vector<DType>& float_dtypes() {
   return all;
 }
 
+// The documented dropout mask: element i of global sample g is dropped when the Philox block at
+// counter (g << 32) | (i / 4) gives, in lane i % 4, a uniform below p.
+inline bool dropout_drops(const RngStream& rng, uint64_t g, int64_t i, float p) {
+  return u32_to_unit_float(rng.block((g << 32) | uint64_t(i / 4))[size_t(i % 4)]) < p;
+}
+
 struct Parity {
   Context ctx = device_context(parity_device());  // a GPU's own stream
 
@@ -64,6 +70,8 @@ struct Parity {
     ops::copy(ctx, host, dev);
     return dev;
   }
+  // A dropout op's sample offset: one i64 on the device.
+  Tensor sample_offset(int64_t first_sample) { return to_device(Tensor::view(&first_sample, {1}, DType::i64)); }
   // scale * N(0, 1) from test stream `id`, rounded to `dtype`, on the device.
   Tensor random(const Shape& shape, DType dtype, uint32_t id, float scale = 1.0f) {
     return from_host(random_normal(shape_numel(shape), id, scale), shape, dtype);

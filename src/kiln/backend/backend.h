@@ -157,6 +157,27 @@ void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float sca
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs);
 
+// A dropout mask's key, as dropout_forward takes it.
+struct DropoutMask {
+  float p = 0.0f;
+  RngStream rng{0, 0};
+  Tensor sample_offset;
+  int64_t samples = 0;
+  int64_t element_offset = 0;
+};
+
+// The attention probabilities and their dropout in one pass, bit for bit
+//   attention_softmax_forward(scores, mask, probs); dropout_forward(probs, drop) -> dropped.
+void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
+                             const DropoutMask& drop, Tensor& probs, Tensor& dropped);
+// Their backward, with the mask made once, bit for bit
+//   dropout_forward(probs, drop) -> dropped (for dv = dropped^T dcontext),
+//   softmax_backward(probs, dropout_backward(dprobs, drop), scale) -> dscores.
+// probs, dprobs, dscores, dropped: (B, heads, Sq, Sk). dprobs is consumed (a backend may
+// overwrite it); dscores may be probs or dprobs itself.
+void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs, const DropoutMask& drop,
+                              float scale, Tensor& dscores, Tensor& dropped);
+
 // ---- rows: embedding lookups ----
 
 // out (n, dim) row i = table (num, dim) row ids[i] - first; ids (n) i32. The table holds the rows

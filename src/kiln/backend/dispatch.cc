@@ -151,6 +151,24 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
   run_cpu(ctx, [=](Context& run) mutable { cpu::attention_softmax_forward(run, scores, mask, probs); });
 }
 
+void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& mask, const DropoutMask& drop,
+                             Tensor& probs, Tensor& dropped) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "attention_probs_forward",
+                        attention_probs_forward(ctx, scores, mask, drop, probs, dropped));
+  run_cpu(ctx, [=](Context& run) mutable { cpu::attention_probs_forward(run, scores, mask, drop, probs, dropped); });
+}
+
+void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs, const DropoutMask& drop,
+                              float scale, Tensor& dscores, Tensor& dropped) {
+  if (on_cuda(ctx))
+    return KILN_ON_CUDA(ctx, "attention_probs_backward",
+                        attention_probs_backward(ctx, probs, dprobs, drop, scale, dscores, dropped));
+  run_cpu(ctx, [=](Context& run) mutable {
+    cpu::attention_probs_backward(run, probs, dprobs, drop, scale, dscores, dropped);
+  });
+}
+
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first) {
   if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "gather_rows", gather_rows(ctx, table, ids, out, first));
   run_cpu(ctx, [=](Context& run) mutable { cpu::gather_rows(run, table, ids, out, first); });

@@ -24,7 +24,6 @@ SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64
       tp_(tp) {
   KILN_CHECK(heads > 0 && hidden % heads == 0, "{}: hidden size {} is not a multiple of {} heads",
              prefix, hidden, heads);
-  dropout_.use_buffers(scratch_->dropped, scratch_->f32);
   // q, k and v read the same x: their dx shares are summed over the group once.
   query.reduce_input_grad = key.reduce_input_grad = value.reduce_input_grad = false;
 }
@@ -44,7 +43,7 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   q_ = query.forward(step, x);
   k_ = key.forward(step, x);
   v_ = value.forward(step, x);
-  core_forward(step);
+  core_forward(step, true);
 
   Tensor context = ctx_.get(*step.ctx, {B * S, width}, x.dtype);  // dropped probs v, head by head
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
@@ -52,7 +51,7 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   return context;
 }
 
-void SelfAttention::core_forward(const Step& step) {
+void SelfAttention::core_forward(const Step& step, bool with_dropped) {
   // probs (B, heads, S, S) = softmax(q k^T / sqrt(d) + key bias); scores in f32, probs in the
   // compute dtype (the same buffer when that is f32).
   const int64_t B = B_, S = S_;
@@ -66,14 +65,19 @@ void SelfAttention::core_forward(const Step& step) {
   ops::matmul(ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads, true),
               ops::per_head(scores), o);
   probs_ = low ? core_->probs.get(*step.ctx, {B, heads, S, S}, q_.dtype) : scores;
-  ops::attention_softmax_forward(ctx, scores, mask_, probs_);
   dropout_.element_offset = first_head_ * S * S;
-  dropped_ = dropout_.forward(step, probs_);
+  dropout_on_ = dropout_.arm(step, B);
+  if (dropout_on_ && with_dropped) {
+    dropped_ = scratch_->dropped.get(*step.ctx, {B, heads, S, S}, q_.dtype);
+    ops::attention_probs_forward(ctx, scores, mask_, dropout_.mask(), probs_, dropped_);
+    return;
+  }
+  ops::attention_softmax_forward(ctx, scores, mask_, probs_);
+  dropped_ = probs_;
 }
 
 void SelfAttention::share_scratch(AttentionScratch& scratch) {
   scratch_ = &scratch;
-  dropout_.use_buffers(scratch.dropped, scratch.f32);
 }
 
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
@@ -91,23 +95,28 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
              dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, width, dtype_name(q_.dtype));
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
-  if (recompute_) core_forward(step);  // the shared buffers hold another layer's core
-  else dropped_ = dropout_.forward(step, probs_);  // the same Philox mask as forward's
+  if (recompute_) core_forward(step, false);  // the shared buffers hold another layer's core
   const auto heads_of = [&](const Tensor& t, bool trans = false) {
     return ops::heads_view(t, B, S, heads, trans);
   };
+  const float scale = 1.0f / std::sqrt(float(head_dim));
 
-  // dv = dropped^T dctx;  d(dropped) = dctx v^T (f32)
-  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
-  ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  // The dropout's gradient buffer is scratch_->f32 too: the mask is applied in place.
+  // d(dropped) = dctx v^T (f32), then d(q k^T) = softmax'(dropout'(d(dropped))) / sqrt(d) in the
+  // compute dtype: over d(dropped) when that is f32. Else, with dropout, over the probabilities,
+  // which nothing reads after this (the same op remakes the dropped ones for dv); without, dv
+  // still reads them: over the dropout's scratch.
   Tensor dprobs = scratch_->f32.get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
-  Tensor dp = dropout_.backward(step, dprobs);
-  // d(q k^T) = softmax'(dp) / sqrt(d), in the compute dtype: over dprobs when that is f32, else
-  // over the dropped probabilities, which dv was the last to read.
-  Tensor dscores = dt == DType::f32 ? dprobs : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
-  ops::softmax_backward(ctx, probs_, dp, 1.0f / std::sqrt(float(head_dim)), dscores);
+  Tensor dscores = dt == DType::f32 ? dprobs : dropout_on_ ? probs_ : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
+  if (dropout_on_) {
+    dropped_ = scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
+    ops::attention_probs_backward(ctx, probs_, dprobs, dropout_.mask(), scale, dscores, dropped_);
+  } else {
+    ops::softmax_backward(ctx, probs_, dprobs, scale, dscores);
+  }
+  // dv = dropped^T dctx
+  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
+  ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
   Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));

@@ -8,7 +8,9 @@
 // The attention core's (B, heads, S, S) tensors live in AttentionBuffers: each layer's own, or,
 // with selective recomputation (Megatron's --recompute-activations), one set shared by all
 // layers, and backward recomputes scores, probs and the dropout mask from the saved q and k.
-// The dropped probabilities are never saved: backward applies the dropout mask (Philox) again.
+// The dropped probabilities are never saved: backward makes the dropout mask (Philox) again, in the
+// op that makes the scores' gradient (ops::attention_probs_backward); forward makes them in the
+// softmax's pass (ops::attention_probs_forward).
 // What is dropped again within one forward or backward (AttentionScratch) can be shared by the
 // layers of a stack, whose forwards and backwards never overlap (share_scratch).
 // Tensor parallel: q, k, v column-parallel, split by heads; rank r computes heads
@@ -34,10 +36,12 @@ struct AttentionBuffers {
 
 // What a forward or backward computes and drops again. Two (B, heads, S, S) buffers serve both
 // passes, each holding one thing at a time: `f32` the scores where the probabilities are kept in
-// a lower precision (forward; only the softmax reads them), then the probabilities' gradient,
-// dropped back in place (backward); `dropped` the dropped probabilities (forward, and again in
-// backward until dv), then the scores' gradient in a lower precision. Then the gradients of q,
-// k, v (B*S, width) and the input gradient of backward() (B*S, hidden).
+// a lower precision (forward; only the softmax reads them), then the gradient of the dropped
+// probabilities (backward); `dropped` the dropped probabilities (forward, and again in backward,
+// made by the op that makes the scores' gradient, until dv). Without dropout, `dropped` holds the
+// scores' gradient in a lower precision; with it, that gradient goes over the saved
+// probabilities, which nothing reads after it. Then the gradients of q, k, v (B*S, width) and the
+// input gradient of backward() (B*S, hidden).
 struct AttentionScratch {
   Buffer f32, dropped, dq, dk, dv, dx;
 };
@@ -70,8 +74,10 @@ class SelfAttention {
   int64_t width;                    // heads x head_dim: this rank's context columns
 
  private:
-  // probs_ and dropped_ (B, heads, S, S) from q_, k_ and mask_.
-  void core_forward(const Step& step);
+  // probs_ (B, heads, S, S) from q_, k_ and mask_, the dropout mask keyed, and with_dropped:
+  // dropped_ (probs_ itself without dropout). The probabilities and the mask key are the same
+  // either way.
+  void core_forward(const Step& step, bool with_dropped);
 
   Dropout dropout_;
   AttentionBuffers own_;
@@ -85,6 +91,7 @@ class SelfAttention {
   Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
+  bool dropout_on_ = false;
   Buffer ctx_, partial_dx_;
 };
 

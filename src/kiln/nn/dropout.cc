@@ -1,6 +1,5 @@
 #include "kiln/nn/dropout.h"
 
-#include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
 
 namespace kiln::nn {
@@ -15,30 +14,36 @@ Tensor Dropout::forward(const Step& step, const Tensor& x) {
   return forward(step, x, x.dim(0));
 }
 
-Tensor Dropout::forward(const Step& step, const Tensor& x, int64_t samples) {
+bool Dropout::arm(const Step& step, int64_t samples) {
   active_ = step.training && p > 0.0f;
-  if (!active_) return x;
-  rng_ = RngStream{step.seed, rng_stream(RngPurpose::dropout, layer_id, 0)};
+  if (!active_) return false;
+  mask_.p = p;
+  mask_.rng = RngStream{step.seed, rng_stream(RngPurpose::dropout, layer_id, 0)};
   if (step.sample_offset_tensor.defined()) {
-    sample_offset_ = step.sample_offset_tensor;
+    mask_.sample_offset = step.sample_offset_tensor;
   } else {
     KILN_CHECK(step.ctx->device.kind == DeviceKind::cpu,
                "dropout {}: a step on {} needs its sample offset in device memory (Step::sample_offset_tensor)",
                layer_id, step.ctx->device.str());
     host_offset_ = int64_t(step.sample_offset);
-    sample_offset_ = Tensor::view(&host_offset_, {1}, DType::i64);
+    mask_.sample_offset = Tensor::view(&host_offset_, {1}, DType::i64);
   }
-  samples_ = samples;
-  offset_ = element_offset;
+  mask_.samples = samples;
+  mask_.element_offset = element_offset;
+  return true;
+}
+
+Tensor Dropout::forward(const Step& step, const Tensor& x, int64_t samples) {
+  if (!arm(step, samples)) return x;
   Tensor y = y_->get(*step.ctx, x.shape, x.dtype);
-  ops::dropout_forward(*step.ctx, x, p, rng_, sample_offset_, samples_, y, offset_);
+  ops::dropout_forward(*step.ctx, x, p, mask_.rng, mask_.sample_offset, samples, y, mask_.element_offset);
   return y;
 }
 
 Tensor Dropout::backward(const Step& step, const Tensor& dy) {
   if (!active_) return dy;
   Tensor dx = dx_->get(*step.ctx, dy.shape, dy.dtype);
-  ops::dropout_backward(*step.ctx, dy, p, rng_, sample_offset_, samples_, dx, offset_);
+  ops::dropout_backward(*step.ctx, dy, p, mask_.rng, mask_.sample_offset, mask_.samples, dx, mask_.element_offset);
   return dx;
 }
 

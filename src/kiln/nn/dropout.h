@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kiln/backend/backend.h"
 #include "kiln/core/philox.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
@@ -28,6 +29,11 @@ class Dropout {
   Tensor forward(const Step& step, const Tensor& x, int64_t samples);
   // dy -> dx with the mask of the last forward (dy itself when that forward was inactive).
   Tensor backward(const Step& step, const Tensor& dy);
+  // Keys the mask for `samples` samples as forward() does, without applying it, for an op that
+  // applies it itself (ops::attention_probs_forward / _backward, with mask()); false when
+  // inactive (nothing to apply).
+  bool arm(const Step& step, int64_t samples);
+  const ops::DropoutMask& mask() const { return mask_; }
   // Writes y and dx into these buffers (e.g. ones shared among layers) instead of its own.
   void use_buffers(Buffer& y, Buffer& dx) { y_ = &y, dx_ = &dx; }
   void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
@@ -40,10 +46,8 @@ class Dropout {
 
  private:
   bool active_ = false;
-  RngStream rng_{0, 0};
-  Tensor sample_offset_;       // the step's, or a view of host_offset_
+  ops::DropoutMask mask_;  // its sample offset: the step's, or a view of host_offset_
   int64_t host_offset_ = 0;
-  int64_t samples_ = 0, offset_ = 0;
   Buffer own_y_, own_dx_;
   Buffer* y_ = &own_y_;
   Buffer* dx_ = &own_dx_;

@@ -33,6 +33,10 @@ void softmax_forward(Context& ctx, const Tensor& x, Tensor& y);
 void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx);
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs);
+void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& mask, const DropoutMask& drop,
+                             Tensor& probs, Tensor& dropped);
+void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs, const DropoutMask& drop,
+                              float scale, Tensor& dscores, Tensor& dropped);
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first);
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first);
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,

@@ -3,6 +3,7 @@
 // portable lane loop vectorises (AVX2: 8 counters per instruction); with AVX-512 the rounds and
 // the transpose into element order are intrinsics (2.5x faster than GCC's vectorisation).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #if defined(__AVX512F__)
@@ -115,6 +116,23 @@ inline void dropout_keep_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint
 #else
   dropout_keep_lanes_portable(seed, stream, hi, lo, p, keep);
 #endif
+}
+
+// keep[c] for elements [first, first + count) of one sample, as dropout_keep_lanes decides
+// element e from the block (sample << 32) | (e / 4): a row of a tensor the mask covers.
+inline void dropout_keep_span(uint64_t seed, uint64_t stream, uint32_t sample, int64_t first, int64_t count,
+                              float p, float* keep) {
+  constexpr int64_t kBatch = 4 * kPhiloxLanes;
+  float lanes[kBatch];
+  for (int64_t base = first / 4 * 4; base < first + count; base += kBatch) {
+    const int64_t t0 = std::max<int64_t>(first - base, 0), t1 = std::min<int64_t>(first + count - base, kBatch);
+    if (t0 == 0 && t1 == kBatch) {
+      dropout_keep_lanes(seed, stream, sample, uint32_t(base / 4), p, keep + (base - first));
+      continue;
+    }
+    dropout_keep_lanes(seed, stream, sample, uint32_t(base / 4), p, lanes);
+    for (int64_t t = t0; t < t1; ++t) keep[base + t - first] = lanes[t];
+  }
 }
 
 }  // namespace kiln::ops::cpu

@@ -45,6 +45,10 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db);
 void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float scale, Tensor& dx);
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs);
+void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& mask, const DropoutMask& drop,
+                             Tensor& probs, Tensor& dropped);
+void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs, const DropoutMask& drop,
+                              float scale, Tensor& dscores, Tensor& dropped);
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw,
                         Tensor& db, bool accumulate_dx);

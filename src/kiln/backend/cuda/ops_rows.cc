@@ -1,5 +1,6 @@
-// backend/cuda/ops_rows.cc — softmax forward and backward, the masked attention softmax, LayerNorm backward,
-// and the embedding gather / scatter-add on CUDA: checks, then bodies of bodies_rows.h.
+// backend/cuda/ops_rows.cc — softmax forward and backward, the masked attention softmax (alone and
+// with its dropout), LayerNorm backward, and the embedding gather / scatter-add on CUDA: checks,
+// then bodies of bodies_rows.h.
 #include <algorithm>
 
 #include "kiln/backend/cuda/bodies_layernorm.h"
@@ -73,6 +74,28 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
   const int64_t per_batch = scores.dim(1) * scores.dim(2), Sk = scores.dim(3);
   softmax_rows(ctx, op, {float_ptr(op, "scores", scores), mask.ptr<int32_t>(), per_batch, Sk},
                float_ptr(op, "probs", probs), scores.numel() / Sk);
+}
+
+// The fused attention-probability ops as the unfused kernels they are defined by: on a GPU the
+// passes are cheap beside the products, and the masks stay those of dropout_forward.
+void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& mask, const DropoutMask& drop,
+                             Tensor& probs, Tensor& dropped) {
+  const char* op = "attention_probs_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&scores, &mask, &probs, &dropped, &drop.sample_offset});
+  expect_like(op, probs, {&dropped});
+  attention_softmax_forward(ctx, scores, mask, probs);
+  dropout_forward(ctx, probs, drop.p, drop.rng, drop.sample_offset, drop.samples, dropped, drop.element_offset);
+}
+
+void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs, const DropoutMask& drop,
+                              float scale, Tensor& dscores, Tensor& dropped) {
+  const char* op = "attention_probs_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&probs, &dprobs, &dscores, &dropped, &drop.sample_offset});
+  KILN_CHECK(probs.rank() == 4, "op {}: probs {} are not (B, heads, Sq, Sk)", op, shape_str(probs.shape));
+  expect_like(op, probs, {&dscores, &dropped});
+  dropout_forward(ctx, probs, drop.p, drop.rng, drop.sample_offset, drop.samples, dropped, drop.element_offset);
+  dropout_backward(ctx, dprobs, drop.p, drop.rng, drop.sample_offset, drop.samples, dprobs, drop.element_offset);
+  softmax_backward(ctx, probs, dprobs, scale, dscores);
 }
 
 void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const Tensor& w,
