@@ -67,10 +67,12 @@ ops::ConvShape random_conv(Draw& d) {
   return s;
 }
 
-// 1x1, stride 1, no padding: the CPU backend takes the weight gradient as a product over pixels.
-ops::ConvShape pixel_product_conv() {
+// 1x1, no padding: the CPU backend takes the weight gradient as a product over the pixels read,
+// gathered first where the stride is not 1 (here rows 0, 2, 4, 6 of 7 and columns 0, 3 of 5).
+ops::ConvShape pixel_product_conv(int64_t stride_h, int64_t stride_w) {
   ops::ConvShape s;
-  s.N = 2, s.H = 5, s.W = 3, s.C = 6, s.K = 4;
+  s.N = 2, s.H = 7, s.W = 5, s.C = 6, s.K = 4;
+  s.stride_h = stride_h, s.stride_w = stride_w;
   return s;
 }
 
@@ -78,8 +80,8 @@ TEST(ParityCnn, ConvolutionForwardAndBackwardMatchFloat64InEveryDtype) {
   Parity p;
   Draw draw(7);
   uint32_t id = 10;
-  for (int trial = 0; trial < 9; ++trial) {
-    const ops::ConvShape s = trial < 8 ? random_conv(draw) : pixel_product_conv();
+  for (int trial = 0; trial < 10; ++trial) {
+    const ops::ConvShape s = trial < 8 ? random_conv(draw) : trial == 8 ? pixel_product_conv(1, 1) : pixel_product_conv(2, 3);
     const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S},
         ys{s.N, s.P(), s.Q(), s.K};
     for (DType t : testing::float_dtypes()) {
