@@ -1,9 +1,10 @@
 // bench/op_times.cc — median times of the ops of a BERT-base step (B 8, S 128, bf16 activations,
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
-// whole step; `conv`: ResNet-50's 1x1 convolutions against their products over pixels; `resnet`:
-// ResNet-50's elementwise passes, batch norm and max pool. Operands stay in cache between runs where they
-// fit, unlike in the step; `attention`: BERT-large's attention probabilities, op by op and fused.
-// Usage: op_times [threads [conv|resnet|attention]]
+// whole step, with the heads' products and some f32 products on both oneDNN primitives; `conv`:
+// ResNet-50's 1x1 convolutions against their products over pixels; `resnet`: ResNet-50's
+// elementwise passes, batch norm, max pool and classifier; `attention`: BERT-large's attention
+// probabilities, op by op and fused. Operands stay in cache between runs where they fit, unlike
+// in the step. Usage: op_times [threads [conv|resnet|attention]]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -47,7 +48,7 @@ void time_op(const std::string& name, const std::function<void()>& op, double gf
   fmt::print("\n");
 }
 
-constexpr int64_t kRows = 8 * 128, kHidden = 768, kFfn = 3072, kParams = 110'106'428;
+constexpr int64_t kRows = 8 * 128, kHidden = 768, kFfn = 3072, kVocab = 30522, kParams = 110'106'428;
 
 void time_rows(Context& ctx) {
   Tensor x = random_tensor({kRows, kHidden}, DType::bf16, 1), dy = random_tensor({kRows, kHidden}, DType::bf16, 2);
@@ -63,26 +64,27 @@ void time_rows(Context& ctx) {
   time_op("gelu_backward (1024, 3072)", [&] { ops::gelu_backward(ctx, ops::GeluKind::erf, h, dh, dg); });
 }
 
-// A linear layer's forward, weight-gradient and input-gradient products.
-void time_linear(Context& ctx, int64_t in, int64_t out) {
-  Tensor x = random_tensor({kRows, in}, DType::bf16, 8), w = random_tensor({out, in}, DType::bf16, 9);
-  Tensor y = random_tensor({kRows, out}, DType::bf16, 10), dw = random_tensor({out, in}, DType::f32, 11);
-  const double gflop = 2e-9 * double(kRows * in * out);
+// A linear layer's forward, weight-gradient and input-gradient products over `rows` rows.
+void time_linear(Context& ctx, int64_t in, int64_t out, int64_t rows = kRows, DType dtype = DType::bf16) {
+  Tensor x = random_tensor({rows, in}, dtype, 8), w = random_tensor({out, in}, dtype, 9);
+  Tensor y = random_tensor({rows, out}, dtype, 10), dw = random_tensor({out, in}, DType::f32, 11);
+  const double gflop = 2e-9 * double(rows * in * out);
   // Each product also on oneDNN's matmul primitive, which the inner-product primitives replace.
   const auto run = [&](const char* what, const ops::MatView& a, const ops::MatView& b, const ops::MatView& c,
                        ops::MatmulOpts o) {
     for (const bool matmul_primitive : {false, true}) {
       ops::cpu::force_matmul_primitive(matmul_primitive);
-      time_op(fmt::format("matmul {} {}x{}{}", what, in, out, matmul_primitive ? " (matmul prim.)" : ""),
+      time_op(fmt::format("matmul {} {}x{}x{} {}{}", what, rows, in, out, dtype_name(dtype),
+                          matmul_primitive ? " (matmul prim.)" : ""),
               [&] { ops::matmul(ctx, a, b, c, o); }, gflop);
     }
     ops::cpu::force_matmul_primitive(false);
   };
-  const Tensor bias = random_tensor({out}, DType::bf16, 16);
+  const Tensor bias = random_tensor({out}, dtype, 16);
   run("y = x W' + b", ops::mat(x), ops::mat(w, true), ops::mat(y), {.bias = &bias});
   run("dW = dy' x", ops::mat(y, true), ops::mat(x), ops::mat(dw), {});  // a step's first contribution
   run("dx = dy W", ops::mat(y), ops::mat(w), ops::mat(x), {});
-  time_op(fmt::format("matmul dW += dy' x {}x{}", in, out),
+  time_op(fmt::format("matmul dW += dy' x {}x{}x{}", rows, in, out),
           [&] { ops::matmul(ctx, ops::mat(y, true), ops::mat(x), ops::mat(dw), {.beta = 1.0f}); }, gflop);
 }
 
@@ -157,6 +159,17 @@ void time_resnet_passes(Context& ctx) {
   Tensor argmax = Tensor::empty(pooled.shape, DType::i32);
   time_op("maxpool_forward (16, 112, 112, 64)", [&] { ops::maxpool_forward(ctx, pool, stem, pooled, argmax); });
   time_op("maxpool_backward (16, 112, 112, 64)", [&] { ops::maxpool_backward(ctx, pool, pooled, argmax, dstem); });
+  // The classifier: (16, 2048) x (1000, 2048)' + bias in f32.
+  const Tensor feat = random_tensor({16, 2048}, DType::f32, 37), fc = random_tensor({1000, 2048}, DType::f32, 38);
+  const Tensor fc_bias = random_tensor({1000}, DType::f32, 39);
+  Tensor logits = Tensor::empty({16, 1000});
+  for (const bool matmul_primitive : {false, true}) {
+    ops::cpu::force_matmul_primitive(matmul_primitive);
+    time_op(fmt::format("fc forward (16, 2048) -> 1000{}", matmul_primitive ? " (matmul prim.)" : ""),
+            [&] { ops::matmul(ctx, ops::mat(feat), ops::mat(fc, true), ops::mat(logits), {.bias = &fc_bias}); },
+            2e-9 * 16 * 2048 * 1000);
+  }
+  ops::cpu::force_matmul_primitive(false);
 }
 
 // BERT-large's attention probabilities (B 2, 16 heads, S 512) in bf16 around their softmax: the
@@ -205,6 +218,12 @@ int main(int argc, char** argv) {
   time_linear(ctx, kHidden, kHidden);
   time_linear(ctx, kHidden, kFfn);
   time_linear(ctx, kFfn, kHidden);
+  time_linear(ctx, kHidden, kVocab, 160);  // the MLM decoder over 20 predictions a sample
+  time_linear(ctx, kHidden, kHidden, 8);    // the pooler
+  for (const int64_t rows : {16, 64, 160, 1024}) time_linear(ctx, 2048, 1000, rows, DType::f32);  // ResNet's classifier
+  time_linear(ctx, kHidden, kFfn, kRows, DType::f32);
+  time_linear(ctx, kFfn, kHidden, kRows, DType::f32);
+  time_linear(ctx, kHidden, kVocab, 160, DType::f32);
   time_attention(ctx);
   time_optimizer_passes(ctx);
 }

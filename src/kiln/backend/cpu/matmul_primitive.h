@@ -45,7 +45,8 @@ dnnl::post_ops matmul_post_ops(const MatmulKey& k);
 //   A B                        -> backward-data  (dx = dy W)
 //   A^T B, f32 C               -> backward-weights (dW = dy^T x)
 // Their gemm kernels measured 4-15% faster than the matmul primitive's on these layouts
-// (build/op_times). False: use the matmul primitive (always when k.matmul_only).
+// (build/op_times), except an f32 forward with K > N. False: use the matmul primitive (always when
+// k.matmul_only).
 bool make_inner_product(const MatmulKey& k, MatmulEntry& e);
 
 }  // namespace kiln::ops::cpu
