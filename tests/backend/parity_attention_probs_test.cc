@@ -2,6 +2,7 @@
 // and the Philox mask in float64, and both directions bit for bit against the unfused ops they
 // are defined by, for rows that do and do not start on a 4-element Philox block.
 #include <cmath>
+#include <utility>
 
 #include "kiln/core/error.h"
 #include "parity.h"
@@ -36,6 +37,33 @@ Tensor key_mask(Parity& p, int64_t B, int64_t S) {
   return p.to_device(Tensor::view(m.data(), {B, S}, DType::i32));
 }
 
+// The probabilities of scores + key bias in float64, and the dropped ones of the stored `probs`
+// under the documented mask for samples from `first_sample`.
+std::pair<std::vector<double>, std::vector<double>> reference_forward(const Case& c, const std::vector<double>& hs,
+                                                                      const std::vector<double>& probs,
+                                                                      const RngStream& rng, uint64_t first_sample) {
+  const std::vector<int32_t> hm = key_mask_values(c.B, c.S);
+  std::vector<double> want_p(hs.size()), want_d(hs.size());
+  const int64_t per = c.heads * c.S * c.S;
+  for (int64_t r = 0; r < c.B * c.heads * c.S; ++r) {
+    const int64_t b = r / (c.heads * c.S);
+    double mx = -1e300, sum = 0;
+    for (int64_t k = 0; k < c.S; ++k) mx = std::max(mx, hs[size_t(r * c.S + k)]);
+    for (int64_t k = 0; k < c.S; ++k) {
+      const size_t i = size_t(r * c.S + k);
+      sum += want_p[i] = std::exp(hs[i] + (hm[size_t(b * c.S + k)] != 0 ? 0.0 : -10000.0) - mx);
+    }
+    for (int64_t k = 0; k < c.S; ++k) {
+      const size_t i = size_t(r * c.S + k);
+      want_p[i] /= sum;
+      const int64_t element = c.element_offset + int64_t(i) - b * per;
+      const bool drops = testing::dropout_drops(rng, first_sample + uint64_t(b), element, kDrop);
+      want_d[i] = drops ? 0.0 : probs[i] / (1.0 - kDrop);
+    }
+  }
+  return {want_p, want_d};
+}
+
 TEST(ParityAttentionProbs, ForwardIsTheSoftmaxThenTheDropoutMask) {
   Parity p;
   for (const Case& c : kCases)
@@ -50,29 +78,12 @@ TEST(ParityAttentionProbs, ForwardIsTheSoftmaxThenTheDropoutMask) {
         Tensor probs_u = p.zeros(shape, out), dropped_u = p.zeros(shape, out);
         ops::attention_softmax_forward(p.ctx, scores, mask, probs_u);
         ops::dropout_forward(p.ctx, probs_u, kDrop, drop.rng, drop.sample_offset, c.B, dropped_u, c.element_offset);
-        const std::string what = fmt::format("S {} offset {} {} -> {}", c.S, c.element_offset, dtype_name(in), dtype_name(out));
+        const std::string what =
+            fmt::format("S {} offset {} {} -> {}", c.S, c.element_offset, dtype_name(in), dtype_name(out));
         EXPECT_EQ(p.host(probs), p.host(probs_u)) << what;
         EXPECT_EQ(p.host(dropped), p.host(dropped_u)) << what;
 
-        const auto hs = p.host(scores), hp = p.host(probs);
-        const std::vector<int32_t> hm = key_mask_values(c.B, c.S);
-        std::vector<double> want_p(hs.size()), want_d(hs.size());
-        const int64_t per = c.heads * c.S * c.S;
-        for (int64_t r = 0; r < c.B * c.heads * c.S; ++r) {
-          const int64_t b = r / (c.heads * c.S);
-          double mx = -1e300, sum = 0;
-          for (int64_t k = 0; k < c.S; ++k) mx = std::max(mx, hs[size_t(r * c.S + k)]);
-          for (int64_t k = 0; k < c.S; ++k) {
-            const size_t i = size_t(r * c.S + k);
-            sum += want_p[i] = std::exp(hs[i] + (hm[size_t(b * c.S + k)] != 0 ? 0.0 : -10000.0) - mx);
-          }
-          for (int64_t k = 0; k < c.S; ++k) {
-            const size_t i = size_t(r * c.S + k);
-            want_p[i] /= sum;
-            const int64_t element = c.element_offset + int64_t(i) - b * per;
-            want_d[i] = testing::dropout_drops(drop.rng, uint64_t(40 + b), element, kDrop) ? 0.0 : hp[i] / (1.0 - kDrop);
-          }
-        }
+        const auto [want_p, want_d] = reference_forward(c, p.host(scores), p.host(probs), drop.rng, 40);
         p.expect_close(probs, want_p, "attention_probs_forward probs " + what);
         p.expect_close(dropped, want_d, "attention_probs_forward dropped " + what);
       }
@@ -119,7 +130,8 @@ TEST(ParityAttentionProbs, BackwardMakesTheMaskOnceBitForBitAsTheUnfusedOps) {
         for (int64_t k = 0; k < c.S; ++k) {
           const size_t i = size_t(r * c.S + k);
           const int64_t element = c.element_offset + int64_t(i) - b * per;
-          d[size_t(k)] = testing::dropout_drops(drop.rng, uint64_t(9 + b), element, kDrop) ? 0.0 : hg[i] / (1.0 - kDrop);
+          const bool drops = testing::dropout_drops(drop.rng, uint64_t(9 + b), element, kDrop);
+          d[size_t(k)] = drops ? 0.0 : hg[i] / (1.0 - kDrop);
           dot += hp[i] * d[size_t(k)];
         }
         for (int64_t k = 0; k < c.S; ++k)

@@ -107,7 +107,9 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   // still reads them: over the dropout's scratch.
   Tensor dprobs = scratch_->f32.get(*step.ctx, {B, heads, S, S}, DType::f32);
   ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
-  Tensor dscores = dt == DType::f32 ? dprobs : dropout_on_ ? probs_ : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
+  Tensor dscores = dt == DType::f32 ? dprobs
+                   : dropout_on_      ? probs_
+                                      : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
   if (dropout_on_) {
     dropped_ = scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
     ops::attention_probs_backward(ctx, probs_, dprobs, dropout_.mask(), scale, dscores, dropped_);

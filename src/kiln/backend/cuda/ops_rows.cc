@@ -76,8 +76,8 @@ void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor&
                float_ptr(op, "probs", probs), scores.numel() / Sk);
 }
 
-// The fused attention-probability ops as the unfused kernels they are defined by: on a GPU the
-// passes are cheap beside the products, and the masks stay those of dropout_forward.
+// The fused attention-probability ops as the unfused kernels they are defined by, in turn (the
+// masks those of dropout_forward). A kernel of their own waits for a GPU to measure it against.
 void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& mask, const DropoutMask& drop,
                              Tensor& probs, Tensor& dropped) {
   const char* op = "attention_probs_forward";
