@@ -2,7 +2,7 @@
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
 // whole step, with the heads' products and some f32 products on both oneDNN primitives; `conv`:
 // ResNet-50's 1x1 convolutions against their products over pixels; `resnet`: ResNet-50's
-// elementwise passes, batch norm, max pool and classifier; `attention`: BERT-large's attention
+// elementwise passes, batch norm and max pool; `attention`: BERT-large's attention
 // probabilities, op by op and fused. Operands stay in cache between runs where they fit, unlike
 // in the step. Usage: op_times [threads [conv|resnet|attention]]
 #include <fmt/format.h>
@@ -159,17 +159,6 @@ void time_resnet_passes(Context& ctx) {
   Tensor argmax = Tensor::empty(pooled.shape, DType::i32);
   time_op("maxpool_forward (16, 112, 112, 64)", [&] { ops::maxpool_forward(ctx, pool, stem, pooled, argmax); });
   time_op("maxpool_backward (16, 112, 112, 64)", [&] { ops::maxpool_backward(ctx, pool, pooled, argmax, dstem); });
-  // The classifier: (16, 2048) x (1000, 2048)' + bias in f32.
-  const Tensor feat = random_tensor({16, 2048}, DType::f32, 37), fc = random_tensor({1000, 2048}, DType::f32, 38);
-  const Tensor fc_bias = random_tensor({1000}, DType::f32, 39);
-  Tensor logits = Tensor::empty({16, 1000});
-  for (const bool matmul_primitive : {false, true}) {
-    ops::cpu::force_matmul_primitive(matmul_primitive);
-    time_op(fmt::format("fc forward (16, 2048) -> 1000{}", matmul_primitive ? " (matmul prim.)" : ""),
-            [&] { ops::matmul(ctx, ops::mat(feat), ops::mat(fc, true), ops::mat(logits), {.bias = &fc_bias}); },
-            2e-9 * 16 * 2048 * 1000);
-  }
-  ops::cpu::force_matmul_primitive(false);
 }
 
 // BERT-large's attention probabilities (B 2, 16 heads, S 512) in bf16 around their softmax: the
@@ -186,9 +175,9 @@ void time_attention_probs(Context& ctx) {
   const Tensor offset = Tensor::view(&first_sample, {1}, DType::i64);
   const RngStream rng{1, rng_stream(RngPurpose::dropout, 0, 0)};
   time_op("attention_softmax_forward (2, 16, 512, 512)", [&] { ops::attention_softmax_forward(ctx, scores, mask, probs); });
-  time_op("dropout_forward probs", [&] { ops::dropout_forward(ctx, probs, 0.1f, rng, offset, 2, dropped); });
-  time_op("dropout_backward dprobs (f32)", [&] { ops::dropout_backward(ctx, dprobs, 0.1f, rng, offset, 2, dp); });
-  time_op("dropout_backward dprobs in place (f32)", [&] { ops::dropout_backward(ctx, dprobs, 0.1f, rng, offset, 2, dprobs); });
+  time_op("dropout_forward probs", [&] { ops::dropout_forward(ctx, probs, {0.1f, rng, offset, 2}, dropped); });
+  time_op("dropout_backward dprobs (f32)", [&] { ops::dropout_backward(ctx, dprobs, {0.1f, rng, offset, 2}, dp); });
+  time_op("dropout_backward dprobs in place (f32)", [&] { ops::dropout_backward(ctx, dprobs, {0.1f, rng, offset, 2}, dprobs); });
   time_op("softmax_backward", [&] { ops::softmax_backward(ctx, probs, dp, 0.125f, dscores); });
   const ops::DropoutMask drop{0.1f, rng, offset, 2};
   time_op("attention_probs_forward (fused)",

@@ -119,7 +119,7 @@ TEST(CudaBodies, DropoutMaskIsTheCpuBackendsBitForBit) {
       run_on_host(grid_for(samples * blocks), samples * blocks, body);
       Tensor in = Tensor::view(xs.data(), {samples, per}, dt);
       Tensor want = Tensor::empty({samples, per}, dt);
-      ops::dropout_forward(cpu_context(), in, p, rng, offset_tensor, samples, want, element_offset);
+      ops::dropout_forward(cpu_context(), in, {p, rng, offset_tensor, samples, element_offset}, want);
       EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(dt) << " " << element_offset;
     });
 }

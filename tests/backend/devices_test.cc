@@ -85,8 +85,8 @@ TEST(Devices, EveryOpHasACudaImplementation) {
       {"bias_add", [&] { ops::bias_add(ctx, t, t); }},
       {"bias_grad", [&] { ops::bias_grad(ctx, t, t); }},
       {"tanh_backward", [&] { ops::tanh_backward(ctx, t, t, t); }},
-      {"dropout_forward", [&] { ops::dropout_forward(ctx, t, 0.1f, rng, offset, 1, t, 2); }},  // an element offset
-      {"dropout_backward", [&] { ops::dropout_backward(ctx, t, 0.1f, rng, offset, 1, t, 2); }},
+      {"dropout_forward", [&] { ops::dropout_forward(ctx, t, {0.1f, rng, offset, 1, 2}, t); }},  // an element offset
+      {"dropout_backward", [&] { ops::dropout_backward(ctx, t, {0.1f, rng, offset, 1, 2}, t); }},
       {"softmax_backward", [&] { ops::softmax_backward(ctx, t, t, 1.0f, t); }},
       {"attention_softmax_forward", [&] { ops::attention_softmax_forward(ctx, t, t, t); }},
       {"attention_probs_forward", [&] { ops::attention_probs_forward(ctx, t, t, drop, t, t); }},

@@ -73,11 +73,11 @@ TEST(OpGraph, ReplayedDropoutTakesTheOffsetInDeviceMemory) {
   auto set_offset = [&](int64_t first_sample) { copy(r.ctx, Tensor::view(&first_sample, {1}, DType::i64), offset); };
   set_offset(0);
   std::unique_ptr<OpGraph> graph =
-      OpGraph::capture(r.ctx, [&] { dropout_forward(r.ctx, x, 0.5f, rng, offset, 4, y); });
+      OpGraph::capture(r.ctx, [&] { dropout_forward(r.ctx, x, {0.5f, rng, offset, 4}, y); });
   const std::vector<float> first = r.host(y);
   set_offset(8);
   graph->replay();
-  dropout_forward(r.ctx, x, 0.5f, rng, offset, 4, want);
+  dropout_forward(r.ctx, x, {0.5f, rng, offset, 4}, want);
   EXPECT_EQ(r.host(y), r.host(want));
   EXPECT_NE(r.host(y), first);  // other samples, another mask
 }

@@ -77,7 +77,7 @@ TEST(ParityAttentionProbs, ForwardIsTheSoftmaxThenTheDropoutMask) {
 
         Tensor probs_u = p.zeros(shape, out), dropped_u = p.zeros(shape, out);
         ops::attention_softmax_forward(p.ctx, scores, mask, probs_u);
-        ops::dropout_forward(p.ctx, probs_u, kDrop, drop.rng, drop.sample_offset, c.B, dropped_u, c.element_offset);
+        ops::dropout_forward(p.ctx, probs_u, drop, dropped_u);
         const std::string what =
             fmt::format("S {} offset {} {} -> {}", c.S, c.element_offset, dtype_name(in), dtype_name(out));
         EXPECT_EQ(p.host(probs), p.host(probs_u)) << what;
@@ -101,8 +101,8 @@ TEST(ParityAttentionProbs, BackwardMakesTheMaskOnceBitForBitAsTheUnfusedOps) {
       const ops::DropoutMask drop = mask_for(p, c, 9);
 
       Tensor dp = p.zeros(shape, DType::f32), dscores_u = p.zeros(shape, dt), dropped_u = p.zeros(shape, dt);
-      ops::dropout_forward(p.ctx, probs, kDrop, drop.rng, drop.sample_offset, c.B, dropped_u, c.element_offset);
-      ops::dropout_backward(p.ctx, dprobs, kDrop, drop.rng, drop.sample_offset, c.B, dp, c.element_offset);
+      ops::dropout_forward(p.ctx, probs, drop, dropped_u);
+      ops::dropout_backward(p.ctx, dprobs, drop, dp);
       ops::softmax_backward(p.ctx, probs, dp, scale, dscores_u);
       const auto want_ds = p.host(dscores_u), want_dropped = p.host(dropped_u);
 

@@ -124,8 +124,8 @@ TEST(ParityElementwise, DropoutFollowsTheGlobalSampleKeyedMask) {
   for (DType dt : testing::float_dtypes()) {
     const Tensor x = p.random({samples, per}, dt, 12), dy = p.random({samples, per}, dt, 13);
     Tensor y = p.zeros(x.shape, dt), dx = p.zeros(x.shape, dt);
-    ops::dropout_forward(p.ctx, x, prob, rng, p.sample_offset(100), samples, y);
-    ops::dropout_backward(p.ctx, dy, prob, rng, p.sample_offset(100), samples, dx);
+    ops::dropout_forward(p.ctx, x, {prob, rng, p.sample_offset(100), samples}, y);
+    ops::dropout_backward(p.ctx, dy, {prob, rng, p.sample_offset(100), samples}, dx);
     const auto hx = p.host(x), hdy = p.host(dy);
     std::vector<double> want_y(hx.size()), want_dx(hx.size());
     int64_t kept = 0;
@@ -145,11 +145,11 @@ TEST(ParityElementwise, DropoutFollowsTheGlobalSampleKeyedMask) {
   // One sample's mask is the same whatever micro-batch (offset, slot) carries it.
   const Tensor x = p.random({4, 100}, DType::f32, 14);
   Tensor all = p.zeros({4, 100}, DType::f32), two = p.zeros({2, 100}, DType::f32);
-  ops::dropout_forward(p.ctx, x, 0.5f, rng, p.sample_offset(10), 4, all);
-  ops::dropout_forward(p.ctx, x.slice_rows(2, 4), 0.5f, rng, p.sample_offset(12), 2, two);
+  ops::dropout_forward(p.ctx, x, {0.5f, rng, p.sample_offset(10), 4}, all);
+  ops::dropout_forward(p.ctx, x.slice_rows(2, 4), {0.5f, rng, p.sample_offset(12), 2}, two);
   const auto ha = p.host(all), ht = p.host(two);
   EXPECT_EQ(std::vector<double>(ha.begin() + 200, ha.end()), ht);
-  EXPECT_THROW(ops::dropout_forward(p.ctx, x, 0.5f, rng, p.sample_offset(0), 3, all), Error);
+  EXPECT_THROW(ops::dropout_forward(p.ctx, x, {0.5f, rng, p.sample_offset(0), 3}, all), Error);
 }
 
 // A tensor-parallel rank's slice of each sample (columns [off, off + 37) of 4 samples of 100,
@@ -159,7 +159,7 @@ TEST(ParityElementwise, DropoutOfASliceOfEachSampleMatchesTheWholeSamples) {
   const RngStream rng{42, rng_stream(RngPurpose::dropout, 5, 0)};
   const Tensor x = p.random({4, 100}, DType::f32, 15);
   Tensor all = p.zeros({4, 100}, DType::f32);
-  ops::dropout_forward(p.ctx, x, 0.3f, rng, p.sample_offset(8), 4, all);
+  ops::dropout_forward(p.ctx, x, {0.3f, rng, p.sample_offset(8), 4}, all);
   const auto hx = p.host(x), ha = p.host(all);
   for (int64_t off : {0, 3, 50, 63}) {
     std::vector<float> slice;
@@ -171,8 +171,8 @@ TEST(ParityElementwise, DropoutOfASliceOfEachSampleMatchesTheWholeSamples) {
       }
     const Tensor xs = p.from_host(slice, {4, 37}, DType::f32);
     Tensor y = p.zeros({4, 37}, DType::f32), dx = p.zeros({4, 37}, DType::f32);
-    ops::dropout_forward(p.ctx, xs, 0.3f, rng, p.sample_offset(8), 4, y, off);
-    ops::dropout_backward(p.ctx, xs, 0.3f, rng, p.sample_offset(8), 4, dx, off);
+    ops::dropout_forward(p.ctx, xs, {0.3f, rng, p.sample_offset(8), 4, off}, y);
+    ops::dropout_backward(p.ctx, xs, {0.3f, rng, p.sample_offset(8), 4, off}, dx);
     EXPECT_EQ(p.host(y), want) << "offset " << off;
     EXPECT_EQ(p.host(dx), want) << "offset " << off;
   }

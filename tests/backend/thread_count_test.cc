@@ -171,8 +171,8 @@ TEST(ThreadCount, DropoutMasksAreIndependentOfIt) {
     Tensor y = Tensor::empty({N, C}, DType::f32), dx = Tensor::empty({N, C}, DType::f32);
     int64_t first_sample = 1000;
     const Tensor offset = Tensor::view(&first_sample, {1}, DType::i64);
-    dropout_forward(ctx, x, 0.1f, rng, offset, 16, y);
-    dropout_backward(ctx, x, 0.1f, rng, offset, 16, dx);
+    dropout_forward(ctx, x, {0.1f, rng, offset, 16}, y);
+    dropout_backward(ctx, x, {0.1f, rng, offset, 16}, dx);
     return bytes_of({&y, &dx});
   });
 }

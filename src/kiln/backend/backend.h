@@ -116,18 +116,23 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 // Dropout keyed by sample: x is SAMPLE-MAJOR — its elements are `samples` equal consecutive
 // blocks (first dimension B, or B*S rows ordered (b, s)), block j belonging to the run's sample
 // sample_offset + j. sample_offset: one i64 on ctx's device, read when the op runs, so that a
-// replayed graph (graph.h) takes each micro-batch's offset. Element i of that block is dropped when the Philox stream `rng` at counter
-// (global sample, i) gives a uniform < p; kept elements are scaled by 1/(1-p). The mask is a
-// pure function of (rng, global sample, i): independent of the micro-batch size and slot, and
-// recomputed by backward. y may alias x.
+// replayed graph (graph.h) takes each micro-batch's offset. Element i of that block is dropped
+// when the Philox stream `rng` at counter (global sample, i) gives a uniform < p; kept elements
+// are scaled by 1/(1-p). The mask is a pure function of (rng, global sample, i): independent of
+// the micro-batch size and slot, and recomputed by backward.
 // element_offset: the blocks are a slice of bigger samples, starting at this element of each
-// (a tensor-parallel rank's heads of the attention probabilities); CPU only when not 0.
-void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     const Tensor& sample_offset, int64_t samples, Tensor& y,
-                     int64_t element_offset = 0);
-void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      const Tensor& sample_offset, int64_t samples, Tensor& dx,
-                      int64_t element_offset = 0);
+// (a tensor-parallel rank's heads of the attention probabilities).
+struct DropoutMask {
+  float p = 0.0f;
+  RngStream rng{0, 0};
+  Tensor sample_offset;
+  int64_t samples = 0;
+  int64_t element_offset = 0;
+};
+
+// y = x with the mask applied; y may alias x. backward applies the same mask to dy.
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y);
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx);
 
 // ---- normalisation and softmax (statistics in f32) ----
 
@@ -156,15 +161,6 @@ void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float sca
 // 0 = padding (-10000 added to that key's score, BERT's convention); softmax in f32.
 void attention_softmax_forward(Context& ctx, const Tensor& scores, const Tensor& mask,
                                Tensor& probs);
-
-// A dropout mask's key, as dropout_forward takes it.
-struct DropoutMask {
-  float p = 0.0f;
-  RngStream rng{0, 0};
-  Tensor sample_offset;
-  int64_t samples = 0;
-  int64_t element_offset = 0;
-};
 
 // The attention probabilities and their dropout in one pass, bit for bit
 //   attention_softmax_forward(scores, mask, probs); dropout_forward(probs, drop) -> dropped.

@@ -82,24 +82,14 @@ void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
   run_cpu(ctx, [=](Context& run) mutable { cpu::tanh_backward(run, y, dy, dx); });
 }
 
-void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
-  if (on_cuda(ctx))
-    return KILN_ON_CUDA(ctx, "dropout_forward",
-                        dropout_forward(ctx, x, p, rng, sample_offset, samples, y, element_offset));
-  run_cpu(ctx, [=](Context& run) mutable {
-    cpu::dropout_forward(run, x, p, rng, sample_offset, samples, y, element_offset);
-  });
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "dropout_forward", dropout_forward(ctx, x, mask, y));
+  run_cpu(ctx, [=](Context& run) mutable { cpu::dropout_forward(run, x, mask, y); });
 }
 
-void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
-  if (on_cuda(ctx))
-    return KILN_ON_CUDA(ctx, "dropout_backward",
-                        dropout_backward(ctx, dy, p, rng, sample_offset, samples, dx, element_offset));
-  run_cpu(ctx, [=](Context& run) mutable {
-    cpu::dropout_backward(run, dy, p, rng, sample_offset, samples, dx, element_offset);
-  });
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "dropout_backward", dropout_backward(ctx, dy, mask, dx));
+  run_cpu(ctx, [=](Context& run) mutable { cpu::dropout_backward(run, dy, mask, dx); });
 }
 
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,

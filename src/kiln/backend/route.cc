@@ -46,10 +46,19 @@ void expect_step_scalars(const char* op, const Tensor& scalars) {
              scalars.numel(), int(kStepScalars));
 }
 
-void expect_sample_offset(const char* op, const Tensor& sample_offset) {
-  expect_dtype(op, "the sample offset", sample_offset, {DType::i64});
-  KILN_CHECK(sample_offset.numel() == 1, "op {}: the sample offset holds {} values, not 1", op,
-             sample_offset.numel());
+int64_t expect_dropout_mask(const char* op, const DropoutMask& mask, int64_t numel, int64_t row) {
+  expect_dtype(op, "the sample offset", mask.sample_offset, {DType::i64});
+  KILN_CHECK(mask.sample_offset.numel() == 1, "op {}: the sample offset holds {} values, not 1", op,
+             mask.sample_offset.numel());
+  KILN_CHECK(mask.p >= 0.0f && mask.p < 1.0f, "op {}: probability {} is outside [0, 1)", op, mask.p);
+  KILN_CHECK(mask.samples > 0 && row > 0 && numel % (mask.samples * row) == 0 && mask.element_offset >= 0,
+             "op {}: {} elements in rows of {} do not split into {} samples (element offset {})", op, numel,
+             row, mask.samples, mask.element_offset);
+  const int64_t per = numel / mask.samples;
+  constexpr int64_t kLaneBatchBlocks = 16;  // backend/cpu/philox_lanes.h's kPhiloxLanes
+  KILN_CHECK((mask.element_offset + per + 3) / 4 + kLaneBatchBlocks < (int64_t(1) << 32),
+             "op {}: {} elements per sample is too many", op, mask.element_offset + per);
+  return per;
 }
 
 void expect_xent_totals(const char* op, const Tensor& totals) {

@@ -11,6 +11,8 @@
 
 namespace kiln::ops {
 
+struct DropoutMask;
+
 inline bool on_cuda(const Context& ctx) { return ctx.device.kind == DeviceKind::cuda; }
 // Throws for an op asked to run on a device whose backend is not compiled into this kiln.
 [[noreturn]] void no_backend(const Context& ctx, const char* op);
@@ -37,8 +39,10 @@ void expect_same_numel(const char* op, const Tensor& a, const Tensor& b);
 void expect_like(const char* op, const Tensor& a, std::initializer_list<const Tensor*> others);
 // Throws unless `scalars` is a step's scalars block: kStepScalars f64 values in an i64 tensor.
 void expect_step_scalars(const char* op, const Tensor& scalars);
-// A dropout op's sample offset: one i64.
-void expect_sample_offset(const char* op, const Tensor& sample_offset);
+// Throws unless `mask` fits a dropout over `numel` elements in rows of `row`: a sample offset of
+// one i64, p in [0, 1), whole rows per sample, and Philox block counters (with a CPU lane batch
+// of room past the end) within 32 bits. Returns the elements per sample.
+int64_t expect_dropout_mask(const char* op, const DropoutMask& mask, int64_t numel, int64_t row = 1);
 // A cross-entropy's totals: 3 f64 values in an i64 tensor.
 void expect_xent_totals(const char* op, const Tensor& totals);
 

@@ -18,10 +18,8 @@ void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y);
 void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx);
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
-void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset);
-void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset);
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y);
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);
 void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,

@@ -191,22 +191,15 @@ namespace {
 // out = in * (uniform(sample, i) < p ? 0 : 1/(1-p)); one Philox block serves 4 elements of a
 // sample, at counter (global sample << 32) | (i / 4), i counted from the whole sample's start
 // (element_offset elements before this slice).
-void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
-                        const RngStream& rng, const Tensor& sample_offset, int64_t samples,
-                        Tensor& out, int64_t element_offset) {
-  const OpScope scope = expect_cpu(ctx, op, {&in, &out, &sample_offset});
+void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, const DropoutMask& m, Tensor& out) {
+  const OpScope scope = expect_cpu(ctx, op, {&in, &out, &m.sample_offset});
   expect_same_numel(op, in, out);
-  expect_sample_offset(op, sample_offset);
-  const uint64_t first_sample = uint64_t(sample_offset.ptr<int64_t>()[0]);
-  KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
-  const int64_t n = in.numel();
-  KILN_CHECK(samples > 0 && n % samples == 0 && element_offset >= 0,
-             "op {}: {} elements do not split into {} samples (element offset {})", op, n,
-             samples, element_offset);
-  const int64_t per = n / samples, first = element_offset / 4,
+  const int64_t n = in.numel(), per = expect_dropout_mask(op, m, n), samples = m.samples;
+  const uint64_t first_sample = uint64_t(m.sample_offset.ptr<int64_t>()[0]);
+  const int64_t element_offset = m.element_offset, first = element_offset / 4,
                 blocks = (element_offset + per + 3) / 4 - first;
-  KILN_CHECK(first + blocks + kPhiloxLanes < (int64_t(1) << 32), "op {}: {} elements per sample is too many",
-             op, element_offset + per);
+  const RngStream& rng = m.rng;
+  const float p = m.p;
   const float scale = 1.0f / (1.0f - p);
   cpu::dispatch_float(in.dtype, op, [&]<typename X>(X) {
     cpu::dispatch_float(out.dtype, op, [&]<typename Y>(Y) {
@@ -234,15 +227,12 @@ void apply_dropout_mask(Context& ctx, const char* op, const Tensor& in, float p,
 
 }  // namespace
 
-void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
-  apply_dropout_mask(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y, element_offset);
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y) {
+  apply_dropout_mask(ctx, "dropout_forward", x, mask, y);
 }
 
-void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
-  apply_dropout_mask(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx,
-                     element_offset);
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx) {
+  apply_dropout_mask(ctx, "dropout_backward", dy, mask, dx);
 }
 
 }  // namespace kiln::ops::cpu

@@ -149,15 +149,7 @@ void probs_backward_row(const RowDropout& d, const Y* y, const D* g, float scale
 }
 
 RowDropout row_dropout(const char* op, const DropoutMask& d, const Tensor& t) {
-  expect_sample_offset(op, d.sample_offset);
-  KILN_CHECK(d.p >= 0.0f && d.p < 1.0f, "op {}: probability {} is outside [0, 1)", op, d.p);
-  const int64_t cols = last_dim(op, t), n = t.numel();
-  KILN_CHECK(d.samples > 0 && n % (d.samples * cols) == 0 && d.element_offset >= 0,
-             "op {}: {} rows of {} do not split into {} samples (element offset {})", op, n / cols, cols,
-             d.samples, d.element_offset);
-  const int64_t per = n / d.samples;
-  KILN_CHECK((d.element_offset + per) / 4 + kPhiloxLanes < (int64_t(1) << 32),
-             "op {}: {} elements per sample is too many", op, d.element_offset + per);
+  const int64_t cols = last_dim(op, t), per = expect_dropout_mask(op, d, t.numel(), cols);
   return {d.rng.seed, d.rng.stream, uint64_t(d.sample_offset.ptr<int64_t>()[0]), cols, per / cols,
           d.element_offset, d.p, 1.0f / (1.0f - d.p)};
 }

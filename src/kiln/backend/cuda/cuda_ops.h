@@ -21,10 +21,8 @@ void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out);
 void scale(Context& ctx, const Tensor& x, float s, Tensor& y);
 void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y);
 void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx);
-void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset);
-void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset);
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y);
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx);
 void softmax_forward(Context& ctx, const Tensor& x, Tensor& y);
 void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                        float eps, Tensor& y, Tensor& mean, Tensor& rstd);

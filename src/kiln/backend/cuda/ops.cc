@@ -14,21 +14,13 @@
 namespace kiln::ops::cuda {
 namespace {
 
-void dropout(Context& ctx, const char* op, const Tensor& x, float p, const RngStream& rng,
-             const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
-  const OpScope scope = expect_cuda(ctx, op, {&x, &y, &sample_offset});
+void dropout(Context& ctx, const char* op, const Tensor& x, const DropoutMask& m, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y, &m.sample_offset});
   expect_same_numel(op, x, y);
-  expect_sample_offset(op, sample_offset);
   expect_dtype(op, "input", x, kFloat);
   expect_dtype(op, "output", y, kFloat);
-  KILN_CHECK(p >= 0.0f && p < 1.0f, "op {}: probability {} is outside [0, 1)", op, p);
-  const int64_t n = x.numel();
-  KILN_CHECK(samples > 0 && n % samples == 0 && element_offset >= 0,
-             "op {}: {} elements do not split into {} samples (element offset {})", op, n, samples,
-             element_offset);
-  KILN_CHECK((element_offset + n / samples + 3) / 4 < (int64_t(1) << 32),
-             "op {}: {} elements per sample is too many", op, element_offset + n / samples);
-  launch_dropout({rng, sample_offset.ptr<int64_t>(), samples, p, element_offset}, x, y, stream_of(ctx));
+  expect_dropout_mask(op, m, x.numel());
+  launch_dropout({m.rng, m.sample_offset.ptr<int64_t>(), m.samples, m.p, m.element_offset}, x, y, stream_of(ctx));
   check_launch(op);
 }
 
@@ -190,14 +182,12 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
   check_launch("gelu_backward");
 }
 
-void dropout_forward(Context& ctx, const Tensor& x, float p, const RngStream& rng,
-                     const Tensor& sample_offset, int64_t samples, Tensor& y, int64_t element_offset) {
-  dropout(ctx, "dropout_forward", x, p, rng, sample_offset, samples, y, element_offset);
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y) {
+  dropout(ctx, "dropout_forward", x, mask, y);
 }
 
-void dropout_backward(Context& ctx, const Tensor& dy, float p, const RngStream& rng,
-                      const Tensor& sample_offset, int64_t samples, Tensor& dx, int64_t element_offset) {
-  dropout(ctx, "dropout_backward", dy, p, rng, sample_offset, samples, dx, element_offset);
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx) {
+  dropout(ctx, "dropout_backward", dy, mask, dx);
 }
 
 namespace {

@@ -84,7 +84,7 @@ void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& m
   const OpScope scope = expect_cuda(ctx, op, {&scores, &mask, &probs, &dropped, &drop.sample_offset});
   expect_like(op, probs, {&dropped});
   attention_softmax_forward(ctx, scores, mask, probs);
-  dropout_forward(ctx, probs, drop.p, drop.rng, drop.sample_offset, drop.samples, dropped, drop.element_offset);
+  cuda::dropout_forward(ctx, probs, drop, dropped);
 }
 
 void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs, const DropoutMask& drop,
@@ -93,8 +93,8 @@ void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs,
   const OpScope scope = expect_cuda(ctx, op, {&probs, &dprobs, &dscores, &dropped, &drop.sample_offset});
   KILN_CHECK(probs.rank() == 4, "op {}: probs {} are not (B, heads, Sq, Sk)", op, shape_str(probs.shape));
   expect_like(op, probs, {&dscores, &dropped});
-  dropout_forward(ctx, probs, drop.p, drop.rng, drop.sample_offset, drop.samples, dropped, drop.element_offset);
-  dropout_backward(ctx, dprobs, drop.p, drop.rng, drop.sample_offset, drop.samples, dprobs, drop.element_offset);
+  cuda::dropout_forward(ctx, probs, drop, dropped);
+  cuda::dropout_backward(ctx, dprobs, drop, dprobs);
   softmax_backward(ctx, probs, dprobs, scale, dscores);
 }
 
