@@ -2,9 +2,9 @@
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
 // whole step, with the heads' products and some f32 products on both oneDNN primitives; `conv`:
 // ResNet-50's 1x1 convolutions against their products over pixels; `resnet`: ResNet-50's
-// elementwise passes, batch norm and max pool; `attention`: BERT-large's attention
-// probabilities, op by op and fused. Operands stay in cache between runs where they fit, unlike
-// in the step. Usage: op_times [threads [conv|resnet|attention]]
+// elementwise passes, batch norm (beside oneDNN's, the peer) and max pool; `attention`:
+// BERT-large's attention probabilities, op by op and fused. Operands stay in cache between runs
+// where they fit, unlike in the step. Usage: op_times [threads [conv|resnet|attention]]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -16,6 +16,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cpu/matmul.h"
+#include "kiln/backend/cpu/matmul_primitive.h"
 #include "kiln/core/philox.h"
 #include "kiln/core/timer.h"
 
@@ -132,8 +133,43 @@ void time_pixel_products(Context& ctx) {
   }
 }
 
-// ResNet-50's elementwise passes and batch norm on its largest activation (16, 56, 56, 256) bf16,
-// and its max pool.
+// The peer of kiln's batch norm: oneDNN's own primitive (scale, shift, fused ReLU) on the same
+// (N, H, W, C) bf16 tensors, training forward and backward.
+void time_onednn_batchnorm(const Tensor& x, Tensor& y, const Tensor& dy, Tensor& dx) {
+  using dnnl::memory;
+  dnnl::engine& engine = ops::cpu::cpu_engine();
+  dnnl::stream stream(engine);
+  const memory::desc data({x.dim(0), x.dim(3), x.dim(1), x.dim(2)}, memory::data_type::bf16, memory::format_tag::nhwc);
+  const memory::desc channels({x.dim(3)}, memory::data_type::f32, memory::format_tag::a);
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift |
+                     dnnl::normalization_flags::fuse_norm_relu;
+  const dnnl::batch_normalization_forward::primitive_desc fwd_pd(
+      {dnnl::prop_kind::forward_training, data, 1e-5f, flags}, engine);
+  const dnnl::batch_normalization_backward::primitive_desc bwd_pd({dnnl::prop_kind::backward, data, data, 1e-5f, flags},
+                                                                  engine, fwd_pd);
+  memory src(data, engine, x.data), dst(data, engine, y.data);
+  memory diff_dst(data, engine, dy.data), diff_src(data, engine, dx.data);
+  memory workspace(fwd_pd.workspace_desc(), engine);
+  std::vector<memory> c;
+  for (int i = 0; i < 6; ++i) c.emplace_back(channels, engine);
+  for (int i = 0; i < x.dim(3); ++i) static_cast<float*>(c[0].get_data_handle())[i] = 1.0f;  // host-side setup
+  for (int i = 0; i < x.dim(3); ++i) static_cast<float*>(c[1].get_data_handle())[i] = 0.0f;
+  const dnnl::batch_normalization_forward fwd(fwd_pd);
+  const dnnl::batch_normalization_backward bwd(bwd_pd);
+  time_op(fmt::format("  oneDNN {} forward relu (peer)", fwd_pd.impl_info_str()), [&] {
+    fwd.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE, c[0]}, {DNNL_ARG_SHIFT, c[1]},
+                         {DNNL_ARG_MEAN, c[2]}, {DNNL_ARG_VARIANCE, c[3]}, {DNNL_ARG_WORKSPACE, workspace}});
+  });
+  time_op(fmt::format("  oneDNN {} backward relu (peer)", bwd_pd.impl_info_str()), [&] {
+    bwd.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src},
+                         {DNNL_ARG_SCALE, c[0]}, {DNNL_ARG_SHIFT, c[1]}, {DNNL_ARG_MEAN, c[2]},
+                         {DNNL_ARG_VARIANCE, c[3]}, {DNNL_ARG_WORKSPACE, workspace}, {DNNL_ARG_DIFF_SCALE, c[4]},
+                         {DNNL_ARG_DIFF_SHIFT, c[5]}});
+  });
+}
+
+// ResNet-50's elementwise passes and batch norm on its largest activation (16, 56, 56, 256) bf16
+// (and oneDNN's batch norm on it), and its max pool.
 void time_resnet_passes(Context& ctx) {
   const Shape shape{16, 56, 56, 256};
   Tensor a = random_tensor(shape, DType::bf16, 30), b = random_tensor(shape, DType::bf16, 31);
@@ -150,6 +186,7 @@ void time_resnet_passes(Context& ctx) {
     time_op(fmt::format("batchnorm_backward{} (16, 56, 56, 256)", relu ? " relu" : ""), [&] {
       ops::batchnorm_backward(ctx, a, y, b, gamma, mean, var, 1e-5f, relu, true, d, dgamma, dbeta);
     });
+  time_onednn_batchnorm(a, y, b, d);
   // The stem's 3x3 stride-2 max pool.
   ops::PoolShape pool;
   pool.N = 16, pool.H = pool.W = 112, pool.C = 64, pool.R = pool.S = 3;
