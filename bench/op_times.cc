@@ -182,10 +182,17 @@ void time_resnet_passes(Context& ctx) {
   time_op("residual_add (16, 56, 56, 256)", [&] { ops::residual_add(ctx, a, d); });
   time_op("batchnorm_train_forward relu (16, 56, 56, 256)",
           [&] { ops::batchnorm_train_forward(ctx, a, gamma, beta, 1e-5f, true, y, mean, var); });
+  Tensor sum = Tensor::empty({256}, DType::f64), squares = Tensor::empty({256}, DType::f64);
+  time_op("  batchnorm_channel_sums (its 1st pass)", [&] { ops::batchnorm_channel_sums(ctx, a, sum); });
+  time_op("  batchnorm_channel_deviations (2nd)",
+          [&] { ops::batchnorm_channel_deviations(ctx, a, sum, a.numel() / 256, squares); });
   for (const bool relu : {true, false})
     time_op(fmt::format("batchnorm_backward{} (16, 56, 56, 256)", relu ? " relu" : ""), [&] {
       ops::batchnorm_backward(ctx, a, y, b, gamma, mean, var, 1e-5f, relu, true, d, dgamma, dbeta);
     });
+  Tensor sums = Tensor::empty({2 * 256}, DType::f64);
+  time_op("  batchnorm_backward_sums relu (its 1st pass)",
+          [&] { ops::batchnorm_backward_sums(ctx, a, y, b, mean, true, sums); });
   time_onednn_batchnorm(a, y, b, d);
   // The stem's 3x3 stride-2 max pool.
   ops::PoolShape pool;

@@ -1,7 +1,7 @@
 // backend/cuda/bodies_batchnorm.h — bodies of the CUDA batch-norm kernels over NHWC rows (bodies.h
 // says how they run). Channel sums follow the CPU backend (backend/cpu/batchnorm.cc) exactly:
-// rows cut into the same chunks, one double partial sum per (chunk, channel) item, the chunks
-// added in order per channel — so the statistics match it bit for bit, without atomics.
+// rows cut into the same chunks and f32 runs, one double partial sum per (chunk, channel) item, the
+// chunks added in order per channel — so the statistics match it bit for bit, without atomics.
 // Per-channel coefficients are computed once per channel, then applied per element.
 #pragma once
 #include <math.h>
@@ -30,6 +30,10 @@ enum class BnSum : uint8_t {
   backward,    // Σ g and Σ g (x - mean)
 };
 
+// Rows summed in f32 in groups of kBnGroup, kBnFloatRun rows at a time, before they are added to
+// the double partial: the CPU backend's order, so the sums match it bit for bit.
+constexpr int64_t kBnFloatRun = 64, kBnGroup = 4;
+
 // Item = chunk b * C + c: partial[(b * K + k) * C + c] = channel c's sums over the chunk's rows.
 struct BnPartialBody {
   BnSum what;
@@ -39,24 +43,36 @@ struct BnPartialBody {
   int64_t rows, C, total_rows;
   bool relu;
   double* partial;
+  // Adds row r's terms of channel c to t0 (and t1); m: the mean of the deviations pass.
+  KILN_HD void add_terms(int64_t r, int64_t c, float m, float& t0, float& t1) const {
+    const int64_t i = r * C + c;
+    if (what == BnSum::x) {
+      t0 += x[i];
+    } else if (what == BnSum::deviations) {
+      const float d = x[i] - m;
+      t0 += d * d;
+    } else {
+      const float g = bn_grad(y, dy, i, relu);
+      t0 += g;
+      t1 += g * (x[i] - mean[c]);
+    }
+  }
   KILN_HD void operator()(int64_t item) const {
     const int64_t b = item / C, c = item % C, chunk = bn_chunk_rows(rows);
     const int64_t end = (b + 1) * chunk < rows ? (b + 1) * chunk : rows;
     const int K = what == BnSum::backward ? 2 : 1;
-    const double m = what == BnSum::deviations ? sum[c] / double(total_rows) : 0.0;
+    const float m = what == BnSum::deviations ? float(sum[c] / double(total_rows)) : 0.0f;
     double s0 = 0.0, s1 = 0.0;
-    for (int64_t r = b * chunk; r < end; ++r) {
-      const int64_t i = r * C + c;
-      if (what == BnSum::x) {
-        s0 += x[i];
-      } else if (what == BnSum::deviations) {
-        const double d = double(x[i]) - m;
-        s0 += d * d;
-      } else {
-        const double g = bn_grad(y, dy, i, relu);
-        s0 += g;
-        s1 += g * (double(x[i]) - mean[c]);
+    for (int64_t r0 = b * chunk; r0 < end; r0 += kBnFloatRun) {
+      const int64_t run_end = r0 + kBnFloatRun < end ? r0 + kBnFloatRun : end;
+      float run0 = 0.0f, run1 = 0.0f;
+      for (int64_t r = r0; r < run_end;) {
+        const int64_t n = r + kBnGroup <= run_end ? kBnGroup : 1;
+        float g0 = 0.0f, g1 = 0.0f;
+        for (int64_t k = 0; k < n; ++k) add_terms(r + k, c, m, g0, g1);
+        run0 += g0, run1 += g1, r += n;
       }
+      s0 += run0, s1 += run1;
     }
     partial[(b * K) * C + c] = s0;
     if (K == 2) partial[(b * K + 1) * C + c] = s1;
