@@ -44,6 +44,15 @@ std::unique_ptr<OpGraph> capture_sim(Context& ctx, const std::function<void()>& 
   return graph;
 }
 
+// The CUDA backend's stream capture, or the error saying that this build has no CUDA backend.
+std::unique_ptr<OpGraph> capture_cuda(Context& ctx, const std::function<void()>& body) {
+#ifdef KILN_HAVE_CUDA
+  return cuda::capture_graph(ctx, body);
+#else
+  no_backend(ctx, "graph capture");
+#endif
+}
+
 }  // namespace
 
 bool OpGraph::can_capture(const Context& ctx) {
@@ -57,9 +66,7 @@ std::unique_ptr<OpGraph> OpGraph::capture(Context& ctx, const std::function<void
   KILN_CHECK(!ctx.recorder, "graph capture on {}: a capture is already under way", ctx.device.str());
   const size_t begin = ctx.scratch->in_use();
   const int64_t blocks = ctx.scratch->block_allocations();
-  std::unique_ptr<OpGraph> graph;
-  if (on_cuda(ctx)) graph = KILN_ON_CUDA(ctx, "graph capture", capture_graph(ctx, body));
-  else graph = capture_sim(ctx, body);
+  std::unique_ptr<OpGraph> graph = on_cuda(ctx) ? capture_cuda(ctx, body) : capture_sim(ctx, body);
   graph->scratch_begin_ = begin;
   graph->scratch_end_ = ctx.scratch->mark();
   graph->scratch_blocks_ = blocks;

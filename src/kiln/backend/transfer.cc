@@ -22,8 +22,11 @@ void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& sta
   copy(ctx, host, dst);
 }
 
+// Page-locked on a CUDA context (its copies run asynchronously); plain host memory elsewhere.
 Tensor host_staging_tensor(Context& ctx, const Shape& shape, DType dtype) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "host_staging_tensor", pinned_host_tensor(shape, dtype));
+#ifdef KILN_HAVE_CUDA
+  if (on_cuda(ctx)) return cuda::pinned_host_tensor(shape, dtype);
+#endif
   return Tensor::empty(shape, dtype);
 }
 
