@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh [LOG_DIR] — the CUDA backend's check on a machine with an NVIDIA GPU (sized
-# for one H200: at most 8 minutes from a cold build directory). Configures and builds kiln with
+# tools/gpu_check.sh [--rehearse] [LOG_DIR] — the CUDA backend's check on a machine with an NVIDIA
+# GPU (sized for one H200: at most 8 minutes from a cold build directory). Configures and builds kiln with
 # CUDA, lists the devices, runs the CUDA unit tests and the op parity suite on the GPU
 # (KILN_PARITY_DEVICE=cuda:0: every op of backend.h against float64 references; an op the
 # CUDA backend lacks fails with "not implemented" and is listed apart from wrong results; the
@@ -10,26 +10,37 @@
 # graph (losses identical), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
 # under mpirun, collectives staged through the host), times BERT-large S512 and ResNet-50 224 training steps in bf16
 # (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA), and
-# prints a short table last.
+# prints a short table last; exits non-zero when a step failed.
 # Each step's full output goes to LOG_DIR/<step>.log (default: gpu-check-<UTC time>).
+# --rehearse: the same steps where no GPU is lent, on the simulated device (`--device sim`: host
+# memory and the CPU kernels behind a GPU's data path, graphs included) against the CPU, over an
+# existing build (KILN_GPU_BUILD_DIR, default build) and with the benchmarks at batch 1-2 for 3
+# steps. It checks the script itself (command lines, test filters, what it reads from the logs),
+# so that a GPU's few minutes are not lost to it; ctest runs it (GpuCheckRehearsal).
 # Environment: KILN_GPU_BUILD_DIR (default build-gpu), KILN_GPU_JOBS (default: all cores),
 # KILN_CACHE_DIR (the algorithm search's winners; default LOG_DIR/cache, so each check searches).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+rehearse=0 gpu=cuda parity_device=cuda:0 default_build=build-gpu
+if [[ ${1:-} == --rehearse ]]; then
+  rehearse=1 gpu=sim parity_device=sim default_build=build
+  shift
+fi
 log_dir=${1:-$root/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
-build=${KILN_GPU_BUILD_DIR:-$root/build-gpu}
+build=${KILN_GPU_BUILD_DIR:-$root/$default_build}
 jobs=${KILN_GPU_JOBS:-$(nproc)}
 mkdir -p "$log_dir"
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$log_dir/cache}
 rows=()
+failed=0
 launch=()  # what train() starts kiln under (train_ranks: mpirun)
 
 # step NAME COMMAND...: runs COMMAND with its output in NAME.log and adds a row to the table.
 step() {
   local name=$1 start=$SECONDS status=ok
   shift
-  "$@" >"$log_dir/$name.log" 2>&1 || status=FAIL
+  "$@" >"$log_dir/$name.log" 2>&1 || { status=FAIL; failed=$((failed + 1)); }
   rows+=("$(printf '%-12s %-5s %5ds  %s' "$name" "$status" $((SECONDS - start)) "$(summary "$name")")")
   [[ $status == ok ]]
 }
@@ -62,11 +73,11 @@ train() {
   shift 2
   local out=$log_dir/$name
   rm -rf "$out" && mkdir -p "$out"
-  for device in cuda cpu; do
+  for device in "$gpu" cpu; do
     KILN_TEST_LOSS_LOG=$out/$device.losses timeout 240 "${launch[@]}" "$build/kiln" train "$@" --device "$device" \
       --output-dir "$out/$device" --log-interval 5 || return 1
   done
-  python3 - "$out/cuda.losses" "$out/cpu.losses" "$tolerance" <<'PY'
+  python3 - "$out/$gpu.losses" "$out/cpu.losses" "$tolerance" <<'PY'
 import sys
 read = lambda p: [float.fromhex(line.split()[1]) for line in open(p)]
 gpu, cpu, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
@@ -87,7 +98,7 @@ graph_same() {
   rm -rf "$out" && mkdir -p "$out"
   for graph in 1 0; do
     KILN_GRAPH=$graph KILN_TEST_LOSS_LOG=$out/graph$graph.losses timeout 240 "$build/kiln" train "$@" \
-      --device cuda --output-dir "$out/graph$graph" --log-interval 5 || return 1
+      --device "$gpu" --output-dir "$out/graph$graph" --log-interval 5 || return 1
   done
   grep -Eq 'graphs: [0-9]+ captured, [1-9][0-9]* replays' "$log_dir/$name.log" || { echo "no graph was replayed"; return 1; }
   cmp -s "$out/graph1.losses" "$out/graph0.losses" || { echo "losses differ with the graph"; return 1; }
@@ -110,26 +121,50 @@ bench() {
   local name=$1
   shift
   local out=$log_dir/$name-run peak=${KILN_GPU_PEAK_TFLOPS:-989}
-  timeout 300 "$build/kiln" train "$@" --device cuda --bf16 --output-dir "$out" --log-interval 1 || return 1
+  timeout 300 "$build/kiln" train "$@" --device "$gpu" --bf16 --output-dir "$out" --log-interval 1 || return 1
   local line gflops
   line=$(grep -o 'median [0-9.]* ms/step' "$log_dir/$name.log" | tail -1)
   gflops=$(grep -o '[0-9.]* GFLOP/s' "$log_dir/$name.log" | tail -1 | cut -d' ' -f1)
   echo "kiln $line, MFU $(python3 -c "print(f'{100 * $gflops / 1e3 / $peak:.1f}%')")"
 }
 
-# peer NAME SCRIPT ARGS...: the PyTorch step on the same GPU, where this machine's python has torch with CUDA.
+# peer NAME SCRIPT ARGS...: the PyTorch step on the same GPU, where this machine's python has torch with CUDA
+# (in a rehearsal: one step on the CPU, where it has torch).
 peer() {
   local name=$1 script=$2
   shift 2
+  if ((rehearse)); then
+    python3 -c 'import torch' 2>/dev/null || { echo "no PyTorch here: peer not run"; return 0; }
+    timeout 300 python3 "$root/bench/$script" --device cpu --dtype bf16 --warmup 1 --steps 1 "$@"
+    return
+  fi
   python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
     { echo "no PyTorch with CUDA here: peer not measured"; return 0; }
   timeout 300 python3 "$root/bench/$script" --device cuda --dtype bf16 "$@"
 }
 
-if step configure configure && step build cmake --build "$build" -j "$jobs" --target kiln kiln_tests; then
+existing_build() {
+  [[ -x $build/kiln && -x $build/kiln_tests ]] || { echo "no kiln and kiln_tests in $build"; return 1; }
+  echo "$build"
+}
+
+# built: configure and build with CUDA, or in a rehearsal take the build that is there.
+built() {
+  if ((rehearse)); then
+    step build existing_build
+  else
+    step configure configure && step build cmake --build "$build" -j "$jobs" --target kiln kiln_tests
+  fi
+}
+
+# The benchmarks' sizes: on a GPU the table's; in a rehearsal the same command lines, small.
+bert_large_batch=16 resnet50_batch=128 bench_steps=10
+((rehearse)) && bert_large_batch=1 resnet50_batch=2 bench_steps=3
+
+if built; then
   step devices "$build/kiln" devices
   step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*:OpGraph.*:GraphedRegion.*'
-  step parity env KILN_PARITY_DEVICE=cuda:0 timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
+  step parity env KILN_PARITY_DEVICE="$parity_device" timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
   step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000
   step bert-graph graph_same bert-graph bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
@@ -143,16 +178,16 @@ if step configure configure && step build cmake --build "$build" -j "$jobs" --ta
   step resnet-graph graph_same resnet-graph resnet --arch resnet18 --width 32 --fake-data --image-size 64 \
     --eval-resize 64 --batch-size 32 --benchmark 20
   step bert-large bench bert-large bert --config "$root/configs/bert-large.toml" --fake-data --seq-length 512 \
-    --max-predictions 76 --global-batch-size 16 --benchmark 10
+    --max-predictions 76 --global-batch-size "$bert_large_batch" --benchmark "$bench_steps"
   step torch-bert peer torch-bert bert_torch_peer.py --layers 24 --hidden 1024 --heads 16 --intermediate 4096 \
-    --batch 16 --seq 512 --pred 76
-  step resnet50 bench resnet50 resnet --fake-data --batch-size 128 --benchmark 10
-  step torch-resnet peer torch-resnet resnet_torch_peer.py --batch 128
+    --batch "$bert_large_batch" --seq 512 --pred 76
+  step resnet50 bench resnet50 resnet --fake-data --batch-size "$resnet50_batch" --benchmark "$bench_steps"
+  step torch-resnet peer torch-resnet resnet_torch_peer.py --batch "$resnet50_batch"
 fi
 
 {
   echo
-  echo "kiln GPU check ($(date -u +%FT%TZ)); logs in $log_dir"
+  echo "kiln GPU check$( ((rehearse)) && echo " rehearsal (--device sim)") ($(date -u +%FT%TZ)); logs in $log_dir"
   printf '%-12s %-5s %6s  %s\n' step state time result
   printf '%s\n' "${rows[@]}"
   if [[ -f $log_dir/parity.log ]]; then
@@ -163,3 +198,4 @@ fi
       sed 's/^op \([a-z0-9_]*\).*/  \1/'
   fi
 } | tee "$log_dir/summary.txt"
+((failed == 0))
