@@ -37,10 +37,10 @@ void expect_one_line_error(Fn fn, std::initializer_list<const char*> names) {
 
 TEST(Devices, ListsTheCpuFirst) {
   EXPECT_EQ(compiled_backends().rfind("cpu", 0), 0u);
-  ASSERT_FALSE(device_lines().empty());
-  EXPECT_EQ(device_lines()[0], "cpu");
-  const bool cuda_built = compiled_backends().find("cuda") != std::string::npos;
   const std::vector<std::string> lines = device_lines();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "cpu");
+  const bool cuda_built = compiled_backends().find("cuda") != std::string::npos;
   const bool cuda_listed =
       std::any_of(lines.begin(), lines.end(), [](const std::string& line) { return line.starts_with("cuda"); });
   EXPECT_EQ(cuda_listed, cuda_built);
