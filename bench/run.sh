@@ -4,7 +4,7 @@
 # fairness settings (OpenBLAS, core type, threads) and docs/PERFORMANCE.md for recorded results.
 # Usage: bench/run.sh [bert-tiny|bert-base|resnet50|peak|table] [rounds]
 #   table: the whole comparison in one invocation (bench/table.py): BERT-base S128, BERT-large S512,
-#   ResNet-50 224, each in f32 and bf16, as a markdown table.
+#   ResNet-50 224, each in f32 and bf16, as a markdown table; `rounds` alternations per row, medians.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 preset=${1:-bert-tiny}
@@ -36,8 +36,9 @@ for ((r = 0; r < rounds; ++r)); do
       "$root/build/kiln" train resnet --benchmark 7 --batch-size 16 --threads "$threads" --output-dir "$out" \
         | grep -o 'median [0-9.]* ms/step' | sed 's/^/kiln: /'
       /usr/bin/python3 "$root/bench/resnet_torch_peer.py" --batch 16 --threads "$threads" ;;
-    table)
-      /usr/bin/python3 "$root/bench/table.py" "$root" --threads "$threads" ;;
+    table)  # its rounds alternate inside each row
+      /usr/bin/python3 "$root/bench/table.py" "$root" --threads "$threads" --rounds "$rounds"
+      break ;;
     peak)
       # A CPU without an instruction set a dtype needs (bf16 on AVX2-only machines) must not end
       # the run: say which dtype failed and go on with the others.

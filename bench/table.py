@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """kiln and its PyTorch peer on the same training steps, in one invocation: BERT-base seq 128,
 BERT-large seq 512 and ResNet-50 224, each in f32 and bf16, same shapes and threads, kiln and
-the peer alternating per workload. Prints a markdown table: median ms/step, samples/s, the
+the peer alternating per workload, --rounds times each (a shared machine's speed swings between
+invocations minutes apart; the table's numbers are then medians over the rounds, and the last
+column lists each round's ratio). Prints a markdown table: median ms/step, samples/s, the
 kiln/torch time ratio, kiln's GFLOP/s and its share of the measured matmul peak of the same
-dtype, and the peak RSS of both. Called by `bench/run.sh table`; see docs/PERFORMANCE.md.
+dtype, and the peak RSS of both. Called by `bench/run.sh table [rounds]`; see docs/PERFORMANCE.md.
 
-Usage: table.py ROOT [--threads N] [--only bert-base,bert-large,resnet50] [--dtypes f32,bf16]
+Usage: table.py ROOT [--threads N] [--only bert-base,bert-large,resnet50] [--dtypes f32,bf16] [--rounds N]
 """
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,22 +92,32 @@ def main():
     a.add_argument("--threads", type=int, default=os.cpu_count())
     a.add_argument("--only", default="bert-base,bert-large,resnet50")
     a.add_argument("--dtypes", default="f32,bf16")
+    a.add_argument("--rounds", type=int, default=1)
     args = a.parse_args()
+    if args.rounds < 1:
+        sys.exit(f"--rounds {args.rounds}: at least 1")
     core = fair_blas()
     print(f"threads {args.threads}; the peer's OpenBLAS core type: {core}; the matmul peak is measured again "
-          "before each row (a shared machine's speed drifts over the minutes a table takes)")
+          f"before each row (a shared machine's speed drifts over the minutes a table takes); {args.rounds} "
+          "round(s) of kiln then the peer per row, times and ratio the medians over the rounds")
     print("| workload | dtype | kiln ms/step | torch ms/step | kiln / torch time | kiln samples/s | "
-          "kiln GFLOP/s | matmul peak GFLOP/s | % of matmul peak | peak RSS kiln / torch (GiB) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "kiln GFLOP/s | matmul peak GFLOP/s | % of matmul peak | peak RSS kiln / torch (GiB) | "
+          "kiln / torch per round |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as out_dir:
         for name in args.only.split(","):
             for dtype in args.dtypes.split(","):
                 peak = matmul_peaks(args.root).get(dtype)
-                batch, flops, (k_ms, k_rss), (t_ms, t_rss) = measure(args.root, name, dtype, args.threads, out_dir)
+                rounds = [measure(args.root, name, dtype, args.threads, out_dir) for _ in range(args.rounds)]
+                batch, flops = rounds[0][0], rounds[0][1]
+                k_ms = statistics.median(r[2][0] for r in rounds)
+                t_ms = statistics.median(r[3][0] for r in rounds)
+                k_rss, t_rss = max(r[2][1] for r in rounds), max(r[3][1] for r in rounds)
+                per_round = " ".join(f"{r[2][0] / r[3][0]:.2f}" for r in rounds)
                 gflops = flops / (k_ms * 1e-3) / 1e9
                 share = f"{100 * gflops / peak:.0f}%" if peak else "n/a"
                 print(f"| {name} | {dtype} | {k_ms:.0f} | {t_ms:.0f} | {k_ms / t_ms:.2f} | {batch / (k_ms * 1e-3):.2f} | "
-                      f"{gflops:.0f} | {peak or 0:.0f} | {share} | {k_rss:.2f} / {t_rss:.2f} |", flush=True)
+                      f"{gflops:.0f} | {peak or 0:.0f} | {share} | {k_rss:.2f} / {t_rss:.2f} | {per_round} |", flush=True)
 
 
 if __name__ == "__main__":
