@@ -177,11 +177,12 @@ void time_resnet_passes(Context& ctx) {
   Tensor gamma = random_tensor({256}, DType::f32, 33), beta = random_tensor({256}, DType::f32, 34);
   Tensor mean = Tensor::empty({256}), var = Tensor::empty({256});
   Tensor dgamma = Tensor::empty({256}), dbeta = Tensor::empty({256});
-  time_op("add_relu_forward (16, 56, 56, 256)", [&] { ops::add_relu_forward(ctx, a, b, y); });
   time_op("relu_backward (16, 56, 56, 256)", [&] { ops::relu_backward(ctx, y, a, d); });
   time_op("residual_add (16, 56, 56, 256)", [&] { ops::residual_add(ctx, a, d); });
   time_op("batchnorm_train_forward relu (16, 56, 56, 256)",
           [&] { ops::batchnorm_train_forward(ctx, a, gamma, beta, 1e-5f, true, y, mean, var); });
+  time_op("batchnorm_train_forward + shortcut + relu (the join)",
+          [&] { ops::batchnorm_train_forward(ctx, a, gamma, beta, 1e-5f, true, y, mean, var, b); });
   Tensor sum = Tensor::empty({256}, DType::f64), squares = Tensor::empty({256}, DType::f64);
   time_op("  batchnorm_channel_sums (its 1st pass)", [&] { ops::batchnorm_channel_sums(ctx, a, sum); });
   time_op("  batchnorm_channel_deviations (2nd)",

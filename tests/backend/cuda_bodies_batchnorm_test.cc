@@ -68,7 +68,7 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
         run_all(C, BnForwardCoefBody{gamma.data(), beta.data(), mean.data(), var.data(), eps,
                                      coef.data(), coef.data() + C});
         std::vector<T> y(x.size());
-        run_all(rows * C, BnNormalizeBody{ptr(x), ptr(y), coef.data(), coef.data() + C, C, relu});
+        run_all(rows * C, BnNormalizeBody{ptr(x), ptr(y), {}, coef.data(), coef.data() + C, C, relu});
         // Backward.
         BnPartialBody bw = base;
         bw.what = BnSum::backward, bw.y = ptr(y), bw.dy = ptr(dy), bw.mean = mean.data();
@@ -101,6 +101,14 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
             << what;
         EXPECT_LE(max_rel_error(dgamma, host(want_dg)), 1e-5) << what;
         EXPECT_LE(max_rel_error(dbeta, host(want_db)), 1e-5) << what;
+
+        // A residual block's join: the shortcut added before the ReLU, in the same pass.
+        std::vector<T> joined(x.size());
+        run_all(rows * C, BnNormalizeBody{ptr(x), ptr(joined), ptr(dy), coef.data(), coef.data() + C, C, relu});
+        Tensor want_joined = Tensor::empty({rows, C}, dt);
+        ops::batchnorm_train_forward(cpu_context(), xt, g, b, eps, relu, want_joined, want_mean, want_var, dyt);
+        EXPECT_LE(max_rel_error(values(joined), tensor_values<T>(want_joined)), tolerance<T>()) << what;
+        EXPECT_NE(values(joined), yd) << what;
       });
 }
 

@@ -131,7 +131,6 @@ TEST(Devices, EveryOpHasACudaImplementation) {
       {"global_avgpool_forward", [&] { ops::global_avgpool_forward(ctx, t, t); }},
       {"relu_backward", [&] { ops::relu_backward(ctx, t, t, t); }},
       {"add_layernorm_forward", [&] { ops::add_layernorm_forward(ctx, t, t, t, t, 1e-5f, t, t, t, t); }},
-      {"add_relu_forward", [&] { ops::add_relu_forward(ctx, t, t, t); }},
       {"residual_add", [&] { ops::residual_add(ctx, t, t); }},
   };
   for (const auto& [op, call] : calls) {

@@ -233,12 +233,14 @@ TEST(ResNetGolden, Bf16AndF16ForwardBackwardStayWithinStatedTolerancesOfF32) {
   // (2^-9 relative) and the errors of 17 conv/BN layers compound; this tiny net's BNs after
   // layer3 normalise over 4 rows (batch 4 at 2x2 and 1x1), which turns the rounding of
   // nearly equal values into large relative changes of the normalised ones, so gradients move
-  // most. Measured: bf16 logits 0.083 (L2) / 0.126 (max), loss 8e-4, gradients 0.35 (L2),
-  // running stats 0.009 (max); f16 (11 bits, gradients partly subnormal without a loss scale)
-  // 0.011 / 0.015, 7e-3, 0.11, 0.0015.
+  // most. Measured: bf16 logits 0.094 (L2) / 0.136 (max), loss 0.015 (0.5% of it: what logits
+  // 9% off give), gradients 0.35 (L2), running stats 0.009 (max); f16 (11 bits, gradients partly
+  // subnormal without a loss scale) 0.009 / 0.014, 5e-3, 0.03, 0.001. (Before the blocks' joins
+  // were fused into their last batch norm, one rounding to bf16 fewer: bf16 0.083 / 0.126, 8e-4,
+  // 0.35, 0.009; f16 0.011 / 0.015, 7e-3, 0.11, 0.0015.)
   EXPECT_LT(rel_l2(bf16.logits, f32.logits), 0.15);
   EXPECT_LT(max_rel_error(bf16.logits, f32.logits), 0.25);
-  EXPECT_NEAR(bf16.loss, f32.loss, 1e-2);
+  EXPECT_NEAR(bf16.loss, f32.loss, 3e-2);
   EXPECT_LT(rel_l2(bf16.grads, f32.grads), 0.5);
   EXPECT_LT(max_rel_error(bf16.stats, f32.stats), 2e-2);
   EXPECT_LT(rel_l2(f16.logits, f32.logits), 0.03);

@@ -360,14 +360,17 @@ bool conv2d_native(DType dtype);
 // Batch norm over the rows (N*H*W) of x (N, H, W, C) (any rank: the last dimension is C).
 // gamma, beta, mean, var: (C) f32. Statistics in fp32 with partial sums in double combined in a
 // fixed order. With `relu`, y = max(bn(x), 0) (fused). x, y (and dy, dx) share one dtype.
+// A defined `residual` (x's shape and dtype) is added before the ReLU: y = max?(bn(x) + residual),
+// a ResNet block's join in the same pass (batchnorm_backward does not differentiate it: the block
+// takes the ReLU's gradient itself, and passes the gradient of bn(x) with relu false).
 // Training: mean (C) and biased var (C) are computed from x and written out.
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
-                             Tensor& var);
+                             Tensor& var, const Tensor& residual = Tensor{});
 // Inference: normalise with the given mean and var (running statistics).
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
-                            bool relu, Tensor& y);
+                            bool relu, Tensor& y, const Tensor& residual = Tensor{});
 // Backward of either forward; `training` says whether mean/var were batch statistics (their
 // dependence on x is then differentiated). y is the forward output (used for the ReLU mask).
 // dx is overwritten; dgamma, dbeta (C) f32 accumulate.
@@ -428,8 +431,6 @@ void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
 // y = max(x, 0) (y may alias x); dx = dy where y > 0, else 0 (dx may alias dy). One dtype.
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
-// y = max(a + b, 0): the residual join of a ResNet block. y may alias a or b.
-void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
 // y += x: the shortcut's gradient joining the main branch's at a residual block's input.
 void residual_add(Context& ctx, const Tensor& x, Tensor& y);
 // ==== end of CNN ops ====

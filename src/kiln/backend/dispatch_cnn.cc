@@ -28,23 +28,23 @@ bool conv2d_native(DType dtype) { return cpu::conv2d_native(dtype); }
 
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
-                             Tensor& var) {
+                             Tensor& var, const Tensor& residual) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "batchnorm_train_forward",
-                        batchnorm_train_forward(ctx, x, gamma, beta, eps, relu, y, mean, var));
+                        batchnorm_train_forward(ctx, x, gamma, beta, eps, relu, y, mean, var, residual));
   run_cpu(ctx, [=](Context& run) mutable {
-    cpu::batchnorm_train_forward(run, x, gamma, beta, eps, relu, y, mean, var);
+    cpu::batchnorm_train_forward(run, x, gamma, beta, eps, relu, y, mean, var, residual);
   });
 }
 
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
-                            bool relu, Tensor& y) {
+                            bool relu, Tensor& y, const Tensor& residual) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "batchnorm_eval_forward",
-                        batchnorm_eval_forward(ctx, x, gamma, beta, mean, var, eps, relu, y));
+                        batchnorm_eval_forward(ctx, x, gamma, beta, mean, var, eps, relu, y, residual));
   run_cpu(ctx, [=](Context& run) mutable {
-    cpu::batchnorm_eval_forward(run, x, gamma, beta, mean, var, eps, relu, y);
+    cpu::batchnorm_eval_forward(run, x, gamma, beta, mean, var, eps, relu, y, residual);
   });
 }
 
@@ -152,11 +152,6 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
   if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "relu_backward", relu_backward(ctx, y, dy, dx));
   run_cpu(ctx, [=](Context& run) mutable { cpu::relu_backward(run, y, dy, dx); });
-}
-
-void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "add_relu_forward", add_relu_forward(ctx, a, b, y));
-  run_cpu(ctx, [=](Context& run) mutable { cpu::add_relu_forward(run, a, b, y); });
 }
 
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {

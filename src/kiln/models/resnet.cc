@@ -37,7 +37,8 @@ ResNetConfig ResNetConfig::resnet101(int64_t num_classes) {
   return c;
 }
 
-// One residual block: convs[i] -> bns[i] (ReLU fused into all but the last), plus the shortcut.
+// One residual block: convs[i] -> bns[i] (ReLU fused into all but the last), plus the shortcut;
+// the last batch norm adds the shortcut and applies the join's ReLU in its own pass.
 class ResNet::Block {
  public:
   Block(ParamStore& store, const std::string& prefix, const ResNetConfig& c, int64_t in,
@@ -67,11 +68,11 @@ class ResNet::Block {
 
   // x: (N, H, W, in) -> (N, H', W', out).
   Tensor forward(const Step& step, const Tensor& x) {
-    Tensor h = x;
-    for (size_t i = 0; i < convs.size(); ++i) h = bns[i].forward(step, convs[i].forward(step, h));
     const Tensor shortcut = ds_conv ? ds_bn->forward(step, ds_conv->forward(step, x)) : x;
-    out_ = out_buf_.get(*step.ctx, h.shape, h.dtype);
-    ops::add_relu_forward(*step.ctx, h, shortcut, out_);
+    Tensor h = x;
+    const size_t last = convs.size() - 1;
+    for (size_t i = 0; i < last; ++i) h = bns[i].forward(step, convs[i].forward(step, h));
+    out_ = bns[last].forward_join(step, convs[last].forward(step, h), shortcut);
     return out_;
   }
 
@@ -104,8 +105,8 @@ class ResNet::Block {
   std::optional<nn::BatchNorm2d> ds_bn;
 
  private:
-  Tensor out_;
-  nn::Buffer out_buf_, dsum_buf_;
+  Tensor out_;  // the block's output: the last batch norm's
+  nn::Buffer dsum_buf_;
 };
 
 namespace {

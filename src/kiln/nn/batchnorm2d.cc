@@ -57,14 +57,14 @@ void BatchNorm2d::to_device(Context& ctx) {
     if (t->defined()) *t = ops::on_device(ctx, *t);
 }
 
-void BatchNorm2d::forward_synced(Context& ctx, int64_t rows) {
+void BatchNorm2d::forward_synced(Context& ctx, int64_t rows, const Tensor& residual, bool apply_relu) {
   const int64_t total = rows * sync_->size();
   ops::batchnorm_channel_sums(ctx, x_, sum_);
   sync_->all_reduce_sum(sum_);
   ops::batchnorm_channel_deviations(ctx, x_, sum_, total, squares_);
   sync_->all_reduce_sum(squares_);
   ops::batchnorm_stats_from_sums(ctx, sum_, squares_, total, mean_, var_);
-  ops::batchnorm_eval_forward(ctx, x_, weight.value(), bias.value(), mean_, var_, eps, relu, y_);
+  ops::batchnorm_eval_forward(ctx, x_, weight.value(), bias.value(), mean_, var_, eps, apply_relu, y_, residual);
   ops::batchnorm_update_running(ctx, mean_, var_, total, momentum, running_mean, running_var, num_batches_tracked);
 }
 
@@ -79,7 +79,14 @@ Tensor BatchNorm2d::backward_synced(Context& ctx, const Tensor& dy) {
   return dx;
 }
 
-Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
+Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) { return forward_impl(step, x, Tensor{}, relu); }
+
+Tensor BatchNorm2d::forward_join(const Step& step, const Tensor& x, const Tensor& shortcut) {
+  KILN_CHECK(!relu, "BatchNorm2d {}: a join's ReLU comes after the shortcut, not in the layer", prefix_);
+  return forward_impl(step, x, shortcut, true);
+}
+
+Tensor BatchNorm2d::forward_impl(const Step& step, const Tensor& x, const Tensor& residual, bool apply_relu) {
   KILN_CHECK(x.rank() == 4 && x.dim(3) == channels,
              "BatchNorm2d {}: input {} is not (N, H, W, {})", prefix_, shape_str(x.shape),
              channels);
@@ -94,18 +101,18 @@ Tensor BatchNorm2d::forward(const Step& step, const Tensor& x) {
     mean_ = batch_mean_;
     var_ = batch_var_;
     if (sync_) {
-      forward_synced(ctx, rows);
+      forward_synced(ctx, rows, residual, apply_relu);
       return y_;
     }
-    ops::batchnorm_train_forward(ctx, x, weight.value(), bias.value(), eps, relu, y_, mean_,
-                                 var_);
+    ops::batchnorm_train_forward(ctx, x, weight.value(), bias.value(), eps, apply_relu, y_, mean_,
+                                 var_, residual);
     ops::batchnorm_update_running(ctx, mean_, var_, rows, momentum, running_mean, running_var,
                                   num_batches_tracked);
   } else {
     // Unchanged until backward: nothing updates running statistics outside training.
     mean_ = running_mean;
     var_ = running_var;
-    ops::batchnorm_eval_forward(ctx, x, weight.value(), bias.value(), mean_, var_, eps, relu, y_);
+    ops::batchnorm_eval_forward(ctx, x, weight.value(), bias.value(), mean_, var_, eps, apply_relu, y_, residual);
   }
   return y_;
 }

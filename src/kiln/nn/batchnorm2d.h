@@ -31,6 +31,10 @@ class BatchNorm2d {
   // updates the running ones) or running statistics. Keeps handles to x and y (both unchanged
   // until backward). y lives in this layer's buffer.
   Tensor forward(const Step& step, const Tensor& x);
+  // A residual block's join in the same pass: y = max(bn(x) + shortcut, 0), shortcut x's shape
+  // and dtype (this layer's own ReLU, if any, is not applied). The block takes the ReLU's
+  // gradient itself (its shortcut needs it too), so backward then takes the gradient of bn(x).
+  Tensor forward_join(const Step& step, const Tensor& x, const Tensor& shortcut);
   // dy -> dx (N, H, W, C), in the mode of the last forward; accumulates weight.grad(),
   // bias.grad().
   Tensor backward(const Step& step, const Tensor& dy);
@@ -56,7 +60,9 @@ class BatchNorm2d {
   float eps, momentum;
 
  private:
-  void forward_synced(Context& ctx, int64_t rows);
+  // bn(x), + residual where defined, then the ReLU where `apply_relu`.
+  Tensor forward_impl(const Step& step, const Tensor& x, const Tensor& residual, bool apply_relu);
+  void forward_synced(Context& ctx, int64_t rows, const Tensor& residual, bool apply_relu);
   Tensor backward_synced(Context& ctx, const Tensor& dy);
 
   std::string prefix_;

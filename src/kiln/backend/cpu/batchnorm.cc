@@ -58,35 +58,46 @@ void channel_sums(int64_t rows, int64_t C, F f, double* out) {
     for (int64_t i = 0; i < K * C; ++i) out[i] += base[b * K * C + i];
 }
 
-// y = max?(x * a + b) per channel.
-template <typename T>
-void scale_shift(const T* x, const float* a, const float* b, int64_t rows, int64_t C, bool relu,
-                 T* y) {
+// Calls f(std::true_type) or f(std::false_type) as `on` says.
+template <typename F>
+void with_flag(bool on, F&& f) {
+  if (on) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+// y = max?(x * a + b + residual?) per channel, rounded once to T (the CUDA body's expression).
+template <bool Relu, bool Residual, typename T>
+void scale_shift_rows(const T* x, const float* a, const float* b, const T* residual, int64_t rows, int64_t C,
+                      T* y) {
 #pragma omp parallel for schedule(static) if (rows * C > 16384)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * C;
     T* yr = y + r * C;
-    if (relu) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c)
-        yr[c] = cpu::store<T>(std::max(load(xr[c]) * a[c] + b[c], 0.0f));
-    } else {
-#pragma omp simd
-      for (int64_t c = 0; c < C; ++c) yr[c] = cpu::store<T>(load(xr[c]) * a[c] + b[c]);
+    for (int64_t c = 0; c < C; ++c) {
+      float v = load(xr[c]) * a[c] + b[c];
+      if constexpr (Residual) v += load(residual[r * C + c]);
+      if constexpr (Relu) v = std::max(v, 0.0f);
+      yr[c] = cpu::store<T>(v);
     }
   }
 }
 
+// residual: null for none.
 template <typename T>
 void normalize(const T* x, const float* gamma, const float* beta, const float* mean,
-               const float* var, int64_t rows, int64_t C, float eps, bool relu, T* y) {
+               const float* var, int64_t rows, int64_t C, float eps, bool relu, const T* residual, T* y) {
   std::vector<float> a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
     const double rstd = 1.0 / std::sqrt(double(var[c]) + eps);
     a[c] = float(gamma[c] * rstd);
     b[c] = float(beta[c] - mean[c] * (gamma[c] * rstd));
   }
-  scale_shift(x, a.data(), b.data(), rows, C, relu, y);
+  with_flag(relu, [&](auto r) {
+    with_flag(residual != nullptr, [&](auto join) {
+      scale_shift_rows<decltype(r)::value, decltype(join)::value>(x, a.data(), b.data(), residual, rows, C, y);
+    });
+  });
 }
 
 // out[c] = Σ_r x[r, c].
@@ -151,12 +162,23 @@ int64_t check_bn(const char* op, const Tensor& x, const Tensor& y,
 
 const float* f32(const Tensor& t) { return t.ptr<float>(); }
 
+// The residual's elements, or null when it is undefined; it must match x.
+template <typename T>
+const T* residual_of(const char* op, const Tensor& residual, const Tensor& x) {
+  if (!residual.defined()) return nullptr;
+  KILN_CHECK(residual.shape == x.shape && residual.dtype == x.dtype,
+             "op {}: residual {} {} does not match input {} {}", op, dtype_name(residual.dtype),
+             shape_str(residual.shape), dtype_name(x.dtype), shape_str(x.shape));
+  return residual.ptr<T>();
+}
+
 }  // namespace
 
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
-                             Tensor& var) {
-  const OpScope scope = expect_cpu(ctx, "batchnorm_train_forward", {&x, &gamma, &beta, &y, &mean, &var});
+                             Tensor& var, const Tensor& residual) {
+  const OpScope scope = expect_cpu(ctx, "batchnorm_train_forward",
+                                   {&x, &gamma, &beta, &y, &mean, &var, &residual});
   const int64_t rows =
       check_bn("batchnorm_train_forward", x, y, {&gamma, &beta, &mean, &var});
   const int64_t C = x.dim(-1);
@@ -166,7 +188,8 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
     sum_x(x.ptr<T>(), rows, C, sum.data());
     sum_squared_deviations(x.ptr<T>(), rows, C, sum.data(), rows, squares.data());
     stats_from_sums(sum.data(), squares.data(), rows, C, mean.ptr<float>(), var.ptr<float>());
-    normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, C, eps, relu, y.ptr<T>());
+    normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, C, eps, relu,
+              residual_of<T>("batchnorm_train_forward", residual, x), y.ptr<T>());
   });
 }
 
@@ -220,12 +243,13 @@ void batchnorm_stats_from_sums(Context& ctx, const Tensor& sum, const Tensor& sq
 
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
-                            bool relu, Tensor& y) {
-  const OpScope scope = expect_cpu(ctx, "batchnorm_eval_forward", {&x, &gamma, &beta, &mean, &var, &y});
+                            bool relu, Tensor& y, const Tensor& residual) {
+  const OpScope scope = expect_cpu(ctx, "batchnorm_eval_forward",
+                                   {&x, &gamma, &beta, &mean, &var, &y, &residual});
   const int64_t rows = check_bn("batchnorm_eval_forward", x, y, {&gamma, &beta, &mean, &var});
   cpu::dispatch_float(x.dtype, "batchnorm_eval_forward", [&]<typename T>(T) {
     normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, x.dim(-1), eps, relu,
-              y.ptr<T>());
+              residual_of<T>("batchnorm_eval_forward", residual, x), y.ptr<T>());
   });
 }
 
@@ -244,12 +268,6 @@ inline float relu_gate(const T* y, int64_t i, T dy) {
   }
 }
 
-// Calls f(std::true_type) or f(std::false_type) as `relu` says.
-template <typename F>
-void with_relu(bool relu, F&& f) {
-  if (relu) f(std::true_type{});
-  else f(std::false_type{});
-}
 
 // s[c] = Σ g, s[C + c] = Σ g·(x - mean), g = dy where the fused ReLU let the output through.
 template <bool Relu, typename T>
@@ -310,7 +328,7 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
   const int64_t C = x.dim(-1);
   std::vector<double> s(static_cast<size_t>(2 * C));
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    with_relu(relu, [&](auto r) {
+    with_flag(relu, [&](auto r) {
       constexpr bool Relu = decltype(r)::value;
       backward_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, s.data());
       backward_from_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, training,
@@ -330,7 +348,7 @@ void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, con
   expect_dtype(op, "sums", sums, {DType::f64});
   KILN_CHECK(sums.numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(sums.shape), C);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    with_relu(relu, [&](auto r) {
+    with_flag(relu, [&](auto r) {
       constexpr bool Relu = decltype(r)::value;
       backward_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, sums.ptr<double>());
     });
@@ -354,7 +372,7 @@ void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y
   }
   KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    with_relu(relu, [&](auto r) {
+    with_flag(relu, [&](auto r) {
       constexpr bool Relu = decltype(r)::value;
       backward_from_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, true, rows,
                                C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),

@@ -75,10 +75,10 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
 bool conv2d_native(DType dtype);
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
-                             Tensor& var);
+                             Tensor& var, const Tensor& residual);
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
-                            bool relu, Tensor& y);
+                            bool relu, Tensor& y, const Tensor& residual);
 void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                         const Tensor& gamma, const Tensor& mean, const Tensor& var, float eps,
                         bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
@@ -104,7 +104,6 @@ void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y);
 void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
-void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y);
 void residual_add(Context& ctx, const Tensor& x, Tensor& y);
 
 }  // namespace kiln::ops::cpu

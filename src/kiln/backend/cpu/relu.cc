@@ -47,18 +47,6 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
   });
 }
 
-void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
-  const OpScope scope = expect_cpu(ctx, "add_relu_forward", {&a, &b, &y});
-  expect_like("add_relu_forward", a, {&b, &y});
-  const int64_t n = a.numel();
-  cpu::dispatch_float(a.dtype, "add_relu_forward", [&]<typename T>(T) {
-    const T *ap = a.ptr<T>(), *bp = b.ptr<T>();
-    T* yp = y.ptr<T>();
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) yp[i] = store<T>(std::max(load(ap[i]) + load(bp[i]), 0.0f));
-  });
-}
-
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
   const OpScope scope = expect_cpu(ctx, "residual_add", {&x, &y});
   expect_like("residual_add", x, {&y});

@@ -106,12 +106,6 @@ struct ReluBackwardBody {
   KILN_HD void operator()(int64_t i) const { dx.set(i, y[i] > 0.0f ? dy[i] : 0.0f); }
 };
 
-// y = max(a + b, 0); y may alias a or b.
-struct AddReluBody {
-  FloatPtr a, b, y;
-  KILN_HD void operator()(int64_t i) const { y.set(i, relu(a[i] + b[i])); }
-};
-
 // y += x (residual_add).
 struct AccumulateBody {
   FloatPtr x, y;

@@ -120,15 +120,17 @@ struct BnForwardCoefBody {
   }
 };
 
-// Item i = element: y = x a + b per channel, max(., 0) with relu.
+// Item i = element: y = x a + b per channel, + r (a ResNet block's join) where r is not null,
+// max(., 0) with relu.
 struct BnNormalizeBody {
-  FloatPtr x, y;
+  FloatPtr x, y, r;
   const float* a;
   const float* b;
   int64_t C;
   bool relu;
   KILN_HD void operator()(int64_t i) const {
-    const float v = x[i] * a[i % C] + b[i % C];
+    float v = x[i] * a[i % C] + b[i % C];
+    if (r.p) v += r[i];
     y.set(i, relu && v < 0.0f ? 0.0f : v);
   }
 };

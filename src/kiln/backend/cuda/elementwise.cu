@@ -94,7 +94,6 @@ template void run_kernel(int64_t, const TanhForwardBody&, void*);
 template void run_kernel(int64_t, const TanhBackwardBody&, void*);
 template void run_kernel(int64_t, const ReluForwardBody&, void*);
 template void run_kernel(int64_t, const ReluBackwardBody&, void*);
-template void run_kernel(int64_t, const AddReluBody&, void*);
 template void run_kernel(int64_t, const AccumulateBody&, void*);
 template void run_kernel(int64_t, const BiasAddBody&, void*);
 template void run_kernel(int64_t, const ScaleBody<float, float>&, void*);

@@ -50,14 +50,6 @@ void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) 
       ReluBackwardBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy), float_ptr(op, "dx", dx)});
 }
 
-void add_relu_forward(Context& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
-  const char* op = "add_relu_forward";
-  const OpScope scope = expect_cuda(ctx, op, {&a, &b, &y});
-  expect_like(op, a, {&b, &y});
-  run(ctx, op, y.numel(),
-      AddReluBody{float_ptr(op, "a", a), float_ptr(op, "b", b), float_ptr(op, "y", y)});
-}
-
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
   const char* op = "residual_add";
   const OpScope scope = expect_cuda(ctx, op, {&x, &y});

@@ -52,17 +52,22 @@ BnPartialBody pass(BnSum what, const char* op, const Tensor& x, int64_t rows) {
           nullptr};
 }
 
-// y = x a + b per channel with the coefficients of gamma, beta, mean and var.
+// y = max?(x a + b + residual?) per channel with the coefficients of gamma, beta, mean and var.
 void normalize(Context& ctx, const char* op, const Tensor& x, const Tensor& gamma,
                const Tensor& beta, const Tensor& mean, const Tensor& var, float eps, bool relu,
-               Tensor& y) {
+               const Tensor& residual, Tensor& y) {
+  FloatPtr r;  // null: no residual
+  if (residual.defined()) {
+    check_bn(op, x, residual, {});
+    r = float_ptr(op, "residual", residual);
+  }
   const int64_t C = x.dim(-1);
   Tensor coef = ctx.scratch_tensor({2, C}, DType::f32);
   float* a = coef.ptr<float>();
   run(ctx, op, C,
       BnForwardCoefBody{gamma.ptr<float>(), beta.ptr<float>(), mean.ptr<float>(), var.ptr<float>(),
                         eps, a, a + C});
-  run(ctx, op, x.numel(), BnNormalizeBody{float_ptr(op, "x", x), float_ptr(op, "y", y), a, a + C, C, relu});
+  run(ctx, op, x.numel(), BnNormalizeBody{float_ptr(op, "x", x), float_ptr(op, "y", y), r, a, a + C, C, relu});
 }
 
 struct BackwardArgs {
@@ -101,9 +106,9 @@ void backward_sums(Context& ctx, const char* op, const Tensor& x, const Tensor& 
 
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
-                             Tensor& var) {
+                             Tensor& var, const Tensor& residual) {
   const char* op = "batchnorm_train_forward";
-  const OpScope scope = expect_cuda(ctx, op, {&x, &gamma, &beta, &y, &mean, &var});
+  const OpScope scope = expect_cuda(ctx, op, {&x, &gamma, &beta, &y, &mean, &var, &residual});
   const int64_t rows = check_bn(op, x, y, {&gamma, &beta, &mean, &var});
   KILN_CHECK(rows > 0, "op {}: input {} is empty", op, shape_str(x.shape));
   const int64_t C = x.dim(-1);
@@ -114,16 +119,16 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
   dev.sum = sum;
   channel_pass(ctx, op, dev, sum + C);
   run(ctx, op, C, BnStatsBody{sum, sum + C, rows, mean.ptr<float>(), var.ptr<float>()});
-  normalize(ctx, op, x, gamma, beta, mean, var, eps, relu, y);
+  normalize(ctx, op, x, gamma, beta, mean, var, eps, relu, residual, y);
 }
 
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             const Tensor& beta, const Tensor& mean, const Tensor& var, float eps,
-                            bool relu, Tensor& y) {
+                            bool relu, Tensor& y, const Tensor& residual) {
   const char* op = "batchnorm_eval_forward";
-  const OpScope scope = expect_cuda(ctx, op, {&x, &gamma, &beta, &mean, &var, &y});
+  const OpScope scope = expect_cuda(ctx, op, {&x, &gamma, &beta, &mean, &var, &y, &residual});
   check_bn(op, x, y, {&gamma, &beta, &mean, &var});
-  normalize(ctx, op, x, gamma, beta, mean, var, eps, relu, y);
+  normalize(ctx, op, x, gamma, beta, mean, var, eps, relu, residual, y);
 }
 
 void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
