@@ -31,22 +31,24 @@ TEST(CudaBodies, ActivationsAndResidualJoinsMatchFloat64) {
     const std::vector<T> x = stored<T>(random_normal(n, 11, 2.0f));
     const std::vector<T> g = stored<T>(random_normal(n, 12));
     const std::vector<float> bias = random_normal(C, 13);
-    std::vector<T> th(x.size()), dth(x.size()), r(x.size()), dr(x.size());
+    std::vector<T> th(x.size()), dth(x.size()), r(x.size()), dr(x.size()), dsum(x.size());
     std::vector<T> acc = g, biased = g;
     run_all(n, TanhForwardBody{ptr(x), ptr(th)});
     run_all(n, TanhBackwardBody{ptr(th), ptr(g), ptr(dth)});
     run_all(n, ReluForwardBody{ptr(x), ptr(r)});
-    run_all(n, ReluBackwardBody{ptr(r), ptr(g), ptr(dr)});
+    run_all(n, ReluBackwardBody{ptr(r), ptr(g), ptr(dr), {}});
+    run_all(n, ReluBackwardBody{ptr(r), ptr(g), ptr(dsum), ptr(x)});  // a join's two gradient parts
     run_all(n, AccumulateBody{ptr(x), ptr(acc)});
     run_all(n, BiasAddBody{ptr(biased), ptr(bias), C});
     const std::vector<double> xd = values(x), gd = values(g), thd = values(th), rd = values(r);
     std::vector<double> w_th(xd.size()), w_dth(xd.size()), w_r(xd.size()), w_dr(xd.size()),
-        w_acc(xd.size()), w_bias(xd.size());
+        w_dsum(xd.size()), w_acc(xd.size()), w_bias(xd.size());
     for (size_t i = 0; i < xd.size(); ++i) {
       w_th[i] = std::tanh(xd[i]);
       w_dth[i] = gd[i] * (1 - thd[i] * thd[i]);
       w_r[i] = std::max(xd[i], 0.0);
       w_dr[i] = rd[i] > 0 ? gd[i] : 0.0;
+      w_dsum[i] = rd[i] > 0 ? gd[i] + xd[i] : 0.0;
       w_acc[i] = xd[i] + gd[i];
       w_bias[i] = gd[i] + bias[i % size_t(C)];
     }
@@ -54,6 +56,7 @@ TEST(CudaBodies, ActivationsAndResidualJoinsMatchFloat64) {
     EXPECT_LE(max_rel_error(values(dth), w_dth), tolerance<T>());
     EXPECT_EQ(values(r), w_r);  // exact: max and a copy
     EXPECT_EQ(values(dr), w_dr);
+    EXPECT_LE(max_rel_error(values(dsum), w_dsum), tolerance<T>());
     EXPECT_LE(max_rel_error(values(acc), w_acc), tolerance<T>());
     EXPECT_LE(max_rel_error(values(biased), w_bias), tolerance<T>());
   });

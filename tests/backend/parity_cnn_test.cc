@@ -404,6 +404,14 @@ TEST(ParityCnn, ReluAndGradientAddMatchFloat64InEveryDtype) {
       EXPECT_EQ(p.host(r), r_ref);  // exact: max with 0 rounds nothing
       ops::relu_backward(p.ctx, r, g, d);
       EXPECT_EQ(p.host(d), d_ref);
+      // A join's gradient in two parts, added under the mask and rounded once.
+      std::vector<double> sum_ref(ad.size());
+      for (size_t i = 0; i < ad.size(); ++i) sum_ref[i] = ad[i] > 0 ? gd[i] + bd[i] : 0.0;
+      Tensor ds = p.zeros(shape, t);
+      ops::relu_backward(p.ctx, r, g, ds, b);
+      p.expect_close(ds, sum_ref, "relu_backward of a sum");
+      const Tensor other = p.zeros(shape, t == DType::f32 ? DType::bf16 : DType::f32);
+      EXPECT_THROW(ops::relu_backward(p.ctx, r, g, ds, other), Error);
       // The mask at the edges of "> 0": signed zeros, the smallest subnormal, infinities, NaN.
       const float tiny = t == DType::f32 ? std::numeric_limits<float>::denorm_min()
                          : t == DType::bf16 ? 9.1835e-41f : 5.9604645e-8f;
@@ -422,8 +430,8 @@ TEST(ParityCnn, ReluAndGradientAddMatchFloat64InEveryDtype) {
       Tensor s = p.from_host(std::vector<float>(bd.begin(), bd.end()), shape, t);
       ops::residual_add(p.ctx, g, s);
       p.expect_close(s, s_ref, "residual_add");
-      Tensor other = p.zeros(shape, t == DType::f32 ? DType::bf16 : DType::f32);
-      EXPECT_THROW(ops::residual_add(p.ctx, g, other), Error);
+      Tensor mismatched = p.zeros(shape, t == DType::f32 ? DType::bf16 : DType::f32);
+      EXPECT_THROW(ops::residual_add(p.ctx, g, mismatched), Error);
     }
 }
 

@@ -149,9 +149,9 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
   run_cpu(ctx, [=](Context& run) mutable { cpu::relu_forward(run, x, y); });
 }
 
-void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "relu_backward", relu_backward(ctx, y, dy, dx));
-  run_cpu(ctx, [=](Context& run) mutable { cpu::relu_backward(run, y, dy, dx); });
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2) {
+  if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "relu_backward", relu_backward(ctx, y, dy, dx, dy2));
+  run_cpu(ctx, [=](Context& run) mutable { cpu::relu_backward(run, y, dy, dx, dy2); });
 }
 
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {

@@ -37,6 +37,12 @@ ResNetConfig ResNetConfig::resnet101(int64_t num_classes) {
   return c;
 }
 
+// The gradient at a block's input in its two parts, main path and shortcut (undefined: none),
+// which the block before adds in its join's ReLU backward rather than in a pass of their own.
+struct BlockGrad {
+  Tensor main, shortcut;
+};
+
 // One residual block: convs[i] -> bns[i] (ReLU fused into all but the last), plus the shortcut;
 // the last batch norm adds the shortcut and applies the join's ReLU in its own pass.
 class ResNet::Block {
@@ -76,15 +82,14 @@ class ResNet::Block {
     return out_;
   }
 
-  Tensor backward(const Step& step, const Tensor& dy) {
-    Tensor d = dsum_buf_.get(*step.ctx, dy.shape, dy.dtype);  // gradient at the join, through the final ReLU
-    ops::relu_backward(*step.ctx, out_, dy, d);
+  BlockGrad backward(const Step& step, const BlockGrad& dy) {
+    // The gradient at the join, through the final ReLU; kept until the block before has read it.
+    Tensor d = dsum_buf_.get(*step.ctx, dy.main.shape, dy.main.dtype);
+    ops::relu_backward(*step.ctx, out_, dy.main, d, dy.shortcut);
     Tensor dmain = d;
     for (size_t i = convs.size(); i-- > 0;)
       dmain = convs[i].backward(step, bns[i].backward(step, dmain));
-    const Tensor dshort = ds_conv ? ds_conv->backward(step, ds_bn->backward(step, d)) : d;
-    ops::residual_add(*step.ctx, dshort, dmain);  // into conv1's buffer
-    return dmain;
+    return {dmain, ds_conv ? ds_conv->backward(step, ds_bn->backward(step, d)) : d};
   }
 
   // Forward FLOPs for an (H, W) input; updates H, W to the output size.
@@ -259,12 +264,14 @@ void ResNet::micro_batch_graph(const Step& step, const Tensor& images, const int
 }
 
 void ResNet::body_backward(const Step& step, const Tensor& dlogits) {
-  Tensor d = avgpool_.backward(step, fc_->backward(step, dlogits));
+  BlockGrad g{avgpool_.backward(step, fc_->backward(step, dlogits)), Tensor{}};
   step.grads_final_from(fc_offset_);
   for (size_t i = blocks_.size(); i-- > 0;) {
-    d = blocks_[i]->backward(step, d);
+    g = blocks_[i]->backward(step, g);
     step.grads_final_from(block_offsets_[i]);
   }
+  Tensor d = g.main;  // the first block's conv1 buffer: the stem's gradient, whole
+  ops::residual_add(*step.ctx, g.shortcut, d);
   if (maxpool_) d = maxpool_->backward(step, d);
   conv1_.backward(step, bn1_.backward(step, d), /*need_dx=*/false);
 }

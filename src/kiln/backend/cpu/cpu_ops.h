@@ -103,7 +103,7 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
 void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y);
 void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
-void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2);
 void residual_add(Context& ctx, const Tensor& x, Tensor& y);
 
 }  // namespace kiln::ops::cpu

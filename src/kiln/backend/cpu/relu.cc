@@ -30,9 +30,29 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
   });
 }
 
-void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  const OpScope scope = expect_cpu(ctx, "relu_backward", {&y, &dy, &dx});
+namespace {
+
+// dx = dy + dy2 where y > 0, else +0.
+void relu_backward_of_sum(const Tensor& y, const Tensor& dy, const Tensor& dy2, Tensor& dx) {
+  expect_like("relu_backward", y, {&dy2});
+  const int64_t n = y.numel();
+  cpu::dispatch_float(y.dtype, "relu_backward", [&]<typename T>(T) {
+    const T *yp = y.ptr<T>(), *ap = dy.ptr<T>(), *bp = dy2.ptr<T>();
+    T* dxp = dx.ptr<T>();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const float sum = load(ap[i]) + load(bp[i]);  // unconditionally, so that the loop vectorises
+      dxp[i] = store<T>(load(yp[i]) > 0.0f ? sum : 0.0f);
+    }
+  });
+}
+
+}  // namespace
+
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2) {
+  const OpScope scope = expect_cpu(ctx, "relu_backward", {&y, &dy, &dx, &dy2});
   expect_like("relu_backward", y, {&dy, &dx});
+  if (dy2.defined()) return relu_backward_of_sum(y, dy, dy2, dx);
   const int64_t n = y.numel();
   cpu::dispatch_float(y.dtype, "relu_backward", [&]<typename T>(T) {
     // dy's stored bits where y > 0, else +0 (all bits clear in every dtype): no conversions.

@@ -102,8 +102,12 @@ struct ReluForwardBody {
 };
 
 struct ReluBackwardBody {
-  FloatPtr y, dy, dx;
-  KILN_HD void operator()(int64_t i) const { dx.set(i, y[i] > 0.0f ? dy[i] : 0.0f); }
+  FloatPtr y, dy, dx, dy2;  // dy2: added to dy where not null
+  KILN_HD void operator()(int64_t i) const {
+    float g = dy[i];
+    if (dy2.p) g += dy2[i];
+    dx.set(i, y[i] > 0.0f ? g : 0.0f);
+  }
 };
 
 // y += x (residual_add).

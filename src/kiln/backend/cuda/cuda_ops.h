@@ -33,7 +33,7 @@ void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y);
 void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
-void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx);
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2);
 void residual_add(Context& ctx, const Tensor& x, Tensor& y);
 void bias_add(Context& ctx, Tensor& y, const Tensor& bias);
 void bias_grad(Context& ctx, const Tensor& dy, Tensor& db);

@@ -42,12 +42,17 @@ void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
   run(ctx, op, y.numel(), ReluForwardBody{float_ptr(op, "x", x), float_ptr(op, "y", y)});
 }
 
-void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2) {
   const char* op = "relu_backward";
-  const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx});
+  const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx, &dy2});
   expect_like(op, y, {&dy, &dx});
+  FloatPtr second;  // null: none
+  if (dy2.defined()) {
+    expect_like(op, y, {&dy2});
+    second = float_ptr(op, "dy2", dy2);
+  }
   run(ctx, op, dx.numel(),
-      ReluBackwardBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy), float_ptr(op, "dx", dx)});
+      ReluBackwardBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy), float_ptr(op, "dx", dx), second});
 }
 
 void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
