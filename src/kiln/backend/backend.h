@@ -430,9 +430,9 @@ void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx);
 
 // y = max(x, 0) (y may alias x); dx = dy where y > 0, else 0 (dx may alias dy). One dtype.
 void relu_forward(Context& ctx, const Tensor& x, Tensor& y);
-// dx = dy where y > 0, else 0. A defined dy2 (dy's shape and dtype) is added to dy first (in
-// f32, rounded once): a residual block's output gradient arrives as the next block's main-path
-// and shortcut parts, summed here instead of in a pass of their own.
+// A defined dy2 (dy's shape and dtype) is added to dy first (in f32, rounded once): a residual
+// block's output gradient arrives as the next block's main-path and shortcut parts, summed here
+// instead of in a pass of their own.
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2 = Tensor{});
 // y += x: the shortcut's gradient joining the main branch's at a residual block's input.
 void residual_add(Context& ctx, const Tensor& x, Tensor& y);

@@ -268,7 +268,6 @@ inline float relu_gate(const T* y, int64_t i, T dy) {
   }
 }
 
-
 // s[c] = Σ g, s[C + c] = Σ g·(x - mean), g = dy where the fused ReLU let the output through.
 template <bool Relu, typename T>
 void backward_sums(const T* x, const T* y, const T* dy, const float* mean, int64_t rows, int64_t C, double* s) {

@@ -16,22 +16,6 @@ constexpr int64_t kParallelMin = 16384;
 using cpu::load;
 using cpu::store;
 
-}  // namespace
-
-void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
-  const OpScope scope = expect_cpu(ctx, "relu_forward", {&x, &y});
-  expect_like("relu_forward", x, {&y});
-  const int64_t n = x.numel();
-  cpu::dispatch_float(x.dtype, "relu_forward", [&]<typename T>(T) {
-    const T* xp = x.ptr<T>();
-    T* yp = y.ptr<T>();
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) yp[i] = store<T>(std::max(load(xp[i]), 0.0f));
-  });
-}
-
-namespace {
-
 // dx = dy + dy2 where y > 0, else +0.
 void relu_backward_of_sum(const Tensor& y, const Tensor& dy, const Tensor& dy2, Tensor& dx) {
   expect_like("relu_backward", y, {&dy2});
@@ -48,6 +32,18 @@ void relu_backward_of_sum(const Tensor& y, const Tensor& dy, const Tensor& dy2, 
 }
 
 }  // namespace
+
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const OpScope scope = expect_cpu(ctx, "relu_forward", {&x, &y});
+  expect_like("relu_forward", x, {&y});
+  const int64_t n = x.numel();
+  cpu::dispatch_float(x.dtype, "relu_forward", [&]<typename T>(T) {
+    const T* xp = x.ptr<T>();
+    T* yp = y.ptr<T>();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) yp[i] = store<T>(std::max(load(xp[i]), 0.0f));
+  });
+}
 
 void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2) {
   const OpScope scope = expect_cpu(ctx, "relu_backward", {&y, &dy, &dx, &dy2});
