@@ -5,8 +5,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "kiln/backend/cpu/philox_lanes.h"
 #include "kiln/core/philox.h"
+#include "kiln/core/philox_batch.h"
 
 namespace kiln {
 namespace {
@@ -59,6 +63,20 @@ TEST(PhiloxLanes, KeepMasksAreTheScalarDropoutRule) {
     }
   // The rule itself is not degenerate: about (0 + 0.1 + 0.5 + 0.9 + 0.999) / 5 of all dropped.
   EXPECT_NEAR(double(dropped) / double(total), 2.499 / 5, 0.02);
+}
+
+// The batched uniforms equal the scalar ones wherever a run starts and ends, across a block
+// whose low counter word wraps (the lanes step back to one block at a time there).
+TEST(PhiloxLanes, UniformsMatchTheScalarStream) {
+  const RngStream rng{42, rng_stream(RngPurpose::fake_data, 0, 3)};
+  const uint64_t wrap = (uint64_t(1) << 34) - 4 * kPhiloxLanes;  // element of block 2^32 - 16
+  const std::pair<uint64_t, uint64_t> runs[] = {{0, 1}, {1, 3}, {2, 64}, {3, 1000}, {150529, 150528},
+                                                {wrap - 7, 200}, {wrap + 61, 9}};
+  for (const auto& [first, n] : runs) {
+    std::vector<float> got(n, -1.0f);
+    uniforms(rng, first, n, got.data());
+    for (uint64_t j = 0; j < n; ++j) ASSERT_EQ(got[j], rng.uniform(first + j)) << "first " << first << " j " << j;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // backend/cpu/philox_lanes.h — Philox4x32-10 for kPhiloxLanes consecutive counters at once: the
-// same numbers as core/philox.h's philox4x32, many times faster than calling it per block. The
-// portable lane loop vectorises (AVX2: 8 counters per instruction); with AVX-512 the rounds and
-// the transpose into element order are intrinsics (2.5x faster than GCC's vectorisation).
+// same numbers as core/philox_batch.h's philox_lanes_portable; with AVX-512 the rounds
+// and the transpose into element order are intrinsics (2.5x faster than GCC's vectorisation).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -10,33 +9,14 @@
 #include <immintrin.h>
 #endif
 
-#include "kiln/core/philox.h"
+#include "kiln/core/philox_batch.h"
 
 namespace kiln::ops::cpu {
 
-inline constexpr int kPhiloxLanes = 16;
+using kiln::kPhiloxLanes;
+using kiln::philox_lanes_portable;
 
-// out[4 * l + w] = word w of philox4x32(seed, stream, (hi << 32) | (lo + l)) for l < kPhiloxLanes:
-// the blocks' words in element order. lo + kPhiloxLanes - 1 must not pass 2^32 - 1.
-inline void philox_lanes_portable(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo,
-                                  uint32_t* out) {
-  uint32_t words[4][kPhiloxLanes];
-#pragma omp simd
-  for (int l = 0; l < kPhiloxLanes; ++l) {
-    uint32_t c0 = lo + uint32_t(l), c1 = hi, c2 = uint32_t(stream), c3 = uint32_t(stream >> 32);
-    uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-#pragma GCC unroll 10
-    for (int round = 0; round < 10; ++round) philox_round(c0, c1, c2, c3, k0, k1);
-    words[0][l] = c0;
-    words[1][l] = c1;
-    words[2][l] = c2;
-    words[3][l] = c3;
-  }
-  for (int l = 0; l < kPhiloxLanes; ++l)
-    for (int w = 0; w < 4; ++w) out[4 * l + w] = words[w][l];
-}
-
-// keep[t] = 0 where element t of the lanes' words (order as above) is dropped at probability p
+// keep[t] = 0 where element t of the lanes' words (philox_lanes_portable's order) is dropped at probability p
 // (u32_to_unit_float(word) < p), else 1.
 inline void dropout_keep_lanes_portable(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo,
                                         float p, float* keep) {

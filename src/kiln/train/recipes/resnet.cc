@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -14,6 +13,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/core/philox.h"
+#include "kiln/core/philox_batch.h"
 #include "kiln/core/timer.h"
 #include "kiln/data/image/image_dataset.h"
 #include "kiln/data/image/image_loader.h"
@@ -79,13 +79,9 @@ void fill_fake_images(data::ImageBatch& b, int batch, int first_row, int size, i
   for (int r = 0; r < batch; ++r) {
     const size_t key = size_t(first_row + r) * (pixels + 1);  // the row's pixels, then its label
     float* image = images + size_t(r) * pixels;
-    // rng.uniform(key + i), with each Philox block of four computed once
-    std::array<uint32_t, 4> block{};
-    for (size_t i = 0; i < pixels; ++i) {
-      const uint64_t g = key + i;
-      if (i == 0 || (g & 3) == 0) block = rng.block(g >> 2);
-      image[i] = 128.0f * u32_to_unit_float(block[g & 3]) - 64.0f;
-    }
+    uniforms(rng, key, pixels, image);
+#pragma omp simd
+    for (size_t i = 0; i < pixels; ++i) image[i] = 128.0f * image[i] - 64.0f;
     labels[r] = int32_t(rng.below(key + pixels, uint64_t(classes)));
   }
 }
