@@ -16,7 +16,6 @@ namespace kiln {
 namespace {
 
 TEST(PhiloxLanes, EveryLaneIsTheScalarBlock) {
-  using ops::cpu::kPhiloxLanes;
   const uint64_t seeds[] = {0, 42, 0xfedcba9876543210ull};
   const uint64_t streams[] = {0, rng_stream(RngPurpose::dropout, 7, 123456789), ~0ull};
   const uint32_t his[] = {0, 1, 0xffffffffu};
@@ -28,7 +27,7 @@ TEST(PhiloxLanes, EveryLaneIsTheScalarBlock) {
         for (uint32_t lo : los) {
           uint32_t got[4 * kPhiloxLanes], portable[4 * kPhiloxLanes];
           ops::cpu::philox_lanes(seed, stream, hi, lo, got);
-          ops::cpu::philox_lanes_portable(seed, stream, hi, lo, portable);
+          philox_lanes_portable(seed, stream, hi, lo, portable);
           for (int l = 0; l < kPhiloxLanes; ++l) {
             const auto want = philox4x32(seed, stream, (uint64_t(hi) << 32) | (lo + uint32_t(l)));
             for (int w = 0; w < 4; ++w) {
@@ -44,7 +43,6 @@ TEST(PhiloxLanes, EveryLaneIsTheScalarBlock) {
 // Both keep-mask paths against the scalar rule, at probabilities that hit the threshold's
 // rounding: a word whose top 24 bits equal p * 2^24 rounded up is kept, one below is dropped.
 TEST(PhiloxLanes, KeepMasksAreTheScalarDropoutRule) {
-  using ops::cpu::kPhiloxLanes;
   const float probs[] = {0.0f, 0.1f, 0.5f, 0.9f, 0.999f};
   int64_t dropped = 0, total = 0;
   for (float p : probs)

@@ -2,6 +2,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#include "kiln/core/philox_batch.h"
 
 namespace kiln::ops {
 
@@ -55,8 +56,7 @@ int64_t expect_dropout_mask(const char* op, const DropoutMask& mask, int64_t num
              "op {}: {} elements in rows of {} do not split into {} samples (element offset {})", op, numel,
              row, mask.samples, mask.element_offset);
   const int64_t per = numel / mask.samples;
-  constexpr int64_t kLaneBatchBlocks = 16;  // backend/cpu/philox_lanes.h's kPhiloxLanes
-  KILN_CHECK((mask.element_offset + per + 3) / 4 + kLaneBatchBlocks < (int64_t(1) << 32),
+  KILN_CHECK((mask.element_offset + per + 3) / 4 + kPhiloxLanes < (int64_t(1) << 32),
              "op {}: {} elements per sample is too many", op, mask.element_offset + per);
   return per;
 }

@@ -13,9 +13,6 @@
 
 namespace kiln::ops::cpu {
 
-using kiln::kPhiloxLanes;
-using kiln::philox_lanes_portable;
-
 // keep[t] = 0 where element t of the lanes' words (philox_lanes_portable's order) is dropped at
 // probability p (u32_to_unit_float(word) < p), else 1.
 inline void dropout_keep_lanes_portable(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo,
