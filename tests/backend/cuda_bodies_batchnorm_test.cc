@@ -22,7 +22,7 @@ using testing::random_normal;
 // channel_pass of ops_batchnorm.cc on the host.
 std::vector<double> channel_pass(BnPartialBody body) {
   const int64_t chunk = bn_chunk_rows(body.rows), chunks = (body.rows + chunk - 1) / chunk;
-  const int64_t width = (body.what == BnSum::backward ? 2 : 1) * body.C;
+  const int64_t width = bn_sums_per_channel(body.what) * body.C;
   std::vector<double> partial(static_cast<size_t>(chunks * width)), out(static_cast<size_t>(width));
   body.partial = partial.data();
   run_all(chunks * body.C, body);
@@ -59,12 +59,13 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
         // Forward, as batchnorm_train_forward launches it.
         const BnPartialBody base{BnSum::x, ptr(x), {}, {}, nullptr, nullptr, rows, C, rows, false,
                                  nullptr};
-        const std::vector<double> sum = channel_pass(base);
-        BnPartialBody dev = base;
-        dev.what = BnSum::deviations, dev.sum = sum.data();
-        const std::vector<double> squares = channel_pass(dev);
+        std::vector<float> shift(static_cast<size_t>(C));
+        run_all(C, BnShiftBody{ptr(x), rows, C, shift.data()});
+        BnPartialBody shifted = base;
+        shifted.what = BnSum::shifted, shifted.mean = shift.data();
+        const std::vector<double> shifted_sums = channel_pass(shifted);
         std::vector<float> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C)), coef(static_cast<size_t>(2 * C));
-        run_all(C, BnStatsBody{sum.data(), squares.data(), rows, mean.data(), var.data()});
+        run_all(C, BnShiftedStatsBody{shift.data(), shifted_sums.data(), rows, C, mean.data(), var.data()});
         run_all(C, BnForwardCoefBody{gamma.data(), beta.data(), mean.data(), var.data(), eps,
                                      coef.data(), coef.data() + C});
         std::vector<T> y(x.size());
@@ -101,6 +102,21 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
             << what;
         EXPECT_LE(max_rel_error(dgamma, host(want_dg)), 1e-5) << what;
         EXPECT_LE(max_rel_error(dbeta, host(want_db)), 1e-5) << what;
+
+        // SyncBN's statistics: Σ x, then the squared deviations around the mean of every rank.
+        const std::vector<double> sum = channel_pass(base);
+        BnPartialBody dev = base;
+        dev.what = BnSum::deviations, dev.sum = sum.data();
+        const std::vector<double> squares = channel_pass(dev);
+        std::vector<float> sync_mean(static_cast<size_t>(C)), sync_var(static_cast<size_t>(C));
+        run_all(C, BnStatsBody{sum.data(), squares.data(), rows, sync_mean.data(), sync_var.data()});
+        Tensor want_sum = Tensor::empty({C}, DType::f64), want_squares = Tensor::empty({C}, DType::f64);
+        ops::batchnorm_channel_sums(cpu_context(), xt, want_sum);
+        ops::batchnorm_channel_deviations(cpu_context(), xt, want_sum, rows, want_squares);
+        ops::batchnorm_stats_from_sums(cpu_context(), want_sum, want_squares, rows, want_mean, want_var);
+        EXPECT_EQ(sync_mean, host(want_mean)) << what;
+        EXPECT_EQ(sync_var, host(want_var)) << what;
+        EXPECT_LE(max_rel_error(sync_var, var), 1e-6) << what;  // the one-read statistics agree
 
         // A residual block's join: the shortcut added before the ReLU, in the same pass.
         std::vector<T> joined(x.size());

@@ -244,6 +244,32 @@ TEST(ParityCnn, BatchNormTrainEvalAndBackwardMatchFloat64InEveryDtype) {
   }
 }
 
+// Training statistics where a single read of x could lose them: a channel whose mean is large
+// against its spread (E[x²] - E[x]² in f32 would cancel it away), and one whose every 1000th row,
+// the rows a shift might be sampled from, holds an outlier far from the mean.
+TEST(ParityCnn, BatchNormStatisticsHoldFarFromZeroAndAroundOutliers) {
+  Parity p;
+  const int64_t rows = 64000, C = 3;
+  std::vector<float> xv = testing::random_normal(rows * C, 500);
+  for (int64_t r = 0; r < rows; ++r) {
+    xv[size_t(r * C)] = 1000.0f + 0.01f * xv[size_t(r * C)];
+    if (r % 1000 == 0) xv[size_t(r * C + 1)] = 1000.0f;
+  }
+  const Tensor x = p.from_host(xv, {rows, C}, DType::f32);
+  const Tensor gamma = p.random({C}, DType::f32, 501), beta = p.random({C}, DType::f32, 502);
+  const std::vector<double> xd = p.host(x);
+  std::vector<double> mean(size_t(C), 0.0), var(size_t(C), 0.0);
+  for (int64_t i = 0; i < rows * C; ++i) mean[size_t(i % C)] += xd[size_t(i)] / double(rows);
+  for (int64_t i = 0; i < rows * C; ++i) var[size_t(i % C)] += std::pow(xd[size_t(i)] - mean[size_t(i % C)], 2) / double(rows);
+  Tensor y = p.zeros({rows, C}, DType::f32), m = p.zeros({C}, DType::f32), v = p.zeros({C}, DType::f32);
+  ops::batchnorm_train_forward(p.ctx, x, gamma, beta, 1e-5f, false, y, m, v);
+  const std::vector<double> got_mean = p.host(m), got_var = p.host(v);
+  for (size_t c = 0; c < size_t(C); ++c) {  // each channel against its own scale
+    EXPECT_NEAR(got_mean[c], mean[c], 1e-6 * (std::abs(mean[c]) + std::sqrt(var[c]))) << "channel " << c;
+    EXPECT_NEAR(got_var[c], var[c], 1e-5 * var[c]) << "channel " << c;
+  }
+}
+
 // A residual block's join in batch norm's normalising pass: y = max?(bn(x) + shortcut), training
 // and eval, rounded once; a shortcut that does not match x is an error.
 TEST(ParityCnn, BatchNormAddsTheShortcutBeforeTheRelu) {

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 // fp32 rounding of the trust ratios' norms, summed over shards in another order (measured on
 // 2026-11-30: none, weights and state bitwise equal to plain data parallelism).
 constexpr double kLossTolerance = 1e-6;    // relative, per step
-constexpr double kStateTolerance = 1e-5;   // absolute, largest over weights and LAMB's m and v
+constexpr double kStateTolerance = 1e-5;   // largest over weights and LAMB's m and v (largest_difference)
 
 struct TrainRun {
   int status = 0;

@@ -23,12 +23,18 @@ KILN_HD inline float bn_grad(const FloatPtr& y, const FloatPtr& dy, int64_t i, b
   return relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 }
 
-// What a partial-sum pass adds per row and channel (K = 1, 1 and 2 values).
+// What a partial-sum pass adds per row and channel (K = 1, 1, 2 and 2 values).
 enum class BnSum : uint8_t {
-  x,           // Σ x
-  deviations,  // Σ (x - sum / total_rows)², sum the f64 channel sums
+  x,           // Σ x (SyncBN)
+  deviations,  // Σ (x - sum / total_rows)², sum the f64 channel sums (SyncBN)
   backward,    // Σ g and Σ g (x - mean)
+  shifted,     // Σ d and Σ d², d = x - mean, `mean` the shift of BnShiftBody (one-process forward)
 };
+
+// The number of values a pass of this kind sums per channel.
+KILN_HD inline int bn_sums_per_channel(BnSum what) {
+  return what == BnSum::backward || what == BnSum::shifted ? 2 : 1;
+}
 
 // Rows summed in f32 in groups of kBnGroup, kBnFloatRun rows at a time, before they are added to
 // the double partial: the CPU backend's order, so the sums match it bit for bit.
@@ -39,7 +45,7 @@ struct BnPartialBody {
   BnSum what;
   FloatPtr x, y, dy;        // y, dy: backward only
   const double* sum;        // deviations only
-  const float* mean;        // backward only
+  const float* mean;        // backward: the mean; shifted: the shift
   int64_t rows, C, total_rows;
   bool relu;
   double* partial;
@@ -51,6 +57,10 @@ struct BnPartialBody {
     } else if (what == BnSum::deviations) {
       const float d = x[i] - m;
       t0 += d * d;
+    } else if (what == BnSum::shifted) {
+      const float d = x[i] - mean[c];
+      t0 += d;
+      t1 += d * d;
     } else {
       const float g = bn_grad(y, dy, i, relu);
       t0 += g;
@@ -60,7 +70,7 @@ struct BnPartialBody {
   KILN_HD void operator()(int64_t item) const {
     const int64_t b = item / C, c = item % C, chunk = bn_chunk_rows(rows);
     const int64_t end = (b + 1) * chunk < rows ? (b + 1) * chunk : rows;
-    const int K = what == BnSum::backward ? 2 : 1;
+    const int K = bn_sums_per_channel(what);
     const float m = what == BnSum::deviations ? float(sum[c] / double(total_rows)) : 0.0f;
     double s0 = 0.0, s1 = 0.0;
     for (int64_t r0 = b * chunk; r0 < end; r0 += kBnFloatRun) {
@@ -91,7 +101,38 @@ struct BnCombineBody {
   }
 };
 
-// Item c: mean = sum / rows, var = squares / rows (biased).
+// Rows sampled for the shift of the one-read statistics: every rows / kBnShiftSamples-th row.
+constexpr int64_t kBnShiftSamples = 64;
+
+// Item c: shift[c] = the mean of channel c over the sampled rows, summed in f32 in row order (the
+// CPU backend's sampled_mean).
+struct BnShiftBody {
+  FloatPtr x;
+  int64_t rows, C;
+  float* shift;
+  KILN_HD void operator()(int64_t c) const {
+    const int64_t every = rows / kBnShiftSamples > 1 ? rows / kBnShiftSamples : 1;
+    float s = 0.0f;
+    for (int64_t r = 0; r < rows; r += every) s += x[r * C + c];
+    shift[c] = s / float((rows + every - 1) / every);
+  }
+};
+
+// Item c: mean and biased var from the shifted sums s (Σ d, then Σ d² per channel).
+struct BnShiftedStatsBody {
+  const float* shift;
+  const double* s;
+  int64_t rows, C;
+  float* mean;
+  float* var;
+  KILN_HD void operator()(int64_t c) const {
+    const double m = s[c] / double(rows), v = s[C + c] / double(rows) - m * m;
+    mean[c] = float(double(shift[c]) + m);
+    var[c] = float(v > 0.0 ? v : 0.0);
+  }
+};
+
+// Item c: mean = sum / rows, var = squares / rows (biased; SyncBN).
 struct BnStatsBody {
   const double* sum;
   const double* squares;

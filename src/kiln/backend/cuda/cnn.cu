@@ -14,6 +14,8 @@ template void run_kernel(int64_t, const GlobalAvgPoolBackwardBody&, void*);
 template void run_kernel(int64_t, const BnPartialBody&, void*);
 template void run_kernel(int64_t, const BnCombineBody&, void*);
 template void run_kernel(int64_t, const BnStatsBody&, void*);
+template void run_kernel(int64_t, const BnShiftBody&, void*);
+template void run_kernel(int64_t, const BnShiftedStatsBody&, void*);
 template void run_kernel(int64_t, const BnForwardCoefBody&, void*);
 template void run_kernel(int64_t, const BnNormalizeBody&, void*);
 template void run_kernel(int64_t, const BnBackwardCoefBody&, void*);

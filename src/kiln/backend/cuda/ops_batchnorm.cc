@@ -40,7 +40,7 @@ void check_sums(const char* op, const Tensor& x, int64_t per_channel,
 // One partial-sum pass over x and its combination into out (K * C doubles).
 void channel_pass(Context& ctx, const char* op, BnPartialBody body, double* out) {
   const int64_t chunk = bn_chunk_rows(body.rows), chunks = (body.rows + chunk - 1) / chunk;
-  const int64_t width = (body.what == BnSum::backward ? 2 : 1) * body.C;
+  const int64_t width = bn_sums_per_channel(body.what) * body.C;
   Tensor partial = ctx.scratch_tensor({std::max<int64_t>(1, chunks * width)}, DType::f64);
   body.partial = partial.ptr<double>();
   run(ctx, op, chunks * body.C, body);
@@ -112,13 +112,13 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
   const int64_t rows = check_bn(op, x, y, {&gamma, &beta, &mean, &var});
   KILN_CHECK(rows > 0, "op {}: input {} is empty", op, shape_str(x.shape));
   const int64_t C = x.dim(-1);
-  Tensor sums = ctx.scratch_tensor({2, C}, DType::f64);
-  double* sum = sums.ptr<double>();
-  channel_pass(ctx, op, pass(BnSum::x, op, x, rows), sum);
-  BnPartialBody dev = pass(BnSum::deviations, op, x, rows);
-  dev.sum = sum;
-  channel_pass(ctx, op, dev, sum + C);
-  run(ctx, op, C, BnStatsBody{sum, sum + C, rows, mean.ptr<float>(), var.ptr<float>()});
+  Tensor sums = ctx.scratch_tensor({2, C}, DType::f64), shift = ctx.scratch_tensor({C}, DType::f32);
+  run(ctx, op, C, BnShiftBody{float_ptr(op, "x", x), rows, C, shift.ptr<float>()});
+  BnPartialBody shifted = pass(BnSum::shifted, op, x, rows);
+  shifted.mean = shift.ptr<float>();
+  channel_pass(ctx, op, shifted, sums.ptr<double>());
+  run(ctx, op, C,
+      BnShiftedStatsBody{shift.ptr<float>(), sums.ptr<double>(), rows, C, mean.ptr<float>(), var.ptr<float>()});
   normalize(ctx, op, x, gamma, beta, mean, var, eps, relu, residual, y);
 }
 
