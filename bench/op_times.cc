@@ -184,8 +184,9 @@ void time_resnet_passes(Context& ctx) {
   time_op("batchnorm_train_forward + shortcut + relu (the join)",
           [&] { ops::batchnorm_train_forward(ctx, a, gamma, beta, 1e-5f, true, y, mean, var, b); });
   Tensor sum = Tensor::empty({256}, DType::f64), squares = Tensor::empty({256}, DType::f64);
-  time_op("  batchnorm_channel_sums (its 1st pass)", [&] { ops::batchnorm_channel_sums(ctx, a, sum); });
-  time_op("  batchnorm_channel_deviations (2nd)",
+  // SyncBN's two passes for the statistics (one process reads x once, in the op above).
+  time_op("batchnorm_channel_sums (SyncBN's 1st pass)", [&] { ops::batchnorm_channel_sums(ctx, a, sum); });
+  time_op("batchnorm_channel_deviations (SyncBN's 2nd)",
           [&] { ops::batchnorm_channel_deviations(ctx, a, sum, a.numel() / 256, squares); });
   for (const bool relu : {true, false})
     time_op(fmt::format("batchnorm_backward{} (16, 56, 56, 256)", relu ? " relu" : ""), [&] {
