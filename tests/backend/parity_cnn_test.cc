@@ -259,8 +259,8 @@ TEST(ParityCnn, BatchNormStatisticsHoldFarFromZeroAndAroundOutliers) {
   const Tensor gamma = p.random({C}, DType::f32, 501), beta = p.random({C}, DType::f32, 502);
   const std::vector<double> xd = p.host(x);
   std::vector<double> mean(size_t(C), 0.0), var(size_t(C), 0.0);
-  for (int64_t i = 0; i < rows * C; ++i) mean[size_t(i % C)] += xd[size_t(i)] / double(rows);
-  for (int64_t i = 0; i < rows * C; ++i) var[size_t(i % C)] += std::pow(xd[size_t(i)] - mean[size_t(i % C)], 2) / double(rows);
+  for (size_t i = 0; i < xd.size(); ++i) mean[i % size_t(C)] += xd[i] / double(rows);
+  for (size_t i = 0; i < xd.size(); ++i) var[i % size_t(C)] += std::pow(xd[i] - mean[i % size_t(C)], 2) / double(rows);
   Tensor y = p.zeros({rows, C}, DType::f32), m = p.zeros({C}, DType::f32), v = p.zeros({C}, DType::f32);
   ops::batchnorm_train_forward(p.ctx, x, gamma, beta, 1e-5f, false, y, m, v);
   const std::vector<double> got_mean = p.host(m), got_var = p.host(v);
