@@ -15,6 +15,7 @@ namespace kiln {
 namespace {
 
 using namespace ops::cuda;
+using ops::bn_chunk_rows;
 using namespace testing::cuda_bodies;
 using testing::max_rel_error;
 using testing::random_normal;

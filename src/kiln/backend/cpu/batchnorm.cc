@@ -1,14 +1,15 @@
 // backend/cpu/batchnorm.cc — batch norm over NHWC rows with an optional fused ReLU, written once
 // for f32 / bf16 / f16 activations (statistics and parameters f32). Channel sums run in f32 over
-// at most kFloatRun rows, are added in double per fixed chunk of rows, and the chunks are combined
-// in order, so results do not depend on the thread count. Each row group of kGroup rows is summed
-// in registers before it meets the accumulator row: the passes were bound by the accumulator's
-// stores, one per row and channel (Zen 4 stores 256 bits a cycle).
+// at most kBnFloatRun rows, are added in double per fixed chunk of rows (backend/bn_sums.h), and
+// the chunks are combined in order, so results do not depend on the thread count. Each row group
+// of kBnGroup rows is summed in registers before it meets the accumulator row: the passes were
+// bound by the accumulator's stores, one per row and channel (Zen 4 stores 256 bits a cycle).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
+#include "kiln/backend/bn_sums.h"
 #include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
@@ -20,18 +21,11 @@ namespace {
 
 using cpu::load;
 
-// Rows per partial sum: depends on `rows` only (at most 256 chunks).
-int64_t chunk_rows(int64_t rows) { return std::max<int64_t>(64, (rows + 255) / 256); }
-
-// Rows summed in f32 before they are added to a double partial: bounds the f32 rounding error
-// at kFloatRun ulp whatever the shape.
-constexpr int64_t kFloatRun = 64, kGroup = 4;
-
 // out[k*C + c] = Σ_r term_k(r, c) for k < K. f(r, n, acc) adds the terms of rows r .. r + n - 1
-// into acc[k*C + c] (f32); n is a std::integral_constant, kGroup or 1, so its loop unrolls.
+// into acc[k*C + c] (f32); n is a std::integral_constant, kBnGroup or 1, so its loop unrolls.
 template <int K, typename F>
 void channel_sums(int64_t rows, int64_t C, F f, double* out) {
-  const int64_t chunk = chunk_rows(rows);
+  const int64_t chunk = bn_chunk_rows(rows);
   const int64_t chunks = (rows + chunk - 1) / chunk;
   // Reused across calls (one per calling thread): a fresh multi-megabyte buffer per call costs
   // page faults on every BatchNorm of every step. Workers see it through `base`, not by name.
@@ -44,11 +38,11 @@ void channel_sums(int64_t rows, int64_t C, F f, double* out) {
     run.resize(size_t(K * C));
     double* acc = base + b * K * C;
     const int64_t end = std::min(rows, (b + 1) * chunk);
-    for (int64_t r0 = b * chunk; r0 < end; r0 += kFloatRun) {
+    for (int64_t r0 = b * chunk; r0 < end; r0 += kBnFloatRun) {
       std::fill(run.begin(), run.end(), 0.0f);
-      const int64_t run_end = std::min(end, r0 + kFloatRun);
+      const int64_t run_end = std::min(end, r0 + kBnFloatRun);
       int64_t r = r0;
-      for (; r + kGroup <= run_end; r += kGroup) f(r, std::integral_constant<int64_t, kGroup>{}, run.data());
+      for (; r + kBnGroup <= run_end; r += kBnGroup) f(r, std::integral_constant<int64_t, kBnGroup>{}, run.data());
       for (; r < run_end; ++r) f(r, std::integral_constant<int64_t, 1>{}, run.data());
       for (int64_t i = 0; i < K * C; ++i) acc[i] += run[i];
     }
@@ -136,13 +130,10 @@ void sum_squared_deviations(const T* x, int64_t rows, int64_t C, const double* s
   }, out);
 }
 
-// Rows sampled for the shift of train_statistics (every rows / kShiftSamples-th row).
-constexpr int64_t kShiftSamples = 64;
-
-// The mean of each channel over kShiftSamples evenly spaced rows, in f32.
+// The mean of each channel over the rows bn_shift_step apart, in f32.
 template <typename T>
 std::vector<float> sampled_mean(const T* x, int64_t rows, int64_t C) {
-  const int64_t every = std::max<int64_t>(1, rows / kShiftSamples);
+  const int64_t every = bn_shift_step(rows);
   std::vector<float> shift(static_cast<size_t>(C), 0.0f);
   float* const sp = shift.data();
   for (int64_t r = 0; r < rows; r += every)

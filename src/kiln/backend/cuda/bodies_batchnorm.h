@@ -1,22 +1,18 @@
 // backend/cuda/bodies_batchnorm.h — bodies of the CUDA batch-norm kernels over NHWC rows (bodies.h
 // says how they run). Channel sums follow the CPU backend (backend/cpu/batchnorm.cc) exactly:
-// rows cut into the same chunks and f32 runs, one double partial sum per (chunk, channel) item, the
-// chunks added in order per channel — so the statistics match it bit for bit, without atomics.
+// rows cut into the same chunks and f32 runs (backend/bn_sums.h), one double partial sum per
+// (chunk, channel) item, the chunks added in order per channel — so the statistics match it bit
+// for bit, without atomics.
 // Per-channel coefficients are computed once per channel, then applied per element.
 #pragma once
 #include <math.h>
 
 #include <cstdint>
 
+#include "kiln/backend/bn_sums.h"
 #include "kiln/backend/cuda/hd_types.h"
 
 namespace kiln::ops::cuda {
-
-// Rows per partial sum, as the CPU backend's chunk_rows: at most 256 chunks.
-KILN_HD inline int64_t bn_chunk_rows(int64_t rows) {
-  const int64_t even = (rows + 255) / 256;
-  return even > 64 ? even : 64;
-}
 
 // g = dy where the fused ReLU let the output through, else 0.
 KILN_HD inline float bn_grad(const FloatPtr& y, const FloatPtr& dy, int64_t i, bool relu) {
@@ -35,10 +31,6 @@ enum class BnSum : uint8_t {
 KILN_HD inline int bn_sums_per_channel(BnSum what) {
   return what == BnSum::backward || what == BnSum::shifted ? 2 : 1;
 }
-
-// Rows summed in f32 in groups of kBnGroup, kBnFloatRun rows at a time, before they are added to
-// the double partial: the CPU backend's order, so the sums match it bit for bit.
-constexpr int64_t kBnFloatRun = 64, kBnGroup = 4;
 
 // Item = chunk b * C + c: partial[(b * K + k) * C + c] = channel c's sums over the chunk's rows.
 struct BnPartialBody {
@@ -101,9 +93,6 @@ struct BnCombineBody {
   }
 };
 
-// Rows sampled for the shift of the one-read statistics: every rows / kBnShiftSamples-th row.
-constexpr int64_t kBnShiftSamples = 64;
-
 // Item c: shift[c] = the mean of channel c over the sampled rows, summed in f32 in row order (the
 // CPU backend's sampled_mean).
 struct BnShiftBody {
@@ -111,7 +100,7 @@ struct BnShiftBody {
   int64_t rows, C;
   float* shift;
   KILN_HD void operator()(int64_t c) const {
-    const int64_t every = rows / kBnShiftSamples > 1 ? rows / kBnShiftSamples : 1;
+    const int64_t every = bn_shift_step(rows);
     float s = 0.0f;
     for (int64_t r = 0; r < rows; r += every) s += x[r * C + c];
     shift[c] = s / float((rows + every - 1) / every);
