@@ -1,10 +1,11 @@
 // bench/op_times.cc — median times of the ops of a BERT-base step (B 8, S 128, bf16 activations,
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
 // whole step, with the heads' products and some f32 products on both oneDNN primitives; `conv`:
-// ResNet-50's 1x1 convolutions against their products over pixels; `resnet`: ResNet-50's
+// ResNet-50's 1x1 convolutions against their products over pixels; `wgrad`: ResNet-50's 3x3
+// weight gradients as the CPU backend takes them; `resnet`: ResNet-50's
 // elementwise passes, batch norm (beside oneDNN's, the peer) and max pool; `attention`:
 // BERT-large's attention probabilities, op by op and fused. Operands stay in cache between runs
-// where they fit, unlike in the step. Usage: op_times [threads [conv|resnet|attention]]
+// where they fit, unlike in the step. Usage: op_times [threads [conv|wgrad|resnet|attention]]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -34,6 +35,10 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
   return t;
 }
 
+// The ops' scratch, as in the training step: reset after each run, so an op's working memory is
+// reused rather than allocated and faulted in again on every call.
+Arena scratch_arena;
+
 // Prints the median of 10 timed runs (after 3 warm-ups), and GFLOP/s where gflop is given.
 void time_op(const std::string& name, const std::function<void()>& op, double gflop = 0.0) {
   std::vector<double> ms;
@@ -41,6 +46,7 @@ void time_op(const std::string& name, const std::function<void()>& op, double gf
     Timer timer;
     op();
     if (run >= 3) ms.push_back(timer.seconds() * 1e3);
+    scratch_arena.reset();
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
@@ -131,6 +137,23 @@ void time_pixel_products(Context& ctx) {
     time_op("conv bwd-data " + name, [&] { ops::conv2d_backward_data(ctx, s, y, w, x); }, gflop);
     time_op("product bwd-data " + name, [&] { ops::matmul(ctx, y2, ops::mat(w2), x2); }, gflop);
   }
+}
+
+// ResNet-50's 3x3 weight gradients (batch 16) as the CPU backend takes them: windows gathered
+// into a product where strided (and in bf16 onto 7x7), oneDNN's convolution kernel elsewhere.
+void time_window_products(Context& ctx) {
+  const int64_t shapes[][3] = {{64, 56, 1}, {128, 56, 2}, {128, 28, 1}, {256, 28, 2}, {256, 14, 1}, {512, 14, 2}, {512, 7, 1}};
+  for (const DType dtype : {DType::bf16, DType::f32})
+    for (const auto& [C, H, stride] : shapes) {
+      ops::ConvShape s;
+      s.N = 16, s.H = s.W = H, s.C = s.K = C, s.R = s.S = 3, s.pad_h = s.pad_w = 1;
+      s.stride_h = s.stride_w = stride;
+      Tensor x = random_tensor({s.N, H, H, C}, dtype, 23), dy = random_tensor({s.N, s.P(), s.Q(), C}, dtype, 24);
+      Tensor dw = Tensor::empty({C, C, 3, 3});
+      const double gflop = 2e-9 * double(s.N * s.P() * s.Q() * C * C * 9);
+      time_op(fmt::format("conv bwd-weights 3x3 {} {}x{} stride {} {}", C, H, H, stride, dtype_name(dtype)),
+              [&] { ops::conv2d_backward_weights(ctx, s, x, dy, dw, false); }, gflop);
+    }
 }
 
 // The peer of kiln's batch norm: oneDNN's own primitive (scale, shift, fused ReLU) on the same
@@ -244,8 +267,10 @@ void time_optimizer_passes(Context& ctx) {
 
 int main(int argc, char** argv) {
   if (argc > 1) omp_set_num_threads(std::atoi(argv[1]));
-  Context& ctx = cpu_context();
+  Context ctx = cpu_context();
+  ctx.scratch = &scratch_arena;
   if (argc > 2 && std::string(argv[2]) == "conv") return time_pixel_products(ctx), 0;
+  if (argc > 2 && std::string(argv[2]) == "wgrad") return time_window_products(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "resnet") return time_resnet_passes(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "attention") return time_attention_probs(ctx), 0;
   time_rows(ctx);

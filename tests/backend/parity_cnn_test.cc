@@ -11,6 +11,7 @@
 
 #include "parity.h"
 
+#include "kiln/backend/cpu/conv.h"
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -76,12 +77,34 @@ ops::ConvShape pixel_product_conv(int64_t stride_h, int64_t stride_w) {
   return s;
 }
 
+// 64 channels under a larger kernel that is strided (here 3x2 at stride 2x3, padding 1x1), or
+// stride 1 onto at most 7x7 outputs in bf16 / f16 (here 3x3 onto 5x5): the CPU backend takes the
+// weight gradient as a product over the windows the output pixels read.
+ops::ConvShape window_product_conv(bool strided) {
+  ops::ConvShape s;
+  s.N = 2, s.H = strided ? 9 : 5, s.W = strided ? 8 : 5, s.C = 64, s.K = 8;
+  s.R = 3, s.S = strided ? 2 : 3, s.pad_h = s.pad_w = 1;
+  s.stride_h = strided ? 2 : 1, s.stride_w = strided ? 3 : 1;
+  return s;
+}
+
+ops::ConvShape parity_conv(int trial, Draw& draw) {
+  switch (trial) {
+    case 8: return pixel_product_conv(1, 1);
+    case 9: return pixel_product_conv(2, 3);
+    case 10: return window_product_conv(true);
+    case 11: return window_product_conv(false);
+    default: return random_conv(draw);
+  }
+}
+
 TEST(ParityCnn, ConvolutionForwardAndBackwardMatchFloat64InEveryDtype) {
   Parity p;
   Draw draw(7);
   uint32_t id = 10;
-  for (int trial = 0; trial < 10; ++trial) {
-    const ops::ConvShape s = trial < 8 ? random_conv(draw) : trial == 8 ? pixel_product_conv(1, 1) : pixel_product_conv(2, 3);
+  for (int trial = 0; trial < 12; ++trial) {
+    const ops::ConvShape s = parity_conv(trial, draw);
+    ops::cpu::set_window_scratch_bytes(trial == 10 ? 1 : 0);  // trial 10 gathers one image at a time
     const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S},
         ys{s.N, s.P(), s.Q(), s.K};
     for (DType t : testing::float_dtypes()) {
@@ -116,6 +139,7 @@ TEST(ParityCnn, ConvolutionForwardAndBackwardMatchFloat64InEveryDtype) {
       p.expect_close(dw, dw_ref, "conv2d_backward_weights", 1e-4);
     }
   }
+  ops::cpu::set_window_scratch_bytes(0);
 }
 
 // Runs a bf16 and an f16 convolution (forward, both backwards) and exits 0 when they match the

@@ -5,6 +5,8 @@
 // primitive-descriptor creation) runs in f32 on converted copies, announced once on stderr.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -13,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "kiln/backend/cpu/conv.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/key_hash.h"
 #include "kiln/backend/route.h"
@@ -269,42 +272,86 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
   cpu_stream().wait();
 }
 
-// A 1x1 convolution without padding over NHWC is a product over the pixels it reads:
-// dw (K, C) (+)= dy' (K, NPQ) x (NPQ, C), x's strided grid gathered first where the stride is not 1.
-// oneDNN's inner-product backward-weights kernels run it faster than its convolution kernels
-// (ResNet-50 at batch 16 on AVX-512: the step's weight gradients 268 -> 244 ms in bf16, 579 ->
-// 521 ms in f32 with stride 1). Written straight into dw; an accumulating product goes through
-// scratch because the inner product only writes.
-bool is_pixel_product(const ConvShape& s) {
-  return s.R == 1 && s.S == 1 && s.pad_h == 0 && s.pad_w == 0 && s.groups == 1;
+// A weight gradient as one product over the output pixels: col (NPQ, R·S·C) holds the window
+// of x each output pixel reads (zeros in the padding), dw' (K, R·S·C) = dy' (K, NPQ) x col, and dw
+// (K, C, R, S) is dw' with its taps moved behind the channels. oneDNN's inner-product kernels run
+// that product faster than its convolution weight-gradient kernels where
+// - the kernel is 1x1 without padding (no gather at stride 1; dw' is dw): ResNet-50 bf16 at batch
+//   16 on AVX-512, the step's weight gradients 268 -> 244 ms, f32 579 -> 521 ms;
+// - a larger kernel is strided, or bf16 / f16 with at most 7x7 output pixels: the jit kernels
+//   split their work over the few output rows (bf16, batch 16, 512 channels 14 -> 7: 9.2 -> 5.3
+//   ms; 7 -> 7: 7.0 -> 5.2 ms; f32 strided 1.4-1.6x; f32 7 -> 7 and larger stride-1 outputs lose).
+// The gather copies whole channel rows: with few channels (the stem's 3) it costs more than the
+// convolution.
+bool is_window_product(const ConvShape& s, DType dtype) {
+  if (s.groups != 1) return false;
+  if (s.R == 1 && s.S == 1) return s.pad_h == 0 && s.pad_w == 0;
+  if (s.dil_h != 1 || s.dil_w != 1 || s.C < 64) return false;
+  const bool strided = s.stride_h > 1 || s.stride_w > 1;
+  return strided || (dtype != DType::f32 && s.P() * s.Q() <= 49);
 }
 
-// xs (N, P, Q, C) = x (N, H, W, C) at rows p * stride_h, columns q * stride_w.
-void gather_strided_pixels(const ConvShape& s, const Tensor& x, Tensor& xs) {
+// col (images, P, Q, R, S, C) = the window of x (N, H, W, C) each output pixel of images n0, n0 + 1,
+// ... reads, zeros where it lies in the padding.
+void gather_windows(const ConvShape& s, const Tensor& x, int64_t n0, int64_t images, Tensor& col) {
   const int64_t P = s.P(), Q = s.Q(), bytes = s.C * dtype_size(x.dtype);
-  const auto* in = static_cast<const char*>(x.data);
-  auto* out = static_cast<char*>(xs.data);
+  const auto* in = static_cast<const char*>(x.data) + n0 * s.H * s.W * bytes;
+  auto* out = static_cast<char*>(col.data);
 #pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < s.N; ++n)
+  for (int64_t n = 0; n < images; ++n)
     for (int64_t p = 0; p < P; ++p)
-      for (int64_t q = 0; q < Q; ++q)
-        std::memcpy(out + ((n * P + p) * Q + q) * bytes,
-                    in + ((n * s.H + p * s.stride_h) * s.W + q * s.stride_w) * bytes, size_t(bytes));
+      for (int64_t q = 0; q < Q; ++q) {
+        char* window = out + ((n * P + p) * Q + q) * s.R * s.S * bytes;
+        for (int64_t r = 0; r < s.R; ++r)
+          for (int64_t t = 0; t < s.S; ++t) {
+            const int64_t h = p * s.stride_h - s.pad_h + r, w = q * s.stride_w - s.pad_w + t;
+            char* tap = window + (r * s.S + t) * bytes;
+            if (h < 0 || h >= s.H || w < 0 || w >= s.W) std::memset(tap, 0, size_t(bytes));
+            else std::memcpy(tap, in + ((n * s.H + h) * s.W + w) * bytes, size_t(bytes));
+          }
+      }
 }
 
-void pixel_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy, Tensor& dw,
-                           bool accumulate) {
+// dw (K, C, R, S) (+)= product (K, R, S, C).
+void move_taps_behind_channels(const ConvShape& s, const Tensor& product, Tensor& dw, bool accumulate) {
+  const int64_t taps = s.R * s.S;
+  const float* from = product.ptr<float>();
+  float* to = dw.ptr<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < s.K; ++k)
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t t = 0; t < taps; ++t) {
+        const float v = from[(k * taps + t) * s.C + c];
+        float& o = to[(k * s.C + c) * taps + t];
+        o = accumulate ? o + v : v;
+      }
+}
+
+// Gathered windows are taken a few images at a time, so that their scratch stays near this size
+// (one image at least) whatever the batch.
+constexpr int64_t kWindowBytes = int64_t(64) << 20;
+std::atomic<int64_t> window_bytes{kWindowBytes};
+
+void set_window_scratch_bytes(int64_t bytes) { window_bytes = bytes > 0 ? bytes : kWindowBytes; }
+
+void window_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy, Tensor& dw,
+                            bool accumulate) {
   const ScratchScope own_scratch(ctx);
-  const int64_t pixels = s.N * s.P() * s.Q();
-  Tensor xs = x;
-  if (s.stride_h != 1 || s.stride_w != 1) {
-    xs = ctx.scratch_tensor({s.N, s.P(), s.Q(), s.C}, x.dtype);
-    gather_strided_pixels(s, x, xs);
+  const int64_t pixels = s.P() * s.Q(), window = s.R * s.S * s.C;
+  const bool gathered = s.R != 1 || s.S != 1 || s.stride_h != 1 || s.stride_w != 1;
+  const bool direct = !accumulate && s.R == 1 && s.S == 1;  // the product is dw
+  Tensor product = direct ? dw.reshape({s.K, window}) : ctx.scratch_tensor({s.K, window}, DType::f32);
+  const int64_t image_bytes = pixels * window * dtype_size(x.dtype);
+  const int64_t chunk = gathered ? std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N) : s.N;
+  Tensor col = gathered ? ctx.scratch_tensor({chunk * pixels, window}, x.dtype) : x.reshape({s.N * pixels, window});
+  for (int64_t n0 = 0; n0 < s.N; n0 += chunk) {
+    const int64_t images = std::min(chunk, s.N - n0);
+    if (gathered) gather_windows(s, x, n0, images, col);
+    const Tensor dy_rows = dy.reshape({s.N * pixels, s.K}).slice_rows(n0 * pixels, (n0 + images) * pixels);
+    cpu::matmul(ctx, mat(dy_rows, true), mat(col.slice_rows(0, images * pixels)), mat(product),
+                {.beta = n0 == 0 ? 0.0f : 1.0f});
   }
-  Tensor flat = dw.reshape({s.K, s.C});
-  Tensor product = accumulate ? ctx.scratch_tensor({s.K, s.C}, DType::f32) : flat;
-  cpu::matmul(ctx, mat(dy.reshape({pixels, s.K}), true), mat(xs.reshape({pixels, s.C})), mat(product), {});
-  if (accumulate) cpu::add(ctx, flat, product, flat);
+  if (!direct) move_taps_behind_channels(s, product, dw, accumulate);
 }
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
@@ -313,7 +360,7 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   check_same_dtype("conv2d_backward_weights", x, dy);
   expect_dtype("conv2d_backward_weights", "weight gradient", dw, {DType::f32});
   check_conv("conv2d_backward_weights", s, x, dw, dy, "input", "output gradient");
-  if (is_pixel_product(s)) return pixel_product_weights(ctx, s, x, dy, dw, accumulate);
+  if (is_window_product(s, x.dtype)) return window_product_weights(ctx, s, x, dy, dw, accumulate);
   ConvEntry* e = entry(s, x.dtype, "conv2d_backward_weights");
   if (e && !e->bwd_weights &&
       !try_create(*e, kBwdWeights, x.dtype, "conv2d_backward_weights", [&] {
