@@ -142,7 +142,8 @@ void time_pixel_products(Context& ctx) {
 // ResNet-50's 3x3 weight gradients (batch 16) as the CPU backend takes them: windows gathered
 // into a product where strided (and in bf16 onto 7x7), oneDNN's convolution kernel elsewhere.
 void time_window_products(Context& ctx) {
-  const int64_t shapes[][3] = {{64, 56, 1}, {128, 56, 2}, {128, 28, 1}, {256, 28, 2}, {256, 14, 1}, {512, 14, 2}, {512, 7, 1}};
+  const int64_t shapes[][3] = {{64, 56, 1},  {128, 56, 2}, {128, 28, 1}, {256, 28, 2},
+                               {256, 14, 1}, {512, 14, 2}, {512, 7, 1}};  // channels, input size, stride
   for (const DType dtype : {DType::bf16, DType::f32})
     for (const auto& [C, H, stride] : shapes) {
       ops::ConvShape s;
