@@ -21,5 +21,10 @@ constexpr int64_t kBnFloatRun = 64, kBnGroup = 4;
 // The one-read forward's shift is each channel's mean over the rows 0, step, 2 step, ... with
 // step = bn_shift_step(rows): about 64 of them.
 KILN_HD inline int64_t bn_shift_step(int64_t rows) { return rows / 64 > 1 ? rows / 64 : 1; }
+// How many rows that is.
+KILN_HD inline int64_t bn_shift_samples(int64_t rows) {
+  const int64_t step = bn_shift_step(rows);
+  return (rows + step - 1) / step;
+}
 
 }  // namespace kiln::ops

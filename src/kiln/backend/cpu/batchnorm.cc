@@ -139,7 +139,7 @@ std::vector<float> sampled_mean(const T* x, int64_t rows, int64_t C) {
   for (int64_t r = 0; r < rows; r += every)
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) sp[c] += load(x[r * C + c]);
-  for (int64_t c = 0; c < C; ++c) sp[c] /= float((rows + every - 1) / every);
+  for (int64_t c = 0; c < C; ++c) sp[c] /= float(bn_shift_samples(rows));
   return shift;
 }
 

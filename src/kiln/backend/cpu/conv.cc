@@ -344,11 +344,12 @@ void window_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, c
   const int64_t image_bytes = pixels * window * dtype_size(x.dtype);
   const int64_t chunk = gathered ? std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N) : s.N;
   Tensor col = gathered ? ctx.scratch_tensor({chunk * pixels, window}, x.dtype) : x.reshape({s.N * pixels, window});
+  const Tensor dy_rows = dy.reshape({s.N * pixels, s.K});
   for (int64_t n0 = 0; n0 < s.N; n0 += chunk) {
     const int64_t images = std::min(chunk, s.N - n0);
     if (gathered) gather_windows(s, x, n0, images, col);
-    const Tensor dy_rows = dy.reshape({s.N * pixels, s.K}).slice_rows(n0 * pixels, (n0 + images) * pixels);
-    cpu::matmul(ctx, mat(dy_rows, true), mat(col.slice_rows(0, images * pixels)), mat(product),
+    cpu::matmul(ctx, mat(dy_rows.slice_rows(n0 * pixels, (n0 + images) * pixels), true),
+                mat(col.slice_rows(0, images * pixels)), mat(product),
                 {.beta = n0 == 0 ? 0.0f : 1.0f});
   }
   if (!direct) move_taps_behind_channels(s, product, dw, accumulate);

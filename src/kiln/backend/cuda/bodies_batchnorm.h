@@ -103,7 +103,7 @@ struct BnShiftBody {
     const int64_t every = bn_shift_step(rows);
     float s = 0.0f;
     for (int64_t r = 0; r < rows; r += every) s += x[r * C + c];
-    shift[c] = s / float((rows + every - 1) / every);
+    shift[c] = s / float(bn_shift_samples(rows));
   }
 };
 
