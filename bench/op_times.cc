@@ -2,10 +2,12 @@
 // f32 master state) one at a time, so that a change to one op is measured without the noise of a
 // whole step, with the heads' products and some f32 products on both oneDNN primitives; `conv`:
 // ResNet-50's 1x1 convolutions against their products over pixels; `wgrad`: ResNet-50's 3x3
-// weight gradients as the CPU backend takes them; `resnet`: ResNet-50's
-// elementwise passes, batch norm (beside oneDNN's, the peer) and max pool; `attention`:
-// BERT-large's attention probabilities, op by op and fused. Operands stay in cache between runs
-// where they fit, unlike in the step. Usage: op_times [threads [conv|wgrad|resnet|attention]]
+// weight gradients as the CPU backend takes them; `wgrad1x1` and `dgrad`: ResNet-50's 1x1 weight
+// gradients and stride-1 3x3 input gradients beside oneDNN paths the backend does not take;
+// `resnet`: ResNet-50's elementwise passes, batch norm (beside oneDNN's, the peer) and max pool;
+// `attention`: BERT-large's attention probabilities, op by op and fused. Operands stay in cache
+// between runs where they fit, unlike in the step.
+// Usage: op_times [threads [conv|wgrad|wgrad1x1|dgrad|resnet|attention]]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -157,6 +159,75 @@ void time_window_products(Context& ctx) {
     }
 }
 
+// ResNet-50's 1x1 stride-1 weight gradients (batch 16, bf16) as the CPU backend takes them (an
+// inner product over the pixels), beside oneDNN's 1x1 convolution kernel and beside brgemm's
+// matmul given the wider of dy and x channel-major, (channels, pixels), as no op here stores it.
+void time_pixel_weight_gradients(Context& ctx) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  const memory::data_type bf16 = memory::data_type::bf16, f32 = memory::data_type::f32;
+  const int64_t shapes[][3] = {{64, 64, 56},   {64, 256, 56},  {256, 64, 56},   {256, 128, 56},
+                               {128, 512, 28}, {512, 128, 28}, {256, 1024, 14}, {1024, 256, 14}};
+  dnnl::engine& engine = ops::cpu::cpu_engine();
+  dnnl::stream stream(engine);
+  for (const auto& [C, K, H] : shapes) {
+    ops::ConvShape s;
+    s.N = 16, s.H = s.W = H, s.C = C, s.K = K;
+    const int64_t pixels = s.N * H * H, wide = std::max(C, K), narrow = std::min(C, K);
+    Tensor x = random_tensor({s.N, H, H, C}, DType::bf16, 20), dy = random_tensor({s.N, H, H, K}, DType::bf16, 22);
+    Tensor wide_t = random_tensor({wide, pixels}, DType::bf16, 23);  // dy' or x', channel-major
+    Tensor dw = Tensor::empty({K, C, 1, 1});
+    const double gflop = 2e-9 * double(pixels * C * K);
+    const std::string name = fmt::format("{}->{} {}x{}", C, K, H, H);
+    time_op("backend bwd-weights " + name, [&] { ops::conv2d_backward_weights(ctx, s, x, dy, dw, false); }, gflop);
+
+    const memory::desc xd({s.N, C, H, H}, bf16, tag::nhwc), yd({s.N, K, H, H}, bf16, tag::nhwc);
+    const dnnl::convolution_forward::primitive_desc fwd_pd(
+        {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, xd,
+         memory::desc({K, C, 1, 1}, bf16, tag::any), yd, {1, 1}, {0, 0}, {0, 0}},
+        engine);
+    const dnnl::convolution_backward_weights::primitive_desc conv_pd(
+        {dnnl::algorithm::convolution_direct, xd, memory::desc({K, C, 1, 1}, f32, tag::any), yd, {1, 1}, {0, 0},
+         {0, 0}},
+        engine, fwd_pd);
+    memory xm(xd, engine, x.data), dym(yd, engine, dy.data), dwm(conv_pd.diff_weights_desc(), engine);
+    const dnnl::convolution_backward_weights conv(conv_pd);
+    time_op(fmt::format("oneDNN {} {}", conv_pd.impl_info_str(), name), [&] {
+      conv.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, dwm}});
+      stream.wait();
+    }, gflop);
+
+    // (wide, narrow) f32 = wide_t (wide, pixels) x the narrow operand (pixels, narrow).
+    const memory::desc a({wide, pixels}, bf16, tag::ab), b({pixels, narrow}, bf16, tag::ab),
+        c({wide, narrow}, f32, tag::ab);
+    const dnnl::matmul::primitive_desc mm_pd(dnnl::matmul::desc(a, b, c), engine);
+    memory am(a, engine, wide_t.data), bm(b, engine, K >= C ? x.data : dy.data), cm(c, engine);
+    const dnnl::matmul mm(mm_pd);
+    time_op(fmt::format("matmul, {} channel-major, {}", K >= C ? "dy" : "x", name), [&] {
+      mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+      stream.wait();
+    }, gflop);
+  }
+}
+
+// ResNet-50's stride-1 3x3 input gradients (batch 16) as the CPU backend takes them, beside the
+// forward convolution of the same shape: such an input gradient is that forward over dy with the
+// weights flipped and their channels swapped (the flip itself not timed).
+void time_input_gradients(Context& ctx) {
+  const int64_t shapes[][2] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};  // channels, size
+  for (const DType dtype : {DType::bf16, DType::f32})
+    for (const auto& [C, H] : shapes) {
+      ops::ConvShape s;
+      s.N = 16, s.H = s.W = H, s.C = s.K = C, s.R = s.S = 3, s.pad_h = s.pad_w = 1;
+      Tensor dx = random_tensor({s.N, H, H, C}, dtype, 25), dy = random_tensor({s.N, H, H, C}, dtype, 26);
+      Tensor w = random_tensor({C, C, 3, 3}, dtype, 27);
+      const double gflop = 2e-9 * double(s.N * H * H * C * C * 9);
+      const std::string name = fmt::format("3x3 {} {}x{} {}", C, H, H, dtype_name(dtype));
+      time_op("conv bwd-data " + name, [&] { ops::conv2d_backward_data(ctx, s, dy, w, dx); }, gflop);
+      time_op("conv fwd " + name, [&] { ops::conv2d_forward(ctx, s, dy, w, dx); }, gflop);
+    }
+}
+
 // The peer of kiln's batch norm: oneDNN's own primitive (scale, shift, fused ReLU) on the same
 // (N, H, W, C) bf16 tensors, training forward and backward.
 void time_onednn_batchnorm(const Tensor& x, Tensor& y, const Tensor& dy, Tensor& dx) {
@@ -272,6 +343,8 @@ int main(int argc, char** argv) {
   ctx.scratch = &scratch_arena;
   if (argc > 2 && std::string(argv[2]) == "conv") return time_pixel_products(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "wgrad") return time_window_products(ctx), 0;
+  if (argc > 2 && std::string(argv[2]) == "wgrad1x1") return time_pixel_weight_gradients(ctx), 0;
+  if (argc > 2 && std::string(argv[2]) == "dgrad") return time_input_gradients(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "resnet") return time_resnet_passes(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "attention") return time_attention_probs(ctx), 0;
   time_rows(ctx);
