@@ -118,13 +118,15 @@ void time_attention(Context& ctx) {
   time_op("softmax_backward (8, 12, 128, 128)", [&] { ops::softmax_backward(ctx, probs, scores, 0.125f, scores); });
 }
 
+// ResNet-50's 1x1 stride-1 convolutions: input channels, output channels, size.
+constexpr int64_t kResNet1x1[][3] = {{64, 64, 56},    {64, 256, 56},   {256, 64, 56},  {256, 128, 56},
+                                     {128, 512, 28},  {512, 128, 28},  {512, 256, 28}, {256, 1024, 14},
+                                     {1024, 256, 14}, {1024, 512, 14}, {512, 2048, 7}, {2048, 512, 7}};
+
 // ResNet-50's 1x1 stride-1 convolutions (batch 16, bf16), each as oneDNN's convolution and as the
 // product over pixels it is: y (NHW, K) = x (NHW, C) w', dx (NHW, C) = dy (NHW, K) w.
 void time_pixel_products(Context& ctx) {
-  const int64_t shapes[][3] = {{64, 64, 56},   {64, 256, 56},  {256, 64, 56},   {256, 128, 56},
-                               {128, 512, 28}, {512, 128, 28}, {512, 256, 28},  {256, 1024, 14},
-                               {1024, 256, 14}, {1024, 512, 14}, {512, 2048, 7}, {2048, 512, 7}};
-  for (const auto& [C, K, H] : shapes) {
+  for (const auto& [C, K, H] : kResNet1x1) {
     ops::ConvShape s;
     s.N = 16, s.H = s.W = H, s.C = C, s.K = K;
     const int64_t pixels = s.N * H * H;
@@ -166,11 +168,9 @@ void time_pixel_weight_gradients(Context& ctx) {
   using dnnl::memory;
   using tag = memory::format_tag;
   const memory::data_type bf16 = memory::data_type::bf16, f32 = memory::data_type::f32;
-  const int64_t shapes[][3] = {{64, 64, 56},   {64, 256, 56},  {256, 64, 56},   {256, 128, 56},
-                               {128, 512, 28}, {512, 128, 28}, {256, 1024, 14}, {1024, 256, 14}};
   dnnl::engine& engine = ops::cpu::cpu_engine();
   dnnl::stream stream(engine);
-  for (const auto& [C, K, H] : shapes) {
+  for (const auto& [C, K, H] : kResNet1x1) {
     ops::ConvShape s;
     s.N = 16, s.H = s.W = H, s.C = C, s.K = K;
     const int64_t pixels = s.N * H * H, wide = std::max(C, K), narrow = std::min(C, K);
