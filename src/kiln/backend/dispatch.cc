@@ -1,10 +1,26 @@
 // backend/dispatch.cc — the op table's entry points (backend.h): each runs the implementation
 // of the context's device, ops::cpu:: (backend/cpu/) or ops::cuda:: (backend/cuda/).
+#include <span>
+#include <vector>
+
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/dispatch_cuda.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
+namespace {
+
+// run_cpu for a multi-tensor op: the caller's segments are used in place when the call runs now
+// (nothing allocated on the step's path) and copied when a graph keeps the call for replay.
+template <typename Op>
+void run_cpu_segments(Context& ctx, std::span<const TensorSegment> segments, Op op) {
+  if (!ctx.recorder) return op(ctx, segments);
+  run_cpu(ctx, [op, segs = std::vector<TensorSegment>(segments.begin(), segments.end())](Context& run) mutable {
+    op(run, segs);
+  });
+}
+
+}  // namespace
 
 #ifdef KILN_HAVE_CUDA
 namespace {
@@ -241,7 +257,7 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "segment_sum_squares",
                         segment_sum_squares(ctx, a, b, segments, sums));
-  run_cpu(ctx, [=, segs = std::vector<TensorSegment>(segments.begin(), segments.end())](Context& run) mutable {
+  run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::segment_sum_squares(run, a, b, segs, sums);
   });
 }
@@ -272,7 +288,7 @@ void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "adamw_update", adamw_update(ctx, p, scalars, segments, w, g, m, v, w_compute));
-  run_cpu(ctx, [=, segs = std::vector<TensorSegment>(segments.begin(), segments.end())](Context& run) mutable {
+  run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::adamw_update(run, p, scalars, segs, w, g, m, v, w_compute);
   });
 }
@@ -281,7 +297,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
                   const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "lamb_moments", lamb_moments(ctx, p, scalars, segments, w, g, m, v, norms));
-  run_cpu(ctx, [=, segs = std::vector<TensorSegment>(segments.begin(), segments.end())](Context& run) mutable {
+  run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::lamb_moments(run, p, scalars, segs, w, g, m, v, norms);
   });
 }
@@ -290,7 +306,7 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "lamb_update", lamb_update(ctx, p, scalars, segments, norms, w, m, v, w_compute));
-  run_cpu(ctx, [=, segs = std::vector<TensorSegment>(segments.begin(), segments.end())](Context& run) mutable {
+  run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::lamb_update(run, p, scalars, segs, norms, w, m, v, w_compute);
   });
 }
@@ -300,7 +316,7 @@ void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::sp
   if (on_cuda(ctx))
     return KILN_ON_CUDA(ctx, "lars_update",
                         lars_update(ctx, p, scalars, segments, norms, w, g, momentum, w_compute));
-  run_cpu(ctx, [=, segs = std::vector<TensorSegment>(segments.begin(), segments.end())](Context& run) mutable {
+  run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::lars_update(run, p, scalars, segs, norms, w, g, momentum, w_compute);
   });
 }

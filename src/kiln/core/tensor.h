@@ -10,10 +10,11 @@
 
 #include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
+#include "kiln/core/inline_vector.h"
 
 namespace kiln {
 
-using Shape = std::vector<int64_t>;
+using Shape = InlineVector<int64_t, 8>;  // inline: no host allocation per tensor
 
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "(2, 3, 4)"

@@ -16,7 +16,7 @@ GraphedRegion::Entry& GraphedRegion::entry(const Key& key, const std::vector<boo
 }
 
 Tensor GraphedRegion::run(Context& ctx, bool capture, const Key& key, ParamStore* grads,
-                          const std::function<Tensor()>& body) {
+                          FunctionRef<Tensor()> body) {
   if (!capture) {
     host_key_ = key;
     host_ran_ = true;

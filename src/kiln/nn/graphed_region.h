@@ -14,11 +14,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
 #include "kiln/backend/graph.h"
+#include "kiln/core/function_ref.h"
 #include "kiln/core/step.h"
 #include "kiln/nn/params.h"
 
@@ -34,9 +34,9 @@ class GraphedRegion {
   // Runs `body` (which returns the region's output: a buffer, not scratch) on ctx op by op,
   // captures it, or replays it; graphs only when `capture`. `grads`: the store whose gradients
   // the body writes (nullptr: none).
-  Tensor run(Context& ctx, bool capture, const Key& key, ParamStore* grads, const std::function<Tensor()>& body);
+  Tensor run(Context& ctx, bool capture, const Key& key, ParamStore* grads, FunctionRef<Tensor()> body);
   // A model's stretch of a step: graphs where step.capture_regions is set.
-  Tensor run(const Step& step, const Key& key, ParamStore* grads, const std::function<Tensor()>& body) {
+  Tensor run(const Step& step, const Key& key, ParamStore* grads, FunctionRef<Tensor()> body) {
     return run(*step.ctx, step.capture_regions, key, grads, body);
   }
 

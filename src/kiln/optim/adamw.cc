@@ -21,7 +21,6 @@ void AdamW::set_inputs(StepInputs& in) const {
 }
 
 void AdamW::update(const Tensor& scalars) {
-  check_layout();
   const ops::AdamStep p{config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
   ops::adamw_update(ctx_, p, scalars, flat_.segments, flat_.values, flat_.grads, m_, v_, flat_.compute);
 }

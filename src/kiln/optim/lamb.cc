@@ -21,7 +21,6 @@ void Lamb::set_inputs(StepInputs& in) const {
 }
 
 void Lamb::update(const Tensor& scalars) {
-  check_layout();
   const ops::AdamStep p{config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
   // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
   // the same m, v, w rather than storing it.

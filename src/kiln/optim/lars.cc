@@ -13,7 +13,6 @@ Lars::Lars(ParamStore& store, LarsConfig config, Context& ctx, ShardRange shard)
 std::vector<NamedState> Lars::state() { return {{"momentum", &momentum_}}; }
 
 void Lars::update(const Tensor& scalars) {
-  check_layout();
   // The trust ratio reads ‖g‖: the gradients are scaled in place first (clipping).
   ops::scale_by_step_scalar(ctx_, flat_.grads, scalars, ops::kStepGradFactor);
   const ops::LarsStep p{config_.momentum, config_.weight_decay, config_.eeta, config_.epsilon};

@@ -45,11 +45,4 @@ void Optimizer::set_steps_taken(int64_t steps) {
   steps_taken_ = steps;
 }
 
-void Optimizer::check_layout() {
-  for (const NamedState& s : state()) {
-    KILN_CHECK(s.data->numel() == flat_.size, "optimizer state '{}' has {} elements, its parameters {}", s.name,
-               s.data->numel(), flat_.size);
-  }
-}
-
 }  // namespace kiln::optim

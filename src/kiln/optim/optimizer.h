@@ -62,8 +62,6 @@ class Optimizer {
   // Ops run on ctx, which must be the device of the store's buffers. Throws unless the store is
   // allocated and the shard lies within its padded buffers.
   Optimizer(ParamStore& store, Context& ctx, ShardRange shard);
-  // Throws unless every state buffer matches the shard's size.
-  void check_layout();
   // A zeroed f32 state buffer with the shard's layout, on the store's device.
   Tensor zeros_like_store();
 

@@ -163,6 +163,9 @@ LoopResult TrainingLoop::run() {
 
   last_step_ = c_.benchmark > 0 ? std::min(c_.total_steps, start_step_ + c_.benchmark) : c_.total_steps;
   if (c_.exit_interval > 0) last_step_ = std::min(last_step_, c_.exit_interval);
+  // The per-step history, reserved whole: a step allocates nothing (tests/train/memory_test.cc).
+  step_seconds_.reserve(size_t(std::max<int64_t>(last_step_ - start_step_, 0)));
+  result_.losses.reserve(size_t(std::max<int64_t>(last_step_ - start_step_, 0)));
   if (!epochs_ && c_.cadence.eval_at_start && c_.benchmark == 0) evaluate(start_step_, 0);
   block_samples_ = c_.cadence.eval_interval * c_.global_batch;
   block_open_ = !epochs_ && start_step_ % c_.cadence.eval_interval != 0;

@@ -57,10 +57,13 @@ namespace kiln::train {
 
 class PipelineStage;  // train/pipeline_schedule.h
 
+// A recipe's loss components, in the order of Recipe::loss_names() (inline: a step allocates nothing).
+using LossParts = InlineVector<double, 4>;
+
 // What one micro-batch's forward and backward report.
 struct MicroBatchLosses {
   double loss = 0;             // the loss whose gradient was taken
-  std::vector<double> parts;   // the recipe's components, in the order of Recipe::loss_names()
+  LossParts parts;
   int64_t correct = 0, count = 0;  // training accuracy counters (ResNet), else 0
 };
 
@@ -68,7 +71,7 @@ struct MicroBatchLosses {
 struct IntervalLosses {
   int64_t steps = 0;           // advanced (not skipped) steps
   double loss = 0;             // sums
-  std::vector<double> parts;
+  LossParts parts;
   int64_t correct = 0, count = 0;
   double last_loss = 0;        // of the newest advanced step
 };

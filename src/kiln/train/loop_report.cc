@@ -41,7 +41,7 @@ void TrainingLoop::record(int64_t done, const StepOutcome& o) {
   l.last_loss = o.sum.loss;
 }
 
-log::NamedLosses TrainingLoop::named(const std::vector<double>& values, double divisor) const {
+log::NamedLosses TrainingLoop::named(const LossParts& values, double divisor) const {
   log::NamedLosses l;
   for (size_t i = 0; i < names_.size(); ++i) l.emplace_back(names_[i], values[i] / divisor);
   return l;

@@ -66,7 +66,7 @@ class TrainingLoop {
   std::string console_line(int64_t done, double elapsed) const;
   void show_progress(int64_t done);
   void clear_progress();
-  log::NamedLosses named(const std::vector<double>& values, double divisor) const;
+  log::NamedLosses named(const LossParts& values, double divisor) const;
   // loop_events.cc
   bool after_step(int64_t done);  // true: the target was reached
   double evaluate(int64_t done, int64_t epoch);

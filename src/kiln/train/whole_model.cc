@@ -20,13 +20,20 @@ std::string layout_json(const ParamStore& store) {
   return nlohmann::json{{"size", store.padded_size()}, {"specs", specs}}.dump();
 }
 
+Shape shape_at(const nlohmann::json& j, const char* key) {
+  const auto dims = j.at(key).get<std::vector<int64_t>>();
+  KILN_CHECK(dims.size() <= Shape::kCapacity, "parameter layout: a {} of rank {}, above kiln's largest rank {}", key,
+             dims.size(), Shape::kCapacity);
+  return Shape(dims.begin(), dims.end());
+}
+
 std::vector<ParamSpec> layout_specs(const nlohmann::json& layout) {
   std::vector<ParamSpec> specs;
   for (const auto& j : layout.at("specs")) {
     ParamSpec s;
     s.name = j.at("name");
-    s.shape = j.at("shape").get<Shape>();
-    s.full_shape = j.at("full").get<Shape>();
+    s.shape = shape_at(j, "shape");
+    s.full_shape = shape_at(j, "full");
     s.part_dim = j.at("dim");
     s.part_start = j.at("start");
     s.offset = j.at("offset");

@@ -79,9 +79,11 @@ void scale_shift_rows(const T* x, const float* a, const float* b, const T* resid
 
 // residual: null for none.
 template <typename T>
-void normalize(const T* x, const float* gamma, const float* beta, const float* mean,
+void normalize(Context& ctx, const T* x, const float* gamma, const float* beta, const float* mean,
                const float* var, int64_t rows, int64_t C, float eps, bool relu, const T* residual, T* y) {
-  std::vector<float> a(static_cast<size_t>(C)), b(static_cast<size_t>(C));
+  // Per-channel vectors live in the op's scratch (the arena: nothing allocated in the steady state).
+  Tensor scale_shift = ctx.scratch_tensor({2, C}, DType::f32);
+  float *a = scale_shift.ptr<float>(), *b = a + C;
   for (int64_t c = 0; c < C; ++c) {
     const double rstd = 1.0 / std::sqrt(double(var[c]) + eps);
     a[c] = float(gamma[c] * rstd);
@@ -89,7 +91,7 @@ void normalize(const T* x, const float* gamma, const float* beta, const float* m
   }
   with_flag(relu, [&](auto r) {
     with_flag(residual != nullptr, [&](auto join) {
-      scale_shift_rows<decltype(r)::value, decltype(join)::value>(x, a.data(), b.data(), residual, rows, C, y);
+      scale_shift_rows<decltype(r)::value, decltype(join)::value>(x, a, b, residual, rows, C, y);
     });
   });
 }
@@ -111,11 +113,11 @@ void sum_x(const T* x, int64_t rows, int64_t C, double* out) {
 // out[c] = Σ_r (x[r, c] - mean[c])², mean = sum / total_rows: a second pass around the mean, so
 // no cancellation as in E[x²] - E[x]².
 template <typename T>
-void sum_squared_deviations(const T* x, int64_t rows, int64_t C, const double* sum, int64_t total_rows,
+void sum_squared_deviations(Context& ctx, const T* x, int64_t rows, int64_t C, const double* sum, int64_t total_rows,
                             double* out) {
-  std::vector<float> m(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c) m[c] = float(sum[c] / double(total_rows));
-  const float* mp = m.data();
+  Tensor mean = ctx.scratch_tensor({C}, DType::f32);
+  float* const mp = mean.ptr<float>();
+  for (int64_t c = 0; c < C; ++c) mp[c] = float(sum[c] / double(total_rows));
   channel_sums<1>(rows, C, [&](int64_t r, auto n, float* acc) {
     const T* xr = x + r * C;
 #pragma omp simd
@@ -130,17 +132,15 @@ void sum_squared_deviations(const T* x, int64_t rows, int64_t C, const double* s
   }, out);
 }
 
-// The mean of each channel over the rows bn_shift_step apart, in f32.
+// shift[c] = the mean of channel c over the rows bn_shift_step apart, in f32.
 template <typename T>
-std::vector<float> sampled_mean(const T* x, int64_t rows, int64_t C) {
+void sampled_mean(const T* x, int64_t rows, int64_t C, float* sp) {
   const int64_t every = bn_shift_step(rows);
-  std::vector<float> shift(static_cast<size_t>(C), 0.0f);
-  float* const sp = shift.data();
+  std::fill(sp, sp + C, 0.0f);
   for (int64_t r = 0; r < rows; r += every)
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) sp[c] += load(x[r * C + c]);
   for (int64_t c = 0; c < C; ++c) sp[c] /= float(bn_shift_samples(rows));
-  return shift;
 }
 
 // s[c] = Σ_r d, s[C + c] = Σ_r d², d = x[r, c] - shift[c].
@@ -168,10 +168,12 @@ void shifted_sums(const T* x, int64_t rows, int64_t C, const float* shift, doubl
 // the f32 rounding of its sums small against it, where E[x²] - E[x]² would cancel away a channel
 // whose mean is large against its spread. The CUDA bodies (BnShiftBody, BnSum::shifted) mirror it.
 template <typename T>
-void train_statistics(const T* x, int64_t rows, int64_t C, float* mean, float* var) {
-  const std::vector<float> shift = sampled_mean(x, rows, C);
-  std::vector<double> s(static_cast<size_t>(2 * C));
-  shifted_sums(x, rows, C, shift.data(), s.data());
+void train_statistics(Context& ctx, const T* x, int64_t rows, int64_t C, float* mean, float* var) {
+  Tensor shift_values = ctx.scratch_tensor({C}, DType::f32), sums = ctx.scratch_tensor({2 * C}, DType::f64);
+  float* const shift = shift_values.ptr<float>();
+  double* const s = sums.ptr<double>();
+  sampled_mean(x, rows, C, shift);
+  shifted_sums(x, rows, C, shift, s);
   for (int64_t c = 0; c < C; ++c) {
     const double m = s[c] / double(rows);
     mean[c] = float(double(shift[c]) + m);
@@ -226,9 +228,10 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
       check_bn("batchnorm_train_forward", x, y, {&gamma, &beta, &mean, &var});
   const int64_t C = x.dim(-1);
   KILN_CHECK(rows > 0, "op batchnorm_train_forward: input {} is empty", shape_str(x.shape));
+  const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, "batchnorm_train_forward", [&]<typename T>(T) {
-    train_statistics(x.ptr<T>(), rows, C, mean.ptr<float>(), var.ptr<float>());
-    normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, C, eps, relu,
+    train_statistics(ctx, x.ptr<T>(), rows, C, mean.ptr<float>(), var.ptr<float>());
+    normalize(ctx, x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, C, eps, relu,
               residual_of<T>("batchnorm_train_forward", residual, x), y.ptr<T>());
   });
 }
@@ -261,8 +264,9 @@ void batchnorm_channel_deviations(Context& ctx, const Tensor& x, const Tensor& s
   const OpScope scope = expect_cpu(ctx, op, {&x, &sum, &squares});
   const int64_t rows = check_sums(op, x, {&sum, &squares});
   KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
+  const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
-    sum_squared_deviations(x.ptr<T>(), rows, x.dim(-1), sum.ptr<double>(), total_rows, squares.ptr<double>());
+    sum_squared_deviations(ctx, x.ptr<T>(), rows, x.dim(-1), sum.ptr<double>(), total_rows, squares.ptr<double>());
   });
 }
 
@@ -287,8 +291,9 @@ void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
   const OpScope scope = expect_cpu(ctx, "batchnorm_eval_forward",
                                    {&x, &gamma, &beta, &mean, &var, &y, &residual});
   const int64_t rows = check_bn("batchnorm_eval_forward", x, y, {&gamma, &beta, &mean, &var});
+  const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, "batchnorm_eval_forward", [&]<typename T>(T) {
-    normalize(x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, x.dim(-1), eps, relu,
+    normalize(ctx, x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, x.dim(-1), eps, relu,
               residual_of<T>("batchnorm_eval_forward", residual, x), y.ptr<T>());
   });
 }
@@ -331,11 +336,11 @@ void backward_sums(const T* x, const T* y, const T* dy, const float* mean, int64
 // dgamma, dbeta += this batch's sums `local`; dx = k·(g - u - (x - mean)·v) per channel with u, v
 // from the sums over the `total_rows` rows of every rank (`global`), zero in eval mode.
 template <bool Relu, typename T>
-void backward_from_sums(const T* x, const T* y, const T* dy, const float* gamma, const float* mean, const float* var,
-                        float eps, bool training, int64_t rows, int64_t C, const double* local,
+void backward_from_sums(Context& ctx, const T* x, const T* y, const T* dy, const float* gamma, const float* mean,
+                        const float* var, float eps, bool training, int64_t rows, int64_t C, const double* local,
                         const double* global, int64_t total_rows, T* dx, float* dgamma, float* dbeta) {
-  const size_t nc = static_cast<size_t>(C);
-  std::vector<float> k(nc), u(nc), v(nc);
+  Tensor coefficients = ctx.scratch_tensor({3, C}, DType::f32);
+  float *k = coefficients.ptr<float>(), *u = k + C, *v = u + C;
   for (int64_t c = 0; c < C; ++c) {
     const double rstd = 1.0 / std::sqrt(double(var[c]) + eps);
     dbeta[c] += float(local[c]);
@@ -365,13 +370,15 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
   check_bn(op, x, dy, {});
   check_bn(op, x, dx, {});
   const int64_t C = x.dim(-1);
-  std::vector<double> s(static_cast<size_t>(2 * C));
+  const ScratchScope own_scratch(ctx);
+  Tensor sums = ctx.scratch_tensor({2 * C}, DType::f64);
+  double* const s = sums.ptr<double>();
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_flag(relu, [&](auto r) {
       constexpr bool Relu = decltype(r)::value;
-      backward_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, s.data());
-      backward_from_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, training,
-                               rows, C, s.data(), s.data(), rows, dx.ptr<T>(), dgamma.ptr<float>(),
+      backward_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(mean), rows, C, s);
+      backward_from_sums<Relu>(ctx, x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, training,
+                               rows, C, s, s, rows, dx.ptr<T>(), dgamma.ptr<float>(),
                                dbeta.ptr<float>());
     });
   });
@@ -410,11 +417,12 @@ void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y
     KILN_CHECK(t->numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(t->shape), C);
   }
   KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
+  const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_flag(relu, [&](auto r) {
       constexpr bool Relu = decltype(r)::value;
-      backward_from_sums<Relu>(x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, true, rows,
-                               C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
+      backward_from_sums<Relu>(ctx, x.ptr<T>(), y.ptr<T>(), dy.ptr<T>(), f32(gamma), f32(mean), f32(var), eps, true,
+                               rows, C, local_sums.ptr<double>(), global_sums.ptr<double>(), total_rows, dx.ptr<T>(),
                                dgamma.ptr<float>(), dbeta.ptr<float>());
     });
   });

@@ -17,6 +17,7 @@
 
 #include "kiln/backend/cpu/conv.h"
 #include "kiln/backend/cpu/cpu_ops.h"
+#include "kiln/backend/cpu/dnnl_exec.h"
 #include "kiln/backend/cpu/key_hash.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
@@ -75,6 +76,7 @@ struct Staged {
 
 struct ConvEntry {
   memory::desc x_md, w_md, y_md, dw_md;  // user layouts: nhwc, (g)oihw, nhwc, f32 (g)oihw
+  memory x, y;  // x_md and y_md over each call's tensors (x or dx, y or dy)
   memory::dims strides, dilates, pad_l, pad_r;
   dt type = dt::f32;
   // Bits of the primitives oneDNN could not create for this dtype (kFwd, kBwdData,
@@ -105,6 +107,8 @@ ConvEntry make_entry(const ConvShape& s, dt type) {
   e.type = type;
   e.x_md = memory::desc({s.N, s.C, s.H, s.W}, type, tag::nhwc);
   e.y_md = memory::desc({s.N, s.K, s.P(), s.Q()}, type, tag::nhwc);
+  e.x = memory(e.x_md, cpu_engine(), DNNL_MEMORY_NONE);
+  e.y = memory(e.y_md, cpu_engine(), DNNL_MEMORY_NONE);
   e.w_md = weights_md(s, type, tag::oihw);
   e.dw_md = weights_md(s, dt::f32, tag::oihw);
   e.strides = {s.stride_h, s.stride_w};
@@ -176,10 +180,6 @@ ConvEntry* entry(const ConvShape& s, DType dtype, const char* op) {
   return &e;
 }
 
-void run(dnnl::primitive& p, std::unordered_map<int, memory> args) {
-  p.execute(cpu_stream(), args);
-}
-
 void check_conv(const char* op, const ConvShape& s, const Tensor& x, const Tensor& w,
                 const Tensor& y, const char* x_name, const char* y_name) {
   const Shape xs{s.N, s.H, s.W, s.C}, ws{s.K, s.C / s.groups, s.R, s.S},
@@ -231,11 +231,11 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
     cast(ctx, yf, y);
     return;
   }
-  memory xm(e->x_md, cpu_engine(), data_of(x));
-  memory ym(e->y_md, cpu_engine(), y.data);
+  e->x.set_data_handle(data_of(x));
+  e->y.set_data_handle(y.data);
   e->fwd_w->user.set_data_handle(data_of(w));
-  if (e->fwd_w->reorder) e->fwd_w->reorder->execute(cpu_stream(), e->fwd_w->user, e->fwd_w->prim);
-  run(*e->fwd, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, e->fwd_w->prim}, {DNNL_ARG_DST, ym}});
+  if (e->fwd_w->reorder) reorder(*e->fwd_w->reorder, cpu_stream(), e->fwd_w->user, e->fwd_w->prim);
+  execute(*e->fwd, cpu_stream(), {{DNNL_ARG_SRC, e->x}, {DNNL_ARG_WEIGHTS, e->fwd_w->prim}, {DNNL_ARG_DST, e->y}});
   cpu_stream().wait();
 }
 
@@ -262,13 +262,13 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
     cast(ctx, dxf, dx);
     return;
   }
-  memory dym(e->y_md, cpu_engine(), data_of(dy));
-  memory dxm(e->x_md, cpu_engine(), dx.data);
+  e->y.set_data_handle(data_of(dy));
+  e->x.set_data_handle(dx.data);
   Staged& ws = *e->bwd_data_w;
   ws.user.set_data_handle(data_of(w));
-  if (ws.reorder) ws.reorder->execute(cpu_stream(), ws.user, ws.prim);
-  run(*e->bwd_data,
-      {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_WEIGHTS, ws.prim}, {DNNL_ARG_DIFF_SRC, dxm}});
+  if (ws.reorder) reorder(*ws.reorder, cpu_stream(), ws.user, ws.prim);
+  execute(*e->bwd_data, cpu_stream(),
+          {{DNNL_ARG_DIFF_DST, e->y}, {DNNL_ARG_WEIGHTS, ws.prim}, {DNNL_ARG_DIFF_SRC, e->x}});
   cpu_stream().wait();
 }
 
@@ -390,15 +390,15 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
     cpu::conv2d_backward_weights(ctx, s, to_f32(ctx, x), to_f32(ctx, dy), dw, accumulate);
     return;
   }
-  memory xm(e->x_md, cpu_engine(), data_of(x));
-  memory dym(e->y_md, cpu_engine(), data_of(dy));
+  e->x.set_data_handle(data_of(x));
+  e->y.set_data_handle(data_of(dy));
   Staged& dws = *e->bwd_dw;
   dws.user.set_data_handle(dw.data);
   const bool direct = !accumulate && !e->bwd_dw_copy;  // the primitive writes dw itself
-  run(*e->bwd_weights,
-      {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_WEIGHTS, direct ? dws.user : dws.prim}});
-  if (accumulate) dws.reorder->execute(cpu_stream(), dws.prim, dws.user);
-  else if (!direct) e->bwd_dw_copy->execute(cpu_stream(), dws.prim, dws.user);
+  execute(*e->bwd_weights, cpu_stream(),
+          {{DNNL_ARG_SRC, e->x}, {DNNL_ARG_DIFF_DST, e->y}, {DNNL_ARG_DIFF_WEIGHTS, direct ? dws.user : dws.prim}});
+  if (accumulate) reorder(*dws.reorder, cpu_stream(), dws.prim, dws.user);
+  else if (!direct) reorder(*e->bwd_dw_copy, cpu_stream(), dws.prim, dws.user);
   cpu_stream().wait();
 }
 

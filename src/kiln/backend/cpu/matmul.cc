@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "kiln/backend/cpu/cpu_ops.h"
+#include "kiln/backend/cpu/dnnl_exec.h"
 #include "kiln/backend/cpu/key_hash.h"
 #include "kiln/backend/cpu/matmul_primitive.h"
 #include "kiln/backend/cpu/typed.h"
@@ -247,9 +248,9 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   thread_local dnnl::stream stream(cpu_engine());
   if (opts.bias) {
     e.bias.set_data_handle(opts.bias->data);
-    e.prim.execute(stream, {{e.a_arg, e.a}, {e.b_arg, e.b}, {DNNL_ARG_BIAS, e.bias}, {e.c_arg, e.c}});
+    execute(e.prim, stream, {{e.a_arg, e.a}, {e.b_arg, e.b}, {DNNL_ARG_BIAS, e.bias}, {e.c_arg, e.c}});
   } else {
-    e.prim.execute(stream, {{e.a_arg, e.a}, {e.b_arg, e.b}, {e.c_arg, e.c}});
+    execute(e.prim, stream, {{e.a_arg, e.a}, {e.b_arg, e.b}, {e.c_arg, e.c}});
   }
   stream.wait();
 }

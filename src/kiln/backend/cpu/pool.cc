@@ -4,7 +4,6 @@
 // does, so the backends agree bit for bit at any thread count.
 #include <algorithm>
 #include <limits>
-#include <vector>
 
 #include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
@@ -70,16 +69,19 @@ void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& 
   KILN_CHECK(argmax.shape == y.shape, "op {}: argmax {} does not match output {}", op,
              shape_str(argmax.shape), shape_str(y.shape));
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
+  const ScratchScope own_scratch(ctx);
+  Tensor running_max = ctx.scratch_tensor({s.N * P, C}, DType::f32);  // per output row
+  float* const bests = running_max.ptr<float>();
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     const T* x0 = x.ptr<T>();
     T* y0 = y.ptr<T>();
     int32_t* a0 = argmax.ptr<int32_t>();
 #pragma omp parallel
     {
-      std::vector<float> best(static_cast<size_t>(C));  // per thread: the window's running max
 #pragma omp for collapse(2) schedule(static)
       for (int64_t n = 0; n < s.N; ++n)
         for (int64_t p = 0; p < P; ++p) {
+          float* const best = bests + (n * P + p) * C;  // the window's running max
           const T* xn = x0 + n * s.H * s.W * C;
           for (int64_t q = 0; q < Q; ++q) {
             const int64_t o = ((n * P + p) * Q + q) * C;
@@ -91,12 +93,12 @@ void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& 
               for (int64_t j = 0; j < s.S; ++j) {
                 const int64_t w = q * s.stride_w - s.pad_w + j;
                 if (w < 0 || w >= s.W) continue;
-                take_larger(xn + (h * s.W + w) * C, int32_t(h * s.W + w), C, first, best.data(), ao);
+                take_larger(xn + (h * s.W + w) * C, int32_t(h * s.W + w), C, first, best, ao);
                 first = false;
               }
             }
             if (first) {  // a window wholly in the padding
-              std::fill(best.begin(), best.end(), -std::numeric_limits<float>::infinity());
+              std::fill(best, best + C, -std::numeric_limits<float>::infinity());
               std::fill(ao, ao + C, -1);
             }
             for (int64_t c = 0; c < C; ++c) y0[o + c] = cpu::store<T>(best[c]);
@@ -117,27 +119,28 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
   KILN_CHECK(argmax.shape == dy.shape, "op {}: argmax {} does not match gradient {}", op,
              shape_str(argmax.shape), shape_str(dy.shape));
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
-  std::vector<PoolCover> column_covers(static_cast<size_t>(s.W));
-  for (int64_t w = 0; w < s.W; ++w) column_covers[size_t(w)] = pool_cover(w, s.pad_w, s.S, s.stride_w, Q);
+  const ScratchScope own_scratch(ctx);
+  Tensor pixel_sums = ctx.scratch_tensor({s.N * s.H, C}, DType::f32);  // per input row
+  float* const sums = pixel_sums.ptr<float>();
   cpu::dispatch_float(dy.dtype, op, [&]<typename T>(T) {
     const T* dy0 = dy.ptr<T>();
     const int32_t* a0 = argmax.ptr<int32_t>();
     T* dx0 = dx.ptr<T>();
 #pragma omp parallel
     {
-      std::vector<float> sum(static_cast<size_t>(C));  // per thread: one input pixel's gradient
 #pragma omp for collapse(2) schedule(static)
       for (int64_t n = 0; n < s.N; ++n)
         for (int64_t h = 0; h < s.H; ++h) {
+          float* const sum = sums + (n * s.H + h) * C;  // one input pixel's gradient
           const PoolCover rows = pool_cover(h, s.pad_h, s.R, s.stride_h, P);
           for (int64_t w = 0; w < s.W; ++w) {
-            const PoolCover cols = column_covers[size_t(w)];
+            const PoolCover cols = pool_cover(w, s.pad_w, s.S, s.stride_w, Q);
             const int32_t pos = int32_t(h * s.W + w);
-            std::fill(sum.begin(), sum.end(), 0.0f);
+            std::fill(sum, sum + C, 0.0f);
             for (int64_t p = rows.first; p <= rows.last; ++p)
               for (int64_t q = cols.first; q <= cols.last; ++q) {
                 const int64_t o = ((n * P + p) * Q + q) * C;
-                add_routed(dy0 + o, a0 + o, pos, C, sum.data());
+                add_routed(dy0 + o, a0 + o, pos, C, sum);
               }
             T* out = dx0 + ((n * s.H + h) * s.W + w) * C;
             for (int64_t c = 0; c < C; ++c) out[c] = cpu::store<T>(sum[c]);
@@ -152,26 +155,25 @@ void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y) {
   const OpScope scope = expect_cpu(ctx, op, {&x, &y});
   const int64_t HW = check_avgpool(op, x, y);
   const int64_t N = x.dim(0), C = x.dim(3);
+  const ScratchScope own_scratch(ctx);
+  Tensor image_sums = ctx.scratch_tensor({N, C}, DType::f32);  // (N, C) in f32
+  float* const sums = image_sums.ptr<float>();
   cpu::dispatch_float(x.dtype, op, [&]<typename S>(S) {
     cpu::dispatch_float(y.dtype, op, [&]<typename D>(D) {
       const S* x0 = x.ptr<S>();
       D* y0 = y.ptr<D>();
       const float inv = 1.0f / float(HW);
-#pragma omp parallel
-      {
-        std::vector<float> sum(static_cast<size_t>(C));
-#pragma omp for schedule(static)
-        for (int64_t n = 0; n < N; ++n) {
-          float* yn = sum.data();
-          std::fill(yn, yn + C, 0.0f);
-          for (int64_t i = 0; i < HW; ++i) {
-            const S* xi = x0 + (n * HW + i) * C;
+#pragma omp parallel for schedule(static)
+      for (int64_t n = 0; n < N; ++n) {
+        float* yn = sums + n * C;
+        std::fill(yn, yn + C, 0.0f);
+        for (int64_t i = 0; i < HW; ++i) {
+          const S* xi = x0 + (n * HW + i) * C;
 #pragma omp simd
-            for (int64_t c = 0; c < C; ++c) yn[c] += load(xi[c]);
-          }
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) y0[n * C + c] = cpu::store<D>(yn[c] * inv);
+          for (int64_t c = 0; c < C; ++c) yn[c] += load(xi[c]);
         }
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) y0[n * C + c] = cpu::store<D>(yn[c] * inv);
       }
     });
   });
