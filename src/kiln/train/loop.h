@@ -65,6 +65,13 @@ struct MicroBatchLosses {
   double loss = 0;             // the loss whose gradient was taken
   LossParts parts;
   int64_t correct = 0, count = 0;  // training accuracy counters (ResNet), else 0
+
+  // this += out, its losses divided by `slots` (the micro-batches of the global batch).
+  void add(const MicroBatchLosses& out, int64_t slots);
+  // loss, correct, count, then the parts: one list for a collective, and back.
+  using Values = InlineVector<double, 3 + LossParts::kCapacity>;
+  Values values() const;
+  void set_values(const Values& v);
 };
 
 // Sums over the steps of one console interval that were not skipped.

@@ -42,6 +42,26 @@ Tensor& micro_batch_slot(std::vector<Tensor>& slots, int64_t micro, Context& ctx
   return slots[size_t(micro)];
 }
 
+void MicroBatchLosses::add(const MicroBatchLosses& out, int64_t slots) {
+  loss += out.loss / double(slots);
+  for (size_t i = 0; i < parts.size() && i < out.parts.size(); ++i) parts[i] += out.parts[i] / double(slots);
+  correct += out.correct;
+  count += out.count;
+}
+
+MicroBatchLosses::Values MicroBatchLosses::values() const {
+  Values v = {loss, double(correct), double(count)};
+  for (double part : parts) v.push_back(part);
+  return v;
+}
+
+void MicroBatchLosses::set_values(const Values& v) {
+  loss = v[0];
+  correct = int64_t(v[1]);
+  count = int64_t(v[2]);
+  std::copy(v.begin() + 3, v.end(), parts.begin());
+}
+
 MicroBatchLosses TrainingLoop::forward_backward(int64_t step, float grad_scale, double& data_seconds) {
   if (PipelineStage* stage = recipe_.pipeline()) {
     const PipelineStepResult r = run_pipeline_step(*stage, *state_.groups->pp, accumulation_, slots_, grad_scale,
@@ -63,13 +83,7 @@ MicroBatchLosses TrainingLoop::forward_backward(int64_t step, float grad_scale, 
   }
   MicroBatchLosses sum;
   sum.parts.assign(names_.size(), 0.0);
-  for (int64_t micro = 0; micro < accumulation_; ++micro) {
-    const MicroBatchLosses out = recipe_.read_losses(micro);
-    sum.loss += out.loss / double(slots_);
-    for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i) sum.parts[i] += out.parts[i] / double(slots_);
-    sum.correct += out.correct;
-    sum.count += out.count;
-  }
+  for (int64_t micro = 0; micro < accumulation_; ++micro) sum.add(recipe_.read_losses(micro), slots_);
   return sum;
 }
 
@@ -78,13 +92,9 @@ void TrainingLoop::reduce_across_ranks(MicroBatchLosses& sum) {
   if (sharded_) dp_.reduce_scatter_gradients(store_, ctx_);
   else if (buckets_) buckets_->finish();
   else dp_.reduce_gradients(store_);
-  std::vector<double> totals = {sum.loss, double(sum.correct), double(sum.count)};
-  totals.insert(totals.end(), sum.parts.begin(), sum.parts.end());
+  MicroBatchLosses::Values totals = sum.values();
   dp_.reduce(totals);
-  sum.loss = totals[0];
-  sum.correct = int64_t(totals[1]);
-  sum.count = int64_t(totals[2]);
-  std::copy(totals.begin() + 3, totals.end(), sum.parts.begin());
+  sum.set_values(totals);
 }
 
 StepOutcome TrainingLoop::train_step(int64_t step) {

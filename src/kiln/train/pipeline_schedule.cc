@@ -38,23 +38,12 @@ void wait_all(std::vector<std::unique_ptr<dist::Request>>& requests) {
   requests.clear();
 }
 
-void add_losses(MicroBatchLosses& sum, const MicroBatchLosses& out, int64_t slots) {
-  sum.loss += out.loss / double(slots);
-  for (size_t i = 0; i < sum.parts.size() && i < out.parts.size(); ++i) sum.parts[i] += out.parts[i] / double(slots);
-  sum.correct += out.correct;
-  sum.count += out.count;
-}
-
 // Every stage gets the last stage's sums (so all make the same skip / clip / eval decisions).
 void broadcast_losses(MicroBatchLosses& sum, dist::Communicator& pp) {
-  std::vector<double> v = {sum.loss, double(sum.correct), double(sum.count)};
-  v.insert(v.end(), sum.parts.begin(), sum.parts.end());
-  Tensor t = Tensor::view(v.data(), {int64_t(v.size())}, DType::f64);
+  MicroBatchLosses::Values v = sum.values();
+  Tensor t = Tensor::view(v.begin(), {int64_t(v.size())}, DType::f64);
   pp.broadcast(t, pp.size() - 1);
-  sum.loss = v[0];
-  sum.correct = int64_t(v[1]);
-  sum.count = int64_t(v[2]);
-  std::copy(v.begin() + 3, v.end(), sum.parts.begin());
+  sum.set_values(v);
 }
 
 }  // namespace
@@ -106,7 +95,7 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
     if (forward) {
       MicroBatchLosses out;
       const Tensor y = stage.forward(slot, step, received, last ? &out : nullptr);
-      if (last) add_losses(r.sum, out, slots);
+      if (last) r.sum.add(out, slots);
       else unsent = Unsent{y, me + 1, slot};
     } else {
       const Tensor dx = stage.backward(slot, step, received, grad_scale);
