@@ -21,11 +21,6 @@ void Tensor::refuse_host_access() const {
               dtype_name(dtype), shape_str(shape));
 }
 
-void throw_inline_vector_full(size_t capacity) {
-  throw Error("more than {} dimensions or values in an inline list (a tensor's rank is at most {})", capacity,
-              Shape::kCapacity);
-}
-
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

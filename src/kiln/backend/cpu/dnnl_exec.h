@@ -7,6 +7,8 @@
 
 #include <initializer_list>
 
+#include "kiln/core/error.h"
+
 namespace kiln::ops::cpu {
 
 // One argument: DNNL_ARG_* and the memory object passed as it.
@@ -16,7 +18,8 @@ struct DnnlArg {
 };
 
 inline void execute(const dnnl::primitive& p, const dnnl::stream& stream, std::initializer_list<DnnlArg> args) {
-  constexpr int kMaxArgs = 8;
+  constexpr size_t kMaxArgs = 8;
+  KILN_CHECK(args.size() <= kMaxArgs, "oneDNN primitive with {} arguments, above kiln's {}", args.size(), kMaxArgs);
   dnnl_exec_arg_t c_args[kMaxArgs];
   int n = 0;
   for (const DnnlArg& a : args) c_args[n++] = {a.arg, a.memory.get()};
