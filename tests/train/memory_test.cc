@@ -18,7 +18,9 @@
 #include <utility>
 
 #include "kiln/core/allocator.h"
+#include "kiln/core/error.h"
 #include "kiln/core/philox.h"
+#include "kiln/data/bert/bert_batch.h"
 #include "kiln/models/bert.h"
 #include "kiln/models/resnet.h"
 #include "kiln/nn/cross_entropy.h"
@@ -289,6 +291,18 @@ void expect_tiny_resnet_allocates_nothing(DType dtype) {
 
 TEST(TrainingMemory, TinyResNetSteadyStateStepAllocatesNothing) {
   for (DType dtype : {DType::f32, DType::bf16}) expect_tiny_resnet_allocates_nothing(dtype);
+}
+
+// The loaders check every BERT row they hand out (ids, segments, masked positions, labels): a row
+// that passes allocates nothing, one that fails names what is wrong.
+TEST(TrainingMemory, CheckingAValidBertRowAllocatesNothing) {
+  data::BertBatch batch;
+  data::fill_fake_batch(batch, 2, 16, 3, 64, 9, 0);
+  start_counting();
+  for (int slot = 0; slot < 2; ++slot) data::check_bert_row(batch, slot, 64, "test rows", slot);
+  EXPECT_EQ(stop_counting().kiln, 0);
+  batch.masked_ids[0] = 64;
+  EXPECT_THROW(data::check_bert_row(batch, 0, 64, "test rows", 0), Error);
 }
 
 }  // namespace

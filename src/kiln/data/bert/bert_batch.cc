@@ -40,16 +40,17 @@ void check_bert_row(const BertBatch& batch, int slot, int64_t vocab_size, std::s
     throw Error("{}: sample {}: {} {} at position {} is outside {}", source, sample_index, what,
                 value, pos, range);
   };
-  const std::string ids = vocab_size > 0 ? fmt::format("[0, {}) (the vocab)", vocab_size) : "[0, 2^31)";
+  // Formatted only for an error: a row that passes allocates nothing.
+  const auto ids = [&] { return vocab_size > 0 ? fmt::format("[0, {}) (the vocab)", vocab_size) : "[0, 2^31)"; };
   for (int i = 0; i < batch.seq_len; ++i) {
     const int32_t id = batch.input_ids[s0 + size_t(i)], seg = batch.segment_ids[s0 + size_t(i)];
-    if (id < 0 || id >= vocab) fail("input id", id, i, ids);
+    if (id < 0 || id >= vocab) fail("input id", id, i, ids());
     if (seg != 0 && seg != 1) fail("segment id", seg, i, "{0, 1}");
   }
   for (int k = 0; k < batch.max_pred; ++k) {
     const int32_t pos = batch.masked_positions[p0 + size_t(k)], id = batch.masked_ids[p0 + size_t(k)];
     if (pos < 0 || pos >= batch.seq_len) fail("masked position", pos, k, fmt::format("[0, {})", batch.seq_len));
-    if (id < 0 || id >= vocab) fail("masked id", id, k, ids);
+    if (id < 0 || id >= vocab) fail("masked id", id, k, ids());
   }
   const int32_t label = batch.nsp_labels[size_t(slot)];
   if (label < -1 || label > 1)
