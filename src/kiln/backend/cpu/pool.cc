@@ -121,7 +121,14 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
   const ScratchScope own_scratch(ctx);
   Tensor pixel_sums = ctx.scratch_tensor({s.N * s.H, C}, DType::f32);  // per input row
+  Tensor covers = ctx.scratch_tensor({s.W, 2}, DType::i64);             // PoolCover of each column
   float* const sums = pixel_sums.ptr<float>();
+  int64_t* const column_covers = covers.ptr<int64_t>();
+  for (int64_t w = 0; w < s.W; ++w) {
+    const PoolCover c = pool_cover(w, s.pad_w, s.S, s.stride_w, Q);
+    column_covers[2 * w] = c.first;
+    column_covers[2 * w + 1] = c.last;
+  }
   cpu::dispatch_float(dy.dtype, op, [&]<typename T>(T) {
     const T* dy0 = dy.ptr<T>();
     const int32_t* a0 = argmax.ptr<int32_t>();
@@ -134,7 +141,7 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
           float* const sum = sums + (n * s.H + h) * C;  // one input pixel's gradient
           const PoolCover rows = pool_cover(h, s.pad_h, s.R, s.stride_h, P);
           for (int64_t w = 0; w < s.W; ++w) {
-            const PoolCover cols = pool_cover(w, s.pad_w, s.S, s.stride_w, Q);
+            const PoolCover cols{column_covers[2 * w], column_covers[2 * w + 1]};
             const int32_t pos = int32_t(h * s.W + w);
             std::fill(sum, sum + C, 0.0f);
             for (int64_t p = rows.first; p <= rows.last; ++p)
