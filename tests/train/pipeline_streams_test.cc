@@ -84,7 +84,8 @@ class FakeStage final : public PipelineStage {
 Launches record_stage(int stages, int stage, int64_t micro_batches, bool groups) {
   RecordingComm comm(stage, stages, groups);
   FakeStage fake(stages - stage);
-  run_pipeline_step(fake, comm, micro_batches, micro_batches, 1.0f, 0, [](int64_t) { return Step{}; });
+  PipelineReuse reuse;
+  run_pipeline_step(fake, comm, micro_batches, micro_batches, 1.0f, 0, reuse, [](int64_t) { return Step{}; });
   return comm.launches;
 }
 

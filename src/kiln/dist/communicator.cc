@@ -4,11 +4,12 @@
 #include <cstring>
 
 #include "kiln/core/error.h"
+#include "kiln/dist/pooled_request.h"
 
 namespace kiln::dist {
 namespace {
 
-class DoneRequest final : public Request {
+class DoneRequest final : public Request, public PooledRequest<DoneRequest> {
  public:
   void wait() override {}
 };

@@ -2,13 +2,14 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/devices.h"
+#include "kiln/dist/pooled_request.h"
 
 namespace kiln::dist {
 namespace {
 
 // A host request whose host buffer is copied into the device tensor once it completes (receives,
 // reductions), or only kept alive until then (sends: `device` undefined).
-class StagedRequest final : public Request {
+class StagedRequest final : public Request, public PooledRequest<StagedRequest> {
  public:
   StagedRequest(std::unique_ptr<Request> host_request, Tensor host, Tensor device, Context& ctx)
       : request_(std::move(host_request)), host_(std::move(host)), device_(std::move(device)), ctx_(ctx) {}

@@ -65,7 +65,7 @@ void MicroBatchLosses::set_values(const Values& v) {
 MicroBatchLosses TrainingLoop::forward_backward(int64_t step, float grad_scale, double& data_seconds) {
   if (PipelineStage* stage = recipe_.pipeline()) {
     const PipelineStepResult r = run_pipeline_step(*stage, *state_.groups->pp, accumulation_, slots_, grad_scale,
-                                                   names_.size(), [&](int64_t micro) {
+                                                   names_.size(), pipeline_reuse_, [&](int64_t micro) {
                                                      const Step s = make_step(step, micro);
                                                      write_sample_offset(s);
                                                      return s;

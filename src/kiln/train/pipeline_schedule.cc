@@ -1,6 +1,7 @@
 #include "kiln/train/pipeline_schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <optional>
 
@@ -49,7 +50,7 @@ void broadcast_losses(MicroBatchLosses& sum, dist::Communicator& pp) {
 }  // namespace
 
 PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& pp, int64_t micro_batches,
-                                     int64_t slots, float grad_scale, size_t loss_parts,
+                                     int64_t slots, float grad_scale, size_t loss_parts, PipelineReuse& reuse,
                                      const std::function<Step(int64_t)>& make_step) {
   const int stages = pp.size(), me = pp.rank();
   const bool first = me == 0, last = me == stages - 1;
@@ -57,7 +58,13 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
   KILN_CHECK(held >= stages - me, "pipeline stage {} holds {} micro-batches, 1F1B needs {}", me, held, stages - me);
   PipelineStepResult r;
   r.sum.parts.assign(loss_parts, 0.0);
-  Pending pending(static_cast<size_t>(held));
+  const std::array<int64_t, 3> layout{stages, me, micro_batches};
+  if (reuse.schedule_of != layout) {
+    reuse.schedule = one_f_one_b(stages, me, micro_batches);
+    reuse.schedule_of = layout;
+  }
+  Pending& pending = reuse.pending;
+  if (pending.size() < size_t(held)) pending.resize(size_t(held));
   // An op's result is sent with the next op's receive, in one group (Megatron's
   // send_forward_recv_backward): on a transport whose sends wait for the matching receive in
   // stream order (NCCL), a send queued ahead of a receive that the peer's send waits for would
@@ -72,7 +79,7 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
     pending[size_t(unsent->slot)].push_back(pp.isend(unsent->tensor, unsent->peer));
     unsent.reset();
   };
-  for (const PipelineOp& op : one_f_one_b(stages, me, micro_batches)) {
+  for (const PipelineOp& op : reuse.schedule) {
     const bool forward = op.kind == PipelineOp::forward, receives = forward ? !first : !last;
     const int slot = int(op.micro % held);
     const Step step = make_step(op.micro);

@@ -13,8 +13,10 @@
 // stages never wait on each other in a cycle even where a send waits for its receive in stream
 // order (NCCL).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "kiln/core/step.h"
@@ -59,6 +61,15 @@ class PipelineStage {
   virtual void finish_gradients() = 0;
 };
 
+// What run_pipeline_step keeps from one step to the next, so that a step allocates nothing once
+// these are sized: the 1F1B schedule (made again only for another layout) and, per slot, the sends
+// still in flight. The caller owns it; destroying it waits for any send left in flight.
+struct PipelineReuse {
+  std::vector<PipelineOp> schedule;
+  std::array<int64_t, 3> schedule_of{-1, -1, -1};  // stages, stage, micro-batches
+  std::vector<std::vector<std::unique_ptr<dist::Request>>> pending;
+};
+
 struct PipelineStepResult {
   MicroBatchLosses sum;      // this rank's micro-batches (loss / `slots` each), the same on every stage
   double data_seconds = 0;   // in PipelineStage::load
@@ -70,7 +81,7 @@ struct PipelineStepResult {
 // counts 1 / slots in the sums (slots: micro-batches of the global batch over all data-parallel
 // ranks). The losses of the last stage are broadcast to every stage.
 PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& pp, int64_t micro_batches,
-                                     int64_t slots, float grad_scale, size_t loss_parts,
+                                     int64_t slots, float grad_scale, size_t loss_parts, PipelineReuse& reuse,
                                      const std::function<Step(int64_t)>& make_step);
 
 }  // namespace kiln::train

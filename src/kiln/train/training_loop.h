@@ -17,6 +17,7 @@
 #include "kiln/train/device_state.h"
 #include "kiln/train/grad_buckets.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/pipeline_schedule.h"
 #include "kiln/train/test_hooks.h"
 #include "kiln/train/update_graph.h"
 
@@ -120,6 +121,7 @@ class TrainingLoop {
   // micro-batch of a step in a pipeline, else one for all.
   std::vector<Tensor> sample_offsets_;
   ops::HostStaging offset_staging_;
+  PipelineReuse pipeline_reuse_;  // a pipeline stage's schedule and sends in flight, across steps
 
   LoopResult result_;
   int64_t start_step_ = 0, last_step_ = 0;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kiln/core/error.h"
+#include "kiln/dist/pooled_request.h"
 
 namespace kiln::dist {
 namespace {
@@ -65,7 +66,7 @@ int byte_count(const Tensor& t, const char* op) {
   return int(t.nbytes());
 }
 
-class MpiRequest final : public Request {
+class MpiRequest final : public Request, public PooledRequest<MpiRequest> {
  public:
   MpiRequest(Watchdog& watchdog, const char* op) : watchdog_(watchdog), op_(op) {}
   ~MpiRequest() override {
