@@ -207,6 +207,16 @@ void time_pixel_weight_gradients(Context& ctx) {
       mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
       stream.wait();
     }, gflop);
+
+    // The same product over the wide operand as it lies (pixel-major): a transposed view.
+    const memory::desc at({wide, pixels}, bf16, tag::ba);
+    const dnnl::matmul::primitive_desc mmt_pd(dnnl::matmul::desc(at, b, c), engine);
+    memory atm(at, engine, K >= C ? dy.data : x.data);
+    const dnnl::matmul mmt(mmt_pd);
+    time_op(fmt::format("matmul {}, {} transposed view, {}", mmt_pd.impl_info_str(), K >= C ? "dy" : "x", name), [&] {
+      mmt.execute(stream, {{DNNL_ARG_SRC, atm}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+      stream.wait();
+    }, gflop);
   }
 }
 

@@ -6,13 +6,11 @@
 // who made them: kiln's code makes none. oneDNN 2.6 allocates inside every primitive execution
 // (its C API builds a map of the arguments), and the OpenMP runtime now and then; those are
 // reported, not asserted.
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <new>
 #include <sstream>
 #include <utility>
@@ -28,10 +26,12 @@
 #include "kiln/optim/lars.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/loop.h"
+#include "tools/alloc_count/caller_library.h"
 
 // Counts operator new calls while `g_counting` is set (this test binary only) and keeps each
 // one's caller, in fixed storage, to be attributed to a library once counting stops.
 namespace {
+namespace alloc_count = kiln::alloc_count;
 constexpr int64_t kMaxCallers = int64_t(1) << 16;
 std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_news{0};
@@ -56,20 +56,19 @@ void start_counting() {
   g_counting = true;
 }
 
-// Stops counting and attributes each call by the shared object its caller lies in: libdnnl and
-// libgomp are oneDNN's and the OpenMP runtime's; anything else (this executable, which holds
-// kiln, or libstdc++ on its behalf) counts as kiln's.
+// Stops counting and attributes each call by the shared object its caller lies in
+// (tools/alloc_count/caller_library.h).
 HostNews stop_counting() {
+  using alloc_count::CallerLibrary;
   g_counting = false;
   HostNews news;
   const int64_t n = g_news.load();
   news.kiln += std::max<int64_t>(n - kMaxCallers, 0);  // unattributed: counted against kiln
   for (int64_t i = 0; i < std::min(n, kMaxCallers); ++i) {
-    Dl_info info{};
-    const char* file = dladdr(g_callers[i], &info) && info.dli_fname ? info.dli_fname : "";
-    if (std::strstr(file, "libdnnl")) ++news.onednn;
-    else if (std::strstr(file, "libgomp")) ++news.openmp;
-    else ++news.kiln;
+    const CallerLibrary library = alloc_count::caller_library(g_callers[i]);
+    if (library == CallerLibrary::onednn) ++news.onednn;
+    else if (library == CallerLibrary::openmp) ++news.openmp;
+    else ++news.kiln;  // MPI is not initialised in this test
   }
   return news;
 }

@@ -1,21 +1,29 @@
 #include "kiln/dist/async_collectives.h"
 
-namespace kiln::dist {
-namespace {
+#include <exception>
+#include <utility>
 
-class FutureRequest final : public Request {
+#include "kiln/dist/pooled_request.h"
+
+namespace kiln::dist {
+
+class LaneRequest final : public Request, public PooledRequest<LaneRequest> {
  public:
-  explicit FutureRequest(std::future<void> done) : done_(std::move(done)) {}
-  ~FutureRequest() override {
-    if (done_.valid()) done_.wait();  // the tensor must outlive the collective
+  LaneRequest(AsyncCollectives& owner, Tensor& t) : owner_(owner), tensor_(t) {}
+  ~LaneRequest() override { owner_.wait_done(done_); }  // the tensor must outlive the collective
+  void wait() override {
+    owner_.wait_done(done_);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
-  void wait() override { done_.get(); }
 
  private:
-  std::future<void> done_;
+  friend class AsyncCollectives;
+  AsyncCollectives& owner_;
+  Tensor tensor_;
+  LaneRequest* next_ = nullptr;  // the queue's next entry; guarded by owner_.mutex_
+  bool done_ = false;            // guarded by owner_.mutex_
+  std::exception_ptr error_;     // set by the thread before done_
 };
-
-}  // namespace
 
 AsyncCollectives::AsyncCollectives(std::unique_ptr<Communicator> lane)
     : lane_(std::move(lane)), thread_([this] { run(); }) {}
@@ -30,27 +38,42 @@ AsyncCollectives::~AsyncCollectives() {
 }
 
 std::unique_ptr<Request> AsyncCollectives::all_reduce_sum(Tensor& t) {
-  std::packaged_task<void()> task([this, t]() mutable { lane_->all_reduce_sum(t); });
-  auto request = std::make_unique<FutureRequest>(task.get_future());
+  auto request = std::make_unique<LaneRequest>(*this, t);
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
+    (tail_ ? tail_->next_ : head_) = request.get();
+    tail_ = request.get();
   }
   wake_.notify_one();
   return request;
 }
 
+void AsyncCollectives::wait_done(const bool& done) {
+  std::unique_lock lock(mutex_);
+  finished_.wait(lock, [&] { return done; });
+}
+
 void AsyncCollectives::run() {
   for (;;) {
-    std::packaged_task<void()> task;
+    LaneRequest* request;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      wake_.wait(lock, [&] { return stop_ || head_; });
+      if (!head_) return;
+      request = head_;
+      head_ = request->next_;
+      if (!head_) tail_ = nullptr;
     }
-    task();
+    try {
+      lane_->all_reduce_sum(request->tensor_);
+    } catch (...) {
+      request->error_ = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      request->done_ = true;
+    }
+    finished_.notify_all();
   }
 }
 
