@@ -163,7 +163,8 @@ void time_window_products(Context& ctx) {
 
 // ResNet-50's 1x1 stride-1 weight gradients (batch 16, bf16) as the CPU backend takes them (an
 // inner product over the pixels), beside oneDNN's 1x1 convolution kernel and beside brgemm's
-// matmul given the wider of dy and x channel-major, (channels, pixels), as no op here stores it.
+// matmul given the wider of dy and x channel-major, (channels, pixels), as no op here stores it;
+// given it as it lies (a transposed view); and given the narrower one channel-major instead.
 void time_pixel_weight_gradients(Context& ctx) {
   using dnnl::memory;
   using tag = memory::format_tag;
@@ -213,8 +214,20 @@ void time_pixel_weight_gradients(Context& ctx) {
     const dnnl::matmul::primitive_desc mmt_pd(dnnl::matmul::desc(at, b, c), engine);
     memory atm(at, engine, K >= C ? dy.data : x.data);
     const dnnl::matmul mmt(mmt_pd);
-    time_op(fmt::format("matmul {}, {} transposed view, {}", mmt_pd.impl_info_str(), K >= C ? "dy" : "x", name), [&] {
+    time_op(fmt::format("matmul, {} transposed view, {}", K >= C ? "dy" : "x", name), [&] {
       mmt.execute(stream, {{DNNL_ARG_SRC, atm}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+      stream.wait();
+    }, gflop);
+
+    // (narrow, wide) = the narrow operand channel-major (narrow, pixels) x the wide one as it lies.
+    Tensor narrow_t = random_tensor({narrow, pixels}, DType::bf16, 24);
+    const memory::desc na({narrow, pixels}, bf16, tag::ab), wb({pixels, wide}, bf16, tag::ab),
+        nc({narrow, wide}, f32, tag::ab);
+    const dnnl::matmul::primitive_desc mmn_pd(dnnl::matmul::desc(na, wb, nc), engine);
+    memory nam(na, engine, narrow_t.data), wbm(wb, engine, K >= C ? dy.data : x.data), ncm(nc, engine);
+    const dnnl::matmul mmn(mmn_pd);
+    time_op(fmt::format("matmul, narrow {} channel-major, {}", K >= C ? "x" : "dy", name), [&] {
+      mmn.execute(stream, {{DNNL_ARG_SRC, nam}, {DNNL_ARG_WEIGHTS, wbm}, {DNNL_ARG_DST, ncm}});
       stream.wait();
     }, gflop);
   }
