@@ -4,10 +4,13 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "kiln/backend/cuda/runtime.h"
 #include "kiln/core/error.h"
 #include "kiln/dist/nccl/nccl_library.h"
+#include "kiln/dist/pooled_request.h"
 
 namespace kiln::dist {
 namespace {
@@ -29,18 +32,54 @@ ncclDataType_t nccl_type(const Tensor& t, const char* op) {
   }
 }
 
-// Done once the GPU has run what was queued before it: wait() makes `stream` wait for that.
-class EventRequest final : public Request {
+// CUDA events for requests, reused: a pipeline step makes a few requests per micro-batch, and
+// creating an event each time would allocate in the driver on every step. An event is recorded
+// again only after its request is gone; waits already queued keep the record they saw.
+class EventPool {
  public:
-  EventRequest(cudaStream_t after, cudaStream_t stream) : stream_(stream) {
-    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "NCCL request event");
+  EventPool() = default;
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  cudaEvent_t take() {
+    {
+      const std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "NCCL request event");
+    return e;
+  }
+  void give_back(cudaEvent_t e) {
+    const std::lock_guard lock(mutex_);
+    free_.push_back(e);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> free_;
+};
+
+// Done once the GPU has run what was queued before it: wait() makes `stream` wait for that. It
+// must be gone before the communicator whose pool it draws from.
+class EventRequest final : public Request, public PooledRequest<EventRequest> {
+ public:
+  EventRequest(EventPool& pool, cudaStream_t after, cudaStream_t stream)
+      : pool_(pool), done_(pool.take()), stream_(stream) {
     check(cudaEventRecord(done_, after), "NCCL request event");
   }
-  ~EventRequest() override { cudaEventDestroy(done_); }
+  ~EventRequest() override { pool_.give_back(done_); }
   void wait() override { check(cudaStreamWaitEvent(stream_, done_, 0), "NCCL request wait"); }
 
  private:
-  cudaEvent_t done_ = nullptr;
+  EventPool& pool_;
+  cudaEvent_t done_;
   cudaStream_t stream_;
 };
 
@@ -77,12 +116,12 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<Request> iall_reduce_sum(Tensor& t) override {
     if (!on_device(t, "iall_reduce_sum")) return host_.iall_reduce_sum(t);
-    EventRequest ready(stream_, overlap_stream_);  // the gradient is final on the op stream
+    EventRequest ready(events_, stream_, overlap_stream_);  // the gradient is final on the op stream
     ready.wait();
     check_nccl(nccl().AllReduce(t.data, t.data, size_t(t.numel()), nccl_type(t, "iall_reduce_sum"), ncclSum, comm_,
                                 overlap_stream_),
                "iall_reduce_sum");
-    return std::make_unique<EventRequest>(overlap_stream_, stream_);
+    return std::make_unique<EventRequest>(events_, overlap_stream_, stream_);
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -107,13 +146,13 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Request> isend(const Tensor& t, int peer) override {
     if (!on_device(t, "send")) return host_.isend(t, peer);
     check_nccl(nccl().Send(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_), "send");
-    return std::make_unique<EventRequest>(stream_, stream_);
+    return std::make_unique<EventRequest>(events_, stream_, stream_);
   }
 
   std::unique_ptr<Request> irecv(Tensor& t, int peer) override {
     if (!on_device(t, "receive")) return host_.irecv(t, peer);
     check_nccl(nccl().Recv(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_), "receive");
-    return std::make_unique<EventRequest>(stream_, stream_);
+    return std::make_unique<EventRequest>(events_, stream_, stream_);
   }
 
   void group_start() override { check_nccl(nccl().GroupStart(), "group start"); }
@@ -163,6 +202,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;          // the GPU's op stream
   cudaStream_t overlap_stream_ = nullptr;  // iall_reduce_sum's
+  EventPool events_;                       // for this communicator's requests
 };
 
 }  // namespace
