@@ -198,38 +198,29 @@ void time_pixel_weight_gradients(Context& ctx) {
       stream.wait();
     }, gflop);
 
-    // (wide, narrow) f32 = wide_t (wide, pixels) x the narrow operand (pixels, narrow).
-    const memory::desc a({wide, pixels}, bf16, tag::ab), b({pixels, narrow}, bf16, tag::ab),
-        c({wide, narrow}, f32, tag::ab);
-    const dnnl::matmul::primitive_desc mm_pd(dnnl::matmul::desc(a, b, c), engine);
-    memory am(a, engine, wide_t.data), bm(b, engine, K >= C ? x.data : dy.data), cm(c, engine);
-    const dnnl::matmul mm(mm_pd);
-    time_op(fmt::format("matmul, {} channel-major, {}", K >= C ? "dy" : "x", name), [&] {
-      mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-      stream.wait();
-    }, gflop);
-
-    // The same product over the wide operand as it lies (pixel-major): a transposed view.
-    const memory::desc at({wide, pixels}, bf16, tag::ba);
-    const dnnl::matmul::primitive_desc mmt_pd(dnnl::matmul::desc(at, b, c), engine);
-    memory atm(at, engine, K >= C ? dy.data : x.data);
-    const dnnl::matmul mmt(mmt_pd);
-    time_op(fmt::format("matmul, {} transposed view, {}", K >= C ? "dy" : "x", name), [&] {
-      mmt.execute(stream, {{DNNL_ARG_SRC, atm}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-      stream.wait();
-    }, gflop);
-
-    // (narrow, wide) = the narrow operand channel-major (narrow, pixels) x the wide one as it lies.
+    // brgemm's matmul, f32 (rows of a, columns of b) = a x b, over these descriptors and data.
+    const auto time_matmul = [&](const std::string& what, const memory::desc& a, void* a_data, const memory::desc& b,
+                                 void* b_data) {
+      const memory::desc c({a.dims()[0], b.dims()[1]}, f32, tag::ab);
+      const dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine));
+      memory am(a, engine, a_data), bm(b, engine, b_data), cm(c, engine);
+      time_op(fmt::format("matmul, {}, {}", what, name), [&] {
+        mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+        stream.wait();
+      }, gflop);
+    };
+    const char *wide_name = K >= C ? "dy" : "x", *narrow_name = K >= C ? "x" : "dy";
+    void *wide_data = K >= C ? dy.data : x.data, *narrow_data = K >= C ? x.data : dy.data;
+    const memory::desc narrow_rows({pixels, narrow}, bf16, tag::ab);
+    // (wide, narrow): the wide operand channel-major, then as it lies (a transposed view).
+    time_matmul(fmt::format("{} channel-major", wide_name), memory::desc({wide, pixels}, bf16, tag::ab), wide_t.data,
+                narrow_rows, narrow_data);
+    time_matmul(fmt::format("{} transposed view", wide_name), memory::desc({wide, pixels}, bf16, tag::ba),
+                wide_data, narrow_rows, narrow_data);
+    // (narrow, wide): the narrow operand channel-major, the wide one as it lies.
     Tensor narrow_t = random_tensor({narrow, pixels}, DType::bf16, 24);
-    const memory::desc na({narrow, pixels}, bf16, tag::ab), wb({pixels, wide}, bf16, tag::ab),
-        nc({narrow, wide}, f32, tag::ab);
-    const dnnl::matmul::primitive_desc mmn_pd(dnnl::matmul::desc(na, wb, nc), engine);
-    memory nam(na, engine, narrow_t.data), wbm(wb, engine, K >= C ? dy.data : x.data), ncm(nc, engine);
-    const dnnl::matmul mmn(mmn_pd);
-    time_op(fmt::format("matmul, narrow {} channel-major, {}", K >= C ? "x" : "dy", name), [&] {
-      mmn.execute(stream, {{DNNL_ARG_SRC, nam}, {DNNL_ARG_WEIGHTS, wbm}, {DNNL_ARG_DST, ncm}});
-      stream.wait();
-    }, gflop);
+    time_matmul(fmt::format("narrow {} channel-major", narrow_name), memory::desc({narrow, pixels}, bf16, tag::ab),
+                narrow_t.data, memory::desc({pixels, wide}, bf16, tag::ab), wide_data);
   }
 }
 
