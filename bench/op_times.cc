@@ -4,10 +4,11 @@
 // ResNet-50's 1x1 convolutions against their products over pixels; `wgrad`: ResNet-50's 3x3
 // weight gradients as the CPU backend takes them; `wgrad1x1` and `dgrad`: ResNet-50's 1x1 weight
 // gradients and stride-1 3x3 input gradients beside oneDNN paths the backend does not take;
-// `resnet`: ResNet-50's elementwise passes, batch norm (beside oneDNN's, the peer) and max pool;
-// `attention`: BERT-large's attention probabilities, op by op and fused. Operands stay in cache
-// between runs where they fit, unlike in the step.
-// Usage: op_times [threads [conv|wgrad|wgrad1x1|dgrad|resnet|attention]]
+// `bn`: batch norm's passes from cold caches, in GB/s; `resnet`: ResNet-50's elementwise passes,
+// batch norm (beside oneDNN's, the peer) and max pool; `attention`: BERT-large's attention
+// probabilities, op by op and fused. Operands stay in cache between runs where they fit, unlike in
+// the step (but for `bn`).
+// Usage: op_times [threads [conv|wgrad|wgrad1x1|dgrad|bn|resnet|attention]]
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend/backend.h"
@@ -41,20 +43,38 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
 // reused rather than allocated and faulted in again on every call.
 Arena scratch_arena;
 
-// Prints the median of 10 timed runs (after 3 warm-ups), and GFLOP/s where gflop is given.
-void time_op(const std::string& name, const std::function<void()>& op, double gflop = 0.0) {
+// The median and the fastest of 10 timed runs (after 3 warm-ups), in ms; `before` runs, untimed,
+// ahead of each.
+std::pair<double, double> median_and_min_ms(const std::function<void()>& op,
+                                            const std::function<void()>& before = {}) {
   std::vector<double> ms;
   for (int run = 0; run < 13; ++run) {
+    if (before) before();
     Timer timer;
     op();
     if (run >= 3) ms.push_back(timer.seconds() * 1e3);
     scratch_arena.reset();
   }
   std::sort(ms.begin(), ms.end());
-  const double median = ms[ms.size() / 2];
-  fmt::print("{:<44} {:8.3f} ms (min {:.3f})", name, median, ms.front());
+  return {ms[ms.size() / 2], ms.front()};
+}
+
+// Prints the median of 10 timed runs (after 3 warm-ups), and GFLOP/s where gflop is given.
+void time_op(const std::string& name, const std::function<void()>& op, double gflop = 0.0) {
+  const auto [median, fastest] = median_and_min_ms(op);
+  fmt::print("{:<44} {:8.3f} ms (min {:.3f})", name, median, fastest);
   if (gflop > 0) fmt::print(", {:.0f} GFLOP/s", gflop / median * 1e3);
   fmt::print("\n");
+}
+
+// The same with the caches emptied before each run (256 MB written), and the GB/s of `mbytes`.
+void time_cold(const std::string& name, const std::function<void()>& op, double mbytes) {
+  static std::vector<float> flush(size_t(64) << 20);
+  const auto [median, fastest] = median_and_min_ms(op, [] {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < flush.size(); ++i) flush[i] += 1.0f;
+  });
+  fmt::print("{:<44} {:8.3f} ms (min {:.3f}), {:.1f} GB/s\n", name, median, fastest, mbytes / median);
 }
 
 constexpr int64_t kRows = 8 * 128, kHidden = 768, kFfn = 3072, kVocab = 30522, kParams = 110'106'428;
@@ -277,6 +297,32 @@ void time_onednn_batchnorm(const Tensor& x, Tensor& y, const Tensor& dy, Tensor&
   });
 }
 
+// Batch norm's passes over (16, 56, 56, C) bf16 from cold caches, as in a training step, beside a
+// copy and a residual add of the same size: GB/s of what each reads and writes.
+void time_batchnorm_cold(Context& ctx) {
+  for (const int64_t C : {64, 256}) {
+    const Shape shape{16, 56, 56, C};
+    Tensor x = random_tensor(shape, DType::bf16, 30), dy = random_tensor(shape, DType::bf16, 31);
+    Tensor y = random_tensor(shape, DType::bf16, 32), dx = Tensor::empty(shape, DType::bf16);
+    Tensor gamma = random_tensor({C}, DType::f32, 33), beta = random_tensor({C}, DType::f32, 34);
+    Tensor mean = Tensor::empty({C}), var = Tensor::empty({C}), dgamma = Tensor::empty({C}), dbeta = Tensor::empty({C});
+    Tensor sums = Tensor::empty({C}, DType::f64);
+    const double mb = double(x.numel()) * 2 / 1e6;  // one tensor
+    fmt::print("(16, 56, 56, {}) bf16, {:.1f} MB a tensor, cold caches\n", C, mb);
+    time_cold("  copy (read 1, write 1)", [&] { ops::copy(ctx, x, dx); }, 2 * mb);
+    time_cold("  residual_add (read 2, write 1)", [&] { ops::residual_add(ctx, x, dx); }, 3 * mb);
+    time_cold("  batchnorm_channel_sums (read 1)", [&] { ops::batchnorm_channel_sums(ctx, x, sums); }, mb);
+    time_cold("  batchnorm_train_forward relu (read 2, write 1)",
+              [&] { ops::batchnorm_train_forward(ctx, x, gamma, beta, 1e-5f, true, y, mean, var); }, 3 * mb);
+    time_cold("  batchnorm_backward (read 4, write 1)", [&] {
+      ops::batchnorm_backward(ctx, x, y, dy, gamma, mean, var, 1e-5f, false, true, dx, dgamma, dbeta);
+    }, 5 * mb);
+    time_cold("  batchnorm_backward relu (read 6, write 1)", [&] {
+      ops::batchnorm_backward(ctx, x, y, dy, gamma, mean, var, 1e-5f, true, true, dx, dgamma, dbeta);
+    }, 7 * mb);
+  }
+}
+
 // ResNet-50's elementwise passes and batch norm on its largest activation (16, 56, 56, 256) bf16
 // (and oneDNN's batch norm on it), and its max pool.
 void time_resnet_passes(Context& ctx) {
@@ -359,6 +405,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "wgrad") return time_window_products(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "wgrad1x1") return time_pixel_weight_gradients(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "dgrad") return time_input_gradients(ctx), 0;
+  if (argc > 2 && std::string(argv[2]) == "bn") return time_batchnorm_cold(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "resnet") return time_resnet_passes(ctx), 0;
   if (argc > 2 && std::string(argv[2]) == "attention") return time_attention_probs(ctx), 0;
   time_rows(ctx);

@@ -6,6 +6,7 @@
 // bound by the accumulator's stores, one per row and channel (Zen 4 stores 256 bits a cycle).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -20,6 +21,21 @@ namespace kiln::ops::cpu {
 namespace {
 
 using cpu::load;
+
+// Asks for the cache lines kPrefetchBytes past the `count` elements at p. The forward's channel
+// sums read x alone, one stream per thread, and the hardware prefetcher left them waiting on
+// memory: Σx over (16, 56, 56, 256) bf16 read 28 GB/s from cold caches, 49 GB/s with this, the
+// forward with its statistics 41 -> 52 GB/s (`op_times 2 bn`, medians of 6 alternated runs; no
+// change at 64 channels). The backward's sums read two or three streams and gained little (48 -> 53
+// GB/s without the ReLU, none with it), so they go without. A prefetch past the end of x does not
+// fault.
+constexpr uintptr_t kPrefetchBytes = 8192;
+template <typename T>
+inline void prefetch_ahead(const T* p, int64_t count) {
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kPrefetchBytes;
+  for (uintptr_t b = 0; b < uintptr_t(count) * sizeof(T); b += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(ahead + b));
+}
 
 // out[k*C + c] = Σ_r term_k(r, c) for k < K. f(r, n, acc) adds the terms of rows r .. r + n - 1
 // into acc[k*C + c] (f32); n is a std::integral_constant, kBnGroup or 1, so its loop unrolls.
@@ -101,6 +117,7 @@ template <typename T>
 void sum_x(const T* x, int64_t rows, int64_t C, double* out) {
   channel_sums<1>(rows, C, [&](int64_t r, auto n, float* acc) {
     const T* xr = x + r * C;
+    prefetch_ahead(xr, decltype(n)::value * C);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float s = 0.0f;
@@ -120,6 +137,7 @@ void sum_squared_deviations(Context& ctx, const T* x, int64_t rows, int64_t C, c
   for (int64_t c = 0; c < C; ++c) mp[c] = float(sum[c] / double(total_rows));
   channel_sums<1>(rows, C, [&](int64_t r, auto n, float* acc) {
     const T* xr = x + r * C;
+    prefetch_ahead(xr, decltype(n)::value * C);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float s = 0.0f;
@@ -148,6 +166,7 @@ template <typename T>
 void shifted_sums(const T* x, int64_t rows, int64_t C, const float* shift, double* s) {
   channel_sums<2>(rows, C, [&](int64_t r, auto n, float* acc) {
     const T* xr = x + r * C;
+    prefetch_ahead(xr, decltype(n)::value * C);
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       float d1 = 0.0f, d2 = 0.0f;
