@@ -77,22 +77,22 @@ class MpiHostAllocations : public ::testing::Test {
   void SetUp() override {
     if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   }
-  fs::path corpus() const {
-    fs::create_directories(tmp_ / "corpus");
-    return testing::prepared_mpi_bert_data(tmp_ / "corpus");
+  // The suite's BERT corpus, prepared once.
+  static const fs::path& corpus() {
+    static const fs::path data = testing::prepared_mpi_bert_data(testing::unique_temp_dir("host_news_corpus"));
+    return data;
   }
-  std::string bert_flags(const fs::path& data, const std::string& layout) const {
-    return "bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --data " + data.string() + " --vocab " +
+  static std::string bert_flags(const std::string& layout, int log_interval = 1000) {
+    return "bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --data " + corpus().string() + " --vocab " +
            testing::test_vocab().string() +
            " --num-layers 2 --global-batch-size 8 --micro-batch-size 2 --eval-interval 1000 --eval-iters 1"
-           " --eval-batch-size 8 --log-interval 1000 " + layout;
+           " --eval-batch-size 8 --log-interval " + std::to_string(log_interval) + " " + layout;
   }
   const fs::path tmp_ = testing::unique_temp_path(
       std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_host_news");
 };
 
 TEST_F(MpiHostAllocations, BertStepsAllocateNothingInEveryLayout) {
-  const fs::path data = corpus();
   const std::vector<std::pair<std::string, std::string>> layouts = {
       {"data parallel", ""},
       {"data parallel, buckets during backward", "--overlap-grad-reduce"},
@@ -102,7 +102,7 @@ TEST_F(MpiHostAllocations, BertStepsAllocateNothingInEveryLayout) {
   };
   for (size_t i = 0; i < layouts.size(); ++i)
     expect_steps_allocate_nothing(
-        count_6_and_12_steps(tmp_ / std::to_string(i), bert_flags(data, layouts[i].second), "--train-iters"),
+        count_6_and_12_steps(tmp_ / std::to_string(i), bert_flags(layouts[i].second), "--train-iters"),
         layouts[i].first);
 }
 
@@ -117,10 +117,7 @@ TEST_F(MpiHostAllocations, ResNetSyncBnStepsAllocateNothing) {
 
 // The comparison sees a per-step allocation: a console line every step formats its text.
 TEST_F(MpiHostAllocations, ConsoleLineEveryStepIsSeen) {
-  const fs::path data = corpus();
-  std::string flags = bert_flags(data, "");
-  flags.replace(flags.find("--log-interval 1000"), 19, "--log-interval 1");
-  const Growth g = count_6_and_12_steps(tmp_ / "run", flags, "--train-iters");
+  const Growth g = count_6_and_12_steps(tmp_ / "run", bert_flags("", /*log_interval=*/1), "--train-iters");
   EXPECT_GT(g.long_run[0].kiln, g.short_run[0].kiln) << "rank 0 prints the lines";
 }
 

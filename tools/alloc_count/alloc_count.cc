@@ -18,8 +18,9 @@
 
 namespace {
 using kiln::alloc_count::CallerLibrary;
+using kiln::alloc_count::kCallerLibraries;
 
-std::atomic<long long> g_news[4];
+std::atomic<long long> g_news[kCallerLibraries];
 
 void* counted(std::size_t n, std::size_t alignment, void* caller) {
   g_news[int(kiln::alloc_count::caller_library(caller))].fetch_add(1, std::memory_order_relaxed);
@@ -38,8 +39,8 @@ std::string count_file(const char* dir) {
 __attribute__((destructor)) void write_counts() {
   const char* dir = std::getenv("KILN_ALLOC_COUNT_DIR");
   if (!dir) return;
-  long long news[4];  // read before count_file allocates
-  for (int i = 0; i < 4; ++i) news[i] = g_news[i].load();
+  long long news[kCallerLibraries];  // read before count_file allocates
+  for (int i = 0; i < kCallerLibraries; ++i) news[i] = g_news[i].load();
   if (std::FILE* f = std::fopen(count_file(dir).c_str(), "w")) {
     std::fprintf(f, "kiln %lld onednn %lld openmp %lld mpi %lld\n", news[int(CallerLibrary::kiln)],
                  news[int(CallerLibrary::onednn)], news[int(CallerLibrary::openmp)], news[int(CallerLibrary::mpi)]);
@@ -50,7 +51,9 @@ __attribute__((destructor)) void write_counts() {
 
 void* operator new(std::size_t n) { return counted(n, 0, __builtin_return_address(0)); }
 void* operator new[](std::size_t n) { return counted(n, 0, __builtin_return_address(0)); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a), __builtin_return_address(0)); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return counted(n, std::size_t(a), __builtin_return_address(0));
+}
 void* operator new[](std::size_t n, std::align_val_t a) {
   return counted(n, std::size_t(a), __builtin_return_address(0));
 }

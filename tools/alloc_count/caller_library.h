@@ -9,6 +9,7 @@
 namespace kiln::alloc_count {
 
 enum class CallerLibrary { kiln, onednn, openmp, mpi };
+constexpr int kCallerLibraries = 4;
 
 // libdnnl is oneDNN, libgomp the OpenMP runtime, OpenMPI's own libraries MPI; anything else (the
 // executable, which holds kiln, or libstdc++ on its behalf) counts as kiln's.
