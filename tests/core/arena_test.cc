@@ -28,6 +28,27 @@ TEST(Arena, AddressesAreStableAndNothingIsAllocatedAfterTheFirstStep) {
   EXPECT_EQ(arena.capacity(), arena.high_water());
 }
 
+// A reservation that covers the first step's high-water mark: one block from the start, the same
+// addresses in every step, and nothing allocated after the reservation.
+TEST(Arena, AReservationCoveringTheFirstStepIsTheOnlyBlock) {
+  Arena arena;
+  arena.reserve(4000000);
+  EXPECT_EQ(arena.block_allocations(), 1);
+  const std::vector<void*> first = one_step(arena);
+  EXPECT_EQ(arena.block_allocations(), 1);
+  EXPECT_EQ(one_step(arena), first);
+  EXPECT_EQ(arena.capacity(), 4000000u);
+  Arena unreserved;
+  one_step(unreserved);
+  EXPECT_GT(unreserved.block_allocations(), 2);  // block after block, then folded
+  EXPECT_THROW(
+      {
+        (void)arena.alloc({1}, DType::f32);
+        arena.reserve(8000000);
+      },
+      Error);
+}
+
 TEST(Arena, HandsOutAlignedNonOverlappingTensors) {
   Arena arena;
   Tensor a = arena.alloc({3, 5}, DType::bf16), b = arena.alloc({17}, DType::f32);

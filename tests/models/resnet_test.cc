@@ -7,6 +7,7 @@
 #include "../backend/random_fill.h"
 #include "kiln/core/error.h"
 #include "kiln/models/resnet.h"
+#include "kiln/models/resnet_footprint.h"
 #include "kiln/nn/cross_entropy.h"
 
 namespace kiln::models {
@@ -88,6 +89,25 @@ TEST(ResNetModel, ResNet18CountsAndTorchvisionInit) {
   EXPECT_EQ(store.values_vector(), a);
   model.init(43);
   EXPECT_NE(store.values_vector(), a);
+}
+
+// The dry run's walk over a configuration (models/resnet_footprint.h) counts the parameters, the
+// store's size and the FLOPs of the model built from it.
+TEST(ResNetModel, FootprintCountsWhatTheBuiltModelHolds) {
+  ResNetConfig small = ResNetConfig::resnet18(10);
+  small.small_images = true;
+  small.widths = {8, 16, 24};
+  small.depths = {1, 2, 1};
+  small.stem_width = 8;
+  for (const ResNetConfig& config : {ResNetConfig::resnet50(), ResNetConfig::resnet18(), small}) {
+    ParamStore store;
+    const ResNet model(config, store);
+    const int64_t image = config.small_images ? 28 : 224;
+    const ResNetFootprint f = resnet_footprint(config, 2, 2, image, DType::f32);
+    EXPECT_EQ(f.parameters, total(store));
+    EXPECT_EQ(f.store_elements, store.size());
+    EXPECT_EQ(f.flops_per_image, model.flops_per_image(image, image));
+  }
 }
 
 TEST(ResNetModel, SmallImagesNetworkLearnsATinyBatch) {

@@ -7,6 +7,8 @@
 
 #include "../backend/random_fill.h"
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cpu/conv.h"
+#include "kiln/core/arena.h"
 
 namespace kiln {
 namespace {
@@ -100,6 +102,41 @@ TEST(CnnOps, ConvolutionMatchesFloat64ReferenceForwardAndBackward) {
     ops::conv2d_forward(ctx(), s, view(x, xs), view(w, ws), y2t);
     EXPECT_EQ(y, y2);
   }
+}
+
+// ops::conv2d_scratch_bytes (a dry run's estimate) is the arena's high-water mark over the three
+// passes: window products gathered or not, written over or accumulated, a chunk of one image,
+// oneDNN's own weight gradient (no scratch), in f32 and in bf16 (oneDNN's kernels, or the f32
+// fallback on converted copies on a CPU without them).
+TEST(CnnOps, ConvolutionScratchEstimateIsWhatThePassesTake) {
+  const std::vector<ops::ConvShape> shapes = {
+      conv_shape(3, 9, 9, 64, 32, 3, 3, 2, 2, 1, 1, 1, 1),   // 3x3 stride 2: gathered windows
+      conv_shape(2, 6, 6, 16, 8, 1, 1, 1, 1, 0, 0, 1, 1),    // 1x1: the activations are the windows
+      conv_shape(2, 8, 8, 16, 24, 1, 1, 2, 2, 0, 0, 1, 1),   // 1x1 stride 2: gathered
+      conv_shape(2, 7, 7, 64, 16, 3, 3, 1, 1, 1, 1, 1, 1),   // 3x3 over 49 pixels: bf16 windows only
+      conv_shape(2, 14, 14, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1), // oneDNN's weight gradient
+  };
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const auto& s : shapes)
+      for (const bool accumulate : {false, true})
+        for (const int64_t window_bytes : {int64_t(0), int64_t(1)}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << s.H << "x" << s.W << "x" << s.C << " K"
+                                          << s.K << " " << s.R << "x" << s.S << " stride " << s.stride_h
+                                          << (accumulate ? " accumulating" : "") << " window bytes " << window_bytes);
+          ops::cpu::set_window_scratch_bytes(window_bytes);
+          Arena arena;
+          Context c;
+          c.scratch = &arena;
+          Tensor x = Tensor::empty({s.N, s.H, s.W, s.C}, dtype), w = Tensor::empty({s.K, s.C, s.R, s.S}, dtype),
+                 y = Tensor::empty({s.N, s.P(), s.Q(), s.K}, dtype), dw = Tensor::empty({s.K, s.C, s.R, s.S});
+          for (Tensor* t : {&x, &w, &y, &dw}) ops::fill(c, *t, 0.5f);
+          ops::conv2d_forward(c, s, x, w, y);
+          ops::conv2d_backward_data(c, s, y, w, x);
+          ops::conv2d_backward_weights(c, s, x, y, dw, accumulate);
+          EXPECT_EQ(int64_t(arena.high_water()), ops::conv2d_scratch_bytes(s, dtype, accumulate));
+        }
+  ops::cpu::set_window_scratch_bytes(0);
+  EXPECT_GT(ops::conv2d_scratch_bytes(shapes[0], DType::f32, false), 0);
 }
 
 struct BnCase {

@@ -26,6 +26,10 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
 
 bool conv2d_native(DType dtype) { return cpu::conv2d_native(dtype); }
 
+int64_t conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
+  return cpu::conv2d_scratch_bytes(s, dtype, accumulate);
+}
+
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
                              Tensor& var, const Tensor& residual) {

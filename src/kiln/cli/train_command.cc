@@ -105,7 +105,7 @@ void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
   o.config.is_rank0 = dist::world().rank() == 0;
   o.config.progress = show_progress();
   const train::ResNetRunResult r = train::train_resnet(o.config, resolved, std::cout);
-  if (!o.config.is_rank0) return;
+  if (o.config.dry_run || !o.config.is_rank0) return;
   if (!r.eval_top1.empty())
     std::cout << fmt::format("final top-1 accuracy: {:.4f} (after {} epochs{})\n", r.eval_top1.back(),
                              r.epochs, r.reached_target ? ", target reached" : "");

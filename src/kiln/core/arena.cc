@@ -45,6 +45,16 @@ void Arena::reset() {
   offset_ = 0;
 }
 
+void Arena::reserve(size_t bytes) {
+  KILN_CHECK(offset_ == 0, "scratch arena: reserve({}) while {} bytes are in use", bytes, offset_);
+  if (capacity() >= bytes && blocks_.size() <= 1) return;
+  blocks_.clear();
+  blocks_.push_back(Tensor::empty({int64_t(align_up(bytes))}, DType::u8, device_));
+  ++block_allocations_;
+  block_ = 0;
+  block_offset_ = 0;
+}
+
 void Arena::restore(const Mark& m) {
   KILN_CHECK(m.block < std::max<size_t>(blocks_.size(), 1) &&
                  (blocks_.empty() || m.block_offset <= blocks_[m.block].nbytes()),

@@ -18,6 +18,10 @@ class Arena {
   Tensor alloc(const Shape& shape, DType dtype);
   // Frees everything handed out since the last reset (addresses are reused in order).
   void reset();
+  // Before the first step: one block of `bytes` when that is more than it holds, so that a first
+  // step whose scratch the caller knows (ops::conv2d_scratch_bytes) allocates no block after
+  // block on the way to its high-water mark. Nothing may be in use.
+  void reserve(size_t bytes);
   // Where the next allocation goes. restore(mark) puts it back there: freeing an op's own scratch
   // when it returns (ScratchScope: ops on one device stream run in order, so the next op may reuse
   // the memory while a kernel that used it is still queued), or giving a replayed sequence of ops

@@ -37,6 +37,19 @@ ResNetConfig ResNetConfig::resnet101(int64_t num_classes) {
   return c;
 }
 
+nn::Conv2dOptions resnet_stem_conv(const ResNetConfig& c) {
+  return c.small_images ? nn::Conv2dOptions{c.in_channels, c.stem_width, 3, 1, 1}
+                        : nn::Conv2dOptions{c.in_channels, c.stem_width, 7, 2, 3};
+}
+
+std::vector<nn::Conv2dOptions> resnet_block_convs(const ResNetConfig& c, int64_t in, int64_t width, int64_t stride) {
+  // (in, out, kernel, stride, padding) of each conv; v1.5 puts the stride on the 3x3.
+  const int64_t out = width * c.expansion();
+  if (c.block == ResNetBlock::bottleneck)
+    return {{in, width, 1, 1, 0}, {width, width, 3, stride, 1}, {width, out, 1, 1, 0}};
+  return {{in, width, 3, stride, 1}, {width, out, 3, 1, 1}};
+}
+
 // The gradient at a block's input in its two parts, main path and shortcut (undefined: none),
 // which the block before adds in its join's ReLU backward rather than in a pass of their own.
 struct BlockGrad {
@@ -47,17 +60,13 @@ struct BlockGrad {
 // the last batch norm adds the shortcut and applies the join's ReLU in its own pass.
 class ResNet::Block {
  public:
+  // `grads`: the network's shared gradient buffers; `parity`: the block's index mod 2 (the block
+  // before reads this one's join gradient while writing its own).
   Block(ParamStore& store, const std::string& prefix, const ResNetConfig& c, int64_t in,
-        int64_t width, int64_t stride) {
-    const bool bottleneck = c.block == ResNetBlock::bottleneck;
+        int64_t width, int64_t stride, ResNetGradBuffers& grads, int parity)
+      : join_grad_(grads.join[parity]) {
     const int64_t out = width * c.expansion();
-    // (in, out, kernel, stride, padding) of each conv; v1.5 puts the stride on the 3x3.
-    std::vector<nn::Conv2dOptions> opts;
-    if (bottleneck) {
-      opts = {{in, width, 1, 1, 0}, {width, width, 3, stride, 1}, {width, out, 1, 1, 0}};
-    } else {
-      opts = {{in, width, 3, stride, 1}, {width, out, 3, 1, 1}};
-    }
+    const std::vector<nn::Conv2dOptions> opts = resnet_block_convs(c, in, width, stride);
     convs.reserve(opts.size());
     bns.reserve(opts.size());
     for (size_t i = 0; i < opts.size(); ++i) {
@@ -65,10 +74,14 @@ class ResNet::Block {
       convs.emplace_back(store, prefix + ".conv" + n, opts[i]);
       bns.emplace_back(store, prefix + ".bn" + n, opts[i].out, i + 1 < opts.size(), c.bn_eps,
                        c.bn_momentum);
+      convs.back().use_grad_buffer(grads.conv_dx);
+      bns.back().use_grad_buffer(grads.bn_dx);
     }
     if (stride != 1 || in != out) {
       ds_conv.emplace(store, prefix + ".downsample.0", nn::Conv2dOptions{in, out, 1, stride, 0});
       ds_bn.emplace(store, prefix + ".downsample.1", out, false, c.bn_eps, c.bn_momentum);
+      ds_conv->use_grad_buffer(grads.shortcut_dx);
+      ds_bn->use_grad_buffer(grads.bn_dx);
     }
   }
 
@@ -84,7 +97,7 @@ class ResNet::Block {
 
   BlockGrad backward(const Step& step, const BlockGrad& dy) {
     // The gradient at the join, through the final ReLU; kept until the block before has read it.
-    Tensor d = dsum_buf_.get(*step.ctx, dy.main.shape, dy.main.dtype);
+    Tensor d = join_grad_.get(*step.ctx, dy.main.shape, dy.main.dtype);
     ops::relu_backward(*step.ctx, out_, dy.main, d, dy.shortcut);
     Tensor dmain = d;
     for (size_t i = convs.size(); i-- > 0;)
@@ -111,22 +124,13 @@ class ResNet::Block {
 
  private:
   Tensor out_;  // the block's output: the last batch norm's
-  nn::Buffer dsum_buf_;
+  nn::Buffer& join_grad_;
 };
-
-namespace {
-
-nn::Conv2dOptions stem_options(const ResNetConfig& c) {
-  return c.small_images ? nn::Conv2dOptions{c.in_channels, c.stem_width, 3, 1, 1}
-                        : nn::Conv2dOptions{c.in_channels, c.stem_width, 7, 2, 3};
-}
-
-}  // namespace
 
 ResNet::ResNet(const ResNetConfig& config, ParamStore& store, Context& ctx)
     : config_(config),
       store_(store),
-      conv1_(store, "conv1", stem_options(config)),
+      conv1_(store, "conv1", resnet_stem_conv(config)),
       bn1_(store, "bn1", config.stem_width, true, config.bn_eps, config.bn_momentum) {
   KILN_CHECK(!store.allocated(), "ResNet: the parameter store is already allocated");
   KILN_CHECK(!config.depths.empty() && config.depths.size() == config.widths.size(),
@@ -141,11 +145,14 @@ ResNet::ResNet(const ResNetConfig& config, ParamStore& store, Context& ctx)
       const int64_t stride = stage > 0 && b == 0 ? 2 : 1;
       const std::string prefix = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
       block_offsets_.push_back(store.size());
-      blocks_.push_back(
-          std::make_unique<Block>(store, prefix, config, in, config.widths[stage], stride));
+      blocks_.push_back(std::make_unique<Block>(store, prefix, config, in, config.widths[stage], stride,
+                                                grads_, int(blocks_.size() % 2)));
       in = config.widths[stage] * config.expansion();
     }
   }
+  bn1_.use_grad_buffer(grads_.bn_dx);
+  if (maxpool_) maxpool_->use_grad_buffer(grads_.shortcut_dx);
+  avgpool_.use_grad_buffer(grads_.conv_dx);
   fc_offset_ = store.size();
   fc_.emplace(store, "fc", in, config.num_classes, true);
   store.allocate(ctx);

@@ -61,6 +61,19 @@ struct ResNetConfig {
   int64_t expansion() const { return block == ResNetBlock::bottleneck ? 4 : 1; }
 };
 
+// The convolutions of the stem, and of a block's main path in order, as the model builds them.
+nn::Conv2dOptions resnet_stem_conv(const ResNetConfig& c);
+std::vector<nn::Conv2dOptions> resnet_block_convs(const ResNetConfig& c, int64_t in, int64_t width, int64_t stride);
+
+// The gradients backward reads once and drops, one set for the whole network (each buffer
+// grows to the largest layer's): batch norms' input gradients; convs' input gradients (a block's
+// result, and the pooled features' gradient); the downsample convs' input gradients (alive
+// beside a block's result) and the max-pool's; the joins' gradients, alternating between
+// neighbouring blocks, since a block reads the next one's as its shortcut gradient.
+struct ResNetGradBuffers {
+  nn::Buffer bn_dx, conv_dx, shortcut_dx, join[2];
+};
+
 class ResNet {
  public:
   // Registers every parameter in `store` (which must not be allocated yet), in torchvision's
@@ -112,6 +125,7 @@ class ResNet {
 
   ResNetConfig config_;
   ParamStore& store_;
+  ResNetGradBuffers grads_;  // before the layers, which point into it
   nn::Conv2d conv1_;
   nn::BatchNorm2d bn1_;  // fused ReLU
   std::optional<nn::MaxPool2d> maxpool_;

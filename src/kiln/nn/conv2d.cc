@@ -71,7 +71,7 @@ Tensor Conv2d::backward(const Step& step, const Tensor& dy, bool need_dx) {
     ops::bias_grad(*step.ctx, dy.reshape({dy.numel() / opt.out, opt.out}), db);
   }
   if (!need_dx) return {};
-  Tensor dx = dx_.get(*step.ctx, x_.shape, dy.dtype);  // (N, H, W, in)
+  Tensor dx = (shared_dx_ ? *shared_dx_ : own_dx_).get(*step.ctx, x_.shape, dy.dtype);  // (N, H, W, in)
   ops::conv2d_backward_data(*step.ctx, shape_, dy, weight.compute(), dx);
   return dx;
 }

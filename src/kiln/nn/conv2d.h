@@ -32,6 +32,9 @@ class Conv2d {
   // and bias.grad().
   Tensor backward(const Step& step, const Tensor& dy, bool need_dx = true);
 
+  // Writes backward's dx into `dx` (shared with other layers) instead of its own buffer.
+  void use_grad_buffer(Buffer& dx) { shared_dx_ = &dx; }
+
   ops::ConvShape shape(int64_t N, int64_t H, int64_t W) const;
   // Forward FLOPs (2 per multiply-add) for one (H, W) image.
   int64_t flops(int64_t H, int64_t W) const;
@@ -42,7 +45,8 @@ class Conv2d {
  private:
   Tensor x_;
   ops::ConvShape shape_;
-  Buffer y_, dx_;
+  Buffer y_, own_dx_;
+  Buffer* shared_dx_ = nullptr;  // a pointer only when shared, so the layer stays movable
 };
 
 }  // namespace kiln::nn

@@ -9,12 +9,6 @@
 namespace kiln::train {
 namespace {
 
-std::string millions_or_billions(int64_t n) {
-  return n >= 1000000000 ? fmt::format("{:.2f}B", double(n) / 1e9) : fmt::format("{:.1f}M", double(n) / 1e6);
-}
-
-std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30)); }
-
 // The buffers kiln's BERT holds for one micro-batch of s x b tokens and m = b x P masked positions
 // (models/bert_stage.h, nn/transformer.h), bytes: what each layer keeps for backward, what the
 // layers of a stage share (nn::LayerSharedBuffers), and the embeddings' and heads' buffers.
@@ -49,6 +43,12 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
 }
 
 }  // namespace
+
+std::string millions_or_billions(int64_t n) {
+  return n >= 1000000000 ? fmt::format("{:.2f}B", double(n) / 1e9) : fmt::format("{:.1f}M", double(n) / 1e6);
+}
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30)); }
 
 int64_t megatron_padded_vocab(int64_t vocab, int tp, int64_t divisible_by) {
   const int64_t multiple = divisible_by * tp;

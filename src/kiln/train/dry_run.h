@@ -48,6 +48,10 @@ struct DryRunReport {
   std::string text;  // the human-readable summary, several lines, ending in '\n'
 };
 
+// "25.6M", "1.23B"; "1.50 GiB" (the dry runs' text).
+std::string millions_or_billions(int64_t n);
+std::string gib(double bytes);
+
 // ceil(vocab / (divisible_by * tp)) * divisible_by * tp (--make-vocab-size-divisible-by).
 int64_t megatron_padded_vocab(int64_t vocab, int tp, int64_t divisible_by = 128);
 

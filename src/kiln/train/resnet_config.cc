@@ -1,10 +1,24 @@
 #include "kiln/train/resnet_config.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include "kiln/core/error.h"
 
 namespace kiln::train {
+namespace {
+
+// The class folders of DIR/train (a dry run's class count, without listing the images).
+int64_t class_folders(const std::string& data_dir) {
+  const std::filesystem::path train = std::filesystem::path(data_dir) / "train";
+  std::error_code error;
+  int64_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(train, error)) n += entry.is_directory() ? 1 : 0;
+  if (error) throw Error("config: cannot list {}: {}", train.string(), error.message());
+  return n;
+}
+
+}  // namespace
 
 void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_string("model.arch", &c.arch, "", {"--arch"}, "resnet18, resnet34, resnet50 or resnet101");
@@ -75,6 +89,8 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
                "resume from the newest checkpoint in this directory");
   register_resume_flags(r, c.resume);
+  r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
+             "print parameters, memory per rank and FLOPs per step, then exit");
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
   register_mlperf_phase(r, c.mlperf);
@@ -92,7 +108,8 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   finalize_mlperf_phase(c.mlperf);
   check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
-  if (c.benchmark > 0) c.fake_data = true;
+  if (c.dry_run && c.num_classes == 0 && !c.data_dir.empty()) c.num_classes = class_folders(c.data_dir);
+  if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if (!c.fake_data && c.data_dir.empty())
     throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");
   if (c.fake_data && c.num_classes == 0) c.num_classes = 1000;

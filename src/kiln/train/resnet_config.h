@@ -62,6 +62,7 @@ struct ResNetTrainConfig {
   int64_t keep_checkpoints = 5;
   std::string load_dir;
   ResumeFlags resume;             // --no-load-optim, --no-load-rng, --finetune
+  bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
   std::string submission_platform = "kiln-cpu";
   bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only
   bool progress = false;          // progress line with ETA between console lines (a terminal)

@@ -226,6 +226,7 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
     e->fwd_w.emplace(e->w_md, e->fwd_pd->weights_desc(), true);
   }
   if (!e) {
+    const ScratchScope own_scratch(ctx);  // the f32 copies
     Tensor yf = ctx.scratch_tensor(y.shape, DType::f32);
     cpu::conv2d_forward(ctx, s, to_f32(ctx, x), to_f32(ctx, w), yf);
     cast(ctx, yf, y);
@@ -257,6 +258,7 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
       }))
     e = nullptr;
   if (!e) {
+    const ScratchScope own_scratch(ctx);  // the f32 copies
     Tensor dxf = ctx.scratch_tensor(dx.shape, DType::f32);
     cpu::conv2d_backward_data(ctx, s, to_f32(ctx, dy), to_f32(ctx, w), dxf);
     cast(ctx, dxf, dx);
@@ -284,7 +286,8 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
 // The gather copies whole channel rows: with few channels (the stem's 3) it costs more than the
 // convolution.
 bool is_window_product(const ConvShape& s, DType dtype) {
-  if (s.groups != 1) return false;
+  // Without oneDNN's low-precision kernels, the f32 fallback (f32 copies, then this) serves.
+  if (s.groups != 1 || (dtype != DType::f32 && !conv2d_native(dtype))) return false;
   if (s.R == 1 && s.S == 1) return s.pad_h == 0 && s.pad_w == 0;
   if (s.dil_h != 1 || s.dil_w != 1 || s.C < 64) return false;
   const bool strided = s.stride_h > 1 || s.stride_w > 1;
@@ -355,6 +358,22 @@ void window_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, c
   if (!direct) move_taps_behind_channels(s, product, dw, accumulate);
 }
 
+int64_t conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
+  const auto bytes = [](int64_t numel, DType t) { return (numel * int64_t(dtype_size(t)) + 63) / 64 * 64; };
+  const int64_t x = s.N * s.H * s.W * s.C, y = s.N * s.P() * s.Q() * s.K, w = s.K * (s.C / s.groups) * s.R * s.S;
+  if (dtype != DType::f32 && !conv2d_native(dtype)) {  // f32 copies: x, w, y; x, dy and the f32 weight gradient's
+    const int64_t copies = bytes(x, DType::f32) + bytes(y, DType::f32);
+    return std::max(copies + bytes(w, DType::f32), copies + cpu::conv2d_scratch_bytes(s, DType::f32, accumulate));
+  }
+  if (!is_window_product(s, dtype)) return 0;
+  const int64_t pixels = s.P() * s.Q(), window = s.R * s.S * s.C;
+  const bool gathered = s.R != 1 || s.S != 1 || s.stride_h != 1 || s.stride_w != 1;
+  const bool direct = !accumulate && s.R == 1 && s.S == 1;
+  const int64_t image_bytes = pixels * window * int64_t(dtype_size(dtype));
+  const int64_t chunk = std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N);
+  return (direct ? 0 : bytes(s.K * window, DType::f32)) + (gathered ? bytes(chunk * pixels * window, dtype) : 0);
+}
+
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
                              Tensor& dw, bool accumulate) {
   const OpScope scope = expect_cpu(ctx, "conv2d_backward_weights", {&x, &dy, &dw});
@@ -387,6 +406,7 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
       }))
     e = nullptr;
   if (!e) {
+    const ScratchScope own_scratch(ctx);  // the f32 copies
     cpu::conv2d_backward_weights(ctx, s, to_f32(ctx, x), to_f32(ctx, dy), dw, accumulate);
     return;
   }

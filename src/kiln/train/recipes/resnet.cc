@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 
+#include "kiln/core/cpu_features.h"
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/core/philox.h"
@@ -19,6 +20,7 @@
 #include "kiln/data/image/image_loader.h"
 #include "kiln/log/resnet_mllog.h"
 #include "kiln/models/resnet.h"
+#include "kiln/models/resnet_footprint.h"
 #include "kiln/nn/cross_entropy.h"
 #include "kiln/optim/lars.h"
 #include "kiln/optim/lr_schedule.h"
@@ -28,6 +30,7 @@
 #include "kiln/train/device_state.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/phase_log.h"
+#include "kiln/train/resnet_dry_run.h"
 #include "kiln/train/resume.h"
 
 namespace kiln::train {
@@ -87,6 +90,9 @@ void fill_fake_images(data::ImageBatch& b, int batch, int first_row, int size, i
 }
 
 // Each rank evaluates its share of every eval batch (the loader pads the last one).
+// Beyond the convolutions' scratch: what other ops keep in the arena meanwhile (a loss's few bytes).
+constexpr size_t kScratchSlack = size_t(64) << 10;
+
 int eval_batch_per_rank(const ResNetTrainConfig& c, const dist::Communicator& comm) {
   return int(std::max<int64_t>(1, (c.eval_batch_size + comm.size() - 1) / comm.size()));
 }
@@ -203,6 +209,17 @@ class ResNetRecipe : public Recipe {
 }  // namespace
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
+  if (c.dry_run) {
+    const dist::Communicator& world = dist::world();
+    if (c.batch_size % world.size() != 0)
+      throw Error("config: train.batch_size {} does not split over {} ranks", c.batch_size, world.size());
+    if (world.rank() == 0)
+      console << resnet_dry_run(model_config(c, c.num_classes), c.arch, c.image_size, c.batch_size / world.size(),
+                                eval_batch_per_rank(c, world), world.size(), c.distributed_optimizer,
+                                c.precision.dtype).text
+              << "  " << precision_note(c.precision.dtype, cpu_features()) << "\n";
+    return {};
+  }
   RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   const dist::Placement placement = dist::place_rank(world, c.threads);
@@ -280,6 +297,11 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
                      [&](log::MlLogger& ml) { log::log_resnet_hyperparameters(ml, info); });
 
   RunContext run(c.precision.run_device);  // the store, optimizer and every step run on it
+  // The CPU backend's convolutions say what scratch they take: one block for it from the start.
+  if (run.ctx.device.is_cpu())
+    run.scratch.reserve(size_t(models::resnet_footprint(model_config(c, classes), c.batch_size / world.size(),
+                                                        eval_batch_per_rank(c, world), c.image_size,
+                                                        c.precision.dtype).scratch) + kScratchSlack);
   ParamStore store;
   DataParallel data_parallel(world, c.batch_size, c.batch_size / world.size());
   const bool sharded = c.distributed_optimizer && world.size() > 1;

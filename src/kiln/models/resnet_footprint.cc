@@ -1,0 +1,108 @@
+#include "kiln/models/resnet_footprint.h"
+
+#include <algorithm>
+
+#include "kiln/backend/backend.h"
+
+namespace kiln::models {
+namespace {
+
+// n elements of t as nn::Buffer holds them (whole f32 words).
+double buffer_bytes(int64_t n, DType t) { return double((n * int64_t(dtype_size(t)) + 3) / 4 * 4); }
+
+// Element counts of the shared gradient buffers (ResNetGradBuffers), each the largest it gets.
+struct SharedGrads {
+  int64_t bn_dx = 0, conv_dx = 0, shortcut_dx = 0, join[2] = {};
+};
+
+// One pass of the walk for N images: parameters, saved bytes, shared gradient sizes, scratch.
+struct Tally {
+  ResNetFootprint f;
+  SharedGrads grads;
+  int64_t H = 0, W = 0, C = 0;  // the activation's shape per image where the walk is
+};
+
+class Walker {
+ public:
+  Walker(int64_t N, DType e) : N_(N), e_(e) {}
+
+  void parameter(int64_t numel) {
+    t.f.parameters += numel;
+    t.f.store_elements += (numel + 15) / 16 * 16;
+  }
+  // conv -> batch norm on the current activation; returns the conv's input elements (its dx).
+  int64_t conv_bn(const nn::Conv2dOptions& o) {
+    ops::ConvShape s;
+    s.N = N_, s.H = t.H, s.W = t.W, s.C = o.in, s.K = o.out, s.R = s.S = o.kernel;
+    s.stride_h = s.stride_w = o.stride;
+    s.pad_h = s.pad_w = o.padding;
+    const int64_t input = N_ * t.H * t.W * o.in, output = N_ * s.P() * s.Q() * o.out;
+    parameter(o.out * o.in * o.kernel * o.kernel);
+    t.f.flops_per_image += 2 * s.P() * s.Q() * o.out * o.in * o.kernel * o.kernel;
+    parameter(o.out);  // gamma
+    parameter(o.out);  // beta
+    t.f.saved += 2 * buffer_bytes(output, e_) + double(4 * o.out * 4 + 4);  // y, BN out; BN statistics
+    t.grads.bn_dx = std::max(t.grads.bn_dx, output);
+    t.f.scratch = std::max(t.f.scratch, double(ops::conv2d_scratch_bytes(s, e_, false)));
+    t.H = s.P(), t.W = s.Q(), t.C = o.out;
+    return input;
+  }
+  void block(const ResNetConfig& c, int64_t width, int64_t stride, int parity) {
+    const int64_t in = t.C, out = width * c.expansion(), H = t.H, W = t.W;
+    for (const nn::Conv2dOptions& o : resnet_block_convs(c, in, width, stride))
+      t.grads.conv_dx = std::max(t.grads.conv_dx, conv_bn(o));
+    if (stride != 1 || in != out) {  // from the block's input to the main path's output shape
+      t.H = H, t.W = W, t.C = in;
+      t.grads.shortcut_dx = std::max(t.grads.shortcut_dx, conv_bn({in, out, 1, stride, 0}));
+    }
+    t.grads.join[parity] = std::max(t.grads.join[parity], N_ * t.H * t.W * t.C);
+  }
+  void max_pool() {
+    t.grads.shortcut_dx = std::max(t.grads.shortcut_dx, N_ * t.H * t.W * t.C);  // its dx
+    t.H = (t.H + 2 - 3) / 2 + 1, t.W = (t.W + 2 - 3) / 2 + 1;
+    const int64_t output = N_ * t.H * t.W * t.C;
+    t.f.saved += buffer_bytes(output, e_) + buffer_bytes(output, DType::i32);  // y, argmax
+  }
+
+  Tally t;
+
+ private:
+  int64_t N_;
+  DType e_;
+};
+
+Tally tally(const ResNetConfig& c, int64_t N, int64_t image, DType e) {
+  Walker w(N, e);
+  w.t.H = w.t.W = image, w.t.C = c.in_channels;
+  if (e != DType::f32) w.t.f.saved += buffer_bytes(N * image * image * c.in_channels, e);
+  w.conv_bn(resnet_stem_conv(c));  // no dx
+  if (!c.small_images) w.max_pool();
+  int block = 0;
+  for (size_t stage = 0; stage < c.depths.size(); ++stage)
+    for (int64_t b = 0; b < c.depths[stage]; ++b, ++block)
+      w.block(c, c.widths[stage], stage > 0 && b == 0 ? 2 : 1, block % 2);
+  Tally& t = w.t;
+  t.grads.conv_dx = std::max(t.grads.conv_dx, N * t.H * t.W * t.C);  // the average pool's dx
+  w.parameter(t.C * c.num_classes);
+  t.f.flops_per_image += 2 * t.C * c.num_classes;
+  w.parameter(c.num_classes);
+  // Pooled features, logits; the loss's labels and log-sum-exps, totals.
+  t.f.saved += buffer_bytes(N * t.C, DType::f32) + buffer_bytes(N * c.num_classes, DType::f32) +
+               2 * buffer_bytes(N, DType::f32) + 24;
+  const SharedGrads& g = t.grads;
+  t.f.gradients = buffer_bytes(N * t.C, DType::f32) + buffer_bytes(N * c.num_classes, DType::f32) +
+                  buffer_bytes(g.bn_dx, e) + buffer_bytes(g.conv_dx, e) + buffer_bytes(g.shortcut_dx, e) +
+                  buffer_bytes(g.join[0], e) + buffer_bytes(g.join[1], e);
+  return t;
+}
+
+}  // namespace
+
+ResNetFootprint resnet_footprint(const ResNetConfig& config, int64_t batch, int64_t eval_batch, int64_t image,
+                                 DType compute) {
+  ResNetFootprint f = tally(config, batch, image, compute).f;
+  if (eval_batch > batch) f.saved = tally(config, eval_batch, image, compute).f.saved;
+  return f;
+}
+
+}  // namespace kiln::models

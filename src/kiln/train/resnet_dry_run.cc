@@ -1,0 +1,55 @@
+#include "kiln/train/resnet_dry_run.h"
+
+#include <fmt/format.h>
+
+#include "kiln/core/error.h"
+#include "kiln/models/resnet_footprint.h"
+
+namespace kiln::train {
+
+DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::string& arch, int64_t image,
+                            int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute) {
+  auto positive = [](int64_t v, const char* what) {
+    if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
+  };
+  positive(image, "image size");
+  positive(batch, "batch size per rank");
+  positive(eval_batch, "evaluation batch size per rank");
+  positive(dp, "data parallel size");
+  // The smallest image every stride-2 step still leaves a pixel for: stem (x4 with the max-pool),
+  // then x2 per stage after the first.
+  const int64_t smallest = (config.small_images ? 1 : 4) << (config.depths.size() - 1);
+  if (image < smallest)
+    throw Error("dry run: image size {} is below the {} pixels {} needs", image, smallest, arch);
+
+  const models::ResNetFootprint f = models::resnet_footprint(config, batch, eval_batch, image, compute);
+  const bool low = compute != DType::f32;
+  const double state_bytes = distributed_optimizer && dp > 1 ? 4.0 / dp : 4.0;
+  DryRunReport r;
+  r.parameters = r.parameters_per_rank = f.parameters;
+  r.bytes_per_rank_weights_grads_optimizer =
+      double(f.store_elements) * (8.0 + state_bytes + (low ? double(dtype_size(compute)) : 0.0));
+  r.bytes_activations_per_microbatch = f.saved + f.gradients + f.scratch;
+  r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + r.bytes_activations_per_microbatch;
+  r.flops_per_step = 3.0 * double(f.flops_per_image) * double(batch * dp);
+
+  const std::string dtype(dtype_name(compute));
+  std::string& x = r.text;
+  x += fmt::format("dry run: {} ({} classes{}), {}x{} images\n", arch, config.num_classes,
+                   config.small_images ? ", small-image stem" : "", image, image);
+  x += fmt::format("  layout: DP {}; batch {} per rank, global batch {}; evaluation batch {} per rank\n", dp,
+                   batch, batch * dp, eval_batch);
+  x += fmt::format("  parameters: {} ({})\n", f.parameters, millions_or_billions(f.parameters));
+  x += fmt::format("  memory per rank: weights + grads + LARS {} ({} bytes/param: {}fp32 master, grad, momentum{})\n",
+                   gib(r.bytes_per_rank_weights_grads_optimizer), 8 + int(state_bytes) + (low ? 2 : 0),
+                   low ? dtype + " copy, " : "", distributed_optimizer && dp > 1 ? " shard" : "");
+  x += fmt::format("                   saved activations {} ({}), gradients {} (buffers shared by the layers), "
+                   "convolution scratch {}\n", gib(f.saved), dtype, gib(f.gradients), gib(f.scratch));
+  x += fmt::format("  tensors peak per rank (estimate; the console reports the measured 'tensors ... "
+                   "(peak ...)'): {}\n", gib(r.bytes_tensors_peak));
+  x += fmt::format("  FLOPs per step: {:.3e} (3 x {:.3e} per image forward, x the global batch)\n",
+                   r.flops_per_step, double(f.flops_per_image));
+  return r;
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,27 @@
+// train/resnet_dry_run.h — `kiln train resnet --dry-run`: what a ResNet configuration costs per
+// rank, without allocating it: parameters, the tensors a step holds (models/resnet_footprint.h)
+// and FLOPs per step.
+//
+// Weights, gradients, optimizer: fp32 master weight + fp32 gradient + LARS momentum = 12 bytes
+// per element of the parameter store (16-element aligned offsets), plus the compute copy in
+// bf16 / f16 (2 bytes); with the distributed optimizer the momentum is this rank's shard.
+// Tensors peak (the console's "tensors ... (peak ...)"): those, the layers' saved activations and
+// gradient buffers, and the largest convolution's scratch. The first step adds transient scratch
+// blocks until the arena settles (core/arena.h), a few percent over the estimate at most.
+// FLOPs per step: 3 x the forward's (backward-data and backward-weights each cost a forward)
+// x the global batch; BN, ReLU, pooling and additions not counted.
+#pragma once
+#include <cstdint>
+
+#include "kiln/core/dtype.h"
+#include "kiln/models/resnet.h"
+#include "kiln/train/dry_run.h"
+
+namespace kiln::train {
+
+// `batch` and `eval_batch` per rank; the global batch is batch x dp. Throws kiln::Error for a
+// size < 1 or an image too small for the network, naming it.
+DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::string& arch, int64_t image,
+                            int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute);
+
+}  // namespace kiln::train
