@@ -130,6 +130,36 @@ TEST(MpiResNet, TheDistributedOptimizerTrainsLikePlainDataParallel) {
   EXPECT_EQ(testing::largest_difference(zero.checkpoint, sim.checkpoint), 0.0);
 }
 
+// Each rank of `mpirun -np 2 kiln train resnet --use-distributed-optimizer` holds half of the
+// momentum and nothing whole (the optimizer state is gathered whole only to save a checkpoint):
+// its measured peak is the dry run's estimate for that layout (3%), below plain data parallel's.
+TEST(MpiResNet, TheDistributedOptimizerPeakIsTheDryRunsEstimate) {
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = testing::unique_temp_dir("mpi_resnet_zero_memory");
+  const std::string train = testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY
+                            " train resnet --fake-data --image-size 96 --batch-size 32 --bf16 --output-dir " +
+                            dir.string() + " ";
+  auto gib = [](const std::string& output, const std::string& pattern) {
+    std::smatch m;
+    return std::regex_search(output, m, std::regex(pattern)) ? std::stod(m[1]) : -1.0;
+  };
+  double peaks[2] = {};
+  for (const bool zero : {false, true}) {
+    const std::string flags = zero ? "--use-distributed-optimizer" : "";
+    const auto [dry_status, dry] = testing::run_command(train + flags + " --dry-run");
+    ASSERT_EQ(dry_status, 0) << dry;
+    const auto [run_status, run] = testing::run_command(train + flags + " --benchmark 2 --log-interval 1");
+    ASSERT_EQ(run_status, 0) << run;
+    const double estimate = gib(dry, R"(tensors peak per rank \(estimate[^:]*: ([0-9.]+) GiB)");
+    peaks[zero] = gib(run, R"(step +2/.*tensors [0-9.]+ GiB \(peak ([0-9.]+)\))");
+    ASSERT_GT(estimate, 0.3) << dry;
+    ASSERT_GT(peaks[zero], 0.3) << run;
+    EXPECT_NEAR(estimate / peaks[zero], 1.0, 0.03) << flags << ": estimate " << estimate << " GiB, measured "
+                                                   << peaks[zero] << " GiB";
+  }
+  EXPECT_LT(peaks[1], peaks[0]);
+}
+
 TEST(MpiResNet, ABatchThatDoesNotSplitOverTheRanksIsRefused) {
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   const fs::path dir = testing::unique_temp_dir("mpi_resnet_batch");

@@ -77,7 +77,6 @@ TrainingLoop::TrainingLoop(const LoopConfig& config, Recipe& recipe, TrainState 
         std::vector<io::FlatState> flat;
         const std::vector<optim::NamedState> named = optimizer_.state();
         for (size_t i = 0; i < named.size(); ++i) {
-          if (sharded_) whole_state_[i] = Tensor::empty({store_.padded_size()});
           flat.emplace_back(named[i].name, sharded_ ? &whole_state_[i] : named[i].data);
         }
         return flat;
@@ -97,14 +96,20 @@ TrainingLoop::TrainingLoop(const LoopConfig& config, Recipe& recipe, TrainState 
   interval_.losses.parts.assign(names_.size(), 0.0);
 }
 
+void TrainingLoop::hold_whole_state(bool hold) {
+  for (Tensor& t : whole_state_) t = hold ? Tensor::empty({store_.padded_size()}) : Tensor{};
+}
+
 void TrainingLoop::restore() {
   if (!resume_.checkpoint) return;
   const io::CheckpointMeta& meta = *resume_.checkpoint;
+  hold_whole_state(true);
   host_.pull();  // what the checkpoint does not replace keeps its value
   io::load_checkpoint(meta.dir(), host_.store(),
                       resume_.loads_optimizer() ? host_.optimizer() : std::vector<io::FlatState>{}, host_.buffers());
   host_.push();
   if (sharded_ && resume_.loads_optimizer()) dp_.scatter_state(ctx_, store_, whole_state_, optimizer_.state());
+  hold_whole_state(false);
   if (!resume_.continues_run()) {
     console_ << fmt::format("--finetune: loaded the weights of {}; starting at step 0 with a fresh optimizer\n",
                             meta.dir().string());

@@ -121,7 +121,9 @@ void TrainingLoop::save(int64_t step) {
 // Only rank 0 saves; the others wait for it, so that an error on another rank cannot end rank 0
 // (MPI_Abort) in the middle of writing the checkpoint.
 void TrainingLoop::save_all(int64_t step) {
+  hold_whole_state(sinks_.saves_checkpoints());
   save(step);
+  hold_whole_state(false);
   if (model_parallel_) state_.groups->model->barrier();  // with the dp barrier: every rank waits for rank 0
   if (dp_.ranks() > 1) dp_.barrier();
 }

@@ -6,8 +6,9 @@
 // per element of the parameter store (16-element aligned offsets), plus the compute copy in
 // bf16 / f16 (2 bytes); with the distributed optimizer the momentum is this rank's shard.
 // Tensors peak (the console's "tensors ... (peak ...)"): those, the layers' saved activations and
-// gradient buffers, and the largest convolution's scratch. The first step adds transient scratch
-// blocks until the arena settles (core/arena.h), a few percent over the estimate at most.
+// gradient buffers, and the largest convolution's scratch. Not counted: buffers growing during the
+// first step (the old one is freed once the layers drop it; about 1%) and, with the distributed
+// optimizer, the whole optimizer state gathered while a checkpoint is written.
 // FLOPs per step: 3 x the forward's (backward-data and backward-weights each cost a forward)
 // x the global batch; BN, ReLU, pooling and additions not counted.
 #pragma once

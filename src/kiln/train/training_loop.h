@@ -49,6 +49,7 @@ class TrainingLoop {
  private:
   // loop.cc
   void restore();  // weights, optimizer, loss scaler and data position of the resume point
+  void hold_whole_state(bool hold);  // whole_state_ allocated, or released
   void announce();
   void open_block(int64_t step);
   LoopResult finish();
@@ -100,6 +101,7 @@ class TrainingLoop {
   const std::vector<std::string> names_;  // the recipe's loss components
   // Checkpoints hold the optimizer state with the store's layout: a sharded optimizer's (ZeRO-1)
   // is gathered into whole buffers to save, and loaded whole, then each rank keeps its shard.
+  // The whole buffers exist only meanwhile (hold_whole_state): the rest of the run holds shards.
   const bool sharded_;
   std::vector<Tensor> whole_state_;
   std::vector<io::FlatState> opt_state_;
