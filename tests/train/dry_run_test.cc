@@ -72,6 +72,18 @@ TEST(DryRun, SingleRankHoldsEverything) {
                    fp32.bytes_per_rank_weights_grads_optimizer + fp32.bytes_activations_per_microbatch);
 }
 
+// ZeRO-1: each data-parallel rank keeps a 1/DP shard of Adam's m and v, the rest whole.
+TEST(DryRun, TheDistributedOptimizerShardsOnlyTheAdamState) {
+  const models::BertConfig c = megatron_shape(24, 1024, 16);
+  const DryRunReport plain = bert_dry_run(c, 512, 4, 32, 1, 1, 4, true);
+  const DryRunReport zero = bert_dry_run(c, 512, 4, 32, 1, 1, 4, true, 0, true);
+  EXPECT_DOUBLE_EQ(zero.bytes_per_rank_weights_grads_optimizer, (18.0 - 6.0) * double(zero.parameters));
+  EXPECT_DOUBLE_EQ(plain.bytes_tensors_peak - zero.bytes_tensors_peak, 6.0 * double(zero.parameters));
+  EXPECT_NE(zero.text.find("m, v: a 1/4 shard"), std::string::npos) << zero.text;
+  EXPECT_DOUBLE_EQ(bert_dry_run(c, 512, 4, 32, 1, 1, 1, true, 0, true).bytes_tensors_peak,
+                   bert_dry_run(c, 512, 4, 32, 1, 1, 1, true).bytes_tensors_peak);  // one rank: nothing to shard
+}
+
 TEST(DryRun, TensorParallelSplitsOnlyTheShardedWeights) {
   const models::BertConfig c = megatron_shape(24, 1024, 16);
   const int64_t h = 1024, I = 4096, L = 24, V = 30720;  // padded for TP 2

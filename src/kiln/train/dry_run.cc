@@ -62,7 +62,8 @@ double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int6
 }
 
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
-                          int64_t global_batch, int tp, int pp, int dp, bool bf16, int64_t max_predictions) {
+                          int64_t global_batch, int tp, int pp, int dp, bool bf16, int64_t max_predictions,
+                          bool distributed_optimizer) {
   auto positive = [](int64_t v, const char* what) {
     if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
   };
@@ -105,7 +106,8 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
     r.parameters_per_rank = std::max(first, last) + stage_layers * layer;
   }
 
-  r.bytes_per_rank_weights_grads_optimizer = double(r.parameters_per_rank) * (bf16 ? 18.0 : 16.0);
+  const double adam_bytes = distributed_optimizer ? 8.0 / dp : 8.0, bytes_per_param = 8.0 + adam_bytes + (bf16 ? 2 : 0);
+  r.bytes_per_rank_weights_grads_optimizer = double(r.parameters_per_rank) * bytes_per_param;
 
   const double e = bf16 ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
                a = double(c.heads), td = double(tp);
@@ -135,9 +137,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   x += fmt::format("  parameters: {} ({}); per rank (largest stage): {} ({})\n", r.parameters,
                    millions_or_billions(r.parameters), r.parameters_per_rank,
                    millions_or_billions(r.parameters_per_rank));
-  x += fmt::format("  memory per rank: weights + grads + Adam {} ({} bytes/param{})\n",
-                   gib(r.bytes_per_rank_weights_grads_optimizer), bf16 ? 18 : 16,
-                   bf16 ? ": bf16 copy, fp32 master, grad, m, v" : ": fp32 weight, grad, m, v");
+  x += fmt::format("  memory per rank: weights + grads + Adam {} ({:g} bytes/param: {}, grad, m, v{})\n",
+                   gib(r.bytes_per_rank_weights_grads_optimizer), bytes_per_param,
+                   bf16 ? "bf16 copy, fp32 master" : "fp32 weight",
+                   distributed_optimizer && dp > 1 ? fmt::format(" (m, v: a 1/{} shard)", dp) : "");
   x += fmt::format("                   activations {} per micro-batch ({} activations, {}; {} masked "
                    "positions per sample), up to {} in flight: {}\n",
                    gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32",
