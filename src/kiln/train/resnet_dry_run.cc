@@ -16,12 +16,6 @@ DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::strin
   positive(batch, "batch size per rank");
   positive(eval_batch, "evaluation batch size per rank");
   positive(dp, "data parallel size");
-  // The smallest image every stride-2 step still leaves a pixel for: stem (x4 with the max-pool),
-  // then x2 per stage after the first.
-  const int64_t smallest = (config.small_images ? 1 : 4) << (config.depths.size() - 1);
-  if (image < smallest)
-    throw Error("dry run: image size {} is below the {} pixels {} needs", image, smallest, arch);
-
   const models::ResNetFootprint f = models::resnet_footprint(config, batch, eval_batch, image, compute);
   const bool low = compute != DType::f32;
   const double state_bytes = distributed_optimizer && dp > 1 ? 4.0 / dp : 4.0;

@@ -21,7 +21,7 @@
 namespace kiln::train {
 
 // `batch` and `eval_batch` per rank; the global batch is batch x dp. Throws kiln::Error for a
-// size < 1 or an image too small for the network, naming it.
+// size < 1, naming it.
 DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::string& arch, int64_t image,
                             int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute);
 
