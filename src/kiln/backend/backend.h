@@ -356,10 +356,14 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
                              Tensor& dw, bool accumulate = true);
 // Whether oneDNN creates `dtype` convolution primitives on this CPU (false: the f32 fallback).
 bool conv2d_native(DType dtype);
-// The most scratch (ctx.scratch) the CPU backend's three passes of shape s take at once, bytes:
-// a window-product weight gradient's gathered windows and product, the f32 copies where oneDNN
-// has no `dtype` kernel. A dry run's estimate; `accumulate` as for conv2d_backward_weights.
-int64_t conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate);
+// The most scratch (ctx.scratch) each of the CPU backend's three passes of shape s takes at once,
+// bytes: a window-product weight gradient's gathered windows and product, the f32 copies where
+// oneDNN has no `dtype` kernel. A dry run's estimate; `accumulate` as for conv2d_backward_weights.
+struct ConvScratch {
+  int64_t forward = 0, backward_data = 0, backward_weights = 0;
+  int64_t most() const { return std::max({forward, backward_data, backward_weights}); }
+};
+ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate);
 
 // Batch norm over the rows (N*H*W) of x (N, H, W, C) (any rank: the last dimension is C).
 // gamma, beta, mean, var: (C) f32. Statistics in fp32 with partial sums in double combined in a

@@ -26,7 +26,7 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
 
 bool conv2d_native(DType dtype) { return cpu::conv2d_native(dtype); }
 
-int64_t conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
+ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
   return cpu::conv2d_scratch_bytes(s, dtype, accumulate);
 }
 

@@ -20,6 +20,7 @@ struct Tally {
   ResNetFootprint f;
   SharedGrads grads;
   int64_t H = 0, W = 0, C = 0;  // the activation's shape per image where the walk is
+  double forward_scratch = 0;    // what the forward passes alone take (an evaluation's)
 };
 
 class Walker {
@@ -43,7 +44,9 @@ class Walker {
     parameter(o.out);  // beta
     t.f.saved += 2 * buffer_bytes(output, e_) + double(4 * o.out * 4 + 4);  // y, BN out; BN statistics
     t.grads.bn_dx = std::max(t.grads.bn_dx, output);
-    t.f.scratch = std::max(t.f.scratch, double(ops::conv2d_scratch_bytes(s, e_, false)));
+    const ops::ConvScratch scratch = ops::conv2d_scratch_bytes(s, e_, false);
+    t.f.scratch = std::max(t.f.scratch, double(scratch.most()));
+    t.forward_scratch = std::max(t.forward_scratch, double(scratch.forward));
     t.H = s.P(), t.W = s.Q(), t.C = o.out;
     return input;
   }
@@ -101,7 +104,11 @@ Tally tally(const ResNetConfig& c, int64_t N, int64_t image, DType e) {
 ResNetFootprint resnet_footprint(const ResNetConfig& config, int64_t batch, int64_t eval_batch, int64_t image,
                                  DType compute) {
   ResNetFootprint f = tally(config, batch, image, compute).f;
-  if (eval_batch > batch) f.saved = tally(config, eval_batch, image, compute).f.saved;
+  if (eval_batch > batch) {
+    const Tally eval = tally(config, eval_batch, image, compute);
+    f.saved = eval.f.saved;
+    f.scratch = std::max(f.scratch, eval.forward_scratch);
+  }
   return f;
 }
 

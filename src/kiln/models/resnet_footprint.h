@@ -7,7 +7,8 @@
 // max-pool's output and its i32 argmax; the pooled features, fc output and loss in f32.
 // Gradients: the head's f32 ones (fc's input gradient, the logits' gradient) and the network's
 // shared buffers (models::ResNetGradBuffers), each as large as the largest layer that writes it.
-// Scratch: the largest convolution's (ops::conv2d_scratch_bytes; the other ops' is far smaller).
+// Scratch: the largest convolution's (ops::conv2d_scratch_bytes; the other ops' is far smaller),
+// an evaluation's forward at its batch included.
 #pragma once
 #include <cstdint>
 
@@ -21,7 +22,7 @@ struct ResNetFootprint {
   int64_t store_elements = 0;  // the flat store's size: each parameter starts at a multiple of 16
   double saved = 0;            // bytes: what forward keeps, for `eval_batch` images where that is more
   double gradients = 0;        // bytes: the head's and the shared gradient buffers, `batch` images
-  double scratch = 0;          // bytes
+  double scratch = 0;          // bytes: training's passes, and an evaluation's forward
   int64_t flops_per_image = 0; // forward: 2 per multiply-add of every conv and fc (ResNet::flops_per_image)
 };
 

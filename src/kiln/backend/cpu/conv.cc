@@ -358,20 +358,21 @@ void window_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, c
   if (!direct) move_taps_behind_channels(s, product, dw, accumulate);
 }
 
-int64_t conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
+ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
   const auto bytes = [](int64_t numel, DType t) { return (numel * int64_t(dtype_size(t)) + 63) / 64 * 64; };
   const int64_t x = s.N * s.H * s.W * s.C, y = s.N * s.P() * s.Q() * s.K, w = s.K * (s.C / s.groups) * s.R * s.S;
-  if (dtype != DType::f32 && !conv2d_native(dtype)) {  // f32 copies: x, w, y; x, dy and the f32 weight gradient's
+  if (dtype != DType::f32 && !conv2d_native(dtype)) {  // f32 copies of the operands and the result
     const int64_t copies = bytes(x, DType::f32) + bytes(y, DType::f32);
-    return std::max(copies + bytes(w, DType::f32), copies + cpu::conv2d_scratch_bytes(s, DType::f32, accumulate));
+    return {copies + bytes(w, DType::f32), copies + bytes(w, DType::f32),
+            copies + cpu::conv2d_scratch_bytes(s, DType::f32, accumulate).backward_weights};
   }
-  if (!is_window_product(s, dtype)) return 0;
+  if (!is_window_product(s, dtype)) return {};
   const int64_t pixels = s.P() * s.Q(), window = s.R * s.S * s.C;
   const bool gathered = s.R != 1 || s.S != 1 || s.stride_h != 1 || s.stride_w != 1;
   const bool direct = !accumulate && s.R == 1 && s.S == 1;
   const int64_t image_bytes = pixels * window * int64_t(dtype_size(dtype));
   const int64_t chunk = std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N);
-  return (direct ? 0 : bytes(s.K * window, DType::f32)) + (gathered ? bytes(chunk * pixels * window, dtype) : 0);
+  return {0, 0, (direct ? 0 : bytes(s.K * window, DType::f32)) + (gathered ? bytes(chunk * pixels * window, dtype) : 0)};
 }
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,

@@ -73,7 +73,7 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
                              Tensor& dw, bool accumulate);
 bool conv2d_native(DType dtype);
-int64_t conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate);
+ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate);
 void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              const Tensor& beta, float eps, bool relu, Tensor& y, Tensor& mean,
                              Tensor& var, const Tensor& residual);
