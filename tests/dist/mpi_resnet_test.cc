@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/dist/mpi_test_util.h"
+#include "tests/testing/dry_run_check.h"
 #include "tests/testing/fashion_mnist.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
@@ -139,25 +140,11 @@ TEST(MpiResNet, TheDistributedOptimizerPeakIsTheDryRunsEstimate) {
   const std::string train = testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY
                             " train resnet --fake-data --image-size 96 --batch-size 32 --bf16 --output-dir " +
                             dir.string() + " ";
-  auto gib = [](const std::string& output, const std::string& pattern) {
-    std::smatch m;
-    return std::regex_search(output, m, std::regex(pattern)) ? std::stod(m[1]) : -1.0;
-  };
-  double peaks[2] = {};
-  for (const bool zero : {false, true}) {
-    const std::string flags = zero ? "--use-distributed-optimizer" : "";
-    const auto [dry_status, dry] = testing::run_command(train + flags + " --dry-run");
-    ASSERT_EQ(dry_status, 0) << dry;
-    const auto [run_status, run] = testing::run_command(train + flags + " --benchmark 2 --log-interval 1");
-    ASSERT_EQ(run_status, 0) << run;
-    const double estimate = gib(dry, R"(tensors peak per rank \(estimate[^:]*: ([0-9.]+) GiB)");
-    peaks[zero] = gib(run, R"(step +2/.*tensors [0-9.]+ GiB \(peak ([0-9.]+)\))");
-    ASSERT_GT(estimate, 0.3) << dry;
-    ASSERT_GT(peaks[zero], 0.3) << run;
-    EXPECT_NEAR(estimate / peaks[zero], 1.0, 0.03) << flags << ": estimate " << estimate << " GiB, measured "
-                                                   << peaks[zero] << " GiB";
-  }
-  EXPECT_LT(peaks[1], peaks[0]);
+  const std::string step2 = std::string(R"(step +2/.*)") + testing::kConsolePeak;
+  const double plain = testing::expect_dry_run_estimate(train, "--benchmark 2 --log-interval 1", step2);
+  const double zero = testing::expect_dry_run_estimate(train + "--use-distributed-optimizer",
+                                                       "--benchmark 2 --log-interval 1", step2);
+  EXPECT_LT(zero, plain);
 }
 
 TEST(MpiResNet, ABatchThatDoesNotSplitOverTheRanksIsRefused) {

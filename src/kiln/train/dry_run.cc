@@ -50,6 +50,10 @@ std::string millions_or_billions(int64_t n) {
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t(1) << 30)); }
 
+void require_positive(int64_t v, const char* what) {
+  if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
+}
+
 int64_t megatron_padded_vocab(int64_t vocab, int tp, int64_t divisible_by) {
   const int64_t multiple = divisible_by * tp;
   return (vocab + multiple - 1) / multiple * multiple;
@@ -64,15 +68,12 @@ double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int6
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
                           int64_t global_batch, int tp, int pp, int dp, bool bf16, int64_t max_predictions,
                           bool distributed_optimizer) {
-  auto positive = [](int64_t v, const char* what) {
-    if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
-  };
-  positive(seq_length, "seq length");
-  positive(micro_batch, "micro batch size");
-  positive(global_batch, "global batch size");
-  positive(tp, "tensor model parallel size");
-  positive(pp, "pipeline model parallel size");
-  positive(dp, "data parallel size");
+  require_positive(seq_length, "seq length");
+  require_positive(micro_batch, "micro batch size");
+  require_positive(global_batch, "global batch size");
+  require_positive(tp, "tensor model parallel size");
+  require_positive(pp, "pipeline model parallel size");
+  require_positive(dp, "data parallel size");
   if (seq_length > config.max_position)
     throw Error("dry run: seq length {} exceeds max position embeddings {}", seq_length,
                 config.max_position);

@@ -52,6 +52,8 @@ struct DryRunReport {
 // "25.6M", "1.23B"; "1.50 GiB" (the dry runs' text).
 std::string millions_or_billions(int64_t n);
 std::string gib(double bytes);
+// Throws kiln::Error "dry run: WHAT must be at least 1, got V" when v < 1.
+void require_positive(int64_t v, const char* what);
 
 // ceil(vocab / (divisible_by * tp)) * divisible_by * tp (--make-vocab-size-divisible-by).
 int64_t megatron_padded_vocab(int64_t vocab, int tp, int64_t divisible_by = 128);

@@ -2,20 +2,16 @@
 
 #include <fmt/format.h>
 
-#include "kiln/core/error.h"
 #include "kiln/models/resnet_footprint.h"
 
 namespace kiln::train {
 
 DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::string& arch, int64_t image,
                             int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute) {
-  auto positive = [](int64_t v, const char* what) {
-    if (v < 1) throw Error("dry run: {} must be at least 1, got {}", what, v);
-  };
-  positive(image, "image size");
-  positive(batch, "batch size per rank");
-  positive(eval_batch, "evaluation batch size per rank");
-  positive(dp, "data parallel size");
+  require_positive(image, "image size");
+  require_positive(batch, "batch size per rank");
+  require_positive(eval_batch, "evaluation batch size per rank");
+  require_positive(dp, "data parallel size");
   const models::ResNetFootprint f = models::resnet_footprint(config, batch, eval_batch, image, compute);
   const bool low = compute != DType::f32;
   const double state_bytes = distributed_optimizer && dp > 1 ? 4.0 / dp : 4.0;

@@ -372,7 +372,8 @@ ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulat
   const bool direct = !accumulate && s.R == 1 && s.S == 1;
   const int64_t image_bytes = pixels * window * int64_t(dtype_size(dtype));
   const int64_t chunk = std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N);
-  return {0, 0, (direct ? 0 : bytes(s.K * window, DType::f32)) + (gathered ? bytes(chunk * pixels * window, dtype) : 0)};
+  const int64_t product = direct ? 0 : bytes(s.K * window, DType::f32);
+  return {0, 0, product + (gathered ? bytes(chunk * pixels * window, dtype) : 0)};
 }
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,
