@@ -30,7 +30,10 @@ TEST(ResNetDryRun, CountsLarsStateTheComputeCopyAndTheShard) {
   const DryRunReport zero = resnet_dry_run(c, "resnet50", 224, 32, 32, 4, true, DType::bf16);
   EXPECT_DOUBLE_EQ(zero.bytes_per_rank_weights_grads_optimizer, 11.0 * double(f.store_elements));
   EXPECT_DOUBLE_EQ(zero.flops_per_step, 4 * bf16.flops_per_step);
-  EXPECT_NE(zero.text.find("momentum shard"), std::string::npos) << zero.text;
+  EXPECT_NE(zero.text.find("(11 bytes/param: bf16 copy, fp32 master, grad, momentum shard)"), std::string::npos)
+      << zero.text;
+  const DryRunReport three = resnet_dry_run(c, "resnet50", 224, 32, 32, 3, true, DType::f32);
+  EXPECT_NE(three.text.find("(9.33333 bytes/param"), std::string::npos) << three.text;
 }
 
 TEST(ResNetDryRun, ALargerEvaluationBatchGrowsOnlyTheSavedActivations) {

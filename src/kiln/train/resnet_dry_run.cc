@@ -14,11 +14,11 @@ DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::strin
   require_positive(dp, "data parallel size");
   const models::ResNetFootprint f = models::resnet_footprint(config, batch, eval_batch, image, compute);
   const bool low = compute != DType::f32;
-  const double state_bytes = distributed_optimizer && dp > 1 ? 4.0 / dp : 4.0;
+  const double state_bytes = distributed_optimizer && dp > 1 ? 4.0 / dp : 4.0,
+               bytes_per_param = 8.0 + state_bytes + (low ? double(dtype_size(compute)) : 0.0);
   DryRunReport r;
   r.parameters = r.parameters_per_rank = f.parameters;
-  r.bytes_per_rank_weights_grads_optimizer =
-      double(f.store_elements) * (8.0 + state_bytes + (low ? double(dtype_size(compute)) : 0.0));
+  r.bytes_per_rank_weights_grads_optimizer = double(f.store_elements) * bytes_per_param;
   r.bytes_activations_per_microbatch = f.saved + f.gradients + f.scratch;
   r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + r.bytes_activations_per_microbatch;
   r.flops_per_step = 3.0 * double(f.flops_per_image) * double(batch * dp);
@@ -30,8 +30,8 @@ DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::strin
   x += fmt::format("  layout: DP {}; batch {} per rank, global batch {}; evaluation batch {} per rank\n", dp,
                    batch, batch * dp, eval_batch);
   x += fmt::format("  parameters: {} ({})\n", f.parameters, millions_or_billions(f.parameters));
-  x += fmt::format("  memory per rank: weights + grads + LARS {} ({} bytes/param: {}fp32 master, grad, momentum{})\n",
-                   gib(r.bytes_per_rank_weights_grads_optimizer), 8 + int(state_bytes) + (low ? 2 : 0),
+  x += fmt::format("  memory per rank: weights + grads + LARS {} ({:g} bytes/param: {}fp32 master, grad, momentum{})\n",
+                   gib(r.bytes_per_rank_weights_grads_optimizer), bytes_per_param,
                    low ? dtype + " copy, " : "", distributed_optimizer && dp > 1 ? " shard" : "");
   x += fmt::format("                   saved activations {} ({}), gradients {} (buffers shared by the layers), "
                    "convolution scratch {}\n", gib(f.saved), dtype, gib(f.gradients), gib(f.scratch));
