@@ -11,8 +11,10 @@ constexpr size_t kMinBlock = size_t(1) << 20;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
+size_t Arena::bytes_taken(int64_t numel, DType dtype) { return align_up(size_t(numel) * dtype_size(dtype)); }
+
 Tensor Arena::alloc(const Shape& shape, DType dtype) {
-  const size_t bytes = align_up(size_t(shape_numel(shape)) * dtype_size(dtype));
+  const size_t bytes = bytes_taken(shape_numel(shape), dtype);
   while (block_ < blocks_.size() && block_offset_ + bytes > blocks_[block_].nbytes()) {
     ++block_;
     block_offset_ = 0;

@@ -16,6 +16,8 @@ class Arena {
 
   // Uninitialised memory for `shape` x `dtype`, 64-byte aligned, valid until reset().
   Tensor alloc(const Shape& shape, DType dtype);
+  // The bytes alloc() takes for `numel` elements of `dtype` (a scratch estimate's unit).
+  static size_t bytes_taken(int64_t numel, DType dtype);
   // Frees everything handed out since the last reset (addresses are reused in order).
   void reset();
   // Before the first step: one block of `bytes` when that is more than it holds, so that a first

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/backend/backend.h"
+#include "kiln/nn/pool.h"
 
 namespace kiln::models {
 namespace {
@@ -33,13 +34,10 @@ class Walker {
   }
   // conv -> batch norm on the current activation; returns the conv's input elements (its dx).
   int64_t conv_bn(const nn::Conv2dOptions& o) {
-    ops::ConvShape s;
-    s.N = N_, s.H = t.H, s.W = t.W, s.C = o.in, s.K = o.out, s.R = s.S = o.kernel;
-    s.stride_h = s.stride_w = o.stride;
-    s.pad_h = s.pad_w = o.padding;
+    const ops::ConvShape s = nn::conv2d_shape(o, N_, t.H, t.W);
     const int64_t input = N_ * t.H * t.W * o.in, output = N_ * s.P() * s.Q() * o.out;
     parameter(o.out * o.in * o.kernel * o.kernel);
-    t.f.flops_per_image += 2 * s.P() * s.Q() * o.out * o.in * o.kernel * o.kernel;
+    t.f.flops_per_image += nn::conv2d_flops(o, t.H, t.W);
     parameter(o.out);  // gamma
     parameter(o.out);  // beta
     t.f.saved += 2 * buffer_bytes(output, e_) + double(4 * o.out * 4 + 4);  // y, BN out; BN statistics
@@ -62,7 +60,8 @@ class Walker {
   }
   void max_pool() {
     t.grads.shortcut_dx = std::max(t.grads.shortcut_dx, N_ * t.H * t.W * t.C);  // its dx
-    t.H = (t.H + 2 - 3) / 2 + 1, t.W = (t.W + 2 - 3) / 2 + 1;
+    const nn::MaxPool2d pool;  // the model's: 3x3, stride 2, padding 1
+    t.H = pool.out_size(t.H), t.W = pool.out_size(t.W);
     const int64_t output = N_ * t.H * t.W * t.C;
     t.f.saved += buffer_bytes(output, e_) + buffer_bytes(output, DType::i32);  // y, argmax
   }

@@ -69,7 +69,7 @@ void BatchNorm2d::forward_synced(Context& ctx, int64_t rows, const Tensor& resid
 }
 
 Tensor BatchNorm2d::backward_synced(Context& ctx, const Tensor& dy) {
-  Tensor dx = dx_buffer().get(ctx, x_.shape, x_.dtype);
+  Tensor dx = dx_.get(ctx, x_.shape, x_.dtype);
   Tensor dgamma = weight.grad(), dbeta = bias.grad();
   ops::batchnorm_backward_sums(ctx, x_, y_, dy, mean_, relu, local_sums_);
   ops::copy(ctx, local_sums_, global_sums_);
@@ -122,7 +122,7 @@ Tensor BatchNorm2d::backward(const Step& step, const Tensor& dy) {
              "BatchNorm2d {}: gradient {} {} does not match input {} {}", prefix_,
              dtype_name(dy.dtype), shape_str(dy.shape), dtype_name(x_.dtype), shape_str(x_.shape));
   if (sync_ && training_) return backward_synced(*step.ctx, dy);
-  Tensor dx = dx_buffer().get(*step.ctx, x_.shape, x_.dtype);
+  Tensor dx = dx_.get(*step.ctx, x_.shape, x_.dtype);
   Tensor dgamma = weight.grad(), dbeta = bias.grad();
   ops::batchnorm_backward(*step.ctx, x_, y_, dy, weight.value(), mean_, var_, eps, relu,
                           training_, dx, dgamma, dbeta);

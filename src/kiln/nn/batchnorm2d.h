@@ -50,7 +50,7 @@ class BatchNorm2d {
   // process's batch alone (the default, tinygrad's UnsyncedBatchNorm).
   void set_sync(dist::Communicator* comm);
   // Writes backward's dx into `dx` (shared with other layers) instead of its own buffer.
-  void use_grad_buffer(Buffer& dx) { shared_dx_ = &dx; }
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
   // Moves the running and batch statistics (and SyncBN's sums) onto ctx.device.
   void to_device(Context& ctx);
 
@@ -75,9 +75,8 @@ class BatchNorm2d {
   bool training_ = true;
   Tensor batch_mean_, batch_var_;  // (C) f32: a training forward's batch statistics
   Tensor mean_, var_;              // (C) the statistics the last forward normalised with
-  Buffer out_, own_dx_;
-  Buffer* shared_dx_ = nullptr;  // a pointer only when shared, so the layer stays movable
-  Buffer& dx_buffer() { return shared_dx_ ? *shared_dx_ : own_dx_; }
+  Buffer out_;
+  BufferSlot dx_;
 };
 
 }  // namespace kiln::nn

@@ -25,4 +25,19 @@ class Buffer {
   ops::HostStaging staging_;
 };
 
+// A layer's buffer for what only the next op reads (an output, an input gradient): its own, or
+// one the model shares among layers whose uses do not overlap (use()). It holds no pointer to
+// itself, so the layer stays movable.
+class BufferSlot {
+ public:
+  void use(Buffer& shared) { shared_ = &shared; }
+  Tensor get(const Context& ctx, const Shape& shape, DType dtype = DType::f32) {
+    return (shared_ ? *shared_ : own_).get(ctx, shape, dtype);
+  }
+
+ private:
+  Buffer own_;
+  Buffer* shared_ = nullptr;
+};
+
 }  // namespace kiln::nn

@@ -17,7 +17,7 @@ Conv2d::Conv2d(ParamStore& store, const std::string& prefix, const Conv2dOptions
   if (opt.bias) bias = store.add(prefix + ".bias", {opt.out}, false);
 }
 
-ops::ConvShape Conv2d::shape(int64_t N, int64_t H, int64_t W) const {
+ops::ConvShape conv2d_shape(const Conv2dOptions& opt, int64_t N, int64_t H, int64_t W) {
   ops::ConvShape s;
   s.N = N;
   s.H = H;
@@ -32,8 +32,8 @@ ops::ConvShape Conv2d::shape(int64_t N, int64_t H, int64_t W) const {
   return s;
 }
 
-int64_t Conv2d::flops(int64_t H, int64_t W) const {
-  const ops::ConvShape s = shape(1, H, W);
+int64_t conv2d_flops(const Conv2dOptions& opt, int64_t H, int64_t W) {
+  const ops::ConvShape s = conv2d_shape(opt, 1, H, W);
   return 2 * s.P() * s.Q() * opt.out * (opt.in / opt.groups) * opt.kernel * opt.kernel;
 }
 
@@ -71,7 +71,7 @@ Tensor Conv2d::backward(const Step& step, const Tensor& dy, bool need_dx) {
     ops::bias_grad(*step.ctx, dy.reshape({dy.numel() / opt.out, opt.out}), db);
   }
   if (!need_dx) return {};
-  Tensor dx = (shared_dx_ ? *shared_dx_ : own_dx_).get(*step.ctx, x_.shape, dy.dtype);  // (N, H, W, in)
+  Tensor dx = dx_.get(*step.ctx, x_.shape, dy.dtype);  // (N, H, W, in)
   ops::conv2d_backward_data(*step.ctx, shape_, dy, weight.compute(), dx);
   return dx;
 }

@@ -17,6 +17,11 @@ struct Conv2dOptions {
   bool bias = false;
 };
 
+// The convolution `opt` makes of N images of H x W, and its forward FLOPs (2 per multiply-add)
+// for one image.
+ops::ConvShape conv2d_shape(const Conv2dOptions& opt, int64_t N, int64_t H, int64_t W);
+int64_t conv2d_flops(const Conv2dOptions& opt, int64_t H, int64_t W);
+
 class Conv2d {
  public:
   // Registers `prefix.weight` (out, in/groups, kernel, kernel) with decay and, with opt.bias,
@@ -33,11 +38,10 @@ class Conv2d {
   Tensor backward(const Step& step, const Tensor& dy, bool need_dx = true);
 
   // Writes backward's dx into `dx` (shared with other layers) instead of its own buffer.
-  void use_grad_buffer(Buffer& dx) { shared_dx_ = &dx; }
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
 
-  ops::ConvShape shape(int64_t N, int64_t H, int64_t W) const;
-  // Forward FLOPs (2 per multiply-add) for one (H, W) image.
-  int64_t flops(int64_t H, int64_t W) const;
+  ops::ConvShape shape(int64_t N, int64_t H, int64_t W) const { return conv2d_shape(opt, N, H, W); }
+  int64_t flops(int64_t H, int64_t W) const { return conv2d_flops(opt, H, W); }
 
   Param weight, bias;  // bias.id == -1 without bias
   Conv2dOptions opt;
@@ -45,8 +49,8 @@ class Conv2d {
  private:
   Tensor x_;
   ops::ConvShape shape_;
-  Buffer y_, own_dx_;
-  Buffer* shared_dx_ = nullptr;  // a pointer only when shared, so the layer stays movable
+  Buffer y_;
+  BufferSlot dx_;
 };
 
 }  // namespace kiln::nn

@@ -35,14 +35,14 @@ bool Dropout::arm(const Step& step, int64_t samples) {
 
 Tensor Dropout::forward(const Step& step, const Tensor& x, int64_t samples) {
   if (!arm(step, samples)) return x;
-  Tensor y = y_->get(*step.ctx, x.shape, x.dtype);
+  Tensor y = y_.get(*step.ctx, x.shape, x.dtype);
   ops::dropout_forward(*step.ctx, x, mask_, y);
   return y;
 }
 
 Tensor Dropout::backward(const Step& step, const Tensor& dy) {
   if (!active_) return dy;
-  Tensor dx = dx_->get(*step.ctx, dy.shape, dy.dtype);
+  Tensor dx = dx_.get(*step.ctx, dy.shape, dy.dtype);
   ops::dropout_backward(*step.ctx, dy, mask_, dx);
   return dx;
 }

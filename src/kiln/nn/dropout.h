@@ -35,8 +35,8 @@ class Dropout {
   bool arm(const Step& step, int64_t samples);
   const ops::DropoutMask& mask() const { return mask_; }
   // Writes y and dx into these buffers (e.g. ones shared among layers) instead of its own.
-  void use_buffers(Buffer& y, Buffer& dx) { y_ = &y, dx_ = &dx; }
-  void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
+  void use_buffers(Buffer& y, Buffer& dx) { y_.use(y), dx_.use(dx); }
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
 
   float p;
   uint32_t layer_id;
@@ -48,9 +48,7 @@ class Dropout {
   bool active_ = false;
   ops::DropoutMask mask_;  // its sample offset: the step's, or a view of host_offset_
   int64_t host_offset_ = 0;
-  Buffer own_y_, own_dx_;
-  Buffer* y_ = &own_y_;
-  Buffer* dx_ = &own_dx_;
+  BufferSlot y_, dx_;
 };
 
 }  // namespace kiln::nn

@@ -10,7 +10,7 @@ Tensor Gelu::forward(const Step& step, const Tensor& x) {
 }
 
 Tensor Gelu::backward(const Step& step, const Tensor& dy) {
-  Tensor dx = dx_->get(*step.ctx, dy.shape, dy.dtype);
+  Tensor dx = dx_.get(*step.ctx, dy.shape, dy.dtype);
   ops::gelu_backward(*step.ctx, kind, x_, dy, dx);
   return dx;
 }

@@ -19,14 +19,14 @@ class Gelu {
   Tensor backward(const Step& step, const Tensor& dy);
 
   // Writes backward's dx into this buffer (shared with other layers) instead of its own.
-  void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
 
   GeluKind kind;
 
  private:
   Tensor x_;
-  Buffer y_, own_dx_;
-  Buffer* dx_ = &own_dx_;
+  Buffer y_;
+  BufferSlot dx_;
 };
 
 }  // namespace kiln::nn

@@ -44,7 +44,7 @@ Tensor Linear::forward(const Step& step, const Tensor& x) {
   const Tensor w = weights_for(weight, x.dtype);
   const int64_t N = x.dim(0);
   x_ = x;
-  Tensor y = y_->get(*step.ctx, {N, out}, x.dtype);  // (N, out)
+  Tensor y = y_.get(*step.ctx, {N, out}, x.dtype);  // (N, out)
   ops::MatmulOpts o;
   const Tensor b = bias.id >= 0 ? weights_for(bias, x.dtype) : Tensor{};
   const bool reduce = split_ == Split::row && tp_.split();
@@ -58,7 +58,7 @@ Tensor Linear::forward(const Step& step, const Tensor& x) {
 }
 
 Tensor Linear::backward(const Step& step, const Tensor& dy) {
-  Tensor dx = dx_->get(*step.ctx, {x_.dim(0), in}, dy.dtype);
+  Tensor dx = dx_.get(*step.ctx, {x_.dim(0), in}, dy.dtype);
   backward_into(step, dy, dx, false);
   return dx;
 }

@@ -37,8 +37,8 @@ class Linear {
   void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
   // Writes y / backward's dx into these buffers (shared with other layers) instead of its own:
   // for an output only the next op reads, and a gradient only the layer below reads.
-  void use_output_buffer(Buffer& y) { y_ = &y; }
-  void use_grad_buffer(Buffer& dx) { dx_ = &dx; }
+  void use_output_buffer(Buffer& y) { y_.use(y); }
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
   int64_t in, out;     // this rank's sizes
@@ -50,9 +50,8 @@ class Linear {
   Split split_ = Split::none;
   TensorParallel tp_;
   Tensor x_;
-  Buffer own_y_, own_dx_, partial_dx_;
-  Buffer* y_ = &own_y_;
-  Buffer* dx_ = &own_dx_;
+  BufferSlot y_, dx_;
+  Buffer partial_dx_;
 };
 
 }  // namespace kiln::nn

@@ -23,7 +23,7 @@ Tensor MaxPool2d::backward(const Step& step, const Tensor& dy) {
   KILN_CHECK(dy.shape == out && dy.dtype == x_dtype_,
              "MaxPool2d: gradient {} {} does not match output {} {}", dtype_name(dy.dtype),
              shape_str(dy.shape), dtype_name(x_dtype_), shape_str(out));
-  Tensor dx = (shared_dx_ ? *shared_dx_ : own_dx_).get(*step.ctx, {shape_.N, shape_.H, shape_.W, shape_.C}, dy.dtype);
+  Tensor dx = dx_.get(*step.ctx, {shape_.N, shape_.H, shape_.W, shape_.C}, dy.dtype);
   ops::maxpool_backward(*step.ctx, shape_, dy, argmax_.get(*step.ctx, out, DType::i32), dx);
   return dx;
 }
@@ -41,7 +41,7 @@ Tensor GlobalAvgPool::backward(const Step& step, const Tensor& dy) {
   const int64_t N = x_shape_[0], C = x_shape_[3];
   KILN_CHECK(dy.rank() == 2 && dy.dim(0) == N && dy.dim(1) == C,
              "GlobalAvgPool: gradient {} is not ({}, {})", shape_str(dy.shape), N, C);
-  Tensor dx = (shared_dx_ ? *shared_dx_ : own_dx_).get(*step.ctx, x_shape_, x_dtype_);
+  Tensor dx = dx_.get(*step.ctx, x_shape_, x_dtype_);
   ops::global_avgpool_backward(*step.ctx, dy, dx);
   return dx;
 }

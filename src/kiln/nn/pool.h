@@ -19,7 +19,7 @@ class MaxPool2d {
   // dy: (N, P, Q, C) -> dx: (N, H, W, C).
   Tensor backward(const Step& step, const Tensor& dy);
   // Writes backward's dx into `dx` (shared with other layers) instead of its own buffer.
-  void use_grad_buffer(Buffer& dx) { shared_dx_ = &dx; }
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
 
   int64_t out_size(int64_t in) const { return (in + 2 * padding - kernel) / stride + 1; }
 
@@ -28,8 +28,8 @@ class MaxPool2d {
  private:
   ops::PoolShape shape_;
   DType x_dtype_ = DType::f32;
-  Buffer y_, argmax_, own_dx_;
-  Buffer* shared_dx_ = nullptr;
+  Buffer y_, argmax_;
+  BufferSlot dx_;
 };
 
 class GlobalAvgPool {
@@ -38,13 +38,13 @@ class GlobalAvgPool {
   Tensor forward(const Step& step, const Tensor& x);
   // dy: (N, C) in any float dtype -> dx: (N, H, W, C) in the dtype of the forward's x.
   Tensor backward(const Step& step, const Tensor& dy);
-  void use_grad_buffer(Buffer& dx) { shared_dx_ = &dx; }  // as MaxPool2d's
+  void use_grad_buffer(Buffer& dx) { dx_.use(dx); }  // as MaxPool2d's
 
  private:
   Shape x_shape_;
   DType x_dtype_ = DType::f32;
-  Buffer y_, own_dx_;
-  Buffer* shared_dx_ = nullptr;
+  Buffer y_;
+  BufferSlot dx_;
 };
 
 }  // namespace kiln::nn

@@ -34,8 +34,8 @@ void TransformerLayer::share_buffers(LayerSharedBuffers& shared, int parity) {
   output.use_grad_buffer(shared.output_dx);
   attention.share_scratch(shared.attention);
   Buffer& result = shared.result[parity];
-  da_ = pre_ln ? &result : &shared.residual_grad;
-  dx_ = &result;
+  da_.use(pre_ln ? result : shared.residual_grad);
+  dx_.use(result);
 }
 
 Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor& mask) {
@@ -60,14 +60,14 @@ Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor
 }
 
 Tensor TransformerLayer::backward(const Step& step, const Tensor& dy) {
-  Tensor da = da_->get(*step.ctx, dy.shape, dy.dtype);  // gradient at the residual stream between blocks
+  Tensor da = da_.get(*step.ctx, dy.shape, dy.dtype);  // gradient at the residual stream between blocks
   if (!pre_ln) {
     // da = LN_out'(dy) + W1'(gelu'(...)): the second term accumulates in the matmul.
     output_norm.backward_into(step, dy, da, false);
     Tensor dg = output.backward(step, output_dropout_.backward(step, da));
     intermediate.backward_into(step, gelu.backward(step, dg), da, true);
     // dx = LN_attn'(da) + attention'(...): the second term accumulates in the q/k/v matmuls.
-    Tensor dx = dx_->get(*step.ctx, dy.shape, dy.dtype);
+    Tensor dx = dx_.get(*step.ctx, dy.shape, dy.dtype);
     attention_norm.backward_into(step, da, dx, false);
     Tensor dctx = attention_output.backward(step, attention_dropout_.backward(step, dx));
     attention.backward_into(step, dctx, dx, true);

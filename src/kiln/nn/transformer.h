@@ -74,9 +74,9 @@ class TransformerLayer {
  private:
   Dropout attention_dropout_, output_dropout_;
   int64_t B_ = 0;  // samples in the last forward (dropout keys)
-  Buffer sum1_, sum2_, own_da_, own_dx_;
-  Buffer* da_ = &own_da_;  // pre-LN: the layer's result
-  Buffer* dx_ = &own_dx_;  // post-LN: the layer's result
+  Buffer sum1_, sum2_;
+  BufferSlot da_;  // pre-LN: the layer's result
+  BufferSlot dx_;  // post-LN: the layer's result
 };
 
 }  // namespace kiln::nn

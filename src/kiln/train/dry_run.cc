@@ -107,7 +107,8 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
     r.parameters_per_rank = std::max(first, last) + stage_layers * layer;
   }
 
-  const double adam_bytes = distributed_optimizer ? 8.0 / dp : 8.0, bytes_per_param = 8.0 + adam_bytes + (bf16 ? 2 : 0);
+  const double adam_bytes = distributed_optimizer ? 8.0 / dp : 8.0,
+               bytes_per_param = 8.0 + adam_bytes + (bf16 ? 2 : 0);
   r.bytes_per_rank_weights_grads_optimizer = double(r.parameters_per_rank) * bytes_per_param;
 
   const double e = bf16 ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),

@@ -337,15 +337,32 @@ std::atomic<int64_t> window_bytes{kWindowBytes};
 
 void set_window_scratch_bytes(int64_t bytes) { window_bytes = bytes > 0 ? bytes : kWindowBytes; }
 
+// How window_product_weights runs for a shape: the windows gathered into scratch `chunk` images at
+// a time (else the activations are the windows, all images at once), the product written into dw
+// itself (`direct`) or into f32 scratch.
+struct WindowPlan {
+  int64_t pixels, window, chunk;
+  bool gathered, direct;
+};
+
+WindowPlan window_plan(const ConvShape& s, DType dtype, bool accumulate) {
+  WindowPlan p;
+  p.pixels = s.P() * s.Q();
+  p.window = s.R * s.S * s.C;
+  p.gathered = s.R != 1 || s.S != 1 || s.stride_h != 1 || s.stride_w != 1;
+  p.direct = !accumulate && s.R == 1 && s.S == 1;
+  const int64_t image_bytes = p.pixels * p.window * int64_t(dtype_size(dtype));
+  p.chunk = p.gathered ? std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N) : s.N;
+  return p;
+}
+
 void window_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy, Tensor& dw,
                             bool accumulate) {
   const ScratchScope own_scratch(ctx);
-  const int64_t pixels = s.P() * s.Q(), window = s.R * s.S * s.C;
-  const bool gathered = s.R != 1 || s.S != 1 || s.stride_h != 1 || s.stride_w != 1;
-  const bool direct = !accumulate && s.R == 1 && s.S == 1;  // the product is dw
+  const WindowPlan plan = window_plan(s, x.dtype, accumulate);
+  const int64_t pixels = plan.pixels, window = plan.window, chunk = plan.chunk;
+  const bool gathered = plan.gathered, direct = plan.direct;
   Tensor product = direct ? dw.reshape({s.K, window}) : ctx.scratch_tensor({s.K, window}, DType::f32);
-  const int64_t image_bytes = pixels * window * dtype_size(x.dtype);
-  const int64_t chunk = gathered ? std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N) : s.N;
   Tensor col = gathered ? ctx.scratch_tensor({chunk * pixels, window}, x.dtype) : x.reshape({s.N * pixels, window});
   const Tensor dy_rows = dy.reshape({s.N * pixels, s.K});
   for (int64_t n0 = 0; n0 < s.N; n0 += chunk) {
@@ -359,7 +376,7 @@ void window_product_weights(Context& ctx, const ConvShape& s, const Tensor& x, c
 }
 
 ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulate) {
-  const auto bytes = [](int64_t numel, DType t) { return (numel * int64_t(dtype_size(t)) + 63) / 64 * 64; };
+  const auto bytes = [](int64_t numel, DType t) { return int64_t(Arena::bytes_taken(numel, t)); };
   const int64_t x = s.N * s.H * s.W * s.C, y = s.N * s.P() * s.Q() * s.K, w = s.K * (s.C / s.groups) * s.R * s.S;
   if (dtype != DType::f32 && !conv2d_native(dtype)) {  // f32 copies of the operands and the result
     const int64_t copies = bytes(x, DType::f32) + bytes(y, DType::f32);
@@ -367,13 +384,9 @@ ConvScratch conv2d_scratch_bytes(const ConvShape& s, DType dtype, bool accumulat
             copies + cpu::conv2d_scratch_bytes(s, DType::f32, accumulate).backward_weights};
   }
   if (!is_window_product(s, dtype)) return {};
-  const int64_t pixels = s.P() * s.Q(), window = s.R * s.S * s.C;
-  const bool gathered = s.R != 1 || s.S != 1 || s.stride_h != 1 || s.stride_w != 1;
-  const bool direct = !accumulate && s.R == 1 && s.S == 1;
-  const int64_t image_bytes = pixels * window * int64_t(dtype_size(dtype));
-  const int64_t chunk = std::clamp<int64_t>(window_bytes.load() / image_bytes, 1, s.N);
-  const int64_t product = direct ? 0 : bytes(s.K * window, DType::f32);
-  return {0, 0, product + (gathered ? bytes(chunk * pixels * window, dtype) : 0)};
+  const WindowPlan p = window_plan(s, dtype, accumulate);
+  const int64_t product = p.direct ? 0 : bytes(s.K * p.window, DType::f32);
+  return {0, 0, product + (p.gathered ? bytes(p.chunk * p.pixels * p.window, dtype) : 0)};
 }
 
 void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy,

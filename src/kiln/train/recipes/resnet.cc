@@ -93,6 +93,12 @@ void fill_fake_images(data::ImageBatch& b, int batch, int first_row, int size, i
 // Beyond the convolutions' scratch: what other ops keep in the arena meanwhile (a loss's few bytes).
 constexpr size_t kScratchSlack = size_t(64) << 10;
 
+void check_batch_splits(const ResNetTrainConfig& c, int ranks) {
+  if (c.batch_size % ranks != 0)
+    throw Error("config: train.batch_size {} does not split over {} ranks: use a multiple of {}", c.batch_size, ranks,
+                ranks);
+}
+
 int eval_batch_per_rank(const ResNetTrainConfig& c, const dist::Communicator& comm) {
   return int(std::max<int64_t>(1, (c.eval_batch_size + comm.size() - 1) / comm.size()));
 }
@@ -211,8 +217,7 @@ class ResNetRecipe : public Recipe {
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   if (c.dry_run) {
     const dist::Communicator& world = dist::world();
-    if (c.batch_size % world.size() != 0)
-      throw Error("config: train.batch_size {} does not split over {} ranks", c.batch_size, world.size());
+    check_batch_splits(c, world.size());
     if (world.rank() == 0)
       console << resnet_dry_run(model_config(c, c.num_classes), c.arch, c.image_size, c.batch_size / world.size(),
                                 eval_batch_per_rank(c, world), world.size(), c.distributed_optimizer,
@@ -223,9 +228,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   const dist::Placement placement = dist::place_rank(world, c.threads);
-  if (c.batch_size % world.size() != 0)
-    throw Error("config: train.batch_size {} does not split over {} ranks: use a multiple of {}", c.batch_size,
-                world.size(), world.size());
+  check_batch_splits(c, world.size());
   world.set_timeout(c.dist_timeout);
   if (c.is_rank0) ensure_writable_dir(c.output_dir);
   if (c.is_rank0 && world.size() > 1) console << placement.describe(world);
