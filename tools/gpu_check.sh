@@ -17,14 +17,20 @@
 # existing build (KILN_GPU_BUILD_DIR, default build) and with the benchmarks at batch 1-2 for 3
 # steps. It checks the script itself (command lines, test filters, what it reads from the logs),
 # so that a GPU's few minutes are not lost to it; ctest runs it (GpuCheckRehearsal).
+# --prebuilt: on the GPU, over a build made elsewhere (KILN_GPU_BUILD_DIR: tools/gpu_bundle.sh's archive
+# unpacked), for a GPU machine without kiln's build dependencies.
 # Environment: KILN_GPU_BUILD_DIR (default build-gpu), KILN_GPU_JOBS (default: all cores),
-# KILN_CACHE_DIR (the algorithm search's winners; default LOG_DIR/cache, so each check searches).
+# KILN_CACHE_DIR (the algorithm search's winners; default LOG_DIR/cache, so each check searches),
+# KILN_PARITY_TIMEOUT (seconds the parity suite may run; default 300).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-rehearse=0 gpu=cuda parity_device=cuda:0 default_build=build-gpu
+rehearse=0 prebuilt=0 gpu=cuda parity_device=cuda:0 default_build=build-gpu
 if [[ ${1:-} == --rehearse ]]; then
-  rehearse=1 gpu=sim parity_device=sim default_build=build
+  rehearse=1 prebuilt=1 gpu=sim parity_device=sim default_build=build
+  shift
+elif [[ ${1:-} == --prebuilt ]]; then
+  prebuilt=1
   shift
 fi
 log_dir=${1:-$root/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -148,9 +154,9 @@ existing_build() {
   echo "$build"
 }
 
-# built: configure and build with CUDA, or in a rehearsal take the build that is there.
+# built: configure and build with CUDA, or take the build that is there (a rehearsal, --prebuilt).
 built() {
-  if ((rehearse)); then
+  if ((prebuilt)); then
     step build existing_build
   else
     step configure configure && step build cmake --build "$build" -j "$jobs" --target kiln kiln_tests
@@ -164,7 +170,7 @@ bert_large_batch=16 resnet50_batch=128 bench_steps=10
 if built; then
   step devices "$build/kiln" devices
   step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*:OpGraph.*:GraphedRegion.*'
-  step parity env KILN_PARITY_DEVICE="$parity_device" timeout 300 "$build/kiln_tests" --gtest_filter='Parity*'
+  step parity env KILN_PARITY_DEVICE="$parity_device" timeout "${KILN_PARITY_TIMEOUT:-300}" "$build/kiln_tests" --gtest_filter='Parity*'
   step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000
   step bert-graph graph_same bert-graph bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \

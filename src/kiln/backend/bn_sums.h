@@ -2,11 +2,19 @@
 // agree bit for bit (host and device code): rows in fixed chunks with a double partial each, f32
 // runs inside a chunk, and the rows a one-read forward samples for its shift.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "kiln/core/hd.h"
 
 namespace kiln::ops {
+
+// PyTorch's running average (1 - momentum) * running + momentum * value with its roundings fixed
+// (one fused multiply-add): a compiler free to contract a * b + c does so on a GPU and with FMA
+// hardware, not in a portable host build, and the backends' statistics would differ.
+KILN_HD inline float bn_running_average(float running, float value, float momentum) {
+  return fmaf(momentum, value, (1.0f - momentum) * running);
+}
 
 // Rows per partial sum: depends on `rows` only (at most 256 chunks).
 KILN_HD inline int64_t bn_chunk_rows(int64_t rows) {

@@ -457,8 +457,8 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
   const float *m = mean.ptr<float>(), *v = var.ptr<float>();
   float *rm = running_mean.ptr<float>(), *rv = running_var.ptr<float>();
   for (int64_t c = 0; c < C; ++c) {
-    rm[c] = (1.0f - momentum) * rm[c] + momentum * m[c];
-    rv[c] = (1.0f - momentum) * rv[c] + momentum * v[c] * unbias;
+    rm[c] = bn_running_average(rm[c], m[c], momentum);
+    rv[c] = bn_running_average(rv[c], v[c] * unbias, momentum);
   }
   num_batches_tracked.ptr<float>()[0] += 1.0f;
 }

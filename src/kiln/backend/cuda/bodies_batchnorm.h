@@ -211,8 +211,8 @@ struct BnRunningBody {
   float* running_var;
   float* count;
   KILN_HD void operator()(int64_t c) const {
-    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
-    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * var[c] * unbias;
+    running_mean[c] = bn_running_average(running_mean[c], mean[c], momentum);
+    running_var[c] = bn_running_average(running_var[c], var[c] * unbias, momentum);
     if (c == 0) count[0] += 1.0f;
   }
 };

@@ -1,10 +1,13 @@
-// backend/cuda/conv.cc — 2-D convolutions on cuDNN: NHWC activations, the (K, C/groups, R, S)
-// weights as cuDNN's NCHW filters, f32 accumulation, only deterministic algorithms: cuDNN's
-// first heuristic choice, or with KILN_SEARCH on the fastest of its choices, timed once per shape
-// on scratch outputs and kept in the algorithm cache file (backend/algo_cache.h); the
-// workspace from the step's scratch. f32 convolutions use FMA math (no TF32, as on the CPU).
-// The weight gradient is accumulated into the f32 dw (beta = 1); for bf16 / f16 activations it
-// runs in f32 on converted copies, since cuDNN's filter gradient has the activations' dtype.
+// backend/cuda/conv.cc — 2-D convolutions on cuDNN: NHWC activations and NHWC (K, R, S, C/groups)
+// filters, the layout cuDNN's NHWC kernels take (with kiln's (K, C/groups, R, S) weights as NCHW
+// filters, cuDNN 9 on an H200 offered no deterministic backward algorithm). The weights are
+// transposed into scratch for each call (cudnnTransformTensor), and the weight gradient back into
+// kiln's layout, added into dw when accumulating. f32 accumulation, only deterministic
+// algorithms: cuDNN's first heuristic choice, or with KILN_SEARCH on the fastest of its choices,
+// timed once per shape on scratch outputs and kept in the algorithm cache file
+// (backend/algo_cache.h); the workspace from the step's scratch. f32 convolutions use FMA math
+// (no TF32, as on the CPU). For bf16 / f16 activations the weight gradient runs in f32 on
+// converted copies, since cuDNN's filter gradient has the activations' dtype.
 // Built only where CMake found cuDNN (KILN_HAVE_CUDNN); elsewhere the ops say so.
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -65,6 +68,7 @@ cudnnDataType_t dnn_type(DType t) {
 // The descriptors of one convolution in one dtype, destroyed with it.
 struct ConvDescs {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnTensorDescriptor_t w_kcrs = nullptr, w_krsc = nullptr;  // the weights as tensors, for the transposes
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
@@ -72,6 +76,8 @@ struct ConvDescs {
     const cudnnDataType_t t = dnn_type(dtype);
     check_dnn(cudnnCreateTensorDescriptor(&x), op, "tensor descriptor");
     check_dnn(cudnnCreateTensorDescriptor(&y), op, "tensor descriptor");
+    check_dnn(cudnnCreateTensorDescriptor(&w_kcrs), op, "tensor descriptor");
+    check_dnn(cudnnCreateTensorDescriptor(&w_krsc), op, "tensor descriptor");
     check_dnn(cudnnCreateFilterDescriptor(&w), op, "filter descriptor");
     check_dnn(cudnnCreateConvolutionDescriptor(&conv), op, "convolution descriptor");
     check_dnn(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, t, int(s.N), int(s.C), int(s.H),
@@ -80,9 +86,10 @@ struct ConvDescs {
     check_dnn(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, t, int(s.N), int(s.K), int(s.P()),
                                          int(s.Q())),
               op, "output");
-    check_dnn(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, int(s.K), int(s.C / s.groups),
-                                         int(s.R), int(s.S)),
-              op, "weights");
+    const int K = int(s.K), Cg = int(s.C / s.groups), R = int(s.R), S = int(s.S);
+    check_dnn(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NHWC, K, Cg, R, S), op, "weights");
+    check_dnn(cudnnSetTensor4dDescriptor(w_kcrs, CUDNN_TENSOR_NCHW, t, K, Cg, R, S), op, "weights");
+    check_dnn(cudnnSetTensor4dDescriptor(w_krsc, CUDNN_TENSOR_NHWC, t, K, Cg, R, S), op, "weights");
     check_dnn(cudnnSetConvolution2dDescriptor(conv, int(s.pad_h), int(s.pad_w), int(s.stride_h),
                                               int(s.stride_w), int(s.dil_h), int(s.dil_w),
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -95,6 +102,8 @@ struct ConvDescs {
   ~ConvDescs() {
     cudnnDestroyConvolutionDescriptor(conv);
     cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyTensorDescriptor(w_krsc);
+    cudnnDestroyTensorDescriptor(w_kcrs);
     cudnnDestroyTensorDescriptor(y);
     cudnnDestroyTensorDescriptor(x);
   }
@@ -129,6 +138,24 @@ double time_runs(cudaStream_t stream, Run run) {
   return ok ? double(ms) / 3 : -1;
 }
 
+// Algorithms that never add with atomics (cuDNN's documentation): a heuristic result that does not
+// say it is deterministic still is when it is one of these.
+bool known_deterministic(cudnnConvolutionFwdAlgo_t) { return true; }
+bool known_deterministic(cudnnConvolutionBwdDataAlgo_t a) { return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
+bool known_deterministic(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 && a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+// What the heuristics answered, for the error when none will do: algorithm:status:deterministic.
+template <typename Perf>
+std::string heuristics_answer(const Perf* perf, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    out += fmt::format("{}{}:{}:{}", i ? " " : "", int(perf[i].algo), cudnnGetErrorString(perf[i].status),
+                       perf[i].determinism == CUDNN_DETERMINISTIC ? "det" : "nondet");
+  return out.empty() ? "none" : out;
+}
+
 // The algorithm for `key`: cuDNN's heuristic choices (ranked) that run and are deterministic
 // (kiln's ops give bitwise-repeatable results; some cuDNN algorithms add with atomics), the
 // first of them, or with the search on the cache file's winner or the fastest timed now.
@@ -146,9 +173,11 @@ auto choose_algo(const char* op, const std::string& key, const Perf* perf, int c
   }
   std::vector<Algo> usable;
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (perf[i].determinism == CUDNN_DETERMINISTIC || known_deterministic(perf[i].algo)))
       usable.push_back(perf[i].algo);
-  KILN_CHECK(!usable.empty(), "op {}: cuDNN has no deterministic algorithm for this convolution", op);
+  KILN_CHECK(!usable.empty(), "op {}: cuDNN has no deterministic algorithm for {} (heuristics: {})", op, key,
+             heuristics_answer(perf, count));
   int pick = 0;
   if (usable.size() > 1 && algorithm_search_enabled()) {
     AlgoCache& cache = AlgoCache::process();
@@ -191,6 +220,14 @@ cudnnHandle_t bound_handle(Context& ctx, const char* op) {
   return h;
 }
 
+// kiln's (K, C/groups, R, S) weights as cuDNN's NHWC filter (K, R, S, C/groups), in scratch.
+Tensor filter_krsc(Context& ctx, cudnnHandle_t h, const ConvDescs& d, const Tensor& w, const char* op) {
+  Tensor krsc = ctx.scratch_tensor(w.shape, w.dtype);
+  const float one = 1.0f, zero = 0.0f;
+  check_dnn(cudnnTransformTensor(h, &one, d.w_kcrs, w.data, &zero, d.w_krsc, krsc.data), op, "weights to KRSC");
+  return krsc;
+}
+
 #endif
 
 // Throws unless the tensors share one float dtype.
@@ -213,8 +250,10 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
   check_dtypes(op, x, w, y);
   check_conv(op, s, x, w, y);
 #ifdef KILN_HAVE_CUDNN
+  const ScratchScope own_scratch(ctx);
   const cudnnHandle_t h = bound_handle(ctx, op);
   const ConvDescs d(op, s, x.dtype);
+  const Tensor wk = filter_krsc(ctx, h, d, w, op);
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int found = 0;
   check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
@@ -225,7 +264,7 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
     return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, n);
   };
   const auto launch = [&](cudnnConvolutionFwdAlgo_t a, void* out, void* ws, size_t n) {
-    return cudnnConvolutionForward(h, &one, d.x, x.data, d.w, w.data, d.conv, a, ws, n, &zero, d.y, out);
+    return cudnnConvolutionForward(h, &one, d.x, x.data, d.w, wk.data, d.conv, a, ws, n, &zero, d.y, out);
   };
   const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, y.nbytes(),
                                 stream_of(ctx), workspace_size, launch);
@@ -242,8 +281,10 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
   check_dtypes(op, dy, w, dx);
   check_conv(op, s, dx, w, dy);
 #ifdef KILN_HAVE_CUDNN
+  const ScratchScope own_scratch(ctx);
   const cudnnHandle_t h = bound_handle(ctx, op);
   const ConvDescs d(op, s, dy.dtype);
+  const Tensor wk = filter_krsc(ctx, h, d, w, op);
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int found = 0;
   check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -254,7 +295,7 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
     return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, n);
   };
   const auto launch = [&](cudnnConvolutionBwdDataAlgo_t a, void* out, void* ws, size_t n) {
-    return cudnnConvolutionBackwardData(h, &one, d.w, w.data, d.y, dy.data, d.conv, a, ws, n, &zero, d.x, out);
+    return cudnnConvolutionBackwardData(h, &one, d.w, wk.data, d.y, dy.data, d.conv, a, ws, n, &zero, d.x, out);
   };
   const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, dy.dtype), perf, found, dx.nbytes(),
                                 stream_of(ctx), workspace_size, launch);
@@ -274,6 +315,7 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   expect_dtype(op, "dw", dw, {DType::f32});
   check_conv(op, s, x, dw, dy);
 #ifdef KILN_HAVE_CUDNN
+  const ScratchScope own_scratch(ctx);
   Tensor xf = x, dyf = dy;
   if (x.dtype != DType::f32) {
     xf = ctx.scratch_tensor(x.shape, DType::f32);
@@ -288,16 +330,18 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                 h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
             op, "heuristics");
-  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto workspace_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, n);
   };
   const auto launch = [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
-    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &beta, d.w, out);
+    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &zero, d.w, out);
   };
   const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, dw.nbytes(),
                                 stream_of(ctx), workspace_size, launch);
-  run_chosen(ctx, op, "backward weights", algo, workspace_size, launch, dw.data);
+  const Tensor dwk = ctx.scratch_tensor(dw.shape, DType::f32);  // (K, R, S, C/groups)
+  run_chosen(ctx, op, "backward weights", algo, workspace_size, launch, dwk.data);
+  check_dnn(cudnnTransformTensor(h, &one, d.w_krsc, dwk.data, &beta, d.w_kcrs, dw.data), op, "weights from KRSC");
 #else
   no_cudnn(op, ctx);
 #endif

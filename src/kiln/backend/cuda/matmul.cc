@@ -1,8 +1,11 @@
 // backend/cuda/matmul.cc — matmul on cuBLASLt. kiln's row-major C = op(A) op(B) is cuBLASLt's
 // column-major C^T = op(B)^T op(A)^T, so B's storage goes in as cuBLASLt's A and A's as its B,
-// each stored (rows, cols, ld) matrix read as a column-major (cols, rows, ld) one. f32 operands
-// multiply in f32 (no TF32, as on the CPU); bf16 / f16 ones accumulate in f32. Bias, ReLU and
-// tanh-GELU are cuBLASLt epilogues; erf-GELU, which cuBLASLt lacks, runs as a kernel after it.
+// each stored (rows, cols, ld) matrix read as a column-major (cols, rows, ld) one. Compute type
+// CUBLAS_COMPUTE_32F: f32 operands multiply in f32 (TF32 would need _FAST_TF32; none, as on the
+// CPU); bf16 / f16 ones on tensor cores, accumulating in f32 (_PEDANTIC kept them off the tensor
+// cores: 2% of an H200's bf16 peak on BERT-large). Bias, ReLU and tanh-GELU are cuBLASLt
+// epilogues; erf-GELU, which cuBLASLt lacks, runs as a kernel after it. cuBLASLt takes a bias of
+// D's dtype or f32 (for 16-bit D); any other goes in as an f32 copy.
 #include <cublasLt.h>
 
 #include <fmt/format.h>
@@ -107,7 +110,7 @@ void set_bias_pointer(const Desc& desc, const MatmulOpts& o) {
 }
 
 void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o) {
-  check_lt(cublaslt().MatmulDescCreate(&d.h, CUBLAS_COMPUTE_32F_PEDANTIC, CUDA_R_32F), "desc");
+  check_lt(cublaslt().MatmulDescCreate(&d.h, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
   // cuBLASLt's A is kiln's B and vice versa.
   const cublasOperation_t ta = b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -241,12 +244,20 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
              ctx.device.str());
   check(cudaSetDevice(ctx.device.index), "cudaSetDevice");
   const LtDevice& lt = lt_device(ctx.device.index);
+  const ScratchScope own_scratch(ctx);
+  MatmulOpts opts_lt = opts;
+  Tensor bias_f32;
+  if (opts.bias && opts.bias->dtype != DType::f32 && opts.bias->dtype != c.t.dtype) {
+    bias_f32 = ctx.scratch_tensor(opts.bias->shape, DType::f32);
+    cast(ctx, *opts.bias, bias_f32);
+    opts_lt.bias = &bias_f32;
+  }
   {
     static std::mutex mu;  // guards the plans, and a plan's bias pointer from being set until launched
     static auto* plans = new Plans();
     const std::lock_guard lock(mu);
-    const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts);
-    set_bias_pointer(plan.desc, opts);
+    const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt);
+    set_bias_pointer(plan.desc, opts_lt);
     for (int64_t b0 = 0; b0 < plan.outer; ++b0)
       check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, at(b, b0), plan.la.h, at(a, b0), plan.lb.h,
                                  &opts.beta, at(c, b0), plan.lc.h, at(c, b0), plan.lc.h, &plan.algo, lt.workspace,

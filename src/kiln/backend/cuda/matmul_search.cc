@@ -58,7 +58,7 @@ cublasLtMatmulAlgo_t matmul_algorithm(const std::string& key, const LtProduct& p
   const cublasStatus_t status = cublaslt().MatmulAlgoGetHeuristic(p.handle, p.desc, p.la, p.lb, p.lc, p.lc,
                                                                   p.preference, wanted, results, &found);
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error("op matmul: cuBLASLt heuristic: {}", cublaslt().GetStatusString(status));
+    throw Error("op matmul: cuBLASLt heuristic: {} ({})", cublaslt().GetStatusString(status), key);
   KILN_CHECK(found > 0, "op matmul: cuBLASLt has no algorithm for {}", key);
   return results[found == 1 ? 0 : winner(key, p, results, found)].algo;
 }

@@ -94,13 +94,14 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
   expect_dtype(op, "partials", partials, {DType::f32});
   const ScratchScope own_scratch(ctx);
   const int64_t V = logits.dim(1), lanes = N * kRowLanes;
-  float* lane_max = ctx.scratch_tensor({lanes}, DType::f32).ptr<float>();
-  int64_t* lane_at = ctx.scratch_tensor({lanes}, DType::i64).ptr<int64_t>();
-  double* lane_zsum = reinterpret_cast<double*>(ctx.scratch_tensor({lanes}, DType::i64).data);
+  // Held until the op returns: without an arena, scratch is device memory of its own.
+  Tensor lane_max = ctx.scratch_tensor({lanes}, DType::f32), lane_at = ctx.scratch_tensor({lanes}, DType::i64),
+               lane_zsum = ctx.scratch_tensor({lanes}, DType::f64);
   const FloatPtr z = float_ptr(op, "logits", logits);
-  run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max, lane_at, lane_zsum});
+  run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max.ptr<float>(), lane_at.ptr<int64_t>(), lane_zsum.ptr<double>()});
   run(ctx, op, N,
-      VocabPartialsBody{z, labels.ptr<int32_t>(), lane_max, lane_at, partials.ptr<float>(), V, start});
+      VocabPartialsBody{z, labels.ptr<int32_t>(), lane_max.ptr<float>(), lane_at.ptr<int64_t>(),
+                        partials.ptr<float>(), V, start});
 }
 
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
@@ -114,10 +115,10 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
   expect_dtype(op, "sumexp", sumexp, {DType::f64});
   const ScratchScope own_scratch(ctx);
   const int64_t N = logits.dim(0);
-  double* lane_sum = reinterpret_cast<double*>(ctx.scratch_tensor({N * kRowLanes}, DType::i64).data);
+  Tensor lane_sum = ctx.scratch_tensor({N * kRowLanes}, DType::f64);  // held until the op returns
   run(ctx, op, N * kRowLanes,
-      VocabSumexpLaneBody{float_ptr(op, "logits", logits), max.ptr<float>(), lane_sum, logits.dim(1)});
-  run(ctx, op, N, LaneSumBody{lane_sum, sumexp.ptr<double>()});
+      VocabSumexpLaneBody{float_ptr(op, "logits", logits), max.ptr<float>(), lane_sum.ptr<double>(), logits.dim(1)});
+  run(ctx, op, N, LaneSumBody{lane_sum.ptr<double>(), sumexp.ptr<double>()});
 }
 
 void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {

@@ -27,8 +27,11 @@ void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Te
 // The softmax of `rows` rows of scores into y: lanes, rows, elements (bodies_rows.h).
 void softmax_rows(Context& ctx, const char* op, const SoftmaxScores& scores, const FloatPtr& y, int64_t rows) {
   const ScratchScope own_scratch(ctx);
-  float* partial = ctx.scratch_tensor({rows * kRowLanes * 2}, DType::f32).ptr<float>();
-  float* stats = ctx.scratch_tensor({rows * 2}, DType::f32).ptr<float>();
+  // Held until the op returns: without an arena, scratch is device memory of its own.
+  Tensor partial_t = ctx.scratch_tensor({rows * kRowLanes * 2}, DType::f32);
+  Tensor stats_t = ctx.scratch_tensor({rows * 2}, DType::f32);
+  float* partial = partial_t.ptr<float>();
+  float* stats = stats_t.ptr<float>();
   run(ctx, op, rows * kRowLanes, SoftmaxLaneBody{scores, partial});
   run(ctx, op, rows, SoftmaxRowStatsBody{partial, stats});
   run(ctx, op, rows * scores.cols, SoftmaxApplyBody{scores, y, stats});
@@ -53,8 +56,10 @@ void softmax_backward(Context& ctx, const Tensor& y, const Tensor& dy, float sca
   expect_same_numel(op, y, dx);
   KILN_CHECK(y.rank() >= 1 && y.dim(-1) > 0, "op {}: rows of {} are empty", op, shape_str(y.shape));
   const int64_t cols = y.dim(-1), rows = y.numel() / cols;
-  double* partial = reinterpret_cast<double*>(ctx.scratch_tensor({rows * kRowLanes}, DType::i64).data);
-  double* dot = reinterpret_cast<double*>(ctx.scratch_tensor({rows}, DType::i64).data);
+  Tensor partial_t = ctx.scratch_tensor({rows * kRowLanes}, DType::f64);
+  Tensor dot_t = ctx.scratch_tensor({rows}, DType::f64);
+  double* partial = partial_t.ptr<double>();
+  double* dot = dot_t.ptr<double>();
   const FloatPtr ys = float_ptr(op, "y", y), dys = float_ptr(op, "dy", dy);
   run(ctx, op, rows * kRowLanes, SoftmaxBackwardLaneBody{ys, dys, cols, partial});
   run(ctx, op, rows, LaneSumBody{partial, dot});
