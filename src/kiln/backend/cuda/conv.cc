@@ -111,10 +111,11 @@ struct ConvDescs {
   ConvDescs& operator=(const ConvDescs&) = delete;
 };
 
-// What an algorithm choice depends on: the GPU, cuDNN's version, the op, the shape and dtype.
+// What an algorithm choice depends on: the GPU, cuDNN's version, the op, the shape and dtype (and
+// the filter layout: winners timed for another layout do not carry over).
 std::string conv_key(int device, const char* op, const ConvShape& s, DType dtype) {
   static const std::string gpu = describe_device(device);  // one GPU per process
-  return fmt::format("{}|cudnn {}|{}|{}x{}x{}x{} k{} {}x{} s{},{} p{},{} d{},{} g{}|{}", gpu, cudnnGetVersion(), op,
+  return fmt::format("{}|cudnn {}|{} krsc|{}x{}x{}x{} k{} {}x{} s{},{} p{},{} d{},{} g{}|{}", gpu, cudnnGetVersion(), op,
                      s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dil_h, s.dil_w,
                      s.groups, dtype_name(dtype));
 }

@@ -2,8 +2,8 @@
 // column-major C^T = op(B)^T op(A)^T, so B's storage goes in as cuBLASLt's A and A's as its B,
 // each stored (rows, cols, ld) matrix read as a column-major (cols, rows, ld) one. Compute type
 // CUBLAS_COMPUTE_32F: f32 operands multiply in f32 (TF32 would need _FAST_TF32; none, as on the
-// CPU); bf16 / f16 ones on tensor cores, accumulating in f32 (_PEDANTIC kept them off the tensor
-// cores: 2% of an H200's bf16 peak on BERT-large). Bias, ReLU and tanh-GELU are cuBLASLt
+// CPU); bf16 / f16 ones on tensor cores, accumulating in f32 (under _PEDANTIC, BERT-large ran at
+// 2% of an H200's bf16 peak). Bias, ReLU and tanh-GELU are cuBLASLt
 // epilogues; erf-GELU, which cuBLASLt lacks, runs as a kernel after it. cuBLASLt takes a bias of
 // D's dtype or f32 (for 16-bit D); any other goes in as an f32 copy.
 #include <cublasLt.h>
