@@ -207,7 +207,8 @@ TEST(ParityMatmul, ForcedF32FallbackMatchesForBf16AndF16) {
 // child process so limited, must pass and print the notice.
 TEST(ParityMatmul, Avx2OnlyCpuFallsBackWithANotice) {
   if (std::getenv("KILN_IN_AVX2_CHILD")) GTEST_SKIP() << "already the child";
-  const std::string log = ::testing::TempDir() + "kiln_avx2_matmul.log";
+  // The pid in the name: ctest runs this test in two processes at once (ParityMatmul, ParityOnSim).
+  const std::string log = ::testing::TempDir() + "kiln_avx2_matmul." + std::to_string(getpid()) + ".log";
   const std::string cmd = "KILN_IN_AVX2_CHILD=1 ONEDNN_MAX_CPU_ISA=AVX2 /proc/" +
                           std::to_string(getpid()) +
                           "/exe --gtest_filter=ParityMatmul.EveryDtypeTransposeAlphaBetaAndBias:"
