@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh [--rehearse] [LOG_DIR] — the CUDA backend's check on a machine with an NVIDIA
+# tools/gpu_check.sh [--rehearse | --prebuilt] [LOG_DIR] — the CUDA backend's check on a machine with an NVIDIA
 # GPU (sized for one H200: at most 8 minutes from a cold build directory). Configures and builds kiln with
 # CUDA, lists the devices, runs the CUDA unit tests and the op parity suite on the GPU
 # (KILN_PARITY_DEVICE=cuda:0: every op of backend.h against float64 references; an op the
@@ -9,8 +9,9 @@
 # parity suite's bitwise check), bert-tiny in fp16 with and without the optimizer phase's CUDA
 # graph (losses identical), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
 # under mpirun, collectives staged through the host), times BERT-large S512 and ResNet-50 224 training steps in bf16
-# (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA), and
-# prints a short table last; exits non-zero when a step failed.
+# (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA),
+# profiles both (KILN_PROFILE=1: time per op type), and prints a short table last; exits non-zero
+# when a step failed. On one H200 the first run took 76 s from a build made elsewhere (--prebuilt).
 # Each step's full output goes to LOG_DIR/<step>.log (default: gpu-check-<UTC time>).
 # --rehearse: the same steps where no GPU is lent, on the simulated device (`--device sim`: host
 # memory and the CPU kernels behind a GPU's data path, graphs included) against the CPU, over an
@@ -134,6 +135,16 @@ bench() {
   echo "kiln $line, MFU $(python3 -c "print(f'{100 * $gflops / 1e3 / $peak:.1f}%')")"
 }
 
+# profile NAME ARGS...: `kiln train ARGS` on the GPU in bf16 under KILN_PROFILE=1 (on a GPU each op's
+# scope synchronises, so the table holds device time); prints the three op types that take longest.
+profile() {
+  local name=$1
+  shift
+  KILN_PROFILE=1 timeout 300 "$build/kiln" train "$@" --device "$gpu" --bf16 --output-dir "$log_dir/$name-run" \
+    --log-interval 1 || return 1
+  echo "top: $(grep -A3 '^profile over' "$log_dir/$name.log" | tail -n 3 | awk '{printf "%s %s ms, ", $1, $3}')"
+}
+
 # peer NAME SCRIPT ARGS...: the PyTorch step on the same GPU, where this machine's python has torch with CUDA
 # (in a rehearsal: one step on the CPU, where it has torch).
 peer() {
@@ -189,6 +200,9 @@ if built; then
     --batch "$bert_large_batch" --seq 512 --pred 76
   step resnet50 bench resnet50 resnet --fake-data --batch-size "$resnet50_batch" --benchmark "$bench_steps"
   step torch-resnet peer torch-resnet resnet_torch_peer.py --batch "$resnet50_batch"
+  step bert-prof profile bert-prof bert --config "$root/configs/bert-large.toml" --fake-data --seq-length 512 \
+    --max-predictions 76 --global-batch-size "$bert_large_batch" --benchmark 3
+  step resnet-prof profile resnet-prof resnet --fake-data --batch-size "$resnet50_batch" --benchmark 3
 fi
 
 {
