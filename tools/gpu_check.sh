@@ -7,7 +7,8 @@
 # run is stopped after 5 minutes, a hung kernel's budget), trains bert-tiny and a small ResNet
 # for 20 steps on the GPU and on the CPU (losses within 1e-3 relative; the dropout masks are the
 # parity suite's bitwise check), bert-tiny in fp16 with and without the optimizer phase's CUDA
-# graph (losses identical), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
+# graph (losses identical), bert-tiny stopped at step 10 and resumed from its checkpoint (losses
+# identical to the uninterrupted run's), bert-tiny also as TP 2 x PP 2 in bf16 (4 ranks on the one GPU
 # under mpirun, collectives staged through the host), times BERT-large S512 and ResNet-50 224 training steps in bf16
 # (kiln's median and MFU, then PyTorch's on the same GPU where python3 has torch with CUDA),
 # profiles both (KILN_PROFILE=1: time per op type), and prints a short table last; exits non-zero
@@ -112,6 +113,24 @@ graph_same() {
   echo "graph replayed; every loss identical to KILN_GRAPH=0"
 }
 
+# resume NAME ARGS...: `kiln train ARGS` on the GPU for 20 steps; then stopped at step 10 with a
+# checkpoint (staged through the host) and resumed from it: the two halves' losses must be the
+# uninterrupted run's, bit for bit.
+resume() {
+  local name=$1
+  shift
+  local out=$log_dir/$name
+  rm -rf "$out" && mkdir -p "$out"
+  KILN_TEST_LOSS_LOG=$out/whole.losses timeout 240 "$build/kiln" train "$@" --device "$gpu" \
+    --output-dir "$out/whole" --log-interval 5 || return 1
+  local split=(--device "$gpu" --output-dir "$out/split" --save "$out/ckpt" --load "$out/ckpt" --save-interval 10
+    --log-interval 5)
+  KILN_TEST_LOSS_LOG=$out/split.losses timeout 240 "$build/kiln" train "$@" "${split[@]}" --exit-interval 10 || return 1
+  KILN_TEST_LOSS_LOG=$out/split.losses timeout 240 "$build/kiln" train "$@" "${split[@]}" || return 1
+  cmp -s "$out/split.losses" "$out/whole.losses" || { echo "the resumed run's losses differ"; return 1; }
+  echo "stopped at step 10, resumed: all $(wc -l <"$out/whole.losses") losses identical"
+}
+
 # train_ranks NAME TOLERANCE RANKS ARGS...: train with RANKS processes under mpirun, all on the one GPU
 # (collectives staged through the host: KILN_NCCL=0), against the same ranks on the CPU.
 train_ranks() {
@@ -187,6 +206,8 @@ if built; then
   step bert-graph graph_same bert-graph bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --micro-batch-size 16 --train-iters 20 --eval-interval 1000 --fp16 \
     --initial-loss-scale 1e9 --loss-scale-window 4 --clip-grad 1.0
+  step bert-resume resume bert-resume bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
+    --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000 --bf16
   step bert-tp2pp2 train_ranks bert-tp2pp2 5e-3 4 bert --config "$root/configs/bert-tiny.toml" --fake-data \
     --seq-length 128 --max-predictions 20 --global-batch-size 32 --micro-batch-size 4 --train-iters 20 \
     --eval-interval 1000 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --bf16
