@@ -97,13 +97,17 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t c0 = blk * kColumnBlock, w = std::min(kColumnBlock, C - c0);
-      double acc[kColumnBlock] = {};
-      for (int64_t r = 0; r < N; ++r) {
-        const T* row = g + r * C + c0;
+      double total[kColumnBlock] = {};
+      for (int64_t r0 = 0; r0 < N; r0 += kBiasGradRows) {
+        double acc[kColumnBlock] = {};
+        for (int64_t r = r0; r < std::min(N, r0 + kBiasGradRows); ++r) {
+          const T* row = g + r * C + c0;
 #pragma omp simd
-        for (int64_t c = 0; c < w; ++c) acc[c] += cpu::load(row[c]);
+          for (int64_t c = 0; c < w; ++c) acc[c] += cpu::load(row[c]);
+        }
+        for (int64_t c = 0; c < w; ++c) total[c] += acc[c];
       }
-      for (int64_t c = 0; c < w; ++c) out[c0 + c] += float(acc[c]);
+      for (int64_t c = 0; c < w; ++c) out[c0 + c] += float(total[c]);
     }
   });
 }

@@ -108,14 +108,29 @@ struct SoftmaxBackwardApplyBody {
   }
 };
 
-// Item c = column c of dy (N, C): db[c] += Σ_r dy, in double in row order.
-struct BiasGradBody {
+// Item k C + c: partial[k C + c] = Σ dy over rows [k R, (k + 1) R) of column c (R = kBiasGradRows),
+// in double in row order.
+struct BiasGradChunkBody {
   FloatPtr dy;
-  float* db;
+  double* partial;
   int64_t N, C;
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t k = item / C, c = item % C, r0 = k * kBiasGradRows;
+    const int64_t r1 = r0 + kBiasGradRows < N ? r0 + kBiasGradRows : N;
+    double acc = 0.0;
+    for (int64_t r = r0; r < r1; ++r) acc += dy[r * C + c];
+    partial[item] = acc;
+  }
+};
+
+// Item c: db[c] += the column's chunk sums, added in chunk order.
+struct BiasGradCombineBody {
+  const double* partial;
+  float* db;
+  int64_t chunks, C;
   KILN_HD void operator()(int64_t c) const {
     double acc = 0.0;
-    for (int64_t r = 0; r < N; ++r) acc += dy[r * C + c];
+    for (int64_t k = 0; k < chunks; ++k) acc += partial[k * C + c];
     db[c] += float(acc);
   }
 };

@@ -74,8 +74,12 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
   const char* op = "bias_grad";
   const OpScope scope = expect_cuda(ctx, op, {&dy, &db});
   expect_dtype(op, "db", db, {DType::f32});
-  const int64_t N = rows_of(op, dy, db), C = db.numel();
-  run(ctx, op, C, BiasGradBody{float_ptr(op, "dy", dy), db.ptr<float>(), N, C});
+  const int64_t N = rows_of(op, dy, db), C = db.numel(), chunks = (N + kBiasGradRows - 1) / kBiasGradRows;
+  if (chunks == 0) return;
+  const ScratchScope own_scratch(ctx);
+  Tensor partial = ctx.scratch_tensor({chunks * C}, DType::f64);
+  run(ctx, op, chunks * C, BiasGradChunkBody{float_ptr(op, "dy", dy), partial.ptr<double>(), N, C});
+  run(ctx, op, C, BiasGradCombineBody{partial.ptr<double>(), db.ptr<float>(), chunks, C});
 }
 
 }  // namespace kiln::ops::cuda
