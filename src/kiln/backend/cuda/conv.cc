@@ -7,7 +7,8 @@
 // timed once per shape on scratch outputs and kept in the algorithm cache file
 // (backend/algo_cache.h); the workspace from the step's scratch. f32 convolutions use FMA math
 // (no TF32, as on the CPU). For bf16 / f16 activations the weight gradient runs in f32 on
-// converted copies, since cuDNN's filter gradient has the activations' dtype.
+// converted copies, since cuDNN's filter gradient has the activations' dtype; TF32 tensor cores
+// may multiply those copies, whose values TF32 holds exactly (CUDNN_DEFAULT_MATH).
 // Built only where CMake found cuDNN (KILN_HAVE_CUDNN); elsewhere the ops say so.
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -72,7 +73,9 @@ struct ConvDescs {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
-  ConvDescs(const char* op, const ConvShape& s, DType dtype) {
+  // `tf32_exact`: f32 operands that hold bf16 / f16 values, which TF32's 10-bit mantissa holds
+  // exactly, so tensor cores may multiply them (an H200's TF32 rate is 7x its f32 FMA rate).
+  ConvDescs(const char* op, const ConvShape& s, DType dtype, bool tf32_exact = false) {
     const cudnnDataType_t t = dnn_type(dtype);
     check_dnn(cudnnCreateTensorDescriptor(&x), op, "tensor descriptor");
     check_dnn(cudnnCreateTensorDescriptor(&y), op, "tensor descriptor");
@@ -95,9 +98,9 @@ struct ConvDescs {
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
               op, "geometry");
     check_dnn(cudnnSetConvolutionGroupCount(conv, int(s.groups)), op, "groups");
-    check_dnn(cudnnSetConvolutionMathType(
-                  conv, dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
-              op, "math type");
+    const cudnnMathType_t math =
+        dtype != DType::f32 ? CUDNN_TENSOR_OP_MATH : tf32_exact ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    check_dnn(cudnnSetConvolutionMathType(conv, math), op, "math type");
   }
   ~ConvDescs() {
     cudnnDestroyConvolutionDescriptor(conv);
@@ -325,7 +328,7 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
     cast(ctx, dy, dyf);
   }
   const cudnnHandle_t h = bound_handle(ctx, op);
-  const ConvDescs d(op, s, DType::f32);
+  const ConvDescs d(op, s, DType::f32, /*tf32_exact=*/x.dtype != DType::f32);
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int found = 0;
   check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
