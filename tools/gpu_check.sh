@@ -17,8 +17,9 @@
 # --rehearse: the same steps where no GPU is lent, on the simulated device (`--device sim`: host
 # memory and the CPU kernels behind a GPU's data path, graphs included) against the CPU, over an
 # existing build (KILN_GPU_BUILD_DIR, default build) and with the benchmarks at batch 1-2 for 3
-# steps. It checks the script itself (command lines, test filters, what it reads from the logs),
-# so that a GPU's few minutes are not lost to it; ctest runs it (GpuCheckRehearsal).
+# steps (the profiled BERT is bert-tiny). It checks the script itself (command lines, test
+# filters, what it reads from the logs), so that a GPU's few minutes are not lost to it; ctest
+# runs it (GpuCheckRehearsal).
 # --prebuilt: on the GPU, over a build made elsewhere (KILN_GPU_BUILD_DIR: tools/gpu_bundle.sh's archive
 # unpacked), for a GPU machine without kiln's build dependencies.
 # Environment: KILN_GPU_BUILD_DIR (default build-gpu), KILN_GPU_JOBS (default: all cores),
@@ -194,8 +195,8 @@ built() {
 }
 
 # The benchmarks' sizes: on a GPU the table's; in a rehearsal the same command lines, small.
-bert_large_batch=16 resnet50_batch=128 bench_steps=10
-((rehearse)) && bert_large_batch=1 resnet50_batch=2 bench_steps=3
+bert_large_batch=16 resnet50_batch=128 bench_steps=10 profiled_bert=bert-large
+((rehearse)) && bert_large_batch=1 resnet50_batch=2 bench_steps=3 profiled_bert=bert-tiny
 
 if built; then
   step devices "$build/kiln" devices
@@ -221,7 +222,7 @@ if built; then
     --batch "$bert_large_batch" --seq 512 --pred 76
   step resnet50 bench resnet50 resnet --fake-data --batch-size "$resnet50_batch" --benchmark "$bench_steps"
   step torch-resnet peer torch-resnet resnet_torch_peer.py --batch "$resnet50_batch"
-  step bert-prof profile bert-prof bert --config "$root/configs/bert-large.toml" --fake-data --seq-length 512 \
+  step bert-prof profile bert-prof bert --config "$root/configs/$profiled_bert.toml" --fake-data --seq-length 512 \
     --max-predictions 76 --global-batch-size "$bert_large_batch" --benchmark 3
   step resnet-prof profile resnet-prof resnet --fake-data --batch-size "$resnet50_batch" --benchmark 3
 fi
