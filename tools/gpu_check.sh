@@ -200,7 +200,7 @@ bert_large_batch=16 resnet50_batch=128 bench_steps=10 profiled_bert=bert-large
 
 if built; then
   step devices "$build/kiln" devices
-  step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*:OpGraph.*:GraphedRegion.*'
+  step unit "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*:OpGraph.*:GraphedRegion.*:NcclOneRank.*'
   step parity env KILN_PARITY_DEVICE="$parity_device" timeout "${KILN_PARITY_TIMEOUT:-300}" "$build/kiln_tests" --gtest_filter='Parity*'
   step bert-tiny train bert-tiny 1e-3 bert --config "$root/configs/bert-tiny.toml" --fake-data --seq-length 128 \
     --max-predictions 20 --global-batch-size 32 --train-iters 20 --eval-interval 1000
