@@ -15,6 +15,13 @@ namespace kiln::io {
 namespace {
 namespace fs = std::filesystem;
 
+// Element i of the file's tensor `name` (a view of the file's memory, named while it is read).
+template <typename T>
+T element(const SafetensorsFile& file, const std::string& name, int64_t i) {
+  const Tensor t = file.get(name);
+  return t.ptr<T>()[i];
+}
+
 fs::path temp_dir() {
   return fs::temp_directory_path() / ("kiln_safetensors_" + std::to_string(getpid()));
 }
@@ -85,11 +92,11 @@ TEST_F(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
   const Tensor hb = file.get("h");
   EXPECT_EQ(hb.dtype, DType::bf16);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(bf16_to_f32(hb.ptr<uint16_t>()[i]), 1.5f * i);
-  EXPECT_EQ(file.get("u8").ptr<uint8_t>()[0], 200);
+  EXPECT_EQ(element<uint8_t>(file, "u8", 0), 200);
   EXPECT_EQ(file.get("l").shape, (Shape{2, 1, 1}));
-  EXPECT_EQ(file.get("l").ptr<int64_t>()[0], -(int64_t(1) << 40));
+  EXPECT_EQ(element<int64_t>(file, "l", 0), -(int64_t(1) << 40));
   EXPECT_EQ(file.get("s").shape, Shape{});
-  EXPECT_EQ(file.get("s").ptr<float>()[0], 3.5f);
+  EXPECT_EQ(element<float>(file, "s", 0), 3.5f);
   EXPECT_EQ(file.get("z").numel(), 0);
   EXPECT_THROW(file.get("missing"), Error);
 }
@@ -106,7 +113,7 @@ TEST_F(Safetensors, TensorsOutliveTheFileObjectAndWritesStayPrivate) {
   }
   EXPECT_EQ(t.ptr<float>()[2], 9.0f);
   t.ptr<float>()[2] = -1.0f;  // copy-on-write: the file keeps its value
-  EXPECT_EQ(SafetensorsFile::open(path).get("x").ptr<float>()[2], 9.0f);
+  EXPECT_EQ(element<float>(SafetensorsFile::open(path), "x", 2), 9.0f);
 }
 
 TEST_F(Safetensors, SaveRejectsDuplicateAndReservedNames) {
@@ -130,14 +137,14 @@ TEST_F(Safetensors, ReadsFileWrittenByPython) {
   EXPECT_EQ(h.dtype, DType::f16);
   EXPECT_EQ(f16_to_f32(h.ptr<uint16_t>()[1]), -1.25f);
   EXPECT_EQ(f16_to_f32(h.ptr<uint16_t>()[2]), 65504.0f);
-  EXPECT_EQ(file.get("i32").ptr<int32_t>()[0], -7);
-  EXPECT_EQ(file.get("i32").ptr<int32_t>()[2], 2147483647);
+  EXPECT_EQ(element<int32_t>(file, "i32", 0), -7);
+  EXPECT_EQ(element<int32_t>(file, "i32", 2), 2147483647);
   EXPECT_EQ(file.get("i64").shape, (Shape{2, 1}));
-  EXPECT_EQ(file.get("i64").ptr<int64_t>()[0], -(int64_t(1) << 40));
-  EXPECT_EQ(file.get("u16").ptr<uint16_t>()[1], 65535);
-  EXPECT_EQ(file.get("u8").ptr<uint8_t>()[3], 255);
+  EXPECT_EQ(element<int64_t>(file, "i64", 0), -(int64_t(1) << 40));
+  EXPECT_EQ(element<uint16_t>(file, "u16", 1), 65535);
+  EXPECT_EQ(element<uint8_t>(file, "u8", 3), 255);
   EXPECT_EQ(file.get("scalar").shape, Shape{});
-  EXPECT_EQ(file.get("scalar").ptr<float>()[0], 42.0f);
+  EXPECT_EQ(element<float>(file, "scalar", 0), 42.0f);
   EXPECT_EQ(file.get("empty").shape, (Shape{0, 4}));
 }
 

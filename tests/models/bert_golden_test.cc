@@ -158,8 +158,10 @@ void expect_forward_and_gradients_match(const std::string& variant, const Golden
 
   model.backward(step, 1.0f);
   double largest = 0;
-  for (const ParamSpec& s : store.specs())
-    largest = std::max(largest, norm(f.get("grad." + s.name).ptr<float>(), s.numel));
+  for (const ParamSpec& s : store.specs()) {
+    const Tensor grad = f.get("grad." + s.name);
+    largest = std::max(largest, norm(grad.ptr<float>(), s.numel));
+  }
   for (const ParamSpec& s : store.specs()) {
     const Tensor ref = f.get("grad." + s.name);
     const float* g = store.host_grads().data() + s.offset;

@@ -77,7 +77,8 @@ void load_golden(const io::SafetensorsFile& f, ParamStore& store, ResNet& model)
   for (const ParamSpec& s : store.specs()) {
     ASSERT_TRUE(f.contains(s.name)) << s.name;
     ASSERT_EQ(f.get(s.name).shape, s.shape) << s.name;
-    std::memcpy(store.host_values().data() + s.offset, f.get(s.name).ptr<float>(), 4 * s.numel);
+    const Tensor value = f.get(s.name);
+    std::memcpy(store.host_values().data() + s.offset, value.ptr<float>(), 4 * s.numel);
   }
   const auto buffers = model.buffers();
   int64_t buffers_in_file = 0;
@@ -121,7 +122,8 @@ void expect_matches_golden(const std::string& golden) {
 
   nn::SoftmaxCrossEntropy xent(std::stof(meta("label_smoothing")));
   const auto loss = xent.forward(logits, labels.ptr<int32_t>());
-  EXPECT_NEAR(loss.loss, f.get("loss").ptr<float>()[0], 1e-5);
+  const Tensor want_loss = f.get("loss");
+  EXPECT_NEAR(loss.loss, want_loss.ptr<float>()[0], 1e-5);
   EXPECT_EQ(loss.count, 3);  // one padding row
   store.zero_grad();
   model.backward(step, xent.backward(1.0f));
@@ -151,7 +153,8 @@ void expect_matches_golden(const std::string& golden) {
   lars.step(std::stof(meta("lr0")));
   const Tensor logits2 = model.forward(step, images.ptr<float>(), N, images.dim(1), images.dim(2));
   const auto loss2 = xent.forward(logits2, labels.ptr<int32_t>());
-  EXPECT_NEAR(loss2.loss, f.get("loss2").ptr<float>()[0], 1e-4);
+  const Tensor want_loss2 = f.get("loss2");
+  EXPECT_NEAR(loss2.loss, want_loss2.ptr<float>()[0], 1e-4);
   store.zero_grad();
   model.backward(step, xent.backward(1.0f));
   lars.step(std::stof(meta("lr1")));
@@ -205,7 +208,8 @@ TinyRun run_tiny(DType dtype) {
   nn::SoftmaxCrossEntropy xent(std::stof(f.metadata().at("label_smoothing")));
   TinyRun r;
   r.logits = to_float_vector(logits);
-  r.loss = xent.forward(logits, f.get("labels").ptr<int32_t>()).loss;
+  const Tensor labels = f.get("labels");
+  r.loss = xent.forward(logits, labels.ptr<int32_t>()).loss;
   store.zero_grad();
   model.backward(step, xent.backward(1.0f));
   r.grads = store.grads_vector();

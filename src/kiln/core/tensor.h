@@ -47,14 +47,18 @@ struct Tensor {
   int rank() const { return int(shape.size()); }
   bool defined() const { return data != nullptr; }
 
-  template <typename T> T* ptr() {
+  template <typename T> T* ptr() & {
     check_host_access();
     return static_cast<T*>(data);
   }
-  template <typename T> const T* ptr() const {
+  template <typename T> const T* ptr() const& {
     check_host_access();
     return static_cast<const T*>(data);
   }
+  // Not of a temporary: one that owns its memory (an op's scratch where the context has no arena)
+  // frees it at the end of the statement, and the pointer would outlive it. Name the tensor.
+  template <typename T> T* ptr() && = delete;
+  template <typename T> const T* ptr() const&& = delete;
   void check_host_access() const {
     if (device.kind == DeviceKind::sim && !any_op_open()) refuse_host_access();
   }
