@@ -1,6 +1,6 @@
 // backend/cuda/conv.cc — 2-D convolutions on cuDNN: NHWC activations and NHWC (K, R, S, C/groups)
 // filters, the layout cuDNN's NHWC kernels take (with kiln's (K, C/groups, R, S) weights as NCHW
-// filters, cuDNN 9 on an H200 offered no deterministic backward algorithm). The weights are
+// filters, cuDNN 9 on an H200 offered no backward algorithm kiln would take). The weights are
 // transposed into scratch for each call (cudnnTransformTensor), and the weight gradient back into
 // kiln's layout, added into dw when accumulating. f32 accumulation, only deterministic
 // algorithms: cuDNN's first heuristic choice, or with KILN_SEARCH on the fastest of its choices,
@@ -142,8 +142,8 @@ double time_runs(cudaStream_t stream, Run run) {
   return ok ? double(ms) / 3 : -1;
 }
 
-// Algorithms that never add with atomics (cuDNN's documentation): a heuristic result that does not
-// say it is deterministic still is when it is one of these.
+// Algorithms that never add with atomics by cuDNN's documentation: taken only when no heuristic
+// result says it is deterministic.
 bool known_deterministic(cudnnConvolutionFwdAlgo_t) { return true; }
 bool known_deterministic(cudnnConvolutionBwdDataAlgo_t a) { return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
 bool known_deterministic(cudnnConvolutionBwdFilterAlgo_t a) {
@@ -177,9 +177,11 @@ auto choose_algo(const char* op, const std::string& key, const Perf* perf, int c
   }
   std::vector<Algo> usable;
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-        (perf[i].determinism == CUDNN_DETERMINISTIC || known_deterministic(perf[i].algo)))
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
       usable.push_back(perf[i].algo);
+  if (usable.empty())
+    for (int i = 0; i < count; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && known_deterministic(perf[i].algo)) usable.push_back(perf[i].algo);
   KILN_CHECK(!usable.empty(), "op {}: cuDNN has no deterministic algorithm for {} (heuristics: {})", op, key,
              heuristics_answer(perf, count));
   int pick = 0;
