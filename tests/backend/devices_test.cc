@@ -12,15 +12,12 @@
 #include "kiln/backend/backend.h"
 #include "kiln/backend/devices.h"
 #include "kiln/core/error.h"
+#include "tests/testing/cuda_device.h"
 
 namespace kiln {
 namespace {
 
-bool cuda_device_present() {
-  for (const std::string& line : device_lines())
-    if (line.starts_with("cuda:0:")) return true;
-  return false;
-}
+using testing::cuda_device_present;
 
 // Runs fn, which must throw a one-line kiln::Error containing every string of `names`.
 template <typename Fn>

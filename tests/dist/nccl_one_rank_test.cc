@@ -10,6 +10,7 @@
 #include "kiln/backend/backend.h"
 #include "kiln/backend/devices.h"
 #include "kiln/dist/world.h"
+#include "tests/testing/cuda_device.h"
 #ifdef KILN_HAVE_NCCL
 #include "kiln/dist/nccl/nccl_communicator.h"
 #endif
@@ -18,12 +19,6 @@ namespace kiln {
 namespace {
 
 #ifdef KILN_HAVE_NCCL
-bool cuda_device_present() {
-  for (const std::string& line : device_lines())
-    if (line.starts_with("cuda:0:")) return true;
-  return false;
-}
-
 std::vector<float> on_host(Context& ctx, const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   Tensor h = Tensor::view(v.data(), t.shape);
@@ -36,7 +31,7 @@ TEST(NcclOneRank, EveryCollectiveOfOneRankLeavesItsInput) {
 #ifndef KILN_HAVE_NCCL
   GTEST_SKIP() << "built without NCCL";
 #else
-  if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const Device gpu = Device::cuda(0);
   Context ctx = device_context(gpu);
   const std::unique_ptr<dist::Communicator> comm = dist::nccl_communicator(dist::world(), gpu);

@@ -3,9 +3,9 @@
 // each stored (rows, cols, ld) matrix read as a column-major (cols, rows, ld) one. Compute type
 // CUBLAS_COMPUTE_32F: f32 operands multiply in f32 (TF32 would need _FAST_TF32; none, as on the
 // CPU); bf16 / f16 ones on tensor cores, accumulating in f32 (under _PEDANTIC, BERT-large ran at
-// 2% of an H200's bf16 peak). Bias, ReLU and tanh-GELU are cuBLASLt
-// epilogues; erf-GELU, which cuBLASLt lacks, runs as a kernel after it. cuBLASLt takes a bias of
-// D's dtype or f32 (for 16-bit D); any other goes in as an f32 copy.
+// 2% of an H200's bf16 peak). Bias, ReLU and tanh-GELU are cuBLASLt epilogues; erf-GELU, which
+// cuBLASLt lacks, runs as a kernel after it. cuBLASLt takes a bias of D's dtype or f32 (for
+// 16-bit D); any other goes in as an f32 copy.
 #include <cublasLt.h>
 
 #include <fmt/format.h>
