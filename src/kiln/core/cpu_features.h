@@ -1,12 +1,13 @@
 // core/cpu_features.h — what this CPU can run, asked once at start: instruction sets from
 // cpuid, usable only when the OS saves their registers (xgetbv), and the ISA oneDNN is capped
-// at (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA). kiln's own code calls no -march-only intrinsic:
-// the binary built with KILN_NATIVE=OFF runs on every x86-64 node, and oneDNN picks its kernels
-// at run time.
+// at (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA). kiln's own code is compiled for one level
+// (-march=native, or KILN_PORTABLE_ARCH, x86-64-v3 by default, for KILN_NATIVE=OFF; core/isa.h
+// checks the CPU has it at start), and oneDNN picks its kernels at run time.
 #pragma once
 #include <string>
 
 #include "kiln/core/dtype.h"
+#include "kiln/core/isa.h"
 
 namespace kiln {
 
@@ -47,6 +48,9 @@ CpuFeatures detect_cpu_features(const char* isa_cap_env);
 std::string cpu_isa_name(CpuIsa isa);
 // Parses oneDNN's names (AVX2, AVX512_CORE_BF16, ALL, DEFAULT, ...; any case). Unknown -> all.
 CpuIsa parse_cpu_isa(const std::string& text);
+
+// "avx2 fma f16c": the names of the extensions in `set`, in core/isa.h's order ("none" if empty).
+std::string isa_names(IsaSet set);
 
 // One line for the start of a run: what precision actually runs for `compute` on `cpu`, e.g.
 // "precision: bf16 storage, f32 arithmetic: this CPU has no bf16 instructions (avx2)".
