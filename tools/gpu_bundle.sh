@@ -24,7 +24,7 @@ for program in kiln kiln_tests; do
   cp "$build/$program" "$stage/bin/"
   strip --strip-unneeded "$stage/bin/$program"
   ldd "$build/$program" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
-    [[ $name =~ $system ]] || cp -L "$path" "$stage/lib/$name"
+    [[ $name =~ $system || -e $stage/lib/$name ]] || cp -L "$path" "$stage/lib/$name"
   done
 done
 
