@@ -4,20 +4,15 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <sstream>
 #include <string>
+
+#include "tests/testing/cpuinfo.h"
 
 namespace kiln {
 namespace {
 
-std::string cpuinfo_flags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return line + " ";
-  return "";
-}
+using testing::cpuinfo_flags;
 
 TEST(CpuFeatures, AgreesWithProcCpuinfo) {
   const std::string flags = cpuinfo_flags();

@@ -5,22 +5,16 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
 #include "kiln/core/cpu_features.h"
+#include "tests/testing/cpuinfo.h"
 #include "tests/testing/run_command.h"
 
 namespace kiln {
 namespace {
 
-std::string cpuinfo_flags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return line + " ";
-  return "";
-}
+using testing::cpuinfo_flags;
 
 TEST(Isa, PresentAgreesWithProcCpuinfo) {
   const std::string flags = cpuinfo_flags();
