@@ -81,9 +81,9 @@ uint64_t xgetbv0() {
 bool os_saves(OsState state, uint64_t xcr0) {
   switch (state) {
     case OsState::none: return true;
-    case OsState::avx: return (xcr0 & 0x6) == 0x6;                                // XMM, YMM
-    case OsState::avx512: return (xcr0 & 0xe6) == 0xe6;                           // + opmask, ZMM
-    case OsState::amx: return (xcr0 & 0x60000) == 0x60000;                        // XTILECFG, XTILEDATA
+    case OsState::avx: return (xcr0 & 0x6) == 0x6;           // XMM, YMM
+    case OsState::avx512: return (xcr0 & 0xe6) == 0xe6;      // and opmask, ZMM
+    case OsState::amx: return (xcr0 & 0x60000) == 0x60000;   // XTILECFG, XTILEDATA
   }
   return false;
 }
@@ -91,6 +91,9 @@ bool os_saves(OsState state, uint64_t xcr0) {
 bool cpuid_bit(const IsaEntry& e) {
   unsigned r[4] = {0, 0, 0, 0};
   if (__get_cpuid_max(e.leaf & 0x80000000u, nullptr) < e.leaf) return false;
+  if (e.subleaf > 0) {  // subleaf 0's eax: the last subleaf there is
+    if (!__get_cpuid_count(e.leaf, 0, &r[0], &r[1], &r[2], &r[3]) || r[0] < e.subleaf) return false;
+  }
   if (!__get_cpuid_count(e.leaf, e.subleaf, &r[0], &r[1], &r[2], &r[3])) return false;
   return (r[e.reg] >> e.bit) & 1u;
 }
