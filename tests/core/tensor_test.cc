@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
@@ -41,9 +44,9 @@ TEST(DType, F16RoundTripsEveryHalfValue) {
   EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 1.0f / 4096)), 1.0f);  // tie to even
 }
 
-// The portable conversion rounds exactly as the build's (F16C where compiled in): every f32
-// with the low 13 mantissa bits at the rounding boundaries, over the whole exponent range.
-TEST(DType, F16PortableRoundingMatchesTheBuildsConversion) {
+// The portable conversion rounds exactly as the inline one: every f32 with the low 13 mantissa
+// bits at the rounding boundaries, over the whole exponent range.
+TEST(DType, F16PortableRoundingMatchesTheInlineConversion) {
   for (uint32_t hi = 0; hi < (1u << 19); ++hi) {
     for (uint32_t lo : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x1fffu}) {
       const uint32_t bits = (hi << 13) | lo;
@@ -53,6 +56,26 @@ TEST(DType, F16PortableRoundingMatchesTheBuildsConversion) {
       ASSERT_EQ(f32_to_f16_portable(f), f32_to_f16(f)) << std::hex << bits;
     }
   }
+}
+
+// Every f32 but NaN converts as F16C's instruction does: the inline conversion is branch-free
+// integer and f32 arithmetic, checked here against the hardware's rounding, subnormals included.
+TEST(DType, F16ConversionMatchesTheInstructionOnEveryF32) {
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(-NAN))));
+#if defined(__F16C__)
+  int64_t mismatches = 0;
+#pragma omp parallel for reduction(+ : mismatches)
+  for (int64_t hi = 0; hi < 65536; ++hi) {
+    for (uint32_t lo = 0; lo < 65536; ++lo) {
+      const float f = f32_from_bits(uint32_t(hi) << 16 | lo);
+      if (!std::isnan(f) && f32_to_f16(f) != _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+#else
+  GTEST_SKIP() << "built without F16C: the portable reference alone checks the conversion";
+#endif
 }
 
 TEST(Philox, MatchesPublishedKnownAnswer) {

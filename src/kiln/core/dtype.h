@@ -5,9 +5,6 @@
 #include <string_view>
 
 #include "kiln/core/hd.h"
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 namespace kiln {
 
@@ -26,17 +23,32 @@ KILN_HD inline uint16_t f32_to_bf16(float f) {
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 KILN_HD inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
-// IEEE half precision, round to nearest even, with subnormals, inf and NaN. The portable
-// versions are always built (and tested against the F16C instructions where both exist);
-// f32_to_f16 / f16_to_f32 are one instruction each where the build targets F16C.
+// IEEE half precision, round to nearest even, with subnormals, inf and NaN (a NaN becomes the
+// quiet NaN 0x7e00 with its sign). f32_to_f16 / f16_to_f32 are branch-free selects over integer
+// and f32 arithmetic, so that loops over f16 storage vectorise (GCC vectorises neither F16C's
+// scalar intrinsics nor _Float16 casts); the subnormal paths scale by normal constants, so they
+// hold under flush-to-zero too. The portable versions are the branching reference the tests hold
+// them to.
 uint16_t f32_to_f16_portable(float f);
 float f16_to_f32_portable(uint16_t h);
-#if defined(__F16C__)
-inline uint16_t f32_to_f16(float f) { return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
-inline float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-#else
-inline uint16_t f32_to_f16(float f) { return f32_to_f16_portable(f); }
-inline float f16_to_f32(uint16_t h) { return f16_to_f32_portable(h); }
-#endif
+KILN_HD inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, magnitude = h & 0x7fffu;
+  const uint32_t normal = (magnitude << 13) + 0x38000000u;           // exponent rebiased 15 -> 127
+  const uint32_t special = (magnitude << 13) | 0x7f800000u;          // inf, NaN
+  const uint32_t subnormal = f32_bits(float(int32_t(magnitude)) * 0x1p-24f);
+  const uint32_t bits = magnitude < 0x0400u ? subnormal : (magnitude >= 0x7c00u ? special : normal);
+  return f32_from_bits(bits | sign);
+}
+KILN_HD inline uint16_t f32_to_f16(float f) {
+  const uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, magnitude = x & 0x7fffffffu;
+  const uint32_t normal = (magnitude - 0x38000000u + 0x0fffu + ((magnitude >> 13) & 1u)) >> 13;
+  // Below 2^-14: adding 0.5 leaves the value in units of 2^-24 (f16's subnormal step) in the low
+  // mantissa bits, rounded to nearest even by the addition itself.
+  const uint32_t subnormal = f32_bits(f32_from_bits(magnitude) + 0.5f) - 0x3f000000u;
+  uint32_t h = magnitude < 0x38800000u ? subnormal : normal;
+  h = magnitude >= 0x477ff000u ? 0x7c00u : h;  // rounds past 65504: inf
+  h = magnitude > 0x7f800000u ? 0x7e00u : h;   // NaN
+  return uint16_t(sign | h);
+}
 
 }  // namespace kiln
