@@ -39,16 +39,19 @@ KILN_HD inline float f16_to_f32(uint16_t h) {
   const uint32_t bits = magnitude < 0x0400u ? subnormal : (magnitude >= 0x7c00u ? special : normal);
   return f32_from_bits(bits | sign);
 }
+// Every candidate result h is carried as the f32 with bits 0x3f000000 + h (0.5 plus h units of
+// 2^-24), so that the selects are between f32 values: GCC narrows integer selects that feed a
+// 16-bit store to 16 bits and then fails to vectorise some loops around them.
 KILN_HD inline uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000u, magnitude = x & 0x7fffffffu;
   const uint32_t normal = (magnitude - 0x38000000u + 0x0fffu + ((magnitude >> 13) & 1u)) >> 13;
-  // Below 2^-14: adding 0.5 leaves the value in units of 2^-24 (f16's subnormal step) in the low
-  // mantissa bits, rounded to nearest even by the addition itself.
-  const uint32_t subnormal = f32_bits(f32_from_bits(magnitude) + 0.5f) - 0x3f000000u;
-  uint32_t h = magnitude < 0x38800000u ? subnormal : normal;
-  h = magnitude >= 0x477ff000u ? 0x7c00u : h;  // rounds past 65504: inf
-  h = magnitude > 0x7f800000u ? 0x7e00u : h;   // NaN
-  return uint16_t(sign | h);
+  // Below 2^-14 the addition itself rounds the value to nearest even in units of 2^-24, f16's
+  // subnormal step.
+  const float subnormal = f32_from_bits(magnitude) + 0.5f;
+  float h = magnitude < 0x38800000u ? subnormal : f32_from_bits(0x3f000000u + normal);
+  h = h < f32_from_bits(0x3f007c00u) ? h : f32_from_bits(0x3f007c00u);  // past 65504: inf
+  h = magnitude > 0x7f800000u ? f32_from_bits(0x3f007e00u) : h;         // NaN
+  return uint16_t(sign | (f32_bits(h) - 0x3f000000u));
 }
 
 }  // namespace kiln
