@@ -202,6 +202,26 @@ TEST(ParityMatmul, ForcedF32FallbackMatchesForBf16AndF16) {
   }
 }
 
+// The fallback's f32 copies are the op's own scratch: handed back when it returns, so that a step
+// of many products (or an evaluation of many batches) does not stack them up in the arena.
+TEST(ParityMatmul, F32FallbackHandsItsCopiesBack) {
+  Arena arena;
+  Context ctx;
+  ctx.scratch = &arena;
+  Tensor a = Tensor::empty({64, 48}, DType::bf16), w = Tensor::empty({32, 48}, DType::bf16),
+         y = Tensor::empty({64, 32}, DType::bf16);
+  ops::fill(ctx, a, 0.5f);
+  ops::fill(ctx, w, 0.25f);
+  ops::cpu::force_matmul_f32_fallback(true);
+  for (int call = 0; call < 3; ++call) {
+    ops::matmul(ctx, ops::mat(a), ops::mat(w, true), ops::mat(y));
+    EXPECT_EQ(arena.in_use(), 0u) << "call " << call;
+  }
+  ops::cpu::force_matmul_f32_fallback(false);
+  EXPECT_GE(arena.high_water(), size_t((64 + 32) * 48 + 64 * 32) * 4);  // it did take f32 copies
+  EXPECT_EQ(bf16_to_f32(y.ptr<uint16_t>()[0]), 48 * 0.125f);
+}
+
 // On an AVX2-only CPU oneDNN builds no bf16 matmul: kiln must say so once and compute anyway.
 // ONEDNN_MAX_CPU_ISA=AVX2 makes this machine look like one; the parity test above, run in a
 // child process so limited, must pass and print the notice.

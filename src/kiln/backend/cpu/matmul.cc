@@ -143,6 +143,7 @@ void from_f32(const MatView& f, const MatView& v) {
 // The f32 product of operands converted in scratch (bf16/f16 primitives missing on this CPU).
 void matmul_f32_fallback(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
                          const MatmulOpts& opts) {
+  const ScratchScope own_scratch(ctx);  // the f32 copies
   const MatView a32 = to_f32(ctx, a), b32 = to_f32(ctx, b);
   Tensor bias32;
   MatmulOpts o = opts;
