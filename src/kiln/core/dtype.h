@@ -26,9 +26,9 @@ KILN_HD inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) 
 // IEEE half precision, round to nearest even, with subnormals, inf and NaN (a NaN becomes the
 // quiet NaN 0x7e00 with its sign). f32_to_f16 / f16_to_f32 are branch-free selects over integer
 // and f32 arithmetic, so that loops over f16 storage vectorise (GCC vectorises neither F16C's
-// scalar intrinsics nor _Float16 casts); the subnormal paths scale by normal constants, so they
-// hold under flush-to-zero too. The portable versions are the branching reference the tests hold
-// them to.
+// scalar intrinsics nor _Float16 casts). Their subnormal paths hold under flush-to-zero too: the
+// operations there take normal f32 values, or an f32 subnormal, which rounds to 0 in f16 anyway.
+// The portable versions are the branching reference the tests hold them to.
 uint16_t f32_to_f16_portable(float f);
 float f16_to_f32_portable(uint16_t h);
 KILN_HD inline float f16_to_f32(uint16_t h) {
