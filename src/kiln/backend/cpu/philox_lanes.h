@@ -68,6 +68,17 @@ inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t l
   out[3] = _mm512_shuffle_i32x4(high01, high23, 0xDD);
 }
 
+// dropout_keep_lanes_portable's keep[0, 64).
+inline void dropout_keep_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo, float p, float* keep) {
+  __m512i words[4];
+  philox_lanes(seed, stream, hi, lo, words);
+  const __m512 unit = _mm512_set1_ps(1.0f / 16777216.0f), prob = _mm512_set1_ps(p), one = _mm512_set1_ps(1.0f);
+  for (int v = 0; v < 4; ++v) {  // as u32_to_unit_float: the top 24 bits, exact in f32
+    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(words[v], 8)), unit);
+    _mm512_storeu_ps(keep + 16 * v, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(u, prob, _CMP_GE_OQ), one));
+  }
+}
+
 }  // namespace avx512
 #elif defined(__AVX2__)
 namespace avx2 {
@@ -145,13 +156,7 @@ inline void philox_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t l
 inline void dropout_keep_lanes(uint64_t seed, uint64_t stream, uint32_t hi, uint32_t lo, float p,
                                float* keep) {
 #if defined(__AVX512F__)
-  __m512i words[4];
-  avx512::philox_lanes(seed, stream, hi, lo, words);
-  const __m512 unit = _mm512_set1_ps(1.0f / 16777216.0f), prob = _mm512_set1_ps(p), one = _mm512_set1_ps(1.0f);
-  for (int v = 0; v < 4; ++v) {  // as u32_to_unit_float: the top 24 bits, exact in f32
-    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(words[v], 8)), unit);
-    _mm512_storeu_ps(keep + 16 * v, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(u, prob, _CMP_GE_OQ), one));
-  }
+  avx512::dropout_keep_lanes(seed, stream, hi, lo, p, keep);
 #elif defined(__AVX2__)
   avx2::dropout_keep_lanes(seed, stream, hi, lo, p, keep);
 #else
