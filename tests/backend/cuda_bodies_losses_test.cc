@@ -147,9 +147,10 @@ TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
   run_all(N, LaneSumBody{lane_sum.data(), sums.data()});
   Tensor want_sums = Tensor::empty({N}, DType::f64);
   ops::vocab_xent_sumexp(cpu_context(), zt, Tensor::view(mx.data(), {N}), want_sums);
+  // The CPU backend sums a float exp (a few ulp, as its unsharded loss does), the body a double one.
   EXPECT_LE(max_rel_error(sums, std::vector<double>(want_sums.ptr<double>(),
                                                     want_sums.ptr<double>() + N)),
-            1e-14);
+            1e-6);
 
   std::vector<float> lse(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) lse[size_t(i)] = mx[size_t(i)] + std::log(float(sums[size_t(i)]));

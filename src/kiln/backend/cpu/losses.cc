@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
-#include "kiln/backend/cpu/vec_math.h"
+#include "kiln/backend/cpu/xent_rows.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
@@ -35,61 +34,6 @@ void check_xent(const char* op, const Tensor& logits, const Tensor& labels, cons
     KILN_CHECK(y[i] < V, "op {}: label {} at row {} is outside [0, {})", op, y[i], i, V);
 }
 
-struct RowStats {
-  float max;       // the row's maximum
-  int64_t argmax;  // its first index
-  double exp_sum;  // Σ exp(z - max)
-  double sum;      // Σ z
-};
-
-// The first index v in [from, V) with row[v] == value (V if none), a block at a time.
-template <typename T>
-int64_t first_index_of(const T* row, int64_t from, int64_t V, float value) {
-  constexpr int64_t kBlock = 64;
-  for (int64_t v0 = from; v0 < V; v0 += kBlock) {
-    const int64_t end = std::min(V, v0 + kBlock);
-    int hit = 0;
-#pragma omp simd reduction(| : hit)
-    for (int64_t v = v0; v < end; ++v) hit |= int(cpu::load(row[v]) == value);
-    if (hit)
-      for (int64_t v = v0; v < end; ++v)
-        if (cpu::load(row[v]) == value) return v;
-  }
-  return V;
-}
-
-// Vectorised passes over a row: the maximum, its first index (as a scalar scan that keeps the
-// first strictly greater element finds it), and the sums in double. The sums go through
-// kSumLanes interleaved lanes added in lane order, so that a row's result does not depend on
-// where it lies in memory (a vectoriser's own reduction peels for alignment); exp goes through a
-// block buffer because GCC does not vectorise it inside a double sum.
-template <typename T>
-RowStats row_stats(const T* row, int64_t V) {
-  RowStats r{cpu::load(row[0]), 0, 0.0, 0.0};
-  const float mx = row_max(row, V);
-  if (mx > r.max) r.max = mx, r.argmax = first_index_of(row, 1, V, mx);
-  constexpr int kSumLanes = 8;
-  constexpr int64_t kBlock = 256;  // a multiple of kSumLanes
-  float e[kBlock], z[kBlock];
-  double exp_lanes[kSumLanes] = {}, z_lanes[kSumLanes] = {};
-  for (int64_t v0 = 0; v0 < V; v0 += kBlock) {
-    const int64_t n = std::min(kBlock, V - v0), padded = (n + kSumLanes - 1) / kSumLanes * kSumLanes;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      z[j] = cpu::load(row[v0 + j]);
-      e[j] = vec::exp(z[j] - r.max);
-    }
-    for (int64_t j = n; j < padded; ++j) e[j] = z[j] = 0.0f;
-    for (int64_t j = 0; j < padded; j += kSumLanes)
-      for (int l = 0; l < kSumLanes; ++l) {
-        exp_lanes[l] += double(e[j + l]);
-        z_lanes[l] += double(z[j + l]);
-      }
-  }
-  for (int l = 0; l < kSumLanes; ++l) r.exp_sum += exp_lanes[l], r.sum += z_lanes[l];
-  return r;
-}
-
 }  // namespace
 
 void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labels,
@@ -112,8 +56,9 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
     for (int64_t i = 0; i < N; ++i) {
       const T* row = logits.ptr<T>() + i * V;
-      const RowStats r = row_stats(row, V);
-      l[i] = float(double(r.max) + std::log(r.exp_sum));
+      const XentRowMax m = xent_row_max(row, V);
+      const XentRowSums r = xent_row_sums(row, V, m.max);
+      l[i] = float(double(m.max) + std::log(r.exp_sum));
       row_loss[i] = 0.0;
       row_correct[i] = 0;
       if (y[i] < 0) continue;
@@ -122,7 +67,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
       double term = double(l[i]) - (1.0 - ls) * double(cpu::load(row[y[i]]));
       if (ls != 0.0) term -= ls * r.sum / double(V);
       row_loss[i] = wi * term;
-      row_correct[i] = wi > 0.0 && r.argmax == y[i];
+      row_correct[i] = wi > 0.0 && m.argmax == y[i];
     }
   });
 
@@ -163,17 +108,7 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
           for (int64_t v = 0; v < V; ++v) drow[v] = cpu::store<D>(0.0f);
           continue;
         }
-        const float k = xent_row_factor(w, i, scale, divisor), li = l[i];
-        if constexpr (std::is_same_v<D, float>) {
-          for (int64_t v = 0; v < V; ++v) drow[v] = k * (std::exp(cpu::load(row[v]) - li) - smooth);
-          drow[y[i]] -= k * hit;
-        } else {
-          for (int64_t v = 0; v < V; ++v) {
-            float d = k * (std::exp(cpu::load(row[v]) - li) - smooth);
-            if (v == y[i]) d -= k * hit;
-            drow[v] = cpu::store<D>(d);
-          }
-        }
+        xent_grad_row(row, V, l[i], xent_row_factor(w, i, scale, divisor), smooth, y[i], hit, drow);
       }
     });
   });

@@ -1,11 +1,13 @@
 // backend/cpu/vocab_xent.cc — the parts of a vocab-parallel softmax cross-entropy (Megatron's
 // tensor-parallel MLM loss): row statistics of this rank's logits, their combination over the
 // ranks, the sum of exponentials under the global row max, the totals, and the local gradient.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
+#include "kiln/backend/cpu/xent_rows.h"
 #include "kiln/backend/route.h"
 #include "kiln/backend/vocab_xent_check.h"
 #include "kiln/core/error.h"
@@ -39,15 +41,10 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
     for (int64_t i = 0; i < N; ++i) {
       const T* row = logits.ptr<T>() + i * V;
-      int64_t best = 0;
-      float mx = cpu::load(row[0]);
-      for (int64_t v = 1; v < V; ++v) {
-        const float z = cpu::load(row[v]);
-        if (z > mx) best = v, mx = z;
-      }
+      const XentRowMax m = xent_row_max(row, V);
       const int64_t local = int64_t(y[i]) - start;
-      out[3 * i] = mx;
-      out[3 * i + 1] = float(start + best);
+      out[3 * i] = m.max;
+      out[3 * i + 1] = float(start + m.argmax);
       out[3 * i + 2] = local >= 0 && local < V ? cpu::load(row[local]) : 0.0f;
     }
   });
@@ -66,10 +63,7 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
   cpu::dispatch_float(logits.dtype, "vocab_xent_sumexp", [&]<typename T>(T) {
 #pragma omp parallel for schedule(static) if (N * V > kParallelMin)
     for (int64_t i = 0; i < N; ++i) {
-      const T* row = logits.ptr<T>() + i * V;
-      double sum = 0.0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(cpu::load(row[v]) - m[i]));
-      s[i] = sum;
+      s[i] = xent_row_sums(logits.ptr<T>() + i * V, V, m[i]).exp_sum;
     }
   });
 }
@@ -140,13 +134,12 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
       for (int64_t i = 0; i < N; ++i) {
         const T* row = logits.ptr<T>() + i * V;
         D* drow = dlogits.ptr<D>() + i * V;
-        const float k = y[i] < 0 ? 0.0f : xent_row_factor(w, i, scale, divisor);
-        const int64_t local = int64_t(y[i]) - start;
-        for (int64_t v = 0; v < V; ++v) {
-          float d = y[i] < 0 ? 0.0f : k * std::exp(cpu::load(row[v]) - l[i]);
-          if (v == local) d -= k;
-          drow[v] = cpu::store<D>(d);
+        if (y[i] < 0) {
+          std::fill(drow, drow + V, cpu::store<D>(0.0f));
+          continue;
         }
+        xent_grad_row(row, V, l[i], xent_row_factor(w, i, scale, divisor), 0.0f, int64_t(y[i]) - start, 1.0f,
+                      drow);
       }
     });
   });
