@@ -221,7 +221,8 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
 // (exact below 2^24), and the label's logit when the label is in this shard, else 0.
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
                          Tensor& partials);
-// sumexp (N) f64 = Σ_v exp(z_iv - max_i) over this shard, in double; max (N) f32, the global max.
+// sumexp (N) f64 = Σ_v exp(z_iv - max_i) over this shard, summed in double (each exp in f32 on the
+// CPU, as softmax_xent_forward's, in double on CUDA); max (N) f32, the global max.
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp);
 // combined (3, N) f32 from every rank's partials, gathered (R, N, 3) f32 in rank order: row 0 the
 // global max, row 1 the first argmax (the lowest rank among equal maxima: ranks hold ascending
