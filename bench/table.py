@@ -69,9 +69,15 @@ def measure(root, name, dtype, threads, out_dir):
     return RESNET_BATCH, RESNET_BATCH * RESNET50_FLOPS_PER_IMAGE, kiln_numbers(k), torch_numbers(t)
 
 
-def matmul_peaks(root):  # GFLOP/s of a 2048^3 product per dtype, now
-    text = run([f"{root}/build/matmul_peak"])
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"matmul \d+\^3 (\w+): [0-9.]+ ms, ([0-9.]+) GFLOP/s", text)}
+def matmul_peaks(root, tries=3):
+    """GFLOP/s of a 2048^3 product per dtype, now: the best of a few runs of matmul_peak (each a
+    median of 7 products), since one disturbed run on a shared machine reads far below the peak."""
+    peaks = {}
+    for _ in range(tries):
+        text = run([f"{root}/build/matmul_peak"])
+        for m in re.finditer(r"matmul \d+\^3 (\w+): [0-9.]+ ms, ([0-9.]+) GFLOP/s", text):
+            peaks[m.group(1)] = max(peaks.get(m.group(1), 0.0), float(m.group(2)))
+    return peaks
 
 
 def fair_blas():
