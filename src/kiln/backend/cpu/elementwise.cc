@@ -3,8 +3,6 @@
 // GCC 12's false warnings on inlined AVX-512 intrinsics (backend/cpu/philox_lanes.h).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -19,8 +17,7 @@ namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;  // below this an OpenMP region costs more than it saves
-constexpr int64_t kColumnBlockMax = 1024;   // columns per task in column sums: 4 KB of each f32 row
-constexpr int64_t kColumnsInRegisters = 64;  // of those, summed over a chunk of rows at a time
+constexpr int64_t kColumnBlock = 64;    // columns per task in deterministic column sums
 
 // Calls fn(A{}, B{}, C{}) with the storage types of three tensors.
 template <typename Fn>
@@ -87,43 +84,28 @@ void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
   });
 }
 
-// Columns per task in bias_grad: as wide as the threads allow, up to kColumnBlockMax, a multiple
-// of 16. Tasks 64 columns wide read 256 bytes of each row: over the (640, 30592) gradient of
-// BERT-tiny's masked-LM logits that is a new page per row, and the op took 13 ms a step.
-int64_t column_block(int64_t C) {
-  const int64_t threads = omp_get_max_threads();
-  int64_t blocks = std::max(threads, (C + kColumnBlockMax - 1) / kColumnBlockMax);
-  blocks = (blocks + threads - 1) / threads * threads;
-  return std::min(kColumnBlockMax, ((C + blocks - 1) / blocks + 15) / 16 * 16);
-}
-
-// Each task owns a block of columns and walks all rows in order: a column's sum takes the same
-// order whatever the blocks, so it does not depend on the thread count.
+// Each task owns a block of columns and walks all rows in order, so the sum does not depend
+// on the thread count.
 void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
   const OpScope scope = expect_cpu(ctx, "bias_grad", {&dy, &db});
   expect_dtype("bias_grad", "db", db, {DType::f32});
   const int64_t N = rows_of("bias_grad", dy, db), C = db.numel();
-  const int64_t width = column_block(C), blocks = (C + width - 1) / width;
+  const int64_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
   float* out = db.ptr<float>();
   cpu::dispatch_float(dy.dtype, "bias_grad", [&]<typename T>(T) {
     const T* g = dy.ptr<T>();
 #pragma omp parallel for schedule(static) if (N * C > kParallelMin)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t c0 = blk * width, w = std::min(width, C - c0);
-      double total[kColumnBlockMax];
-      std::fill(total, total + w, 0.0);
+      const int64_t c0 = blk * kColumnBlock, w = std::min(kColumnBlock, C - c0);
+      double total[kColumnBlock] = {};
       for (int64_t r0 = 0; r0 < N; r0 += kBiasGradRows) {
-        const int64_t r1 = std::min(N, r0 + kBiasGradRows);
-        for (int64_t s0 = 0; s0 < w; s0 += kColumnsInRegisters) {
-          const int64_t sw = std::min(kColumnsInRegisters, w - s0);
-          double acc[kColumnsInRegisters] = {};
-          for (int64_t r = r0; r < r1; ++r) {
-            const T* row = g + r * C + c0 + s0;
+        double acc[kColumnBlock] = {};
+        for (int64_t r = r0; r < std::min(N, r0 + kBiasGradRows); ++r) {
+          const T* row = g + r * C + c0;
 #pragma omp simd
-            for (int64_t c = 0; c < sw; ++c) acc[c] += cpu::load(row[c]);
-          }
-          for (int64_t c = 0; c < sw; ++c) total[s0 + c] += acc[c];
+          for (int64_t c = 0; c < w; ++c) acc[c] += cpu::load(row[c]);
         }
+        for (int64_t c = 0; c < w; ++c) total[c] += acc[c];
       }
       for (int64_t c = 0; c < w; ++c) out[c0 + c] += float(total[c]);
     }
