@@ -104,9 +104,9 @@ def main():
         sys.exit(f"--rounds {args.rounds}: at least 1")
     core = fair_blas()
     print(f"threads {args.threads}; the peer's OpenBLAS core type: {core}; the matmul peak is measured again "
-          f"before each row, the best of three runs (a shared machine's speed drifts over the minutes a table "
-          f"takes); {args.rounds} "
-          "round(s) of kiln then the peer per row, times and ratio the medians over the rounds")
+          "before each row, the best of three runs (a shared machine's speed drifts over the minutes a table "
+          f"takes); {args.rounds} round(s) of kiln then the peer per row, times and ratio the medians over the "
+          "rounds")
     print("| workload | dtype | kiln ms/step | torch ms/step | kiln / torch time | kiln samples/s | "
           "kiln GFLOP/s | matmul peak GFLOP/s | % of matmul peak | peak RSS kiln / torch (GiB) | "
           "kiln / torch per round |")
