@@ -105,7 +105,7 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
         const T* row = logits.ptr<T>() + i * V;
         D* drow = dlogits.ptr<D>() + i * V;
         if (y[i] < 0) {
-          for (int64_t v = 0; v < V; ++v) drow[v] = cpu::store<D>(0.0f);
+          std::fill(drow, drow + V, cpu::store<D>(0.0f));
           continue;
         }
         xent_grad_row(row, V, l[i], xent_row_factor(w, i, scale, divisor), smooth, y[i], hit, drow);

@@ -18,8 +18,9 @@ namespace kiln::ops::cpu {
 constexpr int64_t kXentBlock = 256;  // row elements per block buffer
 constexpr int kXentSumLanes = 8;     // divides kXentBlock
 
-// e[j] = exp(e[j]) over a whole block buffer.
-inline void exp_block(float* e) {
+// e[j] = exp(e[j]) for j < n, computed over the whole block buffer (the rest set to 0 first).
+inline void exp_block(float* e, int64_t n) {
+  std::fill(e + n, e + kXentBlock, 0.0f);
 #pragma omp simd aligned(e : 64)
   for (int64_t j = 0; j < kXentBlock; ++j) e[j] = vec::exp(e[j]);
 }
@@ -73,8 +74,7 @@ XentRowSums xent_row_sums(const T* row, int64_t V, float shift) {
       z[j] = cpu::load(row[v0 + j]);
       e[j] = z[j] - shift;
     }
-    std::fill(e + n, e + kXentBlock, 0.0f);
-    exp_block(e);
+    exp_block(e, n);
     std::fill(e + n, e + padded, 0.0f);
     std::fill(z + n, z + padded, 0.0f);
     for (int64_t j = 0; j < padded; j += kXentSumLanes)
@@ -98,8 +98,7 @@ void xent_grad_row(const T* row, int64_t V, float lse, float k, float smooth, in
     const int64_t n = std::min(kXentBlock, V - v0), hit_at = label - v0;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) e[j] = cpu::load(row[v0 + j]) - lse;
-    std::fill(e + n, e + kXentBlock, 0.0f);
-    exp_block(e);
+    exp_block(e, n);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
       float d = k * (e[j] - smooth);
