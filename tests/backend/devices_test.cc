@@ -108,7 +108,7 @@ TEST(Devices, EveryOpHasACudaImplementation) {
       {"step_norm_squares", [&] { ops::step_norm_squares(ctx, t, t, t); }},
       {"step_decide", [&] { ops::step_decide(ctx, t); }},
       {"adamw_update", [&] { ops::adamw_update(ctx, adam, t, {}, t, t, t, t, none); }},
-      {"lamb_moments", [&] { ops::lamb_moments(ctx, adam, t, {}, t, t, t, t, t); }},
+      {"lamb_moments", [&] { ops::lamb_moments(ctx, adam, t, {}, t, none, t, t, t, t); }},
       {"lamb_update", [&] { ops::lamb_update(ctx, adam, t, {}, t, t, t, t, none); }},
       {"lars_update", [&] { ops::lars_update(ctx, lars, t, {}, t, t, t, t, none); }},
       {"conv2d_forward", [&] { ops::conv2d_forward(ctx, conv, t, t, t); }},

@@ -185,7 +185,7 @@ TEST(ParityOptim, AdamWAndLambMatchFloat64Reference) {
                                     {ops::kStepGradFactor, factor}});
       Tensor norms = Tensor::empty({int64_t(c.segs.size()), 2}, DType::i64, p.ctx.device);
       if (lamb) {
-        ops::lamb_moments(p.ctx, s, block, c.segs, c.W, c.G, c.M, c.V, norms);
+        ops::lamb_moments(p.ctx, s, block, c.segs, c.W, Tensor{}, c.G, c.M, c.V, norms);
         ops::lamb_update(p.ctx, s, block, c.segs, norms, c.W, c.M, c.V, C);
       } else {
         ops::adamw_update(p.ctx, s, block, c.segs, c.W, c.G, c.M, c.V, C);
@@ -264,7 +264,7 @@ TEST(ParityOptim, SkippedStepChangesNothing) {
   const ops::AdamStep adam{0.9f, 0.999f, 1e-6f, 0.1f};
   Tensor norms = Tensor::empty({int64_t(c.segs.size()), 2}, DType::i64, p.ctx.device);
   ops::adamw_update(p.ctx, adam, block, c.segs, c.W, c.G, c.M, c.V, C);
-  ops::lamb_moments(p.ctx, adam, block, c.segs, c.W, c.G, c.M, c.V, norms);
+  ops::lamb_moments(p.ctx, adam, block, c.segs, c.W, Tensor{}, c.G, c.M, c.V, norms);
   for (double x : read_f64(p, norms)) EXPECT_EQ(x, 0.0);
   ops::segment_sum_squares(p.ctx, c.W, c.G, c.segs, norms);
   ops::lamb_update(p.ctx, adam, block, c.segs, norms, c.W, c.M, c.V, C);

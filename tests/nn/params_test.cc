@@ -62,5 +62,50 @@ TEST(ParamStore, ClearedGradientsAreWrittenByTheFirstContributionAndSettledToZer
   for (float g : store.host_grads()) EXPECT_EQ(g, 0.0f);
 }
 
+// bf16 on the host: split_master() keeps the master weights as the bf16 copy and their low halves
+// (the f32 buffer goes), and every reader still sees the f32 weights exactly.
+TEST(ParamStore, SplitMasterWeightsReadBackExactly) {
+  ParamStore store;
+  const Param matrix = store.add("matrix", {3, 5}, true);
+  const Param bias = store.add("bias", {5}, false);
+  store.set_compute_dtype(DType::bf16);
+  store.allocate();
+  for (size_t i = 0; i < store.host_values().size(); ++i)
+    store.host_values()[i] = 1.0f + float(i) * 0.001953125f + 1e-7f * float(i % 7);  // low bits set
+  store.refresh_compute();
+  const std::vector<float> before = store.values_vector();
+  store.split_master();
+  ASSERT_TRUE(store.split());
+  EXPECT_FALSE(store.values.defined());
+  EXPECT_EQ(store.master().dtype, DType::u16);
+  EXPECT_EQ(store.values_vector(), before);
+  const Tensor b = bias.value();  // joined for ops that read f32 parameters
+  for (int64_t i = 0; i < bias.numel(); ++i) EXPECT_EQ(b.ptr<float>()[i], before[size_t(bias.spec().offset + i)]);
+  Tensor joined = Tensor::empty({store.padded_size()});
+  store.join_master(joined);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(joined.ptr<float>()[i], before[i]);
+  try {
+    (void)matrix.w();
+    ADD_FAILURE() << "host access to split f32 weights must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("split"), std::string::npos) << e.what();
+  }
+  // Gradients are zero again after the split staged the low halves in their buffer.
+  for (float g : store.host_grads()) EXPECT_EQ(g, 0.0f);
+}
+
+// f32 and f16 compute copies keep the f32 master weights.
+TEST(ParamStore, OnlyABf16CopySplitsTheMasterWeights) {
+  for (DType dtype : {DType::f32, DType::f16}) {
+    ParamStore store;
+    store.add("w", {4}, true);
+    store.set_compute_dtype(dtype);
+    store.allocate();
+    store.split_master();
+    EXPECT_FALSE(store.split()) << dtype_name(dtype);
+    EXPECT_TRUE(store.values.defined()) << dtype_name(dtype);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -48,6 +48,11 @@ struct HostStaging {
 void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& staging);
 // dst = src converted to dst.dtype (f32 / bf16 / f16, rounding to nearest even); same numel.
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
+// Split master weights (nn/params.h; the CPU backend only): w (f32) as high (bf16: w rounded to
+// nearest, ties away from zero) and low (u16: the remainder of w's bits), which join_master turns
+// back into w bit for bit. Same numel.
+void split_master(Context& ctx, const Tensor& w, Tensor& high, Tensor& low);
+void join_master(Context& ctx, const Tensor& high, const Tensor& low, Tensor& w);
 
 // ---- matrix products (oneDNN, primitives cached by shape per thread) ----
 
@@ -277,9 +282,10 @@ enum StepScalar : int {
 };
 
 // sums (n) f64 in i64 (n = segments.size()): Σ a² over segment k; with b defined, sums is (n, 2)
-// and row k holds (Σ a², Σ b²). a, b: flat f32.
+// and row k holds (Σ a², Σ b²). a, b: flat f32; or a split master's low halves (u16) as a with its
+// high halves (bf16) as a_high (below).
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
-                         std::span<const TensorSegment> segments, Tensor& sums);
+                         std::span<const TensorSegment> segments, Tensor& sums, const Tensor& a_high = {});
 // x *= factor over every element of x (f32).
 void scale_all(Context& ctx, Tensor& x, float factor);
 // x *= f32(scalars[slot]) over every element of x (f32); scalars: the step's scalars.
@@ -304,13 +310,15 @@ struct AdamStep {
 //   m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²;  u = (m/bc1) / (sqrt(v/bc2) + eps) + wd·w
 // adamw_update:  w -= lr·u.
 // w, g, m, v: flat f32; w_compute: flat bf16/f16 copy of w refreshed in the same pass
-// (= cast(w)), or undefined.
+// (= cast(w)), or undefined. Split master weights (split_master; the CPU backend only): w is the
+// low halves (u16) and w_compute the high halves (bf16), both read and written.
 void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute);
 // LAMB, pass 1: the moments above, and norms (n, 2) f64 in i64: (Σ w², Σ u²) per segment.
 // Skipped: norms are zeros.
+// w_compute: the high halves of split master weights (above), else unused.
 void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
-                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
+                  const Tensor& w, const Tensor& w_compute, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
 // LAMB, pass 2: r = ‖w‖/‖u‖ per segment (1 if either is 0), from pass 1's norms;
 // w -= f32(lr·r)·u with u recomputed from m, v, w; w_compute refreshed as in adamw_update.
 void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,

@@ -20,6 +20,12 @@ void run_cpu_segments(Context& ctx, std::span<const TensorSegment> segments, Op 
   });
 }
 
+// Split master weights (u16 low halves beside a bf16 copy) are the CPU backend's alone:
+// nn/params.h splits them only on the host.
+void expect_unsplit(const char* op, const Tensor& w) {
+  KILN_CHECK(w.dtype != DType::u16, "op {}: split master weights are for the CPU backend only", op);
+}
+
 }  // namespace
 
 #ifdef KILN_HAVE_CUDA
@@ -46,6 +52,16 @@ void copy(Context& ctx, const Tensor& src, Tensor& dst) {
 void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, "cast", cast(ctx, src, dst));
   run_cpu(ctx, [=](Context& run) mutable { cpu::cast(run, src, dst); });
+}
+
+void split_master(Context& ctx, const Tensor& w, Tensor& high, Tensor& low) {
+  KILN_CHECK(!on_cuda(ctx), "op split_master: split master weights are for the CPU backend only");
+  run_cpu(ctx, [=](Context& run) mutable { cpu::split_master(run, w, high, low); });
+}
+
+void join_master(Context& ctx, const Tensor& high, const Tensor& low, Tensor& w) {
+  KILN_CHECK(!on_cuda(ctx), "op join_master: split master weights are for the CPU backend only");
+  run_cpu(ctx, [=](Context& run) mutable { cpu::join_master(run, high, low, w); });
 }
 
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
@@ -253,12 +269,13 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
 }
 
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
-                         std::span<const TensorSegment> segments, Tensor& sums) {
-  if (on_cuda(ctx))
-    return KILN_ON_CUDA(ctx, "segment_sum_squares",
-                        segment_sum_squares(ctx, a, b, segments, sums));
+                         std::span<const TensorSegment> segments, Tensor& sums, const Tensor& a_high) {
+  if (on_cuda(ctx)) {
+    expect_unsplit("segment_sum_squares", a);
+    return KILN_ON_CUDA(ctx, "segment_sum_squares", segment_sum_squares(ctx, a, b, segments, sums));
+  }
   run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
-    cpu::segment_sum_squares(run, a, b, segs, sums);
+    cpu::segment_sum_squares(run, a, b, segs, sums, a_high);
   });
 }
 
@@ -286,26 +303,32 @@ void step_decide(Context& ctx, Tensor& scalars) {
 
 void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
-  if (on_cuda(ctx))
+  if (on_cuda(ctx)) {
+    expect_unsplit("adamw_update", w);
     return KILN_ON_CUDA(ctx, "adamw_update", adamw_update(ctx, p, scalars, segments, w, g, m, v, w_compute));
+  }
   run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::adamw_update(run, p, scalars, segs, w, g, m, v, w_compute);
   });
 }
 
 void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
-                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
-  if (on_cuda(ctx))
+                  const Tensor& w, const Tensor& w_compute, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
+  if (on_cuda(ctx)) {
+    expect_unsplit("lamb_moments", w);
     return KILN_ON_CUDA(ctx, "lamb_moments", lamb_moments(ctx, p, scalars, segments, w, g, m, v, norms));
+  }
   run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
-    cpu::lamb_moments(run, p, scalars, segs, w, g, m, v, norms);
+    cpu::lamb_moments(run, p, scalars, segs, w, w_compute, g, m, v, norms);
   });
 }
 
 void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
-  if (on_cuda(ctx))
+  if (on_cuda(ctx)) {
+    expect_unsplit("lamb_update", w);
     return KILN_ON_CUDA(ctx, "lamb_update", lamb_update(ctx, p, scalars, segments, norms, w, m, v, w_compute));
+  }
   run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::lamb_update(run, p, scalars, segs, norms, w, m, v, w_compute);
   });
@@ -313,9 +336,10 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
 
 void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute) {
-  if (on_cuda(ctx))
-    return KILN_ON_CUDA(ctx, "lars_update",
-                        lars_update(ctx, p, scalars, segments, norms, w, g, momentum, w_compute));
+  if (on_cuda(ctx)) {
+    expect_unsplit("lars_update", w);
+    return KILN_ON_CUDA(ctx, "lars_update", lars_update(ctx, p, scalars, segments, norms, w, g, momentum, w_compute));
+  }
   run_cpu_segments(ctx, segments, [=](Context& run, std::span<const TensorSegment> segs) mutable {
     cpu::lars_update(run, p, scalars, segs, norms, w, g, momentum, w_compute);
   });

@@ -22,7 +22,7 @@ Tensor Embedding::forward(const Step& step, const Tensor& ids) {
   ops::copy(*step.ctx, ids.reshape({n}), ids_);
   if (tp_.split()) {  // this rank's rows, zero rows for the other ids, then the sum over ranks (exact)
     Tensor y = y_.get(*step.ctx, {n, dim}, DType::f32);
-    ops::gather_rows(*step.ctx, weight.value(), ids_, y, start);
+    ops::gather_rows(*step.ctx, weight.compute(), ids_, y, start);
     tp_.all_reduce(y);
     return y;
   }

@@ -17,7 +17,13 @@ Tensor slice_view(const Tensor& flat, const ParamSpec& s) {
 
 }  // namespace
 
-Tensor Param::value() const { return slice_view(store->values, spec()); }
+Tensor Param::value() const {
+  if (!store->split()) return slice_view(store->values, spec());
+  Tensor& joined = store->joined_[size_t(id)];
+  if (!joined.defined()) joined = Tensor::empty(spec().shape, DType::f32, store->low.device);
+  ops::join_master(*store->ctx_, slice_view(store->compute, spec()), slice_view(store->low, spec()), joined);
+  return joined;
+}
 Tensor Param::grad() const {
   Tensor g = slice_view(store->grads, spec());
   if (!store->grad_written_[size_t(id)]) {
@@ -90,8 +96,27 @@ void ParamStore::allocate(Context& ctx) {
   set_compute_dtype(compute_dtype_);
 }
 
+void ParamStore::split_master() {
+  if (split() || compute_dtype_ != DType::bf16 || !values.device.cpu_kernels()) return;
+  // The low halves wait in the gradients' buffer while values goes, so that the store never holds
+  // more than before (18 bytes a parameter with the optimizer's state).
+  Tensor staged = Tensor::view(grads.data, {padded_size()}, DType::u16, grads.device);
+  ops::split_master(*ctx_, values, compute, staged);
+  values = Tensor{};
+  low = Tensor::empty({padded_size()}, DType::u16, grads.device);
+  ops::copy(*ctx_, staged, low);
+  zero_grad();
+  joined_.assign(specs_.size(), Tensor{});
+}
+
+void ParamStore::join_master(Tensor& out) const {
+  if (split()) ops::join_master(*ctx_, compute, low, out);
+  else ops::copy(*ctx_, values, out);
+}
+
 void ParamStore::to_device(Context& ctx) {
   KILN_CHECK(allocated(), "parameter store: allocate it before moving it to {}", ctx.device.str());
+  KILN_CHECK(!split(), "parameter store: split master weights stay where they were split");
   ctx_ = &ctx;
   if (values.device == ctx.device) return;
   values = ops::on_device(ctx, values);
@@ -103,14 +128,15 @@ void ParamStore::to_device(Context& ctx) {
 void ParamStore::set_compute_dtype(DType dtype) {
   KILN_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
              "compute dtype {} is not a floating-point type", dtype_name(dtype));
+  KILN_CHECK(!split() || dtype == DType::bf16, "parameter store: split master weights keep their bf16 copy");
   compute_dtype_ = dtype;
-  if (!allocated()) return;
+  if (!allocated() || split()) return;
   compute = dtype == DType::f32 ? Tensor{} : Tensor::empty({padded_size()}, dtype, values.device);
   refresh_compute();
 }
 
 void ParamStore::refresh_compute() {
-  if (compute.defined()) ops::cast(*ctx_, values, compute);
+  if (compute.defined() && !split()) ops::cast(*ctx_, values, compute);
 }
 
 const ParamSpec* ParamStore::find(const std::string& name) const {
@@ -134,6 +160,7 @@ void ParamStore::settle_grads(int64_t begin, int64_t end) {
 }
 
 float* ParamStore::host_data(const Tensor& flat) {
+  KILN_CHECK(flat.defined(), "parameter store: the f32 master weights are split (read them with values_vector())");
   KILN_CHECK(flat.device.is_cpu(), "parameter store: host access to parameters that live on {}", flat.device.str());
   return const_cast<float*>(flat.ptr<float>());
 }
@@ -145,7 +172,19 @@ std::vector<float> ParamStore::read_back(const Tensor& flat) const {
   return v;
 }
 
-std::vector<float> ParamStore::values_vector() const { return read_back(values); }
+std::vector<float> ParamStore::values_vector() const {
+  if (!split()) return read_back(values);
+  // Both halves read back, then joined on the host: no f32 buffer on the store's device.
+  std::vector<uint16_t> halves(2 * static_cast<size_t>(size_));
+  Tensor high = Tensor::view(halves.data(), {size_}, DType::bf16);
+  Tensor low_half = Tensor::view(halves.data() + size_, {size_}, DType::u16);
+  ops::copy(*ctx_, compute.slice_rows(0, size_), high);
+  ops::copy(*ctx_, low.slice_rows(0, size_), low_half);
+  std::vector<float> v(static_cast<size_t>(size_));
+  Tensor host = Tensor::view(v.data(), {size_});
+  ops::join_master(cpu_context(), high, low_half, host);
+  return v;
+}
 std::vector<float> ParamStore::grads_vector() const { return read_back(grads); }
 
 }  // namespace kiln

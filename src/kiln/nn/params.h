@@ -1,7 +1,9 @@
 // nn/params.h — all parameters of a model in one flat fp32 buffer (the master weights), the
 // gradients in a second fp32 buffer with the same layout, and, under mixed precision, a third
 // buffer with the same layout holding the weights in the compute dtype (bf16 / f16), which the
-// optimizer step refreshes. A parameter is a named slice (offset, shape, decay flag).
+// optimizer step refreshes. With bf16 on the CPU the training loop then splits the master weights
+// (split_master()): the bf16 copy is their high half and a fourth buffer their low half, so that
+// the f32 buffer goes. A parameter is a named slice (offset, shape, decay flag).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -45,6 +47,8 @@ struct Param {
   // Views with the parameter's shape: master weights and gradients (f32), and the weights in
   // the compute dtype (the master view itself when that is f32). grad() zero-fills the gradient
   // first when nothing wrote it since ParamStore::clear_grads(): ops that only add go through it.
+  // Split master weights: value() joins them into a buffer of the parameter's own, at each call
+  // (small parameters that ops read in f32: biases, norms' scales).
   Tensor value() const;
   Tensor grad() const;
   Tensor compute() const;
@@ -73,6 +77,17 @@ class ParamStore {
   // Allocates values and grads (zeroed) on ctx.device; later ops on the store run on `ctx`.
   // After this no parameter can be added.
   void allocate(Context& ctx = cpu_context());
+  // With a bf16 compute copy on a device the CPU backend runs (the host, sim): keeps the master weights as that copy (their high
+  // halves, rounded to nearest with ties away from zero) and `low`, and frees `values`, whose
+  // views then raise an error: 16 bytes a parameter with the gradients and two f32 moments, not
+  // 18. Otherwise nothing. The training loop calls it once the weights are initialised or
+  // restored (init and I/O write f32 values before).
+  void split_master();
+  bool split() const { return low.defined(); }
+  // The master weights that optimizers update: `values`, or `low` when split (backend.h).
+  const Tensor& master() const { return split() ? low : values; }
+  // out (padded_size f32) = the master weights.
+  void join_master(Tensor& out) const;
   // Moves an allocated store onto ctx.device (values copied, gradients zeroed, the compute copy
   // refreshed there); later ops on it run on `ctx`. Models are built and initialised on the host,
   // then moved: a run on a GPU or the simulated device.
@@ -82,13 +97,13 @@ class ParamStore {
   void set_padding(int64_t multiple);
   // Elements of values / grads / compute: size() and the padding.
   int64_t padded_size() const { return (size_ + padding_ - 1) / padding_ * padding_; }
-  bool allocated() const { return values.defined(); }
+  bool allocated() const { return values.defined() || low.defined(); }
 
   // Weights used by forward/backward: f32 (the master weights themselves), bf16 or f16 (a
   // separate copy, filled by refresh_compute()).
   void set_compute_dtype(DType dtype);
   DType compute_dtype() const { return compute_dtype_; }
-  // compute = cast(values); a no-op for f32. Optimizers call it after each update.
+  // compute = cast(values); a no-op for f32 and for split master weights.
   void refresh_compute();
 
   const std::vector<ParamSpec>& specs() const { return specs_; }
@@ -112,16 +127,18 @@ class ParamStore {
   const std::vector<bool>& grads_written() const { return grad_written_; }
   void set_grads_written(const std::vector<bool>& written) { grad_written_ = written; }
 
-  // Host access to the flat buffers of a host store (an error on a device store).
+  // Host access to the flat buffers of a host store (an error on a device store, and for values
+  // once split).
   std::span<float> host_values() const { return {host_data(values), size_t(size_)}; }
   std::span<float> host_grads() const { return {host_data(grads), size_t(size_)}; }
   // Copies of the first size() elements, read back from the device where the store is there.
   std::vector<float> values_vector() const;
   std::vector<float> grads_vector() const;
 
-  Tensor values;   // (padded_size) f32 master weights
+  Tensor values;   // (padded_size) f32 master weights; undefined once split
   Tensor grads;    // (padded_size) f32
   Tensor compute;  // (padded_size) in compute_dtype(); undefined when that is f32
+  Tensor low;      // (padded_size) u16: the split master weights' low halves, else undefined
 
  private:
   static float* host_data(const Tensor& flat);
@@ -135,6 +152,7 @@ class ParamStore {
   DType compute_dtype_ = DType::f32;
   Context* ctx_ = &cpu_context();
   std::vector<bool> grad_written_;  // per parameter id; all true except after clear_grads()
+  std::vector<Tensor> joined_;      // per parameter id: Param::value() of split master weights
   friend struct Param;
 };
 

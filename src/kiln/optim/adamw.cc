@@ -22,7 +22,8 @@ void AdamW::set_inputs(StepInputs& in) const {
 
 void AdamW::update(const Tensor& scalars) {
   const ops::AdamStep p{config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
-  ops::adamw_update(ctx_, p, scalars, flat_.segments, flat_.values, flat_.grads, m_, v_, flat_.compute);
+  Tensor w = master(), w_compute = compute();
+  ops::adamw_update(ctx_, p, scalars, flat_.segments, w, flat_.grads, m_, v_, w_compute);
 }
 
 }  // namespace kiln::optim

@@ -24,9 +24,10 @@ void Lamb::update(const Tensor& scalars) {
   const ops::AdamStep p{config_.beta1, config_.beta2, config_.eps, config_.weight_decay};
   // Pass 1: moments, and ‖w‖², ‖u‖² per parameter before w changes; pass 2 recomputes u from
   // the same m, v, w rather than storing it.
-  ops::lamb_moments(ctx_, p, scalars, flat_.segments, flat_.values, flat_.grads, m_, v_, norms_);
+  Tensor w = master(), w_compute = compute();
+  ops::lamb_moments(ctx_, p, scalars, flat_.segments, w, w_compute, flat_.grads, m_, v_, norms_);
   if (reduce_norms_) reduce_norms_(norms_);
-  ops::lamb_update(ctx_, p, scalars, flat_.segments, norms_, flat_.values, m_, v_, flat_.compute);
+  ops::lamb_update(ctx_, p, scalars, flat_.segments, norms_, w, m_, v_, w_compute);
 }
 
 }  // namespace kiln::optim

@@ -18,10 +18,13 @@ Optimizer::Optimizer(ParamStore& store, Context& ctx, ShardRange shard)
     const int64_t hi = std::clamp(s.offset + s.numel, begin, begin + size);
     flat_.segments.push_back({lo - begin, hi - lo, s.decay});
   }
-  flat_.values = store.values.slice_rows(begin, begin + size);
   flat_.grads = store.grads.slice_rows(begin, begin + size);
-  if (store.compute.defined()) flat_.compute = store.compute.slice_rows(begin, begin + size);
+  flat_.begin = begin;
   flat_.size = size;
+}
+
+Tensor Optimizer::compute() const {
+  return store_.compute.defined() ? store_.compute.slice_rows(flat_.begin, flat_.begin + flat_.size) : Tensor{};
 }
 
 Tensor Optimizer::zeros_like_store() {

@@ -67,12 +67,16 @@ class Optimizer {
 
   // The shard's view of the store: every parameter's segment clipped to it (offsets from the
   // shard's start; empty for parameters outside it, so norms keep one row per parameter), and
-  // the weights, gradients and compute copy over it.
+  // the gradients over it.
   struct Flat {
     std::vector<ops::TensorSegment> segments;
-    Tensor values, grads, compute;
-    int64_t size = 0;
+    Tensor grads;
+    int64_t begin = 0, size = 0;
   };
+  // The master weights (ParamStore::master()) and compute copy over the shard, taken at each
+  // update: the loop splits the master weights after the optimizer is made.
+  Tensor master() const { return store_.master().slice_rows(flat_.begin, flat_.begin + flat_.size); }
+  Tensor compute() const;
 
   ParamStore& store_;
   Context& ctx_;

@@ -43,6 +43,13 @@ void DataParallel::reduce_scatter_gradients(ParamStore& store, Context& ctx) {
 
 void DataParallel::gather_weights(ParamStore& store) {
   const optim::ShardRange s = shard(store);
+  if (store.split()) {  // both halves; the low ones travel as 16-bit words (bf16: the transports move bits)
+    Tensor low = store.low;
+    low.dtype = DType::bf16;
+    comm_.all_gather(low.slice_rows(s.begin, s.begin + s.size), low);
+    comm_.all_gather(store.compute.slice_rows(s.begin, s.begin + s.size), store.compute);
+    return;
+  }
   comm_.all_gather(store.values.slice_rows(s.begin, s.begin + s.size), store.values);
   store.refresh_compute();
 }

@@ -42,8 +42,12 @@ HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::
 
 void HostStaging::make_host_copies() {
   host_store_.emplace(store_);  // the same specs; its tensors replaced by host ones
-  host_store_->values = ops::host_staging_tensor(ctx_, store_.values.shape, DType::f32);
-  host_store_->grads = host_store_->compute = Tensor{};
+  host_store_->grads = host_store_->compute = host_store_->low = Tensor{};
+  if (!staged_) {  // split master weights on the host, joined there
+    host_store_->values = store_.grads;
+    return;
+  }
+  host_store_->values = ops::host_staging_tensor(ctx_, {store_.padded_size()}, DType::f32);
   host_optimizer_ = host_copies(optimizer_);
   host_buffers_ = host_copies(buffers_);
 }
@@ -58,9 +62,11 @@ std::vector<io::FlatState> HostStaging::host_copies(const std::vector<io::FlatSt
 }
 
 void HostStaging::pull() {
-  if (!staged_) return;
+  if (!staged_ && !store_.split()) return;
   if (!host_store_) make_host_copies();
-  ops::copy(ctx_, store_.values, host_store_->values);
+  if (store_.split()) store_.join_master(store_.grads);  // on the host, the host store's values
+  if (!staged_) return;
+  ops::copy(ctx_, store_.split() ? store_.grads : store_.values, host_store_->values);
   for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *optimizer_[i].second, *host_optimizer_[i].second);
   for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *buffers_[i].second, *host_buffers_[i].second);
 }
@@ -68,6 +74,7 @@ void HostStaging::pull() {
 void HostStaging::push() {
   if (!staged_) return;
   KILN_CHECK(host_store_, "checkpoint staging: push() before pull()");
+  KILN_CHECK(!store_.split(), "checkpoint staging: the master weights are split (restore before the first step)");
   ops::copy(ctx_, host_store_->values, store_.values);
   for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *host_optimizer_[i].second, *optimizer_[i].second);
   for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *host_buffers_[i].second, *buffers_[i].second);

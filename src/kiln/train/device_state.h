@@ -36,11 +36,14 @@ class HostStaging {
   HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,
               const std::vector<io::FlatState>& buffers);
 
-  // The host side; for state on a device, valid after pull().
-  ParamStore& store() { return staged_ ? *host_store_ : store_; }
+  // The host side; for state on a device or split master weights, valid after pull().
+  ParamStore& store() { return staged_ || store_.split() ? *host_store_ : store_; }
   const std::vector<io::FlatState>& optimizer() const { return staged_ ? host_optimizer_ : optimizer_; }
   const std::vector<io::FlatState>& buffers() const { return staged_ ? host_buffers_ : buffers_; }
-  void pull();  // device -> host copies; nothing on the host
+  // Device -> host copies. Split master weights are joined into the gradients' buffer first (dead
+  // between steps: the next step's first contributions overwrite it), which on the host is the
+  // host store's values.
+  void pull();
   void push();  // host copies -> device; nothing on the host
 
  private:

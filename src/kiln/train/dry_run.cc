@@ -67,7 +67,7 @@ double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int6
 
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
                           int64_t global_batch, int tp, int pp, int dp, bool bf16, int64_t max_predictions,
-                          bool distributed_optimizer) {
+                          bool distributed_optimizer, bool split_master) {
   require_positive(seq_length, "seq length");
   require_positive(micro_batch, "micro batch size");
   require_positive(global_batch, "global batch size");
@@ -108,7 +108,7 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   }
 
   const double adam_bytes = distributed_optimizer ? 8.0 / dp : 8.0,
-               bytes_per_param = 8.0 + adam_bytes + (bf16 ? 2 : 0);
+               bytes_per_param = 8.0 + adam_bytes + (bf16 && !split_master ? 2 : 0);
   r.bytes_per_rank_weights_grads_optimizer = double(r.parameters_per_rank) * bytes_per_param;
 
   const double e = bf16 ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
@@ -141,7 +141,9 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                    millions_or_billions(r.parameters_per_rank));
   x += fmt::format("  memory per rank: weights + grads + Adam {} ({:g} bytes/param: {}, grad, m, v{})\n",
                    gib(r.bytes_per_rank_weights_grads_optimizer), bytes_per_param,
-                   bf16 ? "bf16 copy, fp32 master" : "fp32 weight",
+                   split_master ? "fp32 master as bf16 copy + low halves"
+                   : bf16       ? "bf16 copy, fp32 master"
+                                : "fp32 weight",
                    distributed_optimizer && dp > 1 ? fmt::format(" (m, v: a 1/{} shard)", dp) : "");
   x += fmt::format("                   activations {} per micro-batch ({} activations, {}; {} masked "
                    "positions per sample), up to {} in flight: {}\n",

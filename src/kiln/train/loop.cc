@@ -158,6 +158,7 @@ LoopResult TrainingLoop::run() {
   result_.epochs = epochs_ ? start_step_ / steps_per_epoch_ : 0;
   if (dp_.ranks() > 1) dp_.broadcast_weights(store_);
   store_.refresh_compute();  // the compute copy follows the (initialised or restored) weights
+  store_.split_master();
   if (resume_.continues_run() && resume_.checkpoint->boolean("target_reached")) {
     result_.reached_target = true;  // its MLPerf log already ends with run_stop
     console_ << fmt::format("the run reached its target at step {}: nothing left to train\n", start_step_);

@@ -40,6 +40,9 @@ struct PrecisionConfig {
   Device run_device;
   DType dtype = DType::f32;
   optim::LossScalerConfig scaler;
+
+  // The master weights are split into the bf16 copy and low halves (ParamStore::split_master).
+  bool splits_master() const { return dtype == DType::bf16 && run_device.cpu_kernels(); }
 };
 
 void register_precision_config(ConfigRegistry& registry, PrecisionConfig& config);

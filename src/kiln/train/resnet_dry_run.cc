@@ -7,7 +7,8 @@
 namespace kiln::train {
 
 DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::string& arch, int64_t image,
-                            int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute) {
+                            int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute,
+                            bool split_master) {
   require_positive(image, "image size");
   require_positive(batch, "batch size per rank");
   require_positive(eval_batch, "evaluation batch size per rank");
@@ -15,7 +16,7 @@ DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::strin
   const models::ResNetFootprint f = models::resnet_footprint(config, batch, eval_batch, image, compute);
   const bool low = compute != DType::f32;
   const double state_bytes = distributed_optimizer && dp > 1 ? 4.0 / dp : 4.0,
-               bytes_per_param = 8.0 + state_bytes + (low ? double(dtype_size(compute)) : 0.0);
+               bytes_per_param = 8.0 + state_bytes + (low && !split_master ? double(dtype_size(compute)) : 0.0);
   DryRunReport r;
   r.parameters = r.parameters_per_rank = f.parameters;
   r.bytes_per_rank_weights_grads_optimizer = double(f.store_elements) * bytes_per_param;
@@ -32,7 +33,8 @@ DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::strin
   x += fmt::format("  parameters: {} ({})\n", f.parameters, millions_or_billions(f.parameters));
   x += fmt::format("  memory per rank: weights + grads + LARS {} ({:g} bytes/param: {}fp32 master, grad, momentum{})\n",
                    gib(r.bytes_per_rank_weights_grads_optimizer), bytes_per_param,
-                   low ? dtype + " copy, " : "", distributed_optimizer && dp > 1 ? " shard" : "");
+                   split_master ? "bf16 copy + low halves = " : low ? dtype + " copy, " : "",
+                   distributed_optimizer && dp > 1 ? " shard" : "");
   x += fmt::format("                   saved activations {} ({}), gradients {} (buffers shared by the layers), "
                    "convolution scratch {}\n", gib(f.saved), dtype, gib(f.gradients), gib(f.scratch));
   x += fmt::format("  tensors peak per rank (estimate; the console reports the measured 'tensors ... "

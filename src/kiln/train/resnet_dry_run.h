@@ -23,6 +23,7 @@ namespace kiln::train {
 // `batch` and `eval_batch` per rank; the global batch is batch x dp. Throws kiln::Error for a
 // size < 1, naming it.
 DryRunReport resnet_dry_run(const models::ResNetConfig& config, const std::string& arch, int64_t image,
-                            int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute);
+                            int64_t batch, int64_t eval_batch, int dp, bool distributed_optimizer, DType compute,
+                            bool split_master = false);
 
 }  // namespace kiln::train

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "kiln/backend/cpu/cpu_ops.h"
+#include "kiln/backend/cpu/master_halves.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
@@ -57,6 +58,36 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
       for (int64_t i = 0; i < n; ++i) d[i] = cpu::store<D>(cpu::load(s[i]));
     });
   });
+}
+
+void split_master(Context& ctx, const Tensor& w, Tensor& high, Tensor& low) {
+  const OpScope scope = expect_cpu(ctx, "split_master", {&w, &high, &low});
+  expect_dtype("split_master", "w", w, {DType::f32});
+  expect_dtype("split_master", "high", high, {DType::bf16});
+  expect_dtype("split_master", "low", low, {DType::u16});
+  expect_same_numel("split_master", w, high);
+  expect_same_numel("split_master", w, low);
+  const float* W = w.ptr<float>();
+  auto* H = static_cast<uint16_t*>(high.data);
+  auto* L = static_cast<uint16_t*>(low.data);
+  const int64_t n = w.numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) split_halves(W[i], H[i], L[i]);
+}
+
+void join_master(Context& ctx, const Tensor& high, const Tensor& low, Tensor& w) {
+  const OpScope scope = expect_cpu(ctx, "join_master", {&high, &low, &w});
+  expect_dtype("join_master", "high", high, {DType::bf16});
+  expect_dtype("join_master", "low", low, {DType::u16});
+  expect_dtype("join_master", "w", w, {DType::f32});
+  expect_same_numel("join_master", w, high);
+  expect_same_numel("join_master", w, low);
+  const auto* H = static_cast<const uint16_t*>(high.data);
+  const auto* L = static_cast<const uint16_t*>(low.data);
+  float* W = w.ptr<float>();
+  const int64_t n = w.numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) W[i] = join_halves(H[i], L[i]);
 }
 
 }  // namespace kiln::ops::cpu

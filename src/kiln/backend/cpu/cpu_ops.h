@@ -8,6 +8,8 @@ namespace kiln::ops::cpu {
 void fill(Context& ctx, Tensor& t, float value);
 void copy(Context& ctx, const Tensor& src, Tensor& dst);
 void cast(Context& ctx, const Tensor& src, Tensor& dst);
+void split_master(Context& ctx, const Tensor& w, Tensor& high, Tensor& low);
+void join_master(Context& ctx, const Tensor& high, const Tensor& low, Tensor& w);
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts);
 void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out);
@@ -53,7 +55,7 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
                            const Tensor& labels, const Tensor& weights, float label_smoothing,
                            float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits);
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
-                         std::span<const TensorSegment> segments, Tensor& sums);
+                         std::span<const TensorSegment> segments, Tensor& sums, const Tensor& a_high);
 void scale_all(Context& ctx, Tensor& x, float factor);
 void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot);
 void step_norm_squares(Context& ctx, const Tensor& sums, const Tensor& owners, Tensor& scalars);
@@ -61,7 +63,7 @@ void step_decide(Context& ctx, Tensor& scalars);
 void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute);
 void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
-                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
+                  const Tensor& w, const Tensor& w_compute, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms);
 void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute);
 void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,

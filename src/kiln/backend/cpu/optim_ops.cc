@@ -7,6 +7,7 @@
 
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/adam_math.h"
+#include "kiln/backend/cpu/master_halves.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
 #include "kiln/backend/step_math.h"
@@ -19,12 +20,13 @@ constexpr int64_t kParallelMin = 1 << 15;
 
 int64_t chunks_of(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
 
-// Throws unless every segment lies inside each flat buffer and the buffers are f32.
+// Throws unless every segment lies inside each flat buffer and the buffers are f32 (u16: the low
+// halves of split master weights).
 void check_segments(const char* op, std::span<const TensorSegment> segments,
-                    std::initializer_list<const Tensor*> flat) {
+                    std::initializer_list<const Tensor*> flat, bool split = false) {
   for (const Tensor* t : flat) {
     if (!t->defined()) continue;
-    expect_dtype(op, "flat buffer", *t, {DType::f32});
+    expect_dtype(op, "flat buffer", *t, {split ? DType::u16 : DType::f32});
     for (const TensorSegment& s : segments)
       KILN_CHECK(s.offset >= 0 && s.numel >= 0 && s.offset + s.numel <= t->numel(),
                  "op {}: segment [{}, {}) outside a buffer of {} elements", op, s.offset,
@@ -32,10 +34,29 @@ void check_segments(const char* op, std::span<const TensorSegment> segments,
   }
 }
 
-void check_compute(const char* op, const Tensor& w, const Tensor& w_compute) {
-  if (!w_compute.defined()) return;
-  expect_dtype(op, "w_compute", w_compute, {DType::bf16, DType::f16});
+bool is_split(const Tensor& w) { return w.dtype == DType::u16; }
+
+// The master weights w (f32, or split: u16 low halves) and their compute copy (split: the high
+// halves, bf16) over the segments.
+void check_master(const char* op, std::span<const TensorSegment> segments, const Tensor& w, const Tensor& w_compute) {
+  check_segments(op, segments, {&w}, is_split(w));
+  if (!w_compute.defined() && !is_split(w)) return;
+  KILN_CHECK(w_compute.defined(), "op {}: split master weights without their high halves", op);
+  if (is_split(w)) expect_dtype(op, "w_compute (the high halves)", w_compute, {DType::bf16});
+  else expect_dtype(op, "w_compute", w_compute, {DType::bf16, DType::f16});
   expect_same_numel(op, w, w_compute);
+}
+
+// Calls fn(read) with read(i) the master weight i, chosen outside the loops so that they vectorise.
+template <typename F>
+decltype(auto) with_master(const Tensor& w, const Tensor& w_compute, F&& fn) {
+  if (is_split(w)) {
+    const auto* high = static_cast<const uint16_t*>(w_compute.data);
+    const auto* low = static_cast<const uint16_t*>(w.data);
+    return fn([high, low](int64_t i) { return join_halves(high[i], low[i]); });
+  }
+  const float* W = w.ptr<float>();
+  return fn([W](int64_t i) { return W[i]; });
 }
 
 // Calls fn(k, begin, end) for every chunk [begin, end) (offsets inside the segment) of every
@@ -119,21 +140,29 @@ void check_sums(const char* op, const Tensor& sums, int64_t want) {
   KILN_CHECK(sums.numel() == want, "op {}: sums hold {} values, {} needed", op, sums.numel(), want);
 }
 
-// W[i] = update(i) for i in [begin, end), and each new weight rounded into the compute copy
+// w_i = update(i, w_i) for i in [begin, end), and each new weight rounded into the compute copy
 // (T = void: none). The dtype is chosen outside the loop, so the loop vectorises.
 template <typename T, typename F>
 void update_weights(int64_t begin, int64_t end, float* W, T* compute, F&& update) {
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
-    W[i] = update(i);
+    W[i] = update(i, W[i]);
     if constexpr (!std::is_void_v<T>) compute[i] = cpu::store<T>(W[i]);
   }
 }
 template <typename F>
-void update_weights(int64_t begin, int64_t end, float* W, const Tensor& compute, F&& update) {
-  if (!compute.defined()) update_weights<void>(begin, end, W, nullptr, update);
-  else if (compute.dtype == DType::bf16) update_weights(begin, end, W, static_cast<bf16_t*>(compute.data), update);
-  else update_weights(begin, end, W, static_cast<f16_t*>(compute.data), update);
+void update_split_weights(int64_t begin, int64_t end, uint16_t* high, uint16_t* low, F&& update) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) split_halves(update(i, join_halves(high[i], low[i])), high[i], low[i]);
+}
+template <typename F>
+void update_weights(int64_t begin, int64_t end, const Tensor& w, const Tensor& compute, F&& update) {
+  if (is_split(w))
+    update_split_weights(begin, end, static_cast<uint16_t*>(compute.data), static_cast<uint16_t*>(w.data), update);
+  else if (!compute.defined()) update_weights<void>(begin, end, static_cast<float*>(w.data), nullptr, update);
+  else if (compute.dtype == DType::bf16)
+    update_weights(begin, end, static_cast<float*>(w.data), static_cast<bf16_t*>(compute.data), update);
+  else update_weights(begin, end, static_cast<float*>(w.data), static_cast<f16_t*>(compute.data), update);
 }
 
 void scale_in_place(float* p, int64_t n, float factor) {
@@ -157,24 +186,27 @@ struct AdamValues {
 }  // namespace
 
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
-                         std::span<const TensorSegment> segments, Tensor& sums) {
-  const OpScope scope = expect_cpu(ctx, "segment_sum_squares", {&a, &b, &sums});
-  check_segments("segment_sum_squares", segments, {&a, &b});
+                         std::span<const TensorSegment> segments, Tensor& sums, const Tensor& a_high) {
+  const OpScope scope = expect_cpu(ctx, "segment_sum_squares", {&a, &b, &sums, &a_high});
+  check_master("segment_sum_squares", segments, a, a_high);
+  check_segments("segment_sum_squares", segments, {&b});
   const int64_t n = int64_t(segments.size());
   check_sums("segment_sum_squares", sums, b.defined() ? 2 * n : n);
-  const float* x = a.ptr<float>();
-  if (!b.defined()) {
-    segment_sums(ctx, segments, [&](size_t k, int64_t i) {
-      const double v = x[segments[k].offset + i];
-      return Pair{v * v, 0.0};
-    }, reinterpret_cast<double*>(sums.data), nullptr);
-    return;
-  }
-  const float* y = b.ptr<float>();
-  segment_pair_sums(ctx, segments, [&](size_t k, int64_t i) {
-    const int64_t j = segments[k].offset + i;
-    return Pair{double(x[j]) * double(x[j]), double(y[j]) * double(y[j])};
-  }, sums);
+  with_master(a, a_high, [&](auto x) {
+    if (!b.defined()) {
+      segment_sums(ctx, segments, [&](size_t k, int64_t i) {
+        const double v = x(segments[k].offset + i);
+        return Pair{v * v, 0.0};
+      }, reinterpret_cast<double*>(sums.data), nullptr);
+      return;
+    }
+    const float* y = b.ptr<float>();
+    segment_pair_sums(ctx, segments, [&](size_t k, int64_t i) {
+      const int64_t j = segments[k].offset + i;
+      const double v = x(j);
+      return Pair{v * v, double(y[j]) * double(y[j])};
+    }, sums);
+  });
 }
 
 void scale_all(Context& ctx, Tensor& x, float factor) {
@@ -207,28 +239,28 @@ void step_decide(Context& ctx, Tensor& scalars) {
 void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
   const OpScope scope = expect_cpu(ctx, "adamw_update", {&scalars, &w, &g, &m, &v, &w_compute});
-  check_segments("adamw_update", segments, {&w, &g, &m, &v});
-  check_compute("adamw_update", w, w_compute);
+  check_segments("adamw_update", segments, {&g, &m, &v});
+  check_master("adamw_update", segments, w, w_compute);
   const double* s = step_scalars("adamw_update", scalars);
   if (step_skipped(s)) return;
   const AdamValues a(s);
-  float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float *M = m.ptr<float>(), *V = v.ptr<float>();
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const int64_t o = segments[k].offset;
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
-    update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
+    update_weights(o + begin, o + end, w, w_compute, [&](int64_t i, float wi) {
       cpu::adam_moments(a.factor * G[i], p.beta1, p.beta2, M[i], V[i]);
-      return W[i] - a.lr * cpu::adam_direction(M[i], V[i], W[i], a.bc1, a.bc2, p.eps, wd);
+      return wi - a.lr * cpu::adam_direction(M[i], V[i], wi, a.bc1, a.bc2, p.eps, wd);
     });
   });
 }
 
 void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
-                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
-  const OpScope scope = expect_cpu(ctx, "lamb_moments", {&scalars, &w, &g, &m, &v, &norms});
-  check_segments("lamb_moments", segments, {&w, &g, &m, &v});
+                  const Tensor& w, const Tensor& w_compute, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
+  const OpScope scope = expect_cpu(ctx, "lamb_moments", {&scalars, &w, &w_compute, &g, &m, &v, &norms});
+  check_segments("lamb_moments", segments, {&g, &m, &v});
+  check_master("lamb_moments", segments, w, is_split(w) ? w_compute : Tensor{});
   check_sums("lamb_moments", norms, 2 * int64_t(segments.size()));
   const double* s = step_scalars("lamb_moments", scalars);
   if (step_skipped(s)) {  // zero norms through the same scratch: its use must not depend on device data
@@ -236,29 +268,30 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
     return;
   }
   const AdamValues a(s);
-  const float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float *M = m.ptr<float>(), *V = v.ptr<float>();
-  segment_pair_sums(ctx, segments, [&](size_t k, int64_t e) {
-    const int64_t i = segments[k].offset + e;
-    const float wd = p.weight_decay * float(segments[k].decay);  // no load under a condition: vectorises
-    cpu::adam_moments(a.factor * G[i], p.beta1, p.beta2, M[i], V[i]);
-    const float u = cpu::adam_direction(M[i], V[i], W[i], a.bc1, a.bc2, p.eps, wd);
-    return Pair{double(W[i]) * double(W[i]), double(u) * double(u)};
-  }, norms);
+  with_master(w, w_compute, [&](auto W) {
+    segment_pair_sums(ctx, segments, [&](size_t k, int64_t e) {
+      const int64_t i = segments[k].offset + e;
+      const float wd = p.weight_decay * float(segments[k].decay);  // no load under a condition: vectorises
+      const float wi = W(i);
+      cpu::adam_moments(a.factor * G[i], p.beta1, p.beta2, M[i], V[i]);
+      const float u = cpu::adam_direction(M[i], V[i], wi, a.bc1, a.bc2, p.eps, wd);
+      return Pair{double(wi) * double(wi), double(u) * double(u)};
+    }, norms);
+  });
 }
 
 void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
   const OpScope scope = expect_cpu(ctx, "lamb_update", {&scalars, &norms, &w, &m, &v, &w_compute});
-  check_segments("lamb_update", segments, {&w, &m, &v});
+  check_segments("lamb_update", segments, {&m, &v});
   check_sums("lamb_update", norms, 2 * int64_t(segments.size()));
-  check_compute("lamb_update", w, w_compute);
+  check_master("lamb_update", segments, w, w_compute);
   const double* s = step_scalars("lamb_update", scalars);
   if (step_skipped(s)) return;
   const AdamValues a(s);
   const double* sq = reinterpret_cast<const double*>(norms.data);
-  float* W = w.ptr<float>();
   const float *M = m.ptr<float>(), *V = v.ptr<float>();
   for_each_chunk(segments, [&](size_t k, int64_t, int64_t begin, int64_t end) {
     const double w_norm = std::sqrt(sq[2 * k]), u_norm = std::sqrt(sq[2 * k + 1]);
@@ -266,8 +299,8 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
     const float scale = float(double(a.lr) * ratio);
     const float wd = segments[k].decay ? p.weight_decay : 0.0f;
     const int64_t o = segments[k].offset;
-    update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
-      return W[i] - scale * cpu::adam_direction(M[i], V[i], W[i], a.bc1, a.bc2, p.eps, wd);
+    update_weights(o + begin, o + end, w, w_compute, [&](int64_t i, float wi) {
+      return wi - scale * cpu::adam_direction(M[i], V[i], wi, a.bc1, a.bc2, p.eps, wd);
     });
   });
 }
@@ -275,14 +308,13 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
 void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute) {
   const OpScope scope = expect_cpu(ctx, "lars_update", {&scalars, &norms, &w, &g, &momentum, &w_compute});
-  check_segments("lars_update", segments, {&w, &g, &momentum});
+  check_segments("lars_update", segments, {&g, &momentum});
   check_sums("lars_update", norms, 2 * int64_t(segments.size()));
-  check_compute("lars_update", w, w_compute);
+  check_master("lars_update", segments, w, w_compute);
   const double* s = step_scalars("lars_update", scalars);
   if (step_skipped(s)) return;
   const float lr = float(s[kStepLr]);
   const double* sq = reinterpret_cast<const double*>(norms.data);
-  float* W = w.ptr<float>();
   const float* G = g.ptr<float>();
   float* Mo = momentum.ptr<float>();
   const float mom = p.momentum;
@@ -299,9 +331,9 @@ void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::sp
       scale = float(double(lr) * ratio);
     }
     const int64_t o = segments[k].offset;
-    update_weights(o + begin, o + end, W, w_compute, [&](int64_t i) {
-      Mo[i] = mom * Mo[i] + scale * (G[i] + wd * W[i]);
-      return W[i] - Mo[i];
+    update_weights(o + begin, o + end, w, w_compute, [&](int64_t i, float wi) {
+      Mo[i] = mom * Mo[i] + scale * (G[i] + wd * wi);
+      return wi - Mo[i];
     });
   });
 }

@@ -322,7 +322,8 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     const int64_t dp = std::max<int64_t>(1, dist::world().size() / (c.tensor_parallel * c.pipeline_parallel));
     console << bert_dry_run(bert_model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
                             int(c.tensor_parallel), int(c.pipeline_parallel), int(dp),
-                            c.precision.dtype != DType::f32, c.max_predictions, c.distributed_optimizer).text;
+                            c.precision.dtype != DType::f32, c.max_predictions, c.distributed_optimizer,
+                            c.precision.splits_master()).text;
     console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     return {};

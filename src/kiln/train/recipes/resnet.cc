@@ -221,7 +221,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
     if (world.rank() == 0)
       console << resnet_dry_run(model_config(c, c.num_classes), c.arch, c.image_size, c.batch_size / world.size(),
                                 eval_batch_per_rank(c, world), world.size(), c.distributed_optimizer,
-                                c.precision.dtype).text
+                                c.precision.dtype, c.precision.splits_master()).text
               << "  " << precision_note(c.precision.dtype, cpu_features()) << "\n";
     return {};
   }
