@@ -77,11 +77,11 @@ class ParamStore {
   // Allocates values and grads (zeroed) on ctx.device; later ops on the store run on `ctx`.
   // After this no parameter can be added.
   void allocate(Context& ctx = cpu_context());
-  // With a bf16 compute copy on a device the CPU backend runs (the host, sim): keeps the master weights as that copy (their high
-  // halves, rounded to nearest with ties away from zero) and `low`, and frees `values`, whose
-  // views then raise an error: 16 bytes a parameter with the gradients and two f32 moments, not
-  // 18. Otherwise nothing. The training loop calls it once the weights are initialised or
-  // restored (init and I/O write f32 values before).
+  // With a bf16 compute copy on a device the CPU backend runs (the host, sim): keeps the master
+  // weights as that copy (their high halves, rounded to nearest with ties away from zero) and
+  // `low`, and frees `values`, whose views then raise an error: 16 bytes a parameter with the
+  // gradients and two f32 moments, not 18. Otherwise nothing. The training loop calls it once the
+  // weights are initialised or restored (init and I/O write f32 values before).
   void split_master();
   bool split() const { return low.defined(); }
   // The master weights that optimizers update: `values`, or `low` when split (backend.h).

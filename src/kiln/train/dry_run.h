@@ -9,9 +9,10 @@
 // and proj / FC2 weights are split over TP; their output biases and the LayerNorms are replicated.
 // Weights, gradients, optimizer (Megatron's mixed-precision Adam, no distributed optimizer):
 // fp32 master weight + fp32 gradient + Adam m + v = 16 bytes per parameter, plus a 2-byte
-// model copy with bf16 = 18 bytes; 16 again where the master weights are split into that copy and
-// their low halves (bf16 on the CPU: nn/params.h). Data parallelism replicates all of it, except the Adam state
-// under the distributed optimizer (ZeRO-1: each data-parallel rank holds 8 / DP bytes of it).
+// model copy with bf16 = 18 bytes; 16 again where the master weights are split into that copy
+// and their low halves (bf16 on the CPU: nn/params.h). Data parallelism replicates all of it,
+// except the Adam state under the distributed optimizer (ZeRO-1: each data-parallel rank holds
+// 8 / DP bytes of it).
 // Activations per micro-batch: kiln's own buffers (dry_run.cc, kiln_activations): per layer what
 // backward reads (4 s b h e + 4 s b h e/t + 2 s b I e/t + the probabilities a s^2 b e/t, e the
 // compute dtype's bytes, f32 statistics), once per stage what the layers share

@@ -10,6 +10,15 @@
 namespace kiln::ops::cpu {
 namespace {
 constexpr int64_t kParallelMin = 1 << 15;
+
+// Split master weights: w (f32) and its halves high (bf16) and low (u16), all of one size.
+void check_halves(const char* op, const Tensor& w, const Tensor& high, const Tensor& low) {
+  expect_dtype(op, "w", w, {DType::f32});
+  expect_dtype(op, "high", high, {DType::bf16});
+  expect_dtype(op, "low", low, {DType::u16});
+  expect_same_numel(op, w, high);
+  expect_same_numel(op, w, low);
+}
 }  // namespace
 
 void fill(Context& ctx, Tensor& t, float value) {
@@ -62,11 +71,7 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
 
 void split_master(Context& ctx, const Tensor& w, Tensor& high, Tensor& low) {
   const OpScope scope = expect_cpu(ctx, "split_master", {&w, &high, &low});
-  expect_dtype("split_master", "w", w, {DType::f32});
-  expect_dtype("split_master", "high", high, {DType::bf16});
-  expect_dtype("split_master", "low", low, {DType::u16});
-  expect_same_numel("split_master", w, high);
-  expect_same_numel("split_master", w, low);
+  check_halves("split_master", w, high, low);
   const float* W = w.ptr<float>();
   auto* H = static_cast<uint16_t*>(high.data);
   auto* L = static_cast<uint16_t*>(low.data);
@@ -77,11 +82,7 @@ void split_master(Context& ctx, const Tensor& w, Tensor& high, Tensor& low) {
 
 void join_master(Context& ctx, const Tensor& high, const Tensor& low, Tensor& w) {
   const OpScope scope = expect_cpu(ctx, "join_master", {&high, &low, &w});
-  expect_dtype("join_master", "high", high, {DType::bf16});
-  expect_dtype("join_master", "low", low, {DType::u16});
-  expect_dtype("join_master", "w", w, {DType::f32});
-  expect_same_numel("join_master", w, high);
-  expect_same_numel("join_master", w, low);
+  check_halves("join_master", w, high, low);
   const auto* H = static_cast<const uint16_t*>(high.data);
   const auto* L = static_cast<const uint16_t*>(low.data);
   float* W = w.ptr<float>();
