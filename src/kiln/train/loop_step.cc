@@ -157,6 +157,11 @@ void TrainingLoop::run_update_ops() {
   });
 }
 
+namespace {
+// A NaN as the console prints it: "nan", whatever its sign bit (x86 makes "-nan" of inf - inf).
+double unsigned_nan(double x) { return std::isnan(x) ? std::fabs(x) : x; }
+}  // namespace
+
 // Megatron: skipped iterations advance the iteration and the data, not the schedule.
 void TrainingLoop::skip(int64_t done, double loss, double grad_norm) {
   const bool hopeless = !scaler_.can_lower();
@@ -172,7 +177,8 @@ void TrainingLoop::skip(int64_t done, double loss, double grad_norm) {
   clear_progress();
   console_ << fmt::format("warning: step {}: skipped, {} is not finite (loss {}, gradient norm {}); {} "
                           "step{} skipped so far{}\n",
-                          done, std::isfinite(loss) ? "the gradient norm" : "the loss", loss, grad_norm,
+                          done, std::isfinite(loss) ? "the gradient norm" : "the loss", unsigned_nan(loss),
+                          unsigned_nan(grad_norm),
                           result_.skipped_steps, result_.skipped_steps == 1 ? "" : "s",
                           scaler_.dynamic() ? fmt::format(", loss scale now {}", scaler_.scale()) : "");
   if (c_.max_skipped_steps > 0 && consecutive_hopeless_ >= c_.max_skipped_steps) {
