@@ -72,9 +72,9 @@ void HostStaging::pull() {
 }
 
 void HostStaging::push() {
+  KILN_CHECK(!store_.split(), "checkpoint staging: the master weights are split (restore before the first step)");
   if (!staged_) return;
   KILN_CHECK(host_store_, "checkpoint staging: push() before pull()");
-  KILN_CHECK(!store_.split(), "checkpoint staging: the master weights are split (restore before the first step)");
   ops::copy(ctx_, host_store_->values, store_.values);
   for (size_t i = 0; i < optimizer_.size(); ++i) ops::copy(ctx_, *host_optimizer_[i].second, *optimizer_[i].second);
   for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *host_buffers_[i].second, *buffers_[i].second);
