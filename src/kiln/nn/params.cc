@@ -97,7 +97,7 @@ void ParamStore::allocate(Context& ctx) {
 }
 
 void ParamStore::split_master() {
-  if (split() || compute_dtype_ != DType::bf16 || !values.device.cpu_kernels()) return;
+  if (split() || !splits_master(compute_dtype_, values.device)) return;
   // The low halves wait in the gradients' buffer while values goes, so that the store never holds
   // more than before (18 bytes a parameter with the optimizer's state).
   Tensor staged = Tensor::view(grads.data, {padded_size()}, DType::u16, grads.device);

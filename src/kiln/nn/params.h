@@ -83,6 +83,10 @@ class ParamStore {
   // gradients and two f32 moments, not 18. Otherwise nothing. The training loop calls it once the
   // weights are initialised or restored (init and I/O write f32 values before).
   void split_master();
+  // Whether split_master() splits a store of this compute dtype on this device (dry runs ask too).
+  static bool splits_master(DType compute, const Device& device) {
+    return compute == DType::bf16 && device.cpu_kernels();
+  }
   bool split() const { return low.defined(); }
   // The master weights that optimizers update: `values`, or `low` when split (backend.h).
   const Tensor& master() const { return split() ? low : values; }

@@ -6,6 +6,7 @@
 #include "kiln/backend/devices.h"
 #include "kiln/core/error.h"
 #include "kiln/dist/world.h"
+#include "kiln/nn/params.h"
 
 namespace kiln::train {
 
@@ -68,5 +69,7 @@ void finalize_precision_config(PrecisionConfig& c, const ConfigRegistry& r, doub
   optim::LossScaler{s};  // validates, naming the flag at fault
   c.scaler = s;
 }
+
+bool PrecisionConfig::splits_master() const { return ParamStore::splits_master(dtype, run_device); }
 
 }  // namespace kiln::train

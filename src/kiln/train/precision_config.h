@@ -42,7 +42,7 @@ struct PrecisionConfig {
   optim::LossScalerConfig scaler;
 
   // The master weights are split into the bf16 copy and low halves (ParamStore::split_master).
-  bool splits_master() const { return dtype == DType::bf16 && run_device.cpu_kernels(); }
+  bool splits_master() const;
 };
 
 void register_precision_config(ConfigRegistry& registry, PrecisionConfig& config);
