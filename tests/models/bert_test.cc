@@ -324,6 +324,60 @@ TEST(Bert, RecomputedAttentionGivesBitwiseTheSameGradientsInLessMemory) {
   }
 }
 
+// The gradients lend their memory to the layers' saved activations (nn/grad_loan.h): two steps of
+// a 4-layer bert-tiny with dropout, in f32 and bf16, post- and pre-LN, give bitwise the losses and
+// gradients of the model that does not lend, and the model's tensors take less memory by what was
+// lent: at least two of the three lower layers' gradients. A training forward whose gradients hold
+// contributions (no clear_grads() before it) is refused.
+TEST(Bert, GradientsLendTheirMemoryToActivationsWithoutChangingSteps) {
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (bool pre_ln : {false, true}) {
+      const std::string what = std::string(dtype_name(dtype)) + (pre_ln ? " pre-LN" : " post-LN");
+      std::vector<float> grads[2];
+      double loss[2][2];
+      size_t bytes[2], lent = 0, layer_grad_bytes = 0;
+      for (bool lend : {false, true}) {
+        BertConfig c = tiny_config();
+        c.pre_ln = pre_ln;
+        c.layers = 4;
+        c.init_std = 0.2f;
+        c.hidden_dropout = c.attention_dropout = 0.1f;
+        const size_t before = host_bytes_in_use();
+        ParamStore store;
+        BertForPretraining model(c, store);
+        model.init_mlperf(5);
+        store.set_compute_dtype(dtype);
+        if (lend) model.lend_gradients();
+        const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, 9);
+        for (uint64_t s = 0; s < 2; ++s) {
+          Step step{3, s, true};
+          step.compute_dtype = dtype;
+          store.clear_grads();
+          loss[lend][s] = model.forward(step, batch).loss;
+          model.backward(step, 1.0f);
+          store.settle_grads();
+        }
+        grads[lend] = store.grads_vector();
+        bytes[lend] = host_bytes_in_use() - before;
+        if (!lend) continue;
+        lent = model.bytes_lent();
+        const ParamSpec& first = *store.find("bert.encoder.layer.0.attention.self.query.weight");
+        const ParamSpec& next = *store.find("bert.encoder.layer.1.attention.self.query.weight");
+        layer_grad_bytes = size_t(next.offset - first.offset) * sizeof(float);
+        Step step{3, 2, true};
+        step.compute_dtype = dtype;
+        EXPECT_THROW(model.forward(step, batch), Error) << what << ": gradients hold the last step's";
+      }
+      EXPECT_EQ(loss[1][0], loss[0][0]) << what;
+      EXPECT_EQ(loss[1][1], loss[0][1]) << what;
+      ASSERT_EQ(grads[1].size(), grads[0].size());
+      EXPECT_EQ(std::memcmp(grads[1].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0) << what;
+      EXPECT_GE(lent, 2 * layer_grad_bytes) << what;
+      EXPECT_LE(lent, 3 * layer_grad_bytes) << what;
+      EXPECT_EQ(bytes[1] + lent, bytes[0]) << what;
+    }
+}
+
 // bf16 and f16 compute (activations and weight copies; f32 statistics, logits, gradients)
 // stay within stated tolerances of the f32 forward / backward of bert-tiny:
 //   MLM logits: max error / max |logit|, loss: relative, gradients: relative L2 per parameter.

@@ -38,6 +38,9 @@ class BertForPretraining {
   void forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale) {
     stage_.forward_backward(step, batch, loss_scale);
   }
+  // BertStage::lend_gradients: activations in the gradients' memory where it holds nothing.
+  void lend_gradients() { stage_.lend_gradients(); }
+  size_t bytes_lent() const { return stage_.bytes_lent(); }
   static constexpr int64_t kLossTotals = BertStage::kLossTotals;
   BertOutputs read_losses() const { return stage_.read_losses(); }
   void keep_losses(Tensor& slot) const { stage_.keep_losses(slot); }

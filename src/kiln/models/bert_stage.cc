@@ -52,6 +52,7 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
   vocab_start_ = tp.start(c.vocab_size);
   if (range.first) add_embeddings(store);
   else if (range.last) add_decoder_copy(store);
+  layers_begin_ = store.size();
   for (int64_t n = range.first_layer; n < range.end_layer; ++n) {
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
@@ -61,6 +62,7 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
     layers_.back()->attention_norm.eps = c.layer_norm_eps;
     layers_.back()->output_norm.eps = c.layer_norm_eps;
     layers_.back()->share_buffers(shared_layers_, int(layers_.size() % 2));
+    layer_ends_.push_back(store.size());
   }
   if (range.last) add_heads(store);
   if (tp.rank > 0)  // replicated parameters count on tp rank 0
@@ -262,12 +264,22 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
 // The layers need nothing from the host between their first op and their last: one graph per
 // direction (nn/graphed_region.h), keyed by the addresses and sizes the host passes in.
 Tensor BertStage::layers_forward(const Step& step, const Tensor& x, const Tensor& mask) {
+  if (loan_ && step.training) loan_->check_unwritten();
   const nn::GraphedRegion::Key key = {int64_t(x.data), int64_t(mask.data), B_, S_, int64_t(x.dtype), step.training};
   return layers_forward_.run(step, key, nullptr, [&] {
     Tensor y = x;
-    for (auto& layer : layers_) y = layer->forward(step, y, mask);
+    for (size_t n = 0; n < layers_.size(); ++n) {
+      nn::LoanScope lend(loan_ ? &*loan_ : nullptr, int64_t(n));
+      y = layers_[n]->forward(step, y, mask);
+    }
     return y;
   });
+}
+
+void BertStage::lend_gradients() {
+  KILN_CHECK(range_.first && range_.last && store_.allocated(),
+             "BERT stage: only the whole model, allocated, lends its gradients to activations");
+  loan_.emplace(store_, layers_begin_, layer_ends_);
 }
 
 Tensor BertStage::layers_backward(const Step& step, const Tensor& dy) {

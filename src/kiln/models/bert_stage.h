@@ -44,6 +44,7 @@
 #include "kiln/nn/dropout.h"
 #include "kiln/nn/embedding.h"
 #include "kiln/nn/gelu.h"
+#include "kiln/nn/grad_loan.h"
 #include "kiln/nn/graphed_region.h"
 #include "kiln/nn/layernorm.h"
 #include "kiln/nn/linear.h"
@@ -103,6 +104,12 @@ class BertStage {
   // sizes and the loss scale; the layers' own graphs then stay unused.
   void forward_backward(const Step& step, const data::BertBatch& batch, float loss_scale);
 
+  // From now on the encoder layers' training forwards keep their activations in the gradients of
+  // the layers below them where those have room (nn/grad_loan.h): the whole model only, for steps
+  // of one micro-batch that start with ParamStore::clear_grads(). Before the first forward.
+  void lend_gradients();
+  size_t bytes_lent() const { return loan_ ? loan_->bytes_lent() : 0; }
+
   // Where a received input for this instance lives: (rows, H) in `dtype`.
   Tensor input_buffer(const Step& step, int64_t rows) {
     return input_.get(*step.ctx, {rows, config_.hidden}, step.compute_dtype);
@@ -140,6 +147,9 @@ class BertStage {
   nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   nn::LayerSharedBuffers shared_layers_;   // what every layer drops again (nn/transformer.h)
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
+  int64_t layers_begin_ = 0;          // flat offset of the layers' first gradient
+  std::vector<int64_t> layer_ends_;   // per layer: the flat offset where its gradients end
+  std::optional<nn::GradLoan> loan_;  // lend_gradients()
   nn::GraphedRegion layers_forward_, layers_backward_;  // the stack of layers as graphs
   nn::GraphedRegion micro_batch_;                       // forward_backward as one graph
   // last stage

@@ -1,13 +1,15 @@
 #include "kiln/nn/buffer.h"
 
 #include "kiln/backend/backend.h"
+#include "kiln/nn/grad_loan.h"
 
 namespace kiln::nn {
 
 Tensor Buffer::get(const Context& ctx, const Shape& shape, DType dtype) {
   const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
   if (bytes > capacity_ || !storage_.defined() || storage_.device != ctx.device) {
-    storage_ = Tensor::empty({int64_t((bytes + 3) / 4)}, DType::f32, ctx.device);
+    storage_ = LoanScope::take(bytes, ctx.device);
+    if (!storage_.defined()) storage_ = Tensor::empty({int64_t((bytes + 3) / 4)}, DType::f32, ctx.device);
     capacity_ = bytes;
   }
   Tensor t = storage_;

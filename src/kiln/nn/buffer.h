@@ -1,5 +1,6 @@
 // nn/buffer.h — a layer's reusable activation buffer: allocated on first use, grown only when
-// a larger shape arrives, so steady-state forward/backward allocate nothing.
+// a larger shape arrives, so steady-state forward/backward allocate nothing. Inside a
+// nn::LoanScope the memory may be lent gradient memory instead (nn/grad_loan.h).
 #pragma once
 #include "kiln/backend/backend.h"
 #include "kiln/core/context.h"

@@ -128,7 +128,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   const int64_t microbatches = global_batch / (micro_batch * dp);
   const int64_t world = int64_t(tp) * pp * dp;
   const double in_flight = double(std::min<int64_t>(pp, microbatches));
-  r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + in_flight * r.bytes_activations_per_microbatch;
+  if (pp == 1 && microbatches == 1)
+    r.bytes_lent_by_gradients = double(stage_layers - 1) * std::min(4.0 * double(layer), k.per_layer);
+  r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + in_flight * r.bytes_activations_per_microbatch -
+                         r.bytes_lent_by_gradients;
   std::string& x = r.text;
   x += fmt::format("dry run: BERT {} layers x {} hidden, {} heads, FFN {}, {}, seq length {}\n",
                    c.layers, h, c.heads, I, c.pre_ln ? "pre-LN" : "post-LN", seq_length);
@@ -150,6 +153,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                    gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32",
                    c.recompute_attention ? "attention core recomputed" : "no recompute", P, in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
+  if (r.bytes_lent_by_gradients > 0)
+    x += fmt::format("                   of which {} in the gradients' memory (each layer's gradients hold the "
+                     "activations of layers above until backward reaches them)\n",
+                     gib(r.bytes_lent_by_gradients));
   x += fmt::format("                   (Megatron's layers would keep {} per micro-batch: Korthikanti et al.'s "
                    "formula, without embeddings and heads)\n",
                    gib(r.bytes_megatron_activations));

@@ -44,6 +44,9 @@ struct DryRunReport {
   double bytes_per_rank_weights_grads_optimizer = 0;
   double bytes_activations_per_microbatch = 0;  // kiln's buffers (below)
   double bytes_megatron_activations = 0;        // Korthikanti et al.'s formula, for comparison
+  // Of the activations, what lives in the gradients' memory (nn/grad_loan.h: the whole model, one
+  // micro-batch a step): every layer's gradients but the last layer's.
+  double bytes_lent_by_gradients = 0;
   // Weights + grads + optimizer + the activations in flight: the estimate of the console's
   // "tensors ... (peak ...)" (train/run_report.h MemoryUse::tensors_peak) for one rank.
   double bytes_tensors_peak = 0;

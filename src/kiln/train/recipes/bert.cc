@@ -397,6 +397,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   else load_init_checkpoint(c, store, resume, sinks.console());
   store.set_compute_dtype(c.precision.dtype);
   store.to_device(run.ctx);
+  if (model && data_parallel.micro_batches_per_rank() == 1) model->lend_gradients();  // nn/grad_loan.h
   auto optimizer = make_optimizer(c, store, run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
   if (groups.tp->size() > 1 || sharded)
     optimizer->set_norm_reduction(whole_tensor_norms(run.ctx, store, *groups.tp, sharded ? &data_parallel : nullptr));
