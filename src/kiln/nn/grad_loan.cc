@@ -35,6 +35,7 @@ Tensor GradLoan::take(int64_t layer, size_t bytes, const Device& device) {
 }
 
 void GradLoan::check_unwritten() const {
+  if (start_ == end_) return;
   const int64_t first = start_ / int64_t(sizeof(float)), last = end_ / int64_t(sizeof(float));
   const std::vector<bool>& written = store_.grads_written();
   for (size_t id = 0; id < store_.specs().size(); ++id) {
