@@ -18,7 +18,7 @@ TEST(GradLoan, LendsEachLayerTheGradientsOfTheLayersBelowIt) {
   store.add("layer1", {32}, true);
   store.add("layer2", {48}, true);
   store.allocate();
-  GradLoan loan(store, 16, {80, 112, 160});
+  GradLoan loan(store, {16, 80, 112});
   const auto* grads = static_cast<const std::byte*>(store.grads.data);
   EXPECT_FALSE(loan.take(0, 4, Device::cpu()).defined());
   EXPECT_FALSE(loan.take(1, 260, Device::cpu()).defined());  // layer 0 has 256 bytes
@@ -41,7 +41,7 @@ TEST(GradLoan, BuffersInALoanScopeTakeLentMemoryAndContributionsAreRefused) {
   store.add("layer0", {64}, true);
   const Param l1 = store.add("layer1", {64}, true);
   store.allocate();
-  GradLoan loan(store, 0, {64, 128});
+  GradLoan loan(store, {0, 64});
   Buffer lent, own, unlent;
   {
     LoanScope scope(&loan, 1);

@@ -52,7 +52,6 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
   vocab_start_ = tp.start(c.vocab_size);
   if (range.first) add_embeddings(store);
   else if (range.last) add_decoder_copy(store);
-  layers_begin_ = store.size();
   for (int64_t n = range.first_layer; n < range.end_layer; ++n) {
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
@@ -62,7 +61,6 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
     layers_.back()->attention_norm.eps = c.layer_norm_eps;
     layers_.back()->output_norm.eps = c.layer_norm_eps;
     layers_.back()->share_buffers(shared_layers_, int(layers_.size() % 2));
-    layer_ends_.push_back(store.size());
   }
   if (range.last) add_heads(store);
   if (tp.rank > 0)  // replicated parameters count on tp rank 0
@@ -279,7 +277,9 @@ Tensor BertStage::layers_forward(const Step& step, const Tensor& x, const Tensor
 void BertStage::lend_gradients() {
   KILN_CHECK(range_.first && range_.last && store_.allocated(),
              "BERT stage: only the whole model, allocated, lends its gradients to activations");
-  loan_.emplace(store_, layers_begin_, layer_ends_);
+  std::vector<int64_t> layer_begins;  // a layer's first parameter is its query weight
+  for (const auto& layer : layers_) layer_begins.push_back(layer->attention.query.weight.spec().offset);
+  loan_.emplace(store_, std::move(layer_begins));
 }
 
 Tensor BertStage::layers_backward(const Step& step, const Tensor& dy) {

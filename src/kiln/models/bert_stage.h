@@ -147,8 +147,6 @@ class BertStage {
   nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   nn::LayerSharedBuffers shared_layers_;   // what every layer drops again (nn/transformer.h)
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
-  int64_t layers_begin_ = 0;          // flat offset of the layers' first gradient
-  std::vector<int64_t> layer_ends_;   // per layer: the flat offset where its gradients end
   std::optional<nn::GradLoan> loan_;  // lend_gradients()
   nn::GraphedRegion layers_forward_, layers_backward_;  // the stack of layers as graphs
   nn::GraphedRegion micro_batch_;                       // forward_backward as one graph

@@ -15,15 +15,14 @@ thread_local OpenLoan open_loan;
 
 }  // namespace
 
-GradLoan::GradLoan(const ParamStore& store, int64_t begin, std::vector<int64_t> layer_ends)
-    : store_(store), layer_ends_(std::move(layer_ends)) {
-  KILN_CHECK(begin >= 0, "gradient loan: begins at offset {}", begin);
-  start_ = end_ = begin * int64_t(sizeof(float));
+GradLoan::GradLoan(const ParamStore& store, std::vector<int64_t> layer_begins)
+    : store_(store), layer_begins_(std::move(layer_begins)) {
+  if (!layer_begins_.empty()) start_ = end_ = layer_begins_[0] * int64_t(sizeof(float));
 }
 
 Tensor GradLoan::take(int64_t layer, size_t bytes, const Device& device) {
-  if (layer < 1 || device != store_.grads.device) return {};
-  const int64_t limit = layer_ends_.at(size_t(layer - 1)) * int64_t(sizeof(float));
+  if (layer < 1 || layer >= int64_t(layer_begins_.size()) || device != store_.grads.device) return {};
+  const int64_t limit = layer_begins_[size_t(layer)] * int64_t(sizeof(float));
   auto* base = static_cast<std::byte*>(store_.grads.data);
   const int64_t at = (end_ + 63) / 64 * 64;  // the gradients start 64-byte aligned
   if (at + int64_t(bytes) > limit) return {};

@@ -23,9 +23,9 @@ namespace kiln::nn {
 
 class GradLoan {
  public:
-  // layer_ends[n]: the flat offset (elements) where layer n's gradients end; layer 0's start at
-  // `begin`, and layer n's right after layer n - 1's.
-  GradLoan(const ParamStore& store, int64_t begin, std::vector<int64_t> layer_ends);
+  // layer_begins[n]: the flat offset (elements) where layer n's gradients start; they end where
+  // layer n + 1's start.
+  GradLoan(const ParamStore& store, std::vector<int64_t> layer_begins);
 
   // `bytes` of the gradients of layers below `layer` that no earlier take() holds, 64-byte
   // aligned (f32 elements, the storage a Buffer keeps), or an undefined tensor when they do not
@@ -38,7 +38,7 @@ class GradLoan {
 
  private:
   const ParamStore& store_;
-  std::vector<int64_t> layer_ends_;
+  std::vector<int64_t> layer_begins_;
   int64_t start_ = 0, end_ = 0;  // lent bytes [start_, end_) from the gradients' first byte
 };
 
