@@ -14,7 +14,14 @@ ninja -C "$root/build" kiln matmul_peak >/dev/null
 "$root/build/kiln" cpu | sed -n 's/^ *bf16: /bf16 here: /p' 
 dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 || { echo "install libopenblas0-pthread for a fair peer" >&2; exit 2; }
 # OpenBLAS 0.3.21 does not recognise recent AVX-512 CPUs; forcing SkylakeX elsewhere would crash it.
-grep -qw avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+if grep -qw avx512f /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+  case ${OPENBLAS_CORETYPE,,} in
+    skylakex | cooperlake | sapphirerapids) ;;
+    *) echo "warning: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE holds the peer's f32 matmuls below this AVX-512" \
+         "CPU's kernels; set OPENBLAS_CORETYPE=SkylakeX (or unset it) for a fair peer" >&2 ;;
+  esac
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 kiln_bert() {  # config batch

@@ -24,6 +24,7 @@ BERT = {  # name: (config, layers, hidden, heads, intermediate, batch, seq, pred
     "bert-large": ("bert-large", 24, 1024, 16, 4096, 2, 512, 76, 7, 5),
 }
 RESNET_BATCH, VOCAB = 16, 30522
+AVX512_CORE_TYPES = {"skylakex", "cooperlake", "sapphirerapids"}  # OpenBLAS 0.3.21's AVX-512 kernels
 RESNET50_FLOPS_PER_IMAGE = 3 * 8.18e9  # forward + backward, 2 x multiply-adds of every conv and fc
 
 
@@ -89,6 +90,10 @@ def fair_blas():
         avx512 = " avx512f" in f.read()
     if avx512:
         os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+        core = os.environ["OPENBLAS_CORETYPE"]
+        if core.lower() not in AVX512_CORE_TYPES:
+            print(f"warning: OPENBLAS_CORETYPE={core} holds the peer's f32 matmuls below this AVX-512 CPU's "
+                  "kernels; set OPENBLAS_CORETYPE=SkylakeX (or unset it) for a fair peer", file=sys.stderr)
     return os.environ.get("OPENBLAS_CORETYPE", "detected by OpenBLAS")
 
 
