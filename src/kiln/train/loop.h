@@ -49,6 +49,7 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/train/ddp_config.h"
+#include "kiln/train/mlperf_phase.h"
 #include "kiln/train/resolved_config.h"
 #include "kiln/train/resume.h"
 #include "kiln/train/sinks.h"
@@ -123,6 +124,25 @@ struct LoopConfig {
   ResolvedConfig resolved;         // saved with each checkpoint
   RunSettings settings;            // saved with each checkpoint; a resumed run must match them
 };
+
+// The loop settings that every recipe's config (BertTrainConfig, ResNetTrainConfig) spells the
+// same way; the recipe adds its steps, batches, cadence and checkpoint settings.
+template <typename RecipeConfig>
+LoopConfig shared_loop_config(const RecipeConfig& c) {
+  LoopConfig loop;
+  loop.seed = c.seed;
+  loop.benchmark = c.benchmark;
+  loop.exit_interval = c.exit_interval;
+  loop.ddp = c.ddp;
+  loop.log_interval = c.log_interval;
+  loop.target = c.target;
+  loop.compute_dtype = c.precision.dtype;
+  loop.loss_scaler = c.precision.scaler;
+  loop.max_skipped_steps = c.precision.max_skipped_steps;
+  loop.progress = c.progress;
+  loop.run_started = c.mlperf.phase == MlperfPhase::run;
+  return loop;
+}
 
 class Recipe {
  public:

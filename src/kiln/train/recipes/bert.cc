@@ -403,28 +403,17 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     optimizer->set_norm_reduction(whole_tensor_norms(run.ctx, store, *groups.tp, sharded ? &data_parallel : nullptr));
   auto schedule = make_schedule(c);
 
-  LoopConfig loop;
-  loop.seed = c.seed;
+  LoopConfig loop = shared_loop_config(c);
   loop.total_steps = c.train_steps;
-  loop.benchmark = c.benchmark;
-  loop.exit_interval = c.exit_interval;
   loop.global_batch = c.global_batch_size;
   loop.micro_batch = c.micro_batch_size;
   loop.distributed_optimizer = sharded;
-  loop.ddp = c.ddp;
-  loop.log_interval = c.log_interval;
   loop.clip_grad = c.clip_grad;
-  loop.target = c.target;
-  loop.compute_dtype = c.precision.dtype;
-  loop.loss_scaler = c.precision.scaler;
-  loop.max_skipped_steps = c.precision.max_skipped_steps;
   loop.cadence.kind = Cadence::Kind::blocks;
   loop.cadence.eval_interval = c.eval_interval;
   loop.cadence.save_interval = c.save_interval;
   loop.cadence.eval_at_start = c.eval_at_start;
   loop.megatron_log = c.log_format == "megatron";
-  loop.progress = c.progress;
-  loop.run_started = phase == MlperfPhase::run;
   loop.resolved = resolved;
   loop.settings = settings;
 

@@ -323,27 +323,16 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   std::vector<io::FlatState> buffers;
   for (auto& b : model.buffers()) buffers.emplace_back(b.first, b.second);
 
-  LoopConfig loop;
-  loop.seed = c.seed;
+  LoopConfig loop = shared_loop_config(c);
   loop.total_steps = total_steps;
-  loop.benchmark = c.benchmark;
-  loop.exit_interval = c.exit_interval;
   loop.global_batch = c.batch_size;
   loop.micro_batch = c.batch_size / world.size();  // one micro-batch per rank
   loop.distributed_optimizer = sharded;
-  loop.ddp = c.ddp;
-  loop.log_interval = c.log_interval;
-  loop.target = c.target;
-  loop.compute_dtype = c.precision.dtype;
-  loop.loss_scaler = c.precision.scaler;
-  loop.max_skipped_steps = c.precision.max_skipped_steps;
   loop.cadence.kind = Cadence::Kind::epochs;
   loop.cadence.steps_per_epoch = steps_per_epoch;
   loop.cadence.eval_start_epoch = c.eval_start_epoch;
   loop.cadence.eval_every = c.eval_freq;
   loop.cadence.save_interval = c.save_interval;
-  loop.progress = c.progress;
-  loop.run_started = phase == MlperfPhase::run;
   loop.resolved = resolved;
   loop.settings = settings;
 
