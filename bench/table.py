@@ -127,7 +127,8 @@ def main():
         for name in args.only.split(","):
             for dtype in args.dtypes.split(","):
                 peak = matmul_peaks(args.root).get(dtype)
-                rounds = [measure(args.root, name, dtype, args.threads, out_dir, args.bert_large_batch) for _ in range(args.rounds)]
+                rounds = [measure(args.root, name, dtype, args.threads, out_dir, args.bert_large_batch)
+                          for _ in range(args.rounds)]
                 batch, flops = rounds[0][0], rounds[0][1]
                 k_ms = statistics.median(r[2][0] for r in rounds)
                 t_ms = statistics.median(r[3][0] for r in rounds)
@@ -135,8 +136,8 @@ def main():
                 per_round = " ".join(f"{r[2][0] / r[3][0]:.2f}" for r in rounds)
                 gflops = flops / (k_ms * 1e-3) / 1e9
                 share = f"{100 * gflops / peak:.0f}%" if peak else "n/a"
-                print(f"| {name} B{batch} | {dtype} | {k_ms:.0f} | {t_ms:.0f} | {k_ms / t_ms:.2f} | {batch / (k_ms * 1e-3):.2f} | "
-                      f"{gflops:.0f} | {peak or 0:.0f} | {share} | {k_rss:.2f} / {t_rss:.2f} | {per_round} |", flush=True)
+                print(f"| {name} B{batch} | {dtype} | {k_ms:.0f} | {t_ms:.0f} | {k_ms / t_ms:.2f} | "
+                      f"{batch / (k_ms * 1e-3):.2f} | {gflops:.0f} | {peak or 0:.0f} | {share} | {k_rss:.2f} / {t_rss:.2f} | {per_round} |", flush=True)
 
 
 if __name__ == "__main__":
