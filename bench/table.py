@@ -137,7 +137,8 @@ def main():
                 gflops = flops / (k_ms * 1e-3) / 1e9
                 share = f"{100 * gflops / peak:.0f}%" if peak else "n/a"
                 print(f"| {name} B{batch} | {dtype} | {k_ms:.0f} | {t_ms:.0f} | {k_ms / t_ms:.2f} | "
-                      f"{batch / (k_ms * 1e-3):.2f} | {gflops:.0f} | {peak or 0:.0f} | {share} | {k_rss:.2f} / {t_rss:.2f} | {per_round} |", flush=True)
+                      f"{batch / (k_ms * 1e-3):.2f} | {gflops:.0f} | {peak or 0:.0f} | {share} | "
+                      f"{k_rss:.2f} / {t_rss:.2f} | {per_round} |", flush=True)
 
 
 if __name__ == "__main__":
