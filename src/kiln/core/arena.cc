@@ -8,8 +8,9 @@ namespace kiln {
 namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kMinBlock = size_t(1) << 20;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 size_t Arena::bytes_taken(int64_t numel, DType dtype) { return align_up(size_t(numel) * dtype_size(dtype)); }
 

@@ -10,6 +10,9 @@
 
 namespace kiln {
 
+// `n` bytes rounded up to the 64-byte alignment of every Arena allocation.
+size_t align_up(size_t n);
+
 class Arena {
  public:
   explicit Arena(Device device = Device::cpu()) : device_(device) {}

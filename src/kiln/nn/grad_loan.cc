@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "kiln/core/arena.h"
 #include "kiln/core/error.h"
 
 namespace kiln::nn {
@@ -24,7 +25,7 @@ Tensor GradLoan::take(int64_t layer, size_t bytes, const Device& device) {
   if (layer < 1 || layer >= int64_t(layer_begins_.size()) || device != store_.grads.device) return {};
   const int64_t limit = layer_begins_[size_t(layer)] * int64_t(sizeof(float));
   auto* base = static_cast<std::byte*>(store_.grads.data);
-  const int64_t at = (end_ + 63) / 64 * 64;  // the gradients start 64-byte aligned
+  const int64_t at = int64_t(align_up(size_t(end_)));  // the gradients start 64-byte aligned
   if (at + int64_t(bytes) > limit) return {};
   if (start_ == end_) start_ = at;
   end_ = at + int64_t(bytes);
