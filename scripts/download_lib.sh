@@ -62,16 +62,25 @@ fetch_manifest() {
   fi
 }
 
-# verify_md5_list LIST DIR: every "HASH ./NAME" line of LIST (MLCommons' per-file md5 lists)
-# against DIR/NAME; names each file that is missing or differs. Returns 1 when any does.
+# verify_md5_list LIST DIR [EXACT]: every "HASH ./NAME" line of LIST (MLCommons' per-file md5
+# lists; check_md5_list in archive_lib.sh checks its form first) against DIR/NAME; names each
+# file that is missing or differs, and with EXACT=1 each file in DIR that LIST does not name.
+# Returns 1 when any does.
 verify_md5_list() {
-  local list=$1 dir=$2 hash name bad=0
+  local list=$1 dir=$2 exact=${3:-0} hash name bad=0
   while read -r hash name; do
     [[ -z "$hash" ]] && continue
-    name=${name#./}
+    name=${name#\*}
+    while [[ $name == ./* ]]; do name=${name#./}; done
     if [[ ! -f "$dir/$name" ]]; then say "$dir/$name: missing"; bad=1
     elif [[ "$(checksum md5 "$dir/$name")" != "$hash" ]]; then say "$dir/$name: md5 mismatch"; bad=1
     fi
   done < "$list"
+  if [[ $exact == 1 ]]; then
+    while read -r name; do
+      say "$dir/$name: not in $(basename "$list")"; bad=1
+    done < <(LC_ALL=C comm -23 <(cd "$dir" && find . -type f -printf '%P\n' | LC_ALL=C sort) \
+                              <(awk 'NF { n = $2; sub(/^\*/, "", n); sub(/^(\.\/)+/, "", n); print n }' "$list" | LC_ALL=C sort))
+  fi
   return $bad
 }

@@ -3,15 +3,13 @@
 // file fails naming it and leaves the verified ones, ImageNet's tarballs become class folders.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
 
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "kiln/core/file_util.h"
+#include "tests/testing/loopback_server.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
@@ -21,27 +19,7 @@ namespace fs = std::filesystem;
 
 const std::string kScripts = std::string(KILN_SOURCE_DIR) + "/scripts/";
 
-// The server on `root`, cutting the first response for each of `cut`; stopped on destruction.
-class Server {
- public:
-  Server(const fs::path& root, const std::string& cut) {
-    const fs::path port_file = root.parent_path() / "port";
-    const auto [rc, pid] = testing::run_command(
-        "/usr/bin/python3 '" + std::string(KILN_SOURCE_DIR) + "/tests/testing/range_http_server.py' '" +
-        root.string() + "' '" + cut + "' > '" + port_file.string() + "' 2>/dev/null & echo $!");
-    pid_ = std::stoi(pid);
-    for (int i = 0; i < 100 && read_file_or_empty(port_file).empty(); ++i) ::usleep(50000);
-    url_ = "http://127.0.0.1:" + read_file_or_empty(port_file).substr(0, 5);
-    while (!url_.empty() && !std::isdigit(url_.back())) url_.pop_back();
-  }
-  ~Server() { ::kill(pid_, SIGTERM); }
-  const std::string& url() const { return url_; }
-
- private:
-  static std::string read_file_or_empty(const fs::path& p) { return fs::exists(p) ? read_file(p) : ""; }
-  int pid_;
-  std::string url_;
-};
+using Server = testing::LoopbackServer;
 
 void write_bytes(const fs::path& path, size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -50,9 +28,7 @@ void write_bytes(const fs::path& path, size_t n, unsigned seed) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-std::string md5(const fs::path& path) {
-  return testing::run_command("md5sum '" + path.string() + "'").second.substr(0, 32);
-}
+std::string md5(const fs::path& path) { return testing::md5_of(path); }
 
 struct Fixture {
   fs::path dir = testing::unique_temp_dir("download_scripts");

@@ -218,6 +218,14 @@ TEST(ImageDataset, FlatValWithLabelsFiles) {
   write_text(dir / "unknown.txt", "v1.JPEG n01\nv2.JPEG n02\nv3.JPEG n09999\n");
   EXPECT_EQ(error_of([&] { ImageFolderDataset::open_flat(dir, dir / "unknown.txt", kClasses); }),
             "labels file " + (dir / "unknown.txt").string() + ": line 3: unknown synset n09999 (not a training class)");
+  // A file name from a downloaded labels file stays inside the folder.
+  const std::vector<std::string> outside = {"../v1.JPEG", "sub/../../v1.JPEG", (dir / "v1.JPEG").string()};
+  for (const std::string& name : outside) {
+    write_text(dir / "escape.txt", "v2.JPEG n02\n" + name + " n01\n");
+    EXPECT_EQ(error_of([&] { ImageFolderDataset::open_flat(dir, dir / "escape.txt", kClasses); }),
+              "labels file " + (dir / "escape.txt").string() + ": line 2: image " + name + " is outside " +
+                  dir.string() + " (absolute or '..')");
+  }
   write_text(dir / "short.txt", "1\n2\n");
   EXPECT_EQ(error_of([&] { ImageFolderDataset::open_flat(dir, dir / "short.txt", kClasses); }),
             "labels file " + (dir / "short.txt").string() + ": 2 labels for 3 images in " + dir.string());

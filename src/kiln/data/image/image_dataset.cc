@@ -45,6 +45,13 @@ std::vector<std::string> read_synset_map(const fs::path& path) {
   return wnids;
 }
 
+// A `<file> <wnid>` line's file must lie inside the image folder: no absolute path, no `..`
+// (a labels file downloaded with the images must not reach files elsewhere).
+bool stays_inside(const fs::path& name) {
+  if (name.has_root_path()) return false;
+  return std::none_of(name.begin(), name.end(), [](const fs::path& part) { return part == ".."; });
+}
+
 }  // namespace
 
 bool is_image_file_name(const fs::path& path) {
@@ -114,6 +121,8 @@ ImageFolderDataset ImageFolderDataset::open_flat(const fs::path& dir, const fs::
     KILN_CHECK(it != index.end(), "labels file {}: line {}: unknown synset {} (not a training class)",
                labels_file.string(), line_no, wnid);
     if (has_file) {
+      KILN_CHECK(stays_inside(first), "labels file {}: line {}: image {} is outside {} (absolute or '..')",
+                 labels_file.string(), line_no, first, dir.string());
       listed.emplace_back(dir / first, it->second);
     } else {
       in_order.push_back(it->second);
