@@ -1,7 +1,8 @@
 // `kiln images check` and `kiln images from-idx` end to end.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
-
+#include "kiln/core/error.h"
 #include "kiln/data/image/decode.h"
 #include "kiln/data/image/idx_to_jpeg.h"
 #include "kiln/data/image/jpeg_encode.h"
@@ -81,6 +82,74 @@ TEST(ImagesCommand, FromIdxWritesFashionMnistAsGrayJpegFolders) {
                                   fm + "t10k-labels-idx1-ubyte.gz --output " + (dir / "x").string() + " --limit 30 --class-names a,b");
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("t10k-labels-idx1-ubyte.gz: label 9 of image 0 has no class name (2 given)"), std::string::npos) << out;
+}
+
+// An IDX header, big-endian u32 fields, followed by `payload` bytes of data.
+std::vector<uint8_t> idx_bytes(std::vector<uint32_t> fields, size_t payload) {
+  std::vector<uint8_t> bytes;
+  for (const uint32_t f : fields)
+    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(uint8_t(f >> shift));
+  for (size_t i = 0; i < payload; ++i) bytes.push_back(uint8_t(i * 37 + 11));
+  return bytes;
+}
+
+void write_gzip(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(gzwrite(f, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// 300 images of 4096 x 4096 (5 GB) claimed by a header of a file of a few bytes, plain or gzipped,
+// run under a 4 GB address-space limit: one line naming the file and the field, exit 2, before
+// anything is allocated or written.
+TEST(ImagesCommand, FromIdxRefusesAHeaderClaimingMoreThanTheFileHolds) {
+  const auto dir = testing::fresh_temp_dir("fromidx_bomb");
+  const auto labels = dir / "labels-idx1-ubyte";
+  testing::write_bytes(labels, idx_bytes({0x801, 300}, 300));
+  const auto plain = dir / "images-idx3-ubyte", gz = dir / "images-idx3-ubyte.gz";
+  testing::write_bytes(plain, idx_bytes({0x803, 300, 4096, 4096}, 100));
+  write_gzip(gz, idx_bytes({0x803, 300, 4096, 4096}, 100));
+  const auto from_idx = [&](const std::filesystem::path& images) {
+    return run_command("ulimit -v 4000000; " + std::string(KILN_BINARY) + " images from-idx --images " +
+                       images.string() + " --labels " + labels.string() + " --output " + (dir / "out").string());
+  };
+  auto [rc, out] = from_idx(plain);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_EQ(out, "kiln: error: IDX file " + plain.string() + ": header field count (300 images of 4096x4096) needs "
+                 "5033164800 bytes of data, but the file holds 100 after its 16-byte header\n");
+  std::tie(rc, out) = from_idx(gz);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_EQ(out, fmt::format("kiln: error: IDX file {}: header field count (300 images of 4096x4096) needs 5033164800 "
+                             "bytes of data, more than a gzip file of {} bytes can hold\n",
+                             gz.string(), std::filesystem::file_size(gz)));
+  EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+}
+
+// Counts past 2^31 - 1 (kiln holds them as int) and labels past the end of the file.
+TEST(ImagesCommand, IdxCountsAreCheckedAgainstTheFileAndTheIntRange) {
+  const auto dir = testing::fresh_temp_dir("idx_counts");
+  const auto file = dir / "x-idx1-ubyte";
+  const auto error = [&](auto read) -> std::string {
+    try {
+      read();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  testing::write_bytes(file, idx_bytes({0x801, 0xffffffffu}, 10));
+  EXPECT_EQ(error([&] { read_idx_labels(file); }),
+            "IDX file " + file.string() + ": header field count: 4294967295 labels is more than 2147483647");
+  testing::write_bytes(file, idx_bytes({0x803, 0x80000000u, 1, 1}, 10));
+  EXPECT_EQ(error([&] { read_idx_images(file); }),
+            "IDX file " + file.string() + ": header field count: 2147483648 images is more than 2147483647");
+  testing::write_bytes(file, idx_bytes({0x801, 11}, 10));
+  EXPECT_EQ(error([&] { read_idx_labels(file, 5); }),
+            "IDX file " + file.string() + ": header field count (11 labels) needs 11 bytes of data, but the file "
+            "holds 10 after its 8-byte header");
+  testing::write_bytes(file, idx_bytes({0x801, 10}, 10));
+  EXPECT_EQ(read_idx_labels(file, 4), (std::vector<uint8_t>{11, 48, 85, 122}));
 }
 
 }  // namespace

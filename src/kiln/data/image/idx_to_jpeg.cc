@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 
 #include "kiln/core/error.h"
@@ -12,13 +14,28 @@
 namespace kiln::data {
 namespace {
 
+// The most a deflate stream expands: 1032 output bytes per input byte (zlib's technical details).
+constexpr uint64_t kMaxDeflateRatio = 1032;
+// Pixels and labels are read in pieces of this size, so memory grows with the bytes the file
+// really holds, never with what its header claims (and gzread's int lengths are never exceeded).
+constexpr size_t kReadChunk = size_t(64) << 20;
+
 // gzread reads plain files unchanged, so this handles both.
 class GzFile {
  public:
   explicit GzFile(const std::filesystem::path& path) : path_(path.string()), file_(gzopen(path_.c_str(), "rb")) {
     KILN_CHECK(file_, "IDX file {}: cannot open", path_);
+    std::error_code ec;
+    file_size_ = std::filesystem::file_size(path, ec);
+    if (ec) {
+      gzclose(file_);
+      throw Error("IDX file {}: cannot read its size: {}", path_, ec.message());
+    }
   }
   ~GzFile() { gzclose(file_); }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+
   void read(void* data, size_t size) {
     KILN_CHECK(gzread(file_, data, unsigned(size)) == int(size), "IDX file {}: truncated or corrupt", path_);
   }
@@ -27,12 +44,42 @@ class GzFile {
     read(b, 4);
     return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
   }
+  // Reads `size` bytes into `out`, growing it piece by piece as the data arrives.
+  void read_vector(std::vector<uint8_t>& out, uint64_t size) {
+    out.clear();
+    while (out.size() < size) {
+      const size_t at = out.size(), n = size_t(std::min<uint64_t>(kReadChunk, size - at));
+      out.resize(at + n);
+      read(out.data() + at, n);
+    }
+  }
+  // Refuses a header whose `field` claims `bytes` of data after its `header_bytes`: more than a
+  // plain file holds, or than a gzip file of this size can expand to.
+  void check_claim(uint64_t bytes, uint64_t header_bytes, const std::string& field) {
+    if (gzdirect(file_)) {
+      const uint64_t held = file_size_ > header_bytes ? file_size_ - header_bytes : 0;
+      KILN_CHECK(bytes <= held, "IDX file {}: header field {} needs {} bytes of data, but the file holds {} after its "
+                 "{}-byte header", path_, field, bytes, held, header_bytes);
+    } else {
+      KILN_CHECK(bytes <= file_size_ * kMaxDeflateRatio,
+                 "IDX file {}: header field {} needs {} bytes of data, more than a gzip file of {} bytes can hold",
+                 path_, field, bytes, file_size_);
+    }
+  }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   gzFile file_;
+  uint64_t file_size_ = 0;
 };
+
+// An IDX count, which kiln holds as an int.
+int checked_count(uint32_t count, const GzFile& in, const char* what) {
+  KILN_CHECK(count <= uint32_t(std::numeric_limits<int>::max()), "IDX file {}: header field count: {} {} is more "
+             "than {}", in.path(), count, what, std::numeric_limits<int>::max());
+  return int(count);
+}
 
 }  // namespace
 
@@ -41,14 +88,17 @@ IdxImages read_idx_images(const std::filesystem::path& path, int limit) {
   const uint32_t magic = in.read_u32();
   KILN_CHECK(magic == 0x803, "IDX file {}: magic {:#x}, expected 0x803 (uint8 images)", in.path(), magic);
   IdxImages images;
-  images.count = int(in.read_u32());
-  images.rows = int(in.read_u32());
-  images.cols = int(in.read_u32());
-  KILN_CHECK(images.rows > 0 && images.cols > 0 && images.rows <= 4096 && images.cols <= 4096,
-             "IDX file {}: bad image size {}x{}", in.path(), images.rows, images.cols);
+  images.count = checked_count(in.read_u32(), in, "images");
+  const uint32_t rows = in.read_u32(), cols = in.read_u32();
+  KILN_CHECK(rows > 0 && cols > 0 && rows <= 4096 && cols <= 4096,
+             "IDX file {}: header fields rows x cols: bad image size {}x{} (1 to 4096 each)", in.path(), rows, cols);
+  images.rows = int(rows);
+  images.cols = int(cols);
+  const uint64_t image_bytes = uint64_t(rows) * cols;  // <= 2^24, times a count < 2^31: no overflow
+  in.check_claim(uint64_t(images.count) * image_bytes, 16,
+                 fmt::format("count ({} images of {}x{})", images.count, rows, cols));
   if (limit >= 0) images.count = std::min(images.count, limit);
-  images.pixels.resize(size_t(images.count) * images.rows * images.cols);
-  in.read(images.pixels.data(), images.pixels.size());
+  in.read_vector(images.pixels, uint64_t(images.count) * image_bytes);
   return images;
 }
 
@@ -56,10 +106,11 @@ std::vector<uint8_t> read_idx_labels(const std::filesystem::path& path, int limi
   GzFile in(path);
   const uint32_t magic = in.read_u32();
   KILN_CHECK(magic == 0x801, "IDX file {}: magic {:#x}, expected 0x801 (uint8 labels)", in.path(), magic);
-  int count = int(in.read_u32());
+  int count = checked_count(in.read_u32(), in, "labels");
+  in.check_claim(uint64_t(count), 8, fmt::format("count ({} labels)", count));
   if (limit >= 0) count = std::min(count, limit);
-  std::vector<uint8_t> labels(size_t(count), 0);
-  in.read(labels.data(), labels.size());
+  std::vector<uint8_t> labels;
+  in.read_vector(labels, uint64_t(count));
   return labels;
 }
 

@@ -12,7 +12,9 @@ struct IdxImages {
   std::vector<uint8_t> pixels;  // (count, rows, cols)
 };
 
-// Magic 0x803 (images) / 0x801 (labels); gzip or plain. Throws kiln::Error naming the file.
+// Magic 0x803 (images) / 0x801 (labels); gzip or plain. Throws kiln::Error naming the file and the
+// header field before allocating when the header claims more data than the file holds (a plain
+// file) or can expand to (gzip, 1032:1 at most); memory grows only with the bytes actually read.
 IdxImages read_idx_images(const std::filesystem::path& path, int limit = -1);
 std::vector<uint8_t> read_idx_labels(const std::filesystem::path& path, int limit = -1);
 
