@@ -4,6 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/error.h"
 #include "kiln/io/checkpoint.h"
@@ -65,6 +68,49 @@ TEST(CheckpointMeta, AnotherFormatIsRefusedNamingBothNumbers) {
   EXPECT_EQ(error_of([&] { CheckpointMeta::read(newer); }),
             (newer / "meta.json").string() + ": checkpoint format 9, this kiln reads format " +
                 std::to_string(kCheckpointFormat));
+}
+
+// "step": 2^64 - 1 read as step -1 and the run resumed "at step -1" with exit 0: every integer
+// kiln reads from meta.json is range-checked, an unsigned value past 2^63 - 1 included.
+TEST(CheckpointMeta, IntegersOutOfTheirRangeAreRefusedNamingTheKey) {
+  const fs::path dir = write_meta("range", R"({"format": 2, "step": 18446744073709551615, "skipped_steps": -1,
+      "optimizer_steps": 9223372036854775808, "samples_consumed": 9223372036854775807,
+      "mllog": {"bytes": 12, "crc32c": 4294967296}, "run": {"model": {"hidden_size": 0, "num_layers": 2}},
+      "other": -9223372036854775808})");
+  const CheckpointMeta meta = CheckpointMeta::read(dir);
+  const std::string file = (dir / "meta.json").string();
+  EXPECT_EQ(error_of([&] { meta.integer("step"); }),
+            file + ": key 'step' is 18446744073709551615, expected 0 to 9223372036854775807");
+  EXPECT_EQ(error_of([&] { meta.integer("skipped_steps"); }), file + ": key 'skipped_steps' is -1, expected 0 to 9223372036854775807");
+  EXPECT_EQ(error_of([&] { meta.integer("optimizer_steps"); }),
+            file + ": key 'optimizer_steps' is 9223372036854775808, expected 0 to 9223372036854775807");
+  EXPECT_EQ(meta.integer("samples_consumed"), INT64_MAX);
+  EXPECT_EQ(meta.integer("mllog.bytes"), 12);
+  EXPECT_EQ(error_of([&] { meta.integer("mllog.crc32c"); }),
+            file + ": key 'mllog.crc32c' is 4294967296, expected 0 to 4294967295");
+  EXPECT_EQ(error_of([&] { meta.integer("run.model.hidden_size"); }),
+            file + ": key 'run.model.hidden_size' is 0, expected 1 to 2147483647");
+  EXPECT_EQ(meta.integer("run.model.num_layers"), 2);
+  EXPECT_EQ(meta.integer("other"), INT64_MIN);
+}
+
+TEST(CheckpointMeta, ALossScalerStateOutOfRangeIsRefusedOnRead) {
+  for (const auto& [state, problem] : std::vector<std::pair<std::string, std::string>>{
+           {R"("x")", "key 'loss_scaler' is \"x\", expected an object"},
+           {R"({"scale": 0, "growth_tracker": 0, "hysteresis_tracker": 0})",
+            "key 'loss_scaler.scale' is 0, expected a finite number above 0"},
+           {R"({"scale": "2", "growth_tracker": 0, "hysteresis_tracker": 0})",
+            "key 'loss_scaler.scale' is \"2\", expected a finite number above 0"},
+           {R"({"scale": 2.0, "growth_tracker": -3, "hysteresis_tracker": 0})",
+            "key 'loss_scaler.growth_tracker' is -3, expected 0 to 9223372036854775807"},
+           {R"({"scale": 2.0, "growth_tracker": 1, "hysteresis_tracker": 18446744073709551615})",
+            "key 'loss_scaler.hysteresis_tracker' is 18446744073709551615, expected 0 to 9223372036854775807"}}) {
+    const fs::path dir = write_meta("scaler", R"({"format": 2, "loss_scaler": )" + state + "}");
+    EXPECT_EQ(error_of([&] { CheckpointMeta::read(dir); }), (dir / "meta.json").string() + ": " + problem) << state;
+  }
+  const fs::path ok = write_meta("scaler_ok", R"({"format": 2, "loss_scaler": {"scale": 2.0, "growth_tracker": 1,
+      "hysteresis_tracker": 2}})");
+  EXPECT_EQ(CheckpointMeta::read(ok).at("loss_scaler.scale"), 2.0);
 }
 
 TEST(CheckpointMeta, UnreadableOrInvalidJsonNamesTheFile) {
