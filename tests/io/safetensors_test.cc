@@ -159,8 +159,8 @@ TEST_F(Safetensors, RejectsCorruptFilesWithTheFileAndTensorName) {
   expect_open_error(write_raw("json.safetensors", R"({"t":{"dtype":)", 8), {"JSON"});
   expect_open_error(write_raw("array.safetensors", "[1,2]", 0), {"JSON object"});
   expect_open_error(write_raw("dtype.safetensors",
-                              R"({"t":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8),
-                    {"'t'", "F64"});
+                              R"({"t":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})", 8),
+                    {"'t'", "F8_E5M2"});
   expect_open_error(write_raw("range.safetensors", ok_entry, 4), {"'t'", "outside"});
   expect_open_error(write_raw("size.safetensors",
                               R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16),
@@ -179,6 +179,42 @@ TEST_F(Safetensors, RejectsCorruptFilesWithTheFileAndTensorName) {
   expect_open_error(write_raw("meta.safetensors", R"({"__metadata__":{"k":1}})", 0),
                     {"__metadata__", "'k'"});
   expect_open_error(temp_path("does_not_exist.safetensors"), {"cannot open"});
+}
+
+// save_safetensors wrote F64 tensors that open() refused: every dtype written is read back.
+TEST_F(Safetensors, F64TensorsAreReadBackAsWritten) {
+  Tensor d = Tensor::empty({3}, DType::f64);
+  for (int i = 0; i < 3; ++i) d.ptr<double>()[i] = 1.0 / (i + 3) + 1e-12 * i;
+  Tensor f = Tensor::empty({2});
+  f.ptr<float>()[0] = 0.5f;
+  f.ptr<float>()[1] = -2.25f;
+  const fs::path path = temp_path("f64.safetensors");
+  save_safetensors(path, {{"f", f}, {"d", d}});
+  const auto file = SafetensorsFile::open(path);
+  const Tensor back = file.get("d");
+  ASSERT_EQ(back.dtype, DType::f64);
+  ASSERT_EQ(back.shape, Shape{3});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(back.ptr<double>()[i], d.ptr<double>()[i]);
+  EXPECT_EQ(element<float>(file, "f", 1), -2.25f);
+}
+
+// A dimension of 2^63 or more was stored as a negative int64 (an empty tensor of shape
+// (-2^63, 0) opened); non-zero dimensions whose product overflows are refused though a zero
+// makes the element count 0.
+TEST_F(Safetensors, DimensionsPast2To63AndOverflowingProductsAreRefused) {
+  expect_open_error(write_raw("dim63.safetensors",
+                              R"({"t":{"dtype":"F32","shape":[9223372036854775808,0],"data_offsets":[0,0]}})", 0),
+                    {"'t'", "[9223372036854775808,0]", "a dimension of 2^63 or more"});
+  expect_open_error(write_raw("dim64.safetensors",
+                              R"({"t":{"dtype":"U8","shape":[0,18446744073709551615],"data_offsets":[0,0]}})", 0),
+                    {"'t'", "a dimension of 2^63 or more"});
+  expect_open_error(write_raw("product.safetensors",
+                              R"({"t":{"dtype":"U8","shape":[4611686018427387904,4,0],"data_offsets":[0,0]}})", 0),
+                    {"'t'", "[4611686018427387904,4,0]", "overflows 64 bits"});
+  const auto file = SafetensorsFile::open(write_raw(
+      "wide_empty.safetensors", R"({"t":{"dtype":"U8","shape":[4611686018427387904,0],"data_offsets":[0,0]}})", 0));
+  EXPECT_EQ(file.get("t").shape, (Shape{int64_t(1) << 62, 0}));
+  EXPECT_EQ(file.get("t").numel(), 0);
 }
 
 }  // namespace

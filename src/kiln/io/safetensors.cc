@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -37,7 +38,7 @@ const char* safetensors_dtype(DType t) {
 bool parse_safetensors_dtype(const std::string& s, DType* out) {
   static const std::pair<const char*, DType> kNames[] = {
       {"F32", DType::f32}, {"BF16", DType::bf16}, {"F16", DType::f16}, {"I32", DType::i32},
-      {"I64", DType::i64}, {"U16", DType::u16},   {"U8", DType::u8}};
+      {"I64", DType::i64}, {"U16", DType::u16},   {"U8", DType::u8},  {"F64", DType::f64}};
   for (const auto& [name, t] : kNames) {
     if (s == name) {
       *out = t;
@@ -150,20 +151,28 @@ SafetensorsFile SafetensorsFile::open(const fs::path& path) {
     SafetensorsEntry entry;
     if (!e["dtype"].is_string() || !parse_safetensors_dtype(e["dtype"].get<std::string>(),
                                                             &entry.dtype))
-      throw Error("{}: tensor '{}': unsupported dtype {} (kiln reads F32, BF16, F16, I32, I64, "
-                  "U16, U8)", p, name, e["dtype"].dump());
+      throw Error("{}: tensor '{}': unsupported dtype {} (kiln reads F64, F32, BF16, F16, I64, "
+                  "I32, U16, U8)", p, name, e["dtype"].dump());
     const json& shape = e["shape"];
     if (!shape.is_array()) throw Error("{}: tensor '{}': shape is not an array", p, name);
-    uint64_t numel = 1;
+    // kiln holds dimensions and element counts as int64: the product of the non-zero
+    // dimensions must fit it, so that every partial product does, whatever a zero after it.
+    int64_t nonzero_product = 1;
+    bool empty = false;
     for (const json& d : shape) {
       if (!is_nonneg_int(d))
         throw Error("{}: tensor '{}': shape {} has a negative or non-integer dimension", p, name,
                     shape.dump());
       const uint64_t dim = d.get<uint64_t>();
-      if (__builtin_mul_overflow(numel, dim, &numel))
-        throw Error("{}: tensor '{}': shape {} overflows", p, name, shape.dump());
+      if (dim > uint64_t(INT64_MAX))
+        throw Error("{}: tensor '{}': shape {} has a dimension of 2^63 or more", p, name,
+                    shape.dump());
+      if (dim == 0) empty = true;
+      else if (__builtin_mul_overflow(nonzero_product, int64_t(dim), &nonzero_product))
+        throw Error("{}: tensor '{}': shape {} overflows 64 bits", p, name, shape.dump());
       entry.shape.push_back(int64_t(dim));
     }
+    const uint64_t numel = empty ? 0 : uint64_t(nonzero_product);
     const json& offs = e["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !is_nonneg_int(offs[0]) ||
         !is_nonneg_int(offs[1]))

@@ -30,7 +30,9 @@ class SafetensorsFile {
  public:
   // Throws kiln::Error naming the file (and tensor) if the file is truncated or malformed:
   // header beyond the file, bad JSON, unknown dtype, offsets out of range or overlapping,
-  // byte size that does not match dtype x shape.
+  // byte size that does not match dtype x shape, a dimension of 2^63 or more, or non-zero
+  // dimensions whose product overflows 64 bits. Reads F64, F32, BF16, F16, I64, I32, U16, U8
+  // (every dtype save_safetensors writes).
   static SafetensorsFile open(const std::filesystem::path& path);
 
   std::vector<std::string> names() const;  // in file (offset) order
