@@ -189,6 +189,26 @@ TEST(SampleShard, WrappingRecordCountIsRejected) {
   std::filesystem::remove_all(dir);
 }
 
+// A header with vocab_size 0 turned the loaders' id check off (ids up to 2^31 accepted): it is
+// refused on open, naming the field; so is one past 2^31 (ids are int32).
+TEST(SampleShard, AVocabularySizeOfZeroOrPast2To31IsRefused) {
+  const auto dir = testing::fresh_temp_dir("shard-vocab");
+  const auto with_vocab = [&](const std::string& name, uint32_t vocab) {
+    const auto path = dir / name;
+    write_shard(path, 3);
+    std::string bytes = read_file(path);
+    std::memcpy(bytes.data() + 40, &vocab, 4);
+    const uint32_t crc = crc32_of(reinterpret_cast<const uint8_t*>(bytes.data()), 60);
+    std::memcpy(bytes.data() + 60, &crc, 4);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    return path;
+  };
+  expect_open_error(with_vocab("zero.kbs", 0), "header field vocab_size is 0, expected 1 to 2147483648");
+  expect_open_error(with_vocab("huge.kbs", 0x80000001u), "header field vocab_size is 2147483649, expected 1 to 2147483648");
+  EXPECT_EQ(BertSampleSet::open(with_vocab("small.kbs", 2000)).vocab_size(), 2000u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SampleShard, MixedShapesInOneDirectoryAreRejected) {
   const auto dir = testing::fresh_temp_dir("shard-mixed");
   write_shard(dir / "a.kbs", 2);

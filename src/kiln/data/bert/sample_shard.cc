@@ -225,6 +225,9 @@ ShardHeader parse_shard_header(const uint8_t* h, size_t file_size, const std::st
              "sample shard {}: inconsistent shape in header", path);
   header.record_count = get<uint64_t>(h + 32);
   header.vocab_size = get<uint32_t>(h + 40);
+  // The loaders check every id against it; 0 would leave them unchecked. Ids are int32.
+  KILN_CHECK(header.vocab_size >= 1 && header.vocab_size <= uint32_t(INT32_MAX) + 1,
+             "sample shard {}: header field vocab_size is {}, expected 1 to 2147483648", path, header.vocab_size);
   header.records_crc32 = get<uint32_t>(h + 44);
   // Checked by division first: a huge count would wrap the product around to the file size.
   KILN_CHECK(header.record_count <= (file_size - kShardHeaderSize) / header.layout.record_size(),

@@ -100,8 +100,9 @@ class SampleShardFileWriter {
   bool finished_ = false;
 };
 
-// Parses and checks a header (magic, version, header CRC, sizes against `file_size`);
-// throws kiln::Error naming `path` and what is wrong. Does not check the records' CRC.
+// Parses and checks a header (magic, version, header CRC, sizes against `file_size`, a
+// vocabulary size of 1 to 2^31); throws kiln::Error naming `path` and what is wrong. Does not
+// check the records' CRC.
 ShardHeader parse_shard_header(const uint8_t* data, size_t file_size, const std::string& path);
 
 // CRC32 (zlib) of `size` bytes, chunked so sizes above 4 GiB work.
