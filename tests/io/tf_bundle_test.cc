@@ -5,6 +5,7 @@
 // variable and the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "kiln/io/sstable.h"
 #include "kiln/io/tf_bundle.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tf_bundle_writer.h"
 
@@ -203,6 +205,64 @@ TEST(TfBundle, ThePrefixIsFoundFromADirectoryItsCheckpointFileOrTheIndex) {
                 ".index does not exist");
   EXPECT_NE(error_of([&] { resolve_tf_checkpoint(dir / "nothing"); }).find("not a TensorFlow checkpoint"),
             std::string::npos);
+}
+
+// A bundle whose index holds `items`, a Python list of (key, value) built with the helpers of
+// tools/golden/write_tf_bundle.py; `header` (one shard), `raw` (the data shard: 1.5, -2.0 as
+// f32) and `crc` (its masked CRC-32C) are defined for it.
+fs::path crafted_bundle(const std::string& test, const std::string& items, const std::string& table_args = "") {
+  const fs::path dir = testing::unique_temp_dir("tf_bundle_" + test);
+  const fs::path prefix = dir / "model.ckpt-1";
+  std::ofstream(dir / "craft.py")
+      << "import struct, sys\nsys.path.insert(0, '" << (fs::path(KILN_SOURCE_DIR) / "tools" / "golden").string()
+      << "')\nfrom write_tf_bundle import *\nfrom write_tf_bundle import _field\n"
+      << "raw = struct.pack('<2f', 1.5, -2.0)\ncrc = masked(crc32c(raw))\nheader = header_proto(1)\n"
+      << "open('" << prefix.string() << ".data-00000-of-00001', 'wb').write(raw)\n"
+      << "write_table('" << prefix.string() << ".index', " << items << table_args << ")\n";
+  const auto [status, out] = testing::run_command("/usr/bin/python3 " + (dir / "craft.py").string());
+  EXPECT_EQ(status, 0) << out;
+  return prefix;
+}
+
+// Values past their field's range were narrowed: a dtype of 2^32 + 1 read as DT_FLOAT, a shard of
+// 2^32 as shard 0, 2^32 + 1 shards as 1, a field number of 2^32 + 1 as field 1 (the dtype).
+TEST(TfBundle, FieldValuesPastTheirRangeAreRefusedNotNarrowed) {
+  KILN_REQUIRE_TF_WRITER();
+  const std::string ok_entry = "entry_proto(1, [2], 0, 0, 8, crc)";
+  const fs::path ok = crafted_bundle("range_ok", "[(b'', header), (b'a', " + ok_entry + ")]");
+  const TfBundle bundle = TfBundle::open(ok);
+  EXPECT_EQ(bundle.read_f32(info(bundle, "a")), (std::vector<float>{1.5f, -2.0f}));
+  const auto refused = [&](const std::string& test, const std::string& items) {
+    const fs::path prefix = crafted_bundle(test, items);
+    const std::string error = error_of([&] { TfBundle::open(prefix); });
+    const std::string index = prefix.string() + ".index";
+    EXPECT_EQ(error.rfind(index + ": ", 0), 0u) << error;
+    return error.substr(std::min(error.size(), index.size() + 2));
+  };
+  EXPECT_EQ(refused("dtype", "[(b'', header), (b'a', entry_proto(2**32 + 1, [2], 0, 0, 8, crc))]"),
+            "entry 'a': dtype is 4294967297, expected 0 to 2147483647");
+  EXPECT_EQ(refused("shard", "[(b'', header), (b'a', entry_proto(1, [2], 2**32, 0, 8, crc))]"),
+            "entry 'a': shard_id is 4294967296, expected 0 to 2147483647");
+  EXPECT_EQ(refused("num_shards", "[(b'', header_proto(2**32 + 1)), (b'a', " + ok_entry + ")]"),
+            "bundle header: num_shards is 4294967297, expected 0 to 2147483647");
+  EXPECT_EQ(refused("field", "[(b'', header), (b'a', _field(2**32 + 1, 0) + varint(1) + "
+                             "entry_proto(0, [2], 0, 0, 8, crc))]"),
+            "entry 'a': malformed protobuf: field number 4294967297 is past 2^29 - 1");
+  EXPECT_EQ(refused("offset", "[(b'', header), (b'a', entry_proto(1, [2], 0, 2**63, 8, crc))]"),
+            "entry 'a': offset 9223372036854775808 is 2^63 or more");
+  EXPECT_EQ(refused("dim", "[(b'', header), (b'a', entry_proto(1, [2**63], 0, 0, 8, crc))]"),
+            "entry 'a': shape has a negative dimension -9223372036854775808");
+}
+
+// 3000 keys of one more 'a' each, every one sharing all but its last byte with the one before: an
+// index of ~18 KB spelling out 4.5 MB of keys (n^2 / 2; a larger n, gigabytes) is refused.
+TEST(TfBundle, AnIndexWhoseKeysExpandPast64TimesItsSizeIsRefused) {
+  KILN_REQUIRE_TF_WRITER();
+  const fs::path prefix = crafted_bundle("expand", "[(b'', header)] + [(b'a' * k, b'') for k in range(1, 3001)]",
+                                         ", block_size=1 << 30, restart_interval=1 << 30");
+  const std::string error = error_of([&] { TfBundle::open(prefix); });
+  EXPECT_EQ(error.rfind(prefix.string() + ".index: data block at offset 0: the keys and values expand to more than 64 "
+                        "times the file's size at offset ", 0), 0u) << error;
 }
 
 }  // namespace

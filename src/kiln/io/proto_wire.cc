@@ -1,6 +1,8 @@
 #include "kiln/io/proto_wire.h"
 
+#include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kiln/core/error.h"
 
@@ -25,6 +27,8 @@ uint64_t ProtoReader::read_varint() {
 bool ProtoReader::next() {
   if (rest_.empty()) return false;
   const uint64_t key = read_varint();
+  // Protobuf field numbers end at 2^29 - 1; a larger one would alias a small one once narrowed.
+  if (key >> 3 > kMaxFieldNumber) fail("field number " + std::to_string(key >> 3) + " is past 2^29 - 1");
   field_ = uint32_t(key >> 3);
   wire_type_ = uint32_t(key & 7);
   if (field_ == 0) fail("field number 0");
@@ -40,6 +44,13 @@ void ProtoReader::expect(uint32_t wire_type) const {
 uint64_t ProtoReader::varint() {
   expect(kVarint);
   return read_varint();
+}
+
+int ProtoReader::int32_field(std::string_view name) {
+  const uint64_t value = varint();
+  if (value > uint64_t(INT32_MAX))
+    throw Error("{}: {} is {}, expected 0 to {}", what_, name, value, INT32_MAX);
+  return int(value);
 }
 
 uint32_t ProtoReader::fixed32() {

@@ -12,16 +12,20 @@ namespace kiln::io {
 class ProtoReader {
  public:
   enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
+  static constexpr uint64_t kMaxFieldNumber = (uint64_t(1) << 29) - 1;
 
   ProtoReader(std::string_view bytes, std::string what) : rest_(bytes), what_(std::move(what)) {}
 
-  // Reads the next field's key; false at the end of the message.
+  // Reads the next field's key; false at the end of the message. A field number of 0 or past
+  // kMaxFieldNumber is an error.
   bool next();
   uint32_t field() const { return field_; }
   uint32_t wire_type() const { return wire_type_; }
 
   // The current field's value; each throws kiln::Error when the wire type does not match.
   uint64_t varint();
+  // A varint that must lie in [0, 2^31 - 1] (an int32 or enum field); `name` names it in errors.
+  int int32_field(std::string_view name);
   uint32_t fixed32();
   std::string_view bytes();
   void skip();

@@ -14,6 +14,11 @@ namespace {
 
 constexpr uint64_t kTableMagic = 0xdb4775248b80fb57ull;
 constexpr size_t kFooterSize = 48, kTrailerSize = 5;
+// Keys share prefixes with the key before them, so a block of short entries can spell out far
+// more bytes than it holds (n entries each adding a byte to the last key: n^2 / 2). A TensorFlow
+// index expands by a few times; the keys and values read may not exceed this many times the
+// file's size.
+constexpr size_t kMaxExpansion = 64;
 
 struct BlockHandle {
   uint64_t offset = 0, size = 0;
@@ -82,7 +87,7 @@ class TableReader {
     return {p, h.size};
   }
 
-  std::vector<std::pair<std::string, std::string>> block_entries(const BlockHandle& h, const std::string& what) const {
+  std::vector<std::pair<std::string, std::string>> block_entries(const BlockHandle& h, const std::string& what) {
     const std::string_view data = block(h, what);
     if (data.size() < 4) fail(what + ": too short for its restart count");
     uint32_t restarts;
@@ -109,6 +114,10 @@ class TableReader {
         fail(what + ": restart point at offset " + std::to_string(at) + " shares a key prefix");
       key.resize(shared);
       key.append(in.substr(0, unshared));
+      decoded_ += key.size() + value_size;
+      if (decoded_ > kMaxExpansion * file_.size())
+        fail(what + ": the keys and values expand to more than " + std::to_string(kMaxExpansion) +
+             " times the file's size at offset " + std::to_string(at));
       out.emplace_back(key, std::string(in.substr(unshared, value_size)));
       in.remove_prefix(unshared + value_size);
     }
@@ -119,6 +128,7 @@ class TableReader {
 
   std::string path_;
   std::string file_;
+  size_t decoded_ = 0;  // bytes of keys and values read so far
 };
 
 }  // namespace

@@ -19,7 +19,8 @@ namespace kiln::io {
 
 // Every (key, value) of the table at `path`, in key order. Throws kiln::Error naming the file for
 // a bad footer or magic, a block out of range, a checksum mismatch, a compressed block, a
-// malformed entry or keys out of order.
+// malformed entry, keys out of order, or keys and values that expand (by shared prefixes) to
+// more than 64 times the file's size.
 std::vector<std::pair<std::string, std::string>> read_sstable(const std::filesystem::path& path);
 
 }  // namespace kiln::io

@@ -33,7 +33,7 @@ Shape parse_shape(std::string_view bytes, const std::string& what) {
       if (dim.field() == 1) size = int64_t(dim.varint());
       else dim.skip();
     }
-    if (size < 0) throw Error("{}: negative dimension {}", what, size);
+    if (size < 0) throw Error("{}: shape has a negative dimension {}", what, size);
     shape.push_back(size);
   }
   return shape;
@@ -46,9 +46,9 @@ TfTensorInfo parse_entry(const std::string& name, std::string_view bytes, const 
   ProtoReader r(bytes, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: t.dtype = int(r.varint()); break;
+      case 1: t.dtype = r.int32_field("dtype"); break;
       case 2: t.shape = parse_shape(r.bytes(), what); break;
-      case 3: t.shard = int(r.varint()); break;
+      case 3: t.shard = r.int32_field("shard_id"); break;
       case 4: t.offset = int64_t(r.varint()); break;
       case 5: t.size = int64_t(r.varint()); break;
       case 6: t.masked_crc = r.fixed32(); break;
@@ -56,7 +56,8 @@ TfTensorInfo parse_entry(const std::string& name, std::string_view bytes, const 
       default: r.skip();
     }
   }
-  if (t.offset < 0 || t.size < 0) throw Error("{}: negative offset or size", what);
+  if (t.offset < 0) throw Error("{}: offset {} is 2^63 or more", what, uint64_t(t.offset));
+  if (t.size < 0) throw Error("{}: size {} is 2^63 or more", what, uint64_t(t.size));
   return t;
 }
 
@@ -100,7 +101,7 @@ TfBundle TfBundle::open(const fs::path& prefix) {
     header = true;
     ProtoReader r(value, index + ": bundle header");
     while (r.next()) {
-      if (r.field() == 1) b.num_shards_ = int(r.varint());
+      if (r.field() == 1) b.num_shards_ = r.int32_field("num_shards");
       else if (r.field() == 2 && r.varint() != 0) throw Error("{}: a big-endian bundle; kiln reads little-endian ones", index);
       else if (r.field() != 2) r.skip();
     }

@@ -31,7 +31,9 @@ struct TfTensorInfo {
 class TfBundle {
  public:
   // Reads PREFIX.index. Throws kiln::Error naming the file for a malformed table or protobuf,
-  // a missing header, a big-endian bundle, or an entry whose shard is out of range.
+  // a missing header, a big-endian bundle, an entry whose shard is out of range, or a value past
+  // its field's range (dtype, shard_id and num_shards are int32; offset, size and dimensions
+  // below 2^63). Sizes are checked against the data file when a tensor is read.
   static TfBundle open(const std::filesystem::path& prefix);
 
   const std::vector<TfTensorInfo>& tensors() const { return tensors_; }  // in name order
