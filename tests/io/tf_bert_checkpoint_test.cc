@@ -5,7 +5,9 @@
 // mismatch are errors naming the variable and the file.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/tf_bert_checkpoint.h"
@@ -115,6 +117,26 @@ TEST(TfBertCheckpoint, AShapeMismatchNamesBothShapes) {
   EXPECT_EQ(error_of([&] { load_tf_bert_checkpoint(tf, target.store, 18); }),
             (tf / "model.ckpt-28252.index").string() + ": variable 'bert/embeddings/word_embeddings' has shape (17, 8); "
                 "the model's 'bert.embeddings.word_embeddings.weight' needs (18, 8)");
+}
+
+// A NaN or Inf in the TF weights imported with exit 0 and trained on NaN: it is refused naming the
+// variable and the data file, unless allow_non_finite (--allow-non-finite).
+TEST(TfBertCheckpoint, NonFiniteValuesAreRefusedNamingTheVariableUnlessAllowed) {
+  KILN_REQUIRE_TF_WRITER();
+  TinyModel source(1);
+  float* values = source.store.host_values().data();
+  values[source.store.find("bert.pooler.dense.bias")->offset + 1] = std::numeric_limits<float>::quiet_NaN();
+  values[source.store.find("bert.pooler.dense.bias")->offset + 5] = -std::numeric_limits<float>::infinity();
+  const fs::path tf = tf_bundle_of(source, "nan", "--vocab-size 18");
+  TinyModel target(2);
+  EXPECT_EQ(error_of([&] { load_tf_bert_checkpoint(tf, target.store, 18); }),
+            (tf / "model.ckpt-28252.data-00000-of-00001").string() +
+                ": tensor 'bert/pooler/dense/bias' holds NaN at element 1 (2 of 8 values are not finite); "
+                "--allow-non-finite loads it anyway");
+  EXPECT_EQ(load_tf_bert_checkpoint(tf, target.store, 18, true).loaded, int64_t(target.store.specs().size()));
+  const std::vector<float> bias = target.values("bert.pooler.dense.bias");
+  EXPECT_TRUE(std::isnan(bias[1]));
+  EXPECT_EQ(bias[5], -std::numeric_limits<float>::infinity());
 }
 
 }  // namespace

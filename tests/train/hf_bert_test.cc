@@ -7,6 +7,7 @@
 // mismatches are refused naming the file.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -194,6 +195,89 @@ TEST(HfBert, UnknownTensorsShapeMismatchesAndUntiedDecodersAreRefusedOnImport) {
             trained().string() + ": not empty; import into a new folder (nothing there is overwritten)");
   const std::string act = import_with("act", [](auto&, auto& config) { config["hidden_act"] = "relu"; });
   EXPECT_NE(act.find("hidden_act 'relu'"), std::string::npos) << act;
+}
+
+// config.json's sizes: each in [1, 2^31 - 1], the dropouts and layer_norm_eps in range, and the
+// parameter count they make checked against 64 bits (2^40 x 2^40 wrapped around before).
+TEST(HfBert, ConfigValuesAreRangeCheckedAndTheirProductsCannotOverflow) {
+  const nlohmann::json tiny = {{"model_type", "bert"},           {"vocab_size", 18},
+                               {"hidden_size", 16},              {"num_hidden_layers", 1},
+                               {"num_attention_heads", 2},       {"intermediate_size", 32},
+                               {"max_position_embeddings", 64},  {"type_vocab_size", 2}};
+  const auto error_with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json config = tiny;
+    config[key] = value;
+    return error_of([&] { bert_config_from_hf(config, "hf/config.json"); });
+  };
+  EXPECT_EQ(error_with("hidden_size", int64_t(1) << 40),
+            "hf/config.json: key 'hidden_size' is 1099511627776, expected 1 to 2147483647");
+  EXPECT_EQ(error_with("intermediate_size", int64_t(1) << 40),
+            "hf/config.json: key 'intermediate_size' is 1099511627776, expected 1 to 2147483647");
+  EXPECT_EQ(error_with("vocab_size", UINT64_MAX),
+            "hf/config.json: key 'vocab_size' is 18446744073709551615, expected 1 to 2147483647");
+  EXPECT_EQ(error_with("num_hidden_layers", 0), "hf/config.json: key 'num_hidden_layers' is 0, expected 1 to 2147483647");
+  EXPECT_EQ(error_with("type_vocab_size", -2), "hf/config.json: key 'type_vocab_size' is -2, expected 1 to 2147483647");
+  EXPECT_EQ(error_with("hidden_dropout_prob", 1.5), "hf/config.json: key 'hidden_dropout_prob' is 1.5, expected [0, 1)");
+  EXPECT_EQ(error_with("attention_probs_dropout_prob", -0.1),
+            "hf/config.json: key 'attention_probs_dropout_prob' is -0.1, expected [0, 1)");
+  EXPECT_EQ(error_with("layer_norm_eps", 0), "hf/config.json: key 'layer_norm_eps' is 0, expected (0, 1)");
+  nlohmann::json wide = tiny;
+  wide["hidden_size"] = wide["num_attention_heads"] = wide["intermediate_size"] = INT32_MAX;
+  EXPECT_EQ(error_of([&] { bert_config_from_hf(wide, "hf/config.json"); }),
+            "hf/config.json: vocab_size 18, hidden_size 2147483647, num_hidden_layers 1, intermediate_size "
+            "2147483647, max_position_embeddings 64 and type_vocab_size 2 make more than 2^63 parameters");
+  const BertTrainConfig c = bert_config_from_hf(tiny, "hf/config.json");
+  // Embeddings (18 + 64 + 2) x 16 + 2 x 16; one layer 4 (16^2 + 16) + 2 x 16 x 32 + 32 + 16 + 4 x 16.
+  EXPECT_EQ(hf_bert_body_parameters(c), (18 + 64 + 2) * 16 + 2 * 16 + 4 * (16 * 16 + 16) + 2 * 16 * 32 + 32 + 16 + 64);
+}
+
+// A config.json whose sizes make more weights than model.safetensors holds is refused before the
+// model is allocated (it was allocated and initialised, then refused tensor by tensor).
+TEST(HfBert, AConfigDescribingMoreWeightsThanTheFileHoldsIsRefusedBeforeAllocating) {
+  const fs::path dir = work_dir() / "config_too_big";
+  fs::create_directories(dir);
+  fs::copy_file(exported() / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  nlohmann::json config = nlohmann::json::parse(read_file(exported() / "config.json"));
+  config["hidden_size"] = 1024;
+  config["intermediate_size"] = 4096;
+  std::ofstream(dir / "config.json") << config.dump();
+  const std::string error = error_of([&] { import_hf_bert(dir, work_dir() / "config_too_big_ckpt", 1, 1); });
+  EXPECT_EQ(error, fmt::format("{}: vocab_size, hidden_size, num_hidden_layers and intermediate_size make 12651520 "
+                               "parameters in the embeddings and encoder, more than {} ({} bytes) holds at 2 bytes each",
+                               (dir / "config.json").string(), (dir / "model.safetensors").string(),
+                               fs::file_size(dir / "model.safetensors")));
+  EXPECT_FALSE(fs::exists(work_dir() / "config_too_big_ckpt"));
+}
+
+// A NaN in an imported Hugging Face tensor was imported with exit 0: it is refused naming the
+// tensor and the file; --allow-non-finite imports it anyway.
+TEST(HfBert, NonFiniteTensorsAreRefusedOnImportUnlessAllowed) {
+  const io::SafetensorsFile full = io::SafetensorsFile::open(exported() / "model.safetensors");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : full.names()) {
+    const Tensor t = full.get(name);
+    Tensor copy = Tensor::empty(t.shape, t.dtype);
+    std::copy_n(t.ptr<float>(), t.numel(), copy.ptr<float>());
+    if (name == "bert.encoder.layer.0.output.dense.weight") copy.ptr<float>()[3] = std::nanf("");
+    tensors.emplace_back(name, copy);
+  }
+  const fs::path dir = work_dir() / "nan";
+  fs::create_directories(dir);
+  io::save_safetensors(dir / "model.safetensors", tensors);
+  fs::copy_file(exported() / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  const auto [status, text] = kiln("checkpoint import --format hf " + dir.string() + " --output " +
+                                   (work_dir() / "nan_ckpt").string());
+  EXPECT_EQ(status, 2);
+  EXPECT_EQ(text, "kiln: error: " + (dir / "model.safetensors").string() +
+                      ": tensor 'bert.encoder.layer.0.output.dense.weight' holds NaN at element 3 (1 of 512 values "
+                      "are not finite); --allow-non-finite loads it anyway\n");
+  EXPECT_FALSE(fs::exists(work_dir() / "nan_ckpt"));
+  const auto [allowed, allowed_text] = kiln("checkpoint import --format hf " + dir.string() + " --output " +
+                                            (work_dir() / "nan_allowed_ckpt").string() + " --allow-non-finite");
+  ASSERT_EQ(allowed, 0) << allowed_text;
+  const Tensor w = io::SafetensorsFile::open(work_dir() / "nan_allowed_ckpt" / "iter_0000000" / "model.safetensors")
+                       .get("bert.encoder.layer.0.output.dense.weight");
+  EXPECT_TRUE(std::isnan(w.ptr<float>()[3]));
 }
 
 }  // namespace

@@ -5,13 +5,17 @@
 // a --load folder that does not exist warns and trains from scratch.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint_meta.h"
+#include "kiln/io/safetensors.h"
 #include "kiln/train/bert_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "kiln/train/recipes/resnet.h"
@@ -120,6 +124,47 @@ TEST(Resume, ALoadFolderThatDoesNotExistOrIsEmptyWarnsAndStartsFromScratch) {
                              " holds no checkpoint (no latest_checkpointed_iteration.txt): training from scratch\n");
 }
 
+// Rewrites `file` with element `index` of tensor `name` set to `value` (the others unchanged).
+void poison(const fs::path& file, const std::string& name, int64_t index, float value) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  {
+    const io::SafetensorsFile in = io::SafetensorsFile::open(file);
+    for (const std::string& n : in.names()) {
+      const Tensor t = in.get(n);
+      Tensor copy = Tensor::empty(t.shape, t.dtype);
+      std::memcpy(copy.data, t.data, t.nbytes());
+      if (n == name) copy.ptr<float>()[index] = value;
+      tensors.emplace_back(n, copy);
+    }
+  }
+  io::save_safetensors(file, tensors);
+}
+
+// NaN or Inf in resumed weights was loaded with exit 0: the weights, and the optimizer state when
+// the optimizer is loaded, are refused naming the file and the tensor, unless allow_non_finite.
+TEST(Resume, NonFiniteWeightsOrOptimizerStateAreRefusedUnlessAllowed) {
+  const fs::path dir = checkpoint_with("non_finite", saved_meta(kSettings));
+  Tensor w = Tensor::empty({2, 3}), m = Tensor::empty({2, 3});
+  for (int i = 0; i < 6; ++i) w.ptr<float>()[i] = m.ptr<float>()[i] = 0.5f - 0.25f * float(i);
+  const fs::path model = dir / "iter_0000004" / "model.safetensors", optimizer = dir / "iter_0000004" / "optimizer.safetensors";
+  io::save_safetensors(model, {{"w", w}});
+  io::save_safetensors(optimizer, {{"exp_avg.w", m}});
+  std::ostringstream console;
+  const auto resume = [&](ResumeFlags flags) {
+    return error_of([&] { find_resume_point(dir.string(), flags, kSettings, console); });
+  };
+  EXPECT_EQ(resume({}), "(no error)");
+  poison(optimizer, "exp_avg.w", 4, std::numeric_limits<float>::infinity());
+  EXPECT_EQ(resume({}), optimizer.string() + ": tensor 'exp_avg.w' holds Inf at element 4 (1 of 6 values are not "
+                                             "finite); --allow-non-finite loads it anyway");
+  EXPECT_EQ(resume({.no_load_optim = true}), "(no error)");  // the optimizer state is not loaded
+  EXPECT_EQ(resume({.finetune = true}), "(no error)");
+  poison(model, "w", 2, std::nanf(""));
+  EXPECT_EQ(resume({.finetune = true}), model.string() + ": tensor 'w' holds NaN at element 2 (1 of 6 values are not "
+                                                         "finite); --allow-non-finite loads it anyway");
+  EXPECT_EQ(resume({.allow_non_finite = true}), "(no error)");
+}
+
 // ---- through `kiln train bert` / `train resnet` ----
 
 const testing::TinyBert& bert_data() {
@@ -226,6 +271,28 @@ TEST(Resume, AMissingMetaKeyIsOneLineNamingTheFileAndKey) {
   const auto [status, out] = testing::run_command(command, testing::Capture::stderr_only);
   EXPECT_EQ(status, 2) << out;
   EXPECT_EQ(out, "kiln: error: " + run.meta().string() + ": key 'run.train.seed' is missing\n");
+}
+
+// Through the command: a NaN in the checkpoint's weights ends `kiln train bert --load` with one
+// line naming the file and the tensor, exit 2; --allow-non-finite reaches the check (the flag is
+// registered for BERT and ResNet alike).
+TEST(Resume, BertRefusesNonFiniteResumedWeightsAndTheFlagIsRegistered) {
+  StoppedBert run("bert_non_finite");
+  const fs::path model = run.dir / "ckpt" / "iter_0000004" / "model.safetensors";
+  poison(model, "bert.pooler.dense.bias", 3, -std::numeric_limits<float>::infinity());
+  std::string command = std::string(KILN_BINARY) + " train bert";
+  for (const std::string& f : with_flags(bert_data().flags, run.flags({}))) command += " '" + f + "'";
+  const auto [status, out] = testing::run_command(command, testing::Capture::stderr_only);
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_EQ(out, "kiln: error: " + model.string() + ": tensor 'bert.pooler.dense.bias' holds -Inf at element 3 (1 of "
+                     "16 values are not finite); --allow-non-finite loads it anyway\n");
+  EXPECT_TRUE(bert({"--allow-non-finite"}).resume.allow_non_finite);
+  EXPECT_FALSE(bert({}).resume.allow_non_finite);
+  ResNetTrainConfig c;
+  ConfigRegistry registry;
+  register_resnet_config(registry, c);
+  testing::apply_flag_list(registry, {"--allow-non-finite"});
+  EXPECT_TRUE(c.resume.allow_non_finite);
 }
 
 TEST(Resume, ACheckpointOfAnotherFormatIsRefused) {

@@ -34,6 +34,7 @@ void add_import(CLI::App& checkpoint) {
   struct Args {
     std::string format, input, output;
     int64_t divisible_by = 1, seed = 12345;
+    bool allow_non_finite = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = checkpoint.add_subcommand(
@@ -47,8 +48,10 @@ void add_import(CLI::App& checkpoint) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the initialisation of parameters the checkpoint lacks")
       ->capture_default_str();
+  cmd->add_flag("--allow-non-finite", a->allow_non_finite, "import tensors that hold NaN or Inf (refused otherwise)");
   cmd->callback([a] {
-    const train::HfImportSummary s = train::import_hf_bert(a->input, a->output, a->divisible_by, uint64_t(a->seed));
+    const train::HfImportSummary s =
+        train::import_hf_bert(a->input, a->output, a->divisible_by, uint64_t(a->seed), a->allow_non_finite);
     for (const std::string& name : s.initialised)
       std::printf("checkpoint import: %s is not in the checkpoint: initialised\n", name.c_str());
     std::printf("checkpoint import: %s -> %s\n", a->input.c_str(), s.checkpoint.c_str());

@@ -9,6 +9,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/io/bert_names.h"
+#include "kiln/io/finite_check.h"
 #include "kiln/io/tf_bundle.h"
 
 namespace kiln::io {
@@ -53,7 +54,8 @@ std::optional<TfNameMapping> map_tf_bert_name(const std::string& tf_name) {
   return m;
 }
 
-TfImportSummary load_tf_bert_checkpoint(const std::filesystem::path& path, ParamStore& store, int64_t vocab_size) {
+TfImportSummary load_tf_bert_checkpoint(const std::filesystem::path& path, ParamStore& store, int64_t vocab_size,
+                                        bool allow_non_finite) {
   TfImportSummary summary;
   summary.prefix = resolve_tf_checkpoint(path);
   const TfBundle bundle = TfBundle::open(summary.prefix);
@@ -82,6 +84,7 @@ TfImportSummary load_tf_bert_checkpoint(const std::filesystem::path& path, Param
       throw Error("{}: variable '{}' has shape {}; the model's '{}' needs {}", index, t.name, shape_str(t.shape),
                   spec->name, shape_str(expected));
     const std::vector<float> v = bundle.read_f32(t);
+    if (!allow_non_finite) check_finite(v.data(), int64_t(v.size()), bundle.data_file(t.shard).string(), t.name);
     float* dst = values + spec->offset;
     if (m->transpose) {
       const int64_t in = t.shape[0], out = t.shape[1];

@@ -31,8 +31,10 @@ struct TfImportSummary {
 // Overwrites every parameter of `store` (a CPU store) from the TF checkpoint at `path` (see
 // resolve_tf_checkpoint in io/tf_bundle.h). `vocab_size` is the unpadded vocabulary: the TF word
 // embeddings and decoder bias have that many rows, kiln's may have more. A variable the model
-// lacks, a parameter the checkpoint lacks, a shape mismatch, an unreadable dtype or a bad
-// checksum is a kiln::Error naming the variable and the file.
-TfImportSummary load_tf_bert_checkpoint(const std::filesystem::path& path, ParamStore& store, int64_t vocab_size);
+// lacks, a parameter the checkpoint lacks, a shape mismatch, an unreadable dtype, a bad checksum
+// or a value that is NaN or Inf (unless `allow_non_finite`) is a kiln::Error naming the variable
+// and the file.
+TfImportSummary load_tf_bert_checkpoint(const std::filesystem::path& path, ParamStore& store, int64_t vocab_size,
+                                        bool allow_non_finite = false);
 
 }  // namespace kiln::io

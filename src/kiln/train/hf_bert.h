@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,12 @@ namespace kiln::train {
 nlohmann::json hf_bert_config_json(const BertTrainConfig& c, int64_t vocab_size);
 // The model fields of a BertTrainConfig from config.json (`file` names it in errors): the
 // architecture sizes, dropouts and layer_norm_eps; hidden_act must be "gelu" (kiln's erf GELU).
+// Every size must lie in [1, 2^31 - 1], the dropouts in [0, 1), layer_norm_eps in (0, 1), and the
+// parameter count must fit 64 bits; else a kiln::Error naming the file and the key.
 BertTrainConfig bert_config_from_hf(const nlohmann::json& config, const std::string& file);
+// The parameters of the embeddings and the encoder layers (what every BERT checkpoint holds: no
+// pooler, no heads), or nullopt when the count leaves int64.
+std::optional<int64_t> hf_bert_body_parameters(const BertTrainConfig& c);
 
 struct HfExportSummary {
   std::filesystem::path checkpoint;  // the kiln checkpoint read
@@ -46,8 +52,9 @@ struct HfImportSummary {
 // Reads HF_DIR/config.json and HF_DIR/model.safetensors, writes OUT/iter_0000000 (model only) and
 // its pointer file; OUT must be new or empty. `vocab_divisible_by` pads the vocabulary as --make-vocab-size-divisible-by
 // will in the run that loads it; `seed` initialises the missing parameters. A tensor kiln has no
-// parameter for, or of another shape, is a kiln::Error naming it and the file.
+// parameter for, or of another shape, or one holding NaN or Inf (unless `allow_non_finite`), is a
+// kiln::Error naming it and the file. F64, F32, F16 and BF16 tensors are read.
 HfImportSummary import_hf_bert(const std::filesystem::path& hf_dir, const std::filesystem::path& out,
-                               int64_t vocab_divisible_by, uint64_t seed);
+                               int64_t vocab_divisible_by, uint64_t seed, bool allow_non_finite = false);
 
 }  // namespace kiln::train

@@ -10,6 +10,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/io/bert_names.h"
 #include "kiln/io/checkpoint.h"
+#include "kiln/io/finite_check.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/models/bert.h"
 #include "kiln/train/hf_bert.h"
@@ -41,7 +42,8 @@ std::vector<float> as_f32(const Tensor& t, const std::string& file, const std::s
       case DType::f32: v[i] = t.ptr<float>()[i]; break;
       case DType::f16: v[i] = f16_to_f32(t.ptr<uint16_t>()[i]); break;
       case DType::bf16: v[i] = bf16_to_f32(t.ptr<uint16_t>()[i]); break;
-      default: throw Error("{}: tensor '{}' is {}; kiln reads F32, F16 and BF16", file, name, dtype_name(t.dtype));
+      case DType::f64: v[i] = float(t.ptr<double>()[i]); break;
+      default: throw Error("{}: tensor '{}' is {}; kiln reads F64, F32, F16 and BF16", file, name, dtype_name(t.dtype));
     }
   }
   return v;
@@ -75,7 +77,8 @@ BertTrainConfig read_config(const fs::path& hf_dir) {
 }
 
 // Overwrites the parameters of `store` that `hf` holds; returns the names of those it lacks.
-std::vector<std::string> load_tensors(const io::SafetensorsFile& hf, ParamStore& store, int64_t vocab) {
+std::vector<std::string> load_tensors(const io::SafetensorsFile& hf, ParamStore& store, int64_t vocab,
+                                      bool allow_non_finite) {
   const std::string file = hf.path().string();
   std::set<std::string> missing;
   for (const ParamSpec& s : store.specs()) missing.insert(s.name);
@@ -84,6 +87,7 @@ std::vector<std::string> load_tensors(const io::SafetensorsFile& hf, ParamStore&
     const std::string name = kiln_name(hf_name);
     if (is_buffer(name)) continue;
     const Tensor t = hf.get(hf_name);
+    if (!allow_non_finite) io::check_finite(t, file, hf_name);
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") {
       tied[name] = as_f32(t, file, hf_name);
       continue;
@@ -107,7 +111,8 @@ std::vector<std::string> load_tensors(const io::SafetensorsFile& hf, ParamStore&
 
 }  // namespace
 
-HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int64_t vocab_divisible_by, uint64_t seed) {
+HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int64_t vocab_divisible_by, uint64_t seed,
+                               bool allow_non_finite) {
   if (fs::exists(out) && !fs::is_empty(out))
     throw Error("{}: not empty; import into a new folder (nothing there is overwritten)", out.string());
   BertTrainConfig c = read_config(hf_dir);
@@ -116,12 +121,20 @@ HfImportSummary import_hf_bert(const fs::path& hf_dir, const fs::path& out, int6
   const fs::path model_file = hf_dir / "model.safetensors";
   if (!fs::exists(model_file))
     throw Error("{}: missing (kiln reads safetensors checkpoints; convert pytorch_model.bin first)", model_file.string());
+  // The model is allocated from config.json's sizes: they must fit the weights the file holds
+  // (2 bytes each at the least, F16 / BF16) before anything is allocated.
+  const int64_t body = *hf_bert_body_parameters(c);
+  const uint64_t file_bytes = fs::file_size(model_file);
+  if (uint64_t(body) > file_bytes / 2)
+    throw Error("{}: vocab_size, hidden_size, num_hidden_layers and intermediate_size make {} parameters in the "
+                "embeddings and encoder, more than {} ({} bytes) holds at 2 bytes each",
+                (hf_dir / "config.json").string(), body, model_file.string(), file_bytes);
 
   ParamStore store;
   models::BertForPretraining model(bert_model_config(c), store);
   model.init_mlperf(seed);
   HfImportSummary s;
-  s.initialised = load_tensors(io::SafetensorsFile::open(model_file), store, c.vocab_size);
+  s.initialised = load_tensors(io::SafetensorsFile::open(model_file), store, c.vocab_size, allow_non_finite);
   nlohmann::json meta = {{"step", 0},          {"optimizer_steps", 0}, {"skipped_steps", 0},
                          {"samples_consumed", 0}, {"evaluations", 0},  {"target_reached", false},
                          {"imported_from", hf_dir.string()}};

@@ -7,6 +7,8 @@
 
 #include "kiln/core/error.h"
 #include "kiln/io/checkpoint.h"
+#include "kiln/io/finite_check.h"
+#include "kiln/io/safetensors.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -28,6 +30,17 @@ bool waived(RunSetting::Waiver w, const ResumeFlags& f) {
     case RunSetting::Waiver::no_load_optim: return f.finetune || f.no_load_optim;
   }
   return false;
+}
+
+// Weights or optimizer state holding NaN or Inf would train on NaN from the first step; what the
+// resume loads is checked before anything else happens (a missing file is load_checkpoint's error).
+void check_finite_checkpoint(const fs::path& dir, bool optimizer) {
+  for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
+    const fs::path file = dir / name;
+    if ((!optimizer && file.filename() == "optimizer.safetensors") || !fs::exists(file)) continue;
+    const io::SafetensorsFile tensors = io::SafetensorsFile::open(file);
+    for (const std::string& tensor : tensors.names()) io::check_finite(tensors.get(tensor), file.string(), tensor);
+  }
 }
 
 std::string remedy(RunSetting::Waiver w) {
@@ -72,6 +85,7 @@ ResumePoint find_resume_point(const std::string& load_dir, const ResumeFlags& fl
                 s.value.dump(), remedy(s.waiver));
   }
   point.checkpoint = std::move(meta);
+  if (!flags.allow_non_finite) check_finite_checkpoint(point.checkpoint->dir(), point.loads_optimizer());
   return point;
 }
 

@@ -8,8 +8,10 @@
 //   sequence length / image size, batch  --finetune
 //   seed                                 --no-load-rng or --finetune
 //   optimizer                            --no-load-optim or --finetune
-// A checkpoint of another format is always refused (io/checkpoint_meta.h). A --load folder that
-// does not exist, or holds no checkpoint, is a warning and a run from scratch (as Megatron).
+// A checkpoint of another format is always refused (io/checkpoint_meta.h), and one whose weights
+// (or, when the optimizer is loaded, optimizer state) hold NaN or Inf unless --allow-non-finite
+// (io/finite_check.h). A --load folder that does not exist, or holds no checkpoint, is a warning
+// and a run from scratch (as Megatron).
 #pragma once
 #include <nlohmann/json.hpp>
 

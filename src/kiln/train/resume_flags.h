@@ -8,6 +8,9 @@
 //                     run continues with its own
 //   --finetune        the weights only: step 0, fresh optimizer, this run's seed, the data from
 //                     its start, a new MLPerf log; sequence length and batch may differ
+//   --allow-non-finite  load weights (and optimizer state) holding NaN or Inf, which are
+//                     otherwise refused naming the tensor (io/finite_check.h); also for the
+//                     TensorFlow checkpoint of --init-checkpoint
 #pragma once
 
 #include "kiln/train/config_registry.h"
@@ -18,9 +21,10 @@ struct ResumeFlags {
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool finetune = false;
+  bool allow_non_finite = false;
 };
 
-// run.no_load_optim, run.no_load_rng, run.finetune.
+// run.no_load_optim, run.no_load_rng, run.finetune, run.allow_non_finite.
 void register_resume_flags(ConfigRegistry& registry, ResumeFlags& flags);
 
 }  // namespace kiln::train

@@ -119,7 +119,8 @@ void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const Res
                            resume.checkpoint->dir().string());
     return;
   }
-  const io::TfImportSummary s = io::load_tf_bert_checkpoint(c.init_checkpoint, store, c.vocab_size);
+  const io::TfImportSummary s =
+      io::load_tf_bert_checkpoint(c.init_checkpoint, store, c.vocab_size, c.resume.allow_non_finite);
   console << fmt::format("initialised {} parameters from TensorFlow checkpoint {} ({} optimizer variables skipped)\n",
                          s.loaded, s.prefix.string(), s.skipped);
 }
