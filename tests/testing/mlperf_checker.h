@@ -1,7 +1,9 @@
 // tests/testing/mlperf_checker.h — runs the official MLPerf compliance checker (the
 // mlperf_logging package of mlcommons/logging) on a log. The package is found at
 // $KILN_MLPERF_LOGGING (a checkout of mlcommons/logging: the folder holding setup.py) or
-// installed (`pip install git+https://github.com/mlcommons/logging`).
+// installed (`pip install git+https://github.com/mlcommons/logging`). Where it is nowhere, a
+// test that wants it is skipped, saying so; with KILN_REQUIRE_MLPERF_CHECKER=1 (CI: .ci/run)
+// it fails instead.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <iostream>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -31,6 +32,20 @@ inline std::optional<std::string> mlperf_logging_path() {
   return found;
 }
 
+// KILN_REQUIRE_MLPERF_CHECKER=1: a missing checker fails the tests that want it.
+inline bool mlperf_checker_required() {
+  const char* env = std::getenv("KILN_REQUIRE_MLPERF_CHECKER");
+  return env && std::string(env) == "1";
+}
+
+// Why the checker is not there, for a skip or a failure.
+inline std::string mlperf_checker_missing() {
+  const char* env = std::getenv("KILN_MLPERF_LOGGING");
+  return env ? "KILN_MLPERF_LOGGING=" + std::string(env) + " holds no mlperf_logging/compliance_checker"
+             : "the official mlperf_logging package is not installed (pip install "
+               "git+https://github.com/mlcommons/logging or set KILN_MLPERF_LOGGING)";
+}
+
 struct CheckerResult {
   int exit_code = -1;  // 0: SUCCESS
   std::string output;
@@ -50,25 +65,34 @@ inline CheckerResult run_compliance_checker(const std::filesystem::path& log, co
   return {rc, out};
 }
 
-// In a test: the official checker must accept `log` where it is installed; elsewhere says once
-// that the log was not checked (the test's other checks still run).
-inline void expect_compliant_where_checker_installed(const std::filesystem::path& log, const std::string& ruleset) {
-  if (!mlperf_logging_path()) {
-    static bool said = false;
-    if (!said) std::cout << "the official MLPerf checker is not installed: MLPerf logs are not checked\n";
-    said = true;
-    return;
+// In a test that found no checker: skips, saying what went unchecked (the test's other checks
+// still count: a failure among them still fails it); fails instead with
+// KILN_REQUIRE_MLPERF_CHECKER=1.
+inline void skip_or_fail_without_checker(const std::string& unchecked) {
+  if (mlperf_checker_required()) {
+    ADD_FAILURE() << mlperf_checker_missing() << " (KILN_REQUIRE_MLPERF_CHECKER=1): " << unchecked << " not checked";
+  } else {
+    GTEST_SKIP() << mlperf_checker_missing() << ": " << unchecked << " not checked";
   }
+}
+
+// In a test: the official checker must accept `log`; without one, skip_or_fail_without_checker.
+inline void expect_compliant_where_checker_installed(const std::filesystem::path& log, const std::string& ruleset) {
+  if (!mlperf_logging_path()) return skip_or_fail_without_checker(log.string());
   const CheckerResult check = run_compliance_checker(log, ruleset);
   EXPECT_EQ(check.exit_code, 0) << check.output;
 }
 
 }  // namespace kiln::testing
 
-// In a test body: skips (saying why) when the official checker is not installed anywhere.
-#define KILN_REQUIRE_MLPERF_CHECKER()                                                           \
-  do {                                                                                          \
-    if (!::kiln::testing::mlperf_logging_path())                                                \
-      GTEST_SKIP() << "the official mlperf_logging package is not installed (pip install "      \
-                      "git+https://github.com/mlcommons/logging or set KILN_MLPERF_LOGGING)";   \
+// In a test body or SetUp: skips (saying why) when the official checker is not installed
+// anywhere; fails instead with KILN_REQUIRE_MLPERF_CHECKER=1.
+#define KILN_REQUIRE_MLPERF_CHECKER()                                                   \
+  do {                                                                                  \
+    if (!::kiln::testing::mlperf_logging_path()) {                                      \
+      if (::kiln::testing::mlperf_checker_required())                                   \
+        GTEST_FAIL() << ::kiln::testing::mlperf_checker_missing()                       \
+                     << " (KILN_REQUIRE_MLPERF_CHECKER=1)";                             \
+      GTEST_SKIP() << ::kiln::testing::mlperf_checker_missing();                        \
+    }                                                                                   \
   } while (0)
