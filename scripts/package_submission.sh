@@ -31,18 +31,25 @@ division=closed status="Available on-premise" ruleset=5.0.0 logs=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --out) out=${2:-}; shift 2 ;;
-    --benchmark) benchmark=${2:-}; shift 2 ;;
-    --system) system=${2:-}; shift 2 ;;
-    --submitter) submitter=${2:-}; shift 2 ;;
-    --division) division=${2:-}; shift 2 ;;
-    --status) status=${2:-}; shift 2 ;;
-    --ruleset) ruleset=${2:-}; shift 2 ;;
+    --out|--benchmark|--system|--submitter|--division|--status|--ruleset)
+      [[ $# -ge 2 ]] || die "$1 needs a value (--help)"
+      case "$1" in
+        --out) out=$2 ;;
+        --benchmark) benchmark=$2 ;;
+        --system) system=$2 ;;
+        --submitter) submitter=$2 ;;
+        --division) division=$2 ;;
+        --status) status=$2 ;;
+        --ruleset) ruleset=$2 ;;
+      esac
+      shift 2 ;;
     --*) die "unknown option $1 (--help)" ;;
     *) logs+=("$1"); shift ;;
   esac
 done
 [[ -n "$out" ]] || die "--out DIR is required (--help)"
+# The system name is a folder and a file name in the layout.
+[[ "$system" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || die "--system '$system': letters, digits, '.', '_', '-' only"
 case "$benchmark" in bert) required=10 ;; resnet) required=5 ;; *) die "--benchmark must be bert or resnet" ;; esac
 case "$division" in closed|open) ;; *) die "--division must be closed or open" ;; esac
 [[ ${#logs[@]} -gt 0 ]] || die "no result logs given (--help)"

@@ -3,7 +3,24 @@
 # system description (the fields of mlperf_logging's system_desc_checker), and the code reference.
 # What cannot be detected is left "" for the submitter to fill in (unknown_system_fields).
 
-json_escape() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '%s' "${s//$'\t'/ }"; }
+# json_escape TEXT: TEXT as the inside of a JSON string (quotes, backslashes, control characters).
+json_escape() {
+  local s=$1 out="" c code i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case "$c" in
+      '"' | \\) out+="\\$c" ;;
+      $'\n') out+='\n' ;;
+      $'\r') out+='\r' ;;
+      $'\t') out+='\t' ;;
+      *)
+        printf -v code '%d' "'$c"
+        if ((code >= 0 && code < 32)); then printf -v c '\\u%04x' "$code"; fi
+        out+=$c ;;
+    esac
+  done
+  printf '%s' "$out"
+}
 
 lscpu_field() { LC_ALL=C lscpu 2>/dev/null | sed -n "s/^$1:[[:space:]]*//p" | head -1; }
 

@@ -88,6 +88,37 @@ TEST(PackageSubmission, BadUsageNamesWhatIsWrong) {
   const auto [rc2, out2] = testing::run_command(kScript + " --out x --benchmark gpt3 a.log");
   EXPECT_EQ(rc2, 2);
   EXPECT_NE(out2.find("--benchmark must be bert or resnet"), std::string::npos) << out2;
+  const auto [rc3, out3] = testing::run_command(kScript + " --out x --benchmark bert --system ../up a.log");
+  EXPECT_EQ(rc3, 2);
+  EXPECT_NE(out3.find("--system '../up': letters, digits, '.', '_', '-' only"), std::string::npos) << out3;
+}
+
+// `--out` as the last word used to loop forever (shift 2 with one word left shifts nothing).
+TEST(PackageSubmission, ALastOptionWithoutAValueIsAnError) {
+  for (const char* option : {"--out", "--benchmark", "--system", "--submitter", "--division", "--status", "--ruleset"}) {
+    const auto [rc, out] = testing::run_command("timeout 20 " + kScript + " --out x a.log " + option);
+    EXPECT_EQ(rc, 2) << option << ": " << out;  // 124 when it loops
+    EXPECT_NE(out.find(std::string("package_submission: ") + option + " needs a value (--help)"), std::string::npos)
+        << out;
+  }
+}
+
+// Quotes, backslashes, newlines and other control characters in a field stay inside its JSON string.
+TEST(PackageSubmission, SystemDescriptionIsJsonWhateverItsFieldsHold) {
+  const fs::path dir = testing::unique_temp_dir("package_submission_json");
+  const fs::path log = write_log(dir / "result_bert_1.log", "success");
+  const fs::path out = dir / "submission";
+  const std::string submitter = "acme\n\"quoted\" back\\slash\ttab\001bell\037end";  // in '' for the shell
+  const auto [rc, output] = testing::run_command(kScript + " --out '" + out.string() +
+                                                 "' --benchmark bert --system box --submitter '" + submitter + "' '" +
+                                                 log.string() + "'");
+  ASSERT_EQ(rc, 0) << output;
+  const fs::path json = out / "systems/box.json";
+  const auto [py_rc, py_out] = testing::run_command(
+      "python3 -c 'import json, sys; print(repr(json.load(open(sys.argv[1]))[\"submitter\"]))' '" + json.string() + "'");
+  EXPECT_EQ(py_rc, 0) << py_out << read_file(json);
+  EXPECT_EQ(py_out, "'acme\\n\"quoted\" back\\\\slash\\ttab\\x01bell\\x1fend'\n") << read_file(json);
+  EXPECT_EQ(nlohmann::json::parse(read_file(json))["submitter"], submitter);
 }
 
 }  // namespace
