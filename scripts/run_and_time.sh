@@ -16,6 +16,7 @@ environment:
   SUBMISSION_PLATFORM  MLPerf submission_platform, also in the console log's name (kiln-cpu)
   INIT_BENCHMARK       steps of the init phase (10)
   KILN                 the kiln binary (default: build/kiln, else kiln on PATH)
+  LAUNCH               a launcher for both phases, e.g. "mpirun -np 8" for a preset of 8 devices
   BASEDIR, BS, ...     any kiln train $bench environment variable (kiln train $bench --help)
 Exit status: the run phase's (1 when the init phase fails).
 TEXT
@@ -45,12 +46,14 @@ run_and_time() {
 
   # Init phase: fake data, zero weights, BENCHMARK steps to warm caches; logs up to init_stop.
   # shellcheck disable=SC2086  # init_env is a list of VAR=value words
-  if ! env INITMLPERF=1 BENCHMARK="${INIT_BENCHMARK:-10}" $init_env \
+  # shellcheck disable=SC2086  # LAUNCH is a command line, split into words
+  if ! env INITMLPERF=1 BENCHMARK="${INIT_BENCHMARK:-10}" $init_env ${LAUNCH:-} \
       "$kiln" train "$bench" --output-dir "$out" "$@" 2>&1 | tee "$console"; then
     echo "run_and_time $bench: the init phase failed" | tee -a "$console"
     return 1
   fi
   # Run phase: appends run_start .. run_stop to the same MLPerf log, on the real data.
-  env RUNMLPERF=1 "$kiln" train "$bench" --output-dir "$out" "$@" 2>&1 | tee -a "$console"
+  # shellcheck disable=SC2086
+  env RUNMLPERF=1 ${LAUNCH:-} "$kiln" train "$bench" --output-dir "$out" "$@" 2>&1 | tee -a "$console"
   return "${PIPESTATUS[0]}"
 }

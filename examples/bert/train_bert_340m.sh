@@ -1,6 +1,8 @@
 #!/bin/bash
 # Runs the "340M" parameter model (BERT-Large shape, pre-LN) the way Megatron-LM's
-# examples/bert/train_bert_340m_distributed.sh does, with kiln on one process.
+# examples/bert/train_bert_340m_distributed.sh does, with kiln: one process, or as many as the
+# launcher in LAUNCH starts (train_bert_340m_distributed.sh sets it to mpirun; slurm_bert_340m.sbatch
+# runs this script under srun, one task per device).
 #
 #   examples/bert/train_bert_340m.sh CHECKPOINT_PATH TENSORBOARD_LOGS_PATH VOCAB_FILE DATA_PATH [kiln flags...]
 #
@@ -13,9 +15,10 @@
 # dynamic loss scaler (--initial-loss-scale 2^32, --loss-scale-window 1000, --hysteresis 2); on a
 # CPU without f16 arithmetic kiln says so at start and multiplies in f32. Pass --bf16 instead where
 # the CPU has bf16 instructions (`kiln cpu`).
-# Megatron flags this script leaves out until kiln has them: --tensor-model-parallel-size 8
-# --pipeline-model-parallel-size 16 (kiln is single-process today; Megatron's own script asks for
-# 24 layers over 16 stages).
+# Megatron's script also asks for --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16,
+# which its own 8 GPUs cannot hold and 24 layers cannot split into; this one is data parallel over
+# the processes started (micro batch 4 per rank; the global batch 32 needs 1, 2, 4 or 8 of them).
+# Pass --tensor-model-parallel-size / --pipeline-model-parallel-size to split the model instead.
 set -euo pipefail
 
 if [ $# -lt 4 ]; then
@@ -98,7 +101,8 @@ if [[ " ${USER_ARGS[*]} " == *" --bf16 "* ]]; then
   TRAINING_ARGS=("${kept[@]}")
 fi
 
-exec "$KILN" train bert --config "$ROOT/configs/bert-340m.toml" \
+# shellcheck disable=SC2086  # LAUNCH is a command line, split into words
+exec ${LAUNCH:-} "$KILN" train bert --config "$ROOT/configs/bert-340m.toml" \
     "${BERT_MODEL_ARGS[@]}" \
     "${TRAINING_ARGS[@]}" \
     "${DATA_ARGS[@]}" \

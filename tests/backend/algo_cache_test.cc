@@ -11,29 +11,14 @@
 #include <optional>
 #include <string>
 
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::ops {
 namespace {
 namespace fs = std::filesystem;
 
-// Sets an environment variable for the test's scope, then puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 TEST(AlgoCache, WinnersSurviveIntoTheNextProcessThroughTheFile) {
   const fs::path file = testing::unique_temp_dir("algo_cache") / "nested" / "algorithms.json";

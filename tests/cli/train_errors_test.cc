@@ -61,9 +61,9 @@ TEST(TrainErrors, UnsupportedTensorParallelRunsAreRefusedInOneLine) {
   const fs::path dir = fresh_temp_dir("tp-pp");
   const std::string train = kTrain + " --output-dir " + dir.string();
   const std::string tp2 = train + " --tensor-model-parallel-size 2";
-  expect_one_line_error(run(tp2), "1 processes do not split into --tensor-model-parallel-size 2");
+  expect_one_line_error(run(tp2), "1 devices do not split into --tensor-model-parallel-size 2");
   expect_one_line_error(run(tp2 + " --pipeline-model-parallel-size 2"),
-                        "1 processes do not split into --tensor-model-parallel-size 2 x --pipeline-model-parallel-size 2: "
+                        "1 devices do not split into --tensor-model-parallel-size 2 x --pipeline-model-parallel-size 2: "
                         "start a multiple of 4");
   expect_one_line_error(run(tp2 + " --num-attention-heads 3 --hidden-size 129"),
                         "model.num_attention_heads 3 is not divisible by it");
@@ -104,6 +104,29 @@ TEST(TrainErrors, CorruptShardIsNamedAndPreparedDataIsUntouched) {
       << "a run that never started must not leave an MLPerf log";
 }
 
+// The reference and tinygrad start the timed run from the MLPerf checkpoint; so does kiln's run
+// phase, unless the user asks for random weights. Nothing is written before it stops.
+TEST(TrainErrors, RunPhaseWithoutTheMlperfCheckpointSaysHowToGetIt) {
+  const fs::path dir = fresh_temp_dir("run-phase-weights");
+  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(30000));
+  const Outcome prepared = run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
+                               " --vocab " + test_vocab().string() + " --output " + (dir / "data").string() +
+                               " --max-seq-length 32 --max-predictions 5 --dupe-factor 1 --eval-samples 16");
+  ASSERT_EQ(prepared.code, 0) << prepared.output;
+  const std::string train = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR
+                            "/configs/bert-tiny.toml --train-iters 1 --data " + (dir / "data").string() +
+                            " --output-dir " + (dir / "run").string();
+  const Outcome refused = run("RUNMLPERF=1 " + train);
+  expect_one_line_error(refused, "the MLPerf run phase starts from the MLPerf checkpoint model.ckpt-28252: set "
+                                 "--init-checkpoint DIR or INIT_CKPT_DIR (scripts/download_bert_data.sh fetches it), "
+                                 "or --init-random for random weights");
+  EXPECT_TRUE(!fs::exists(dir / "run") || fs::is_empty(dir / "run")) << "nothing may be written";
+  // --init-random passes this check; the run phase then wants its init phase's log.
+  expect_one_line_error(run("RUNMLPERF=1 " + train + " --init-random"), "run the init phase first");
+  // Outside the run phase random weights stay the default.
+  EXPECT_EQ(run(train).code, 0);
+}
+
 TEST(PrepareErrors, UnwritableOutputDirectoryIsNamed) {
   const fs::path dir = fresh_temp_dir("prepare-unwritable");
   kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(20000));
@@ -115,7 +138,7 @@ TEST(PrepareErrors, UnwritableOutputDirectoryIsNamed) {
 TEST(TrainErrors, GpusThatTheLauncherDidNotStartIsNamed) {
   const fs::path dir = fresh_temp_dir("gpus_variable");
   expect_one_line_error(run("GPUS=8 " + kTrain + " --output-dir " + dir.string()),
-                        "GPUS=8: kiln runs one process per device; start 8 with mpirun -np 8 (this is 1 process)");
+                        "8 devices (GPUS, --devices or parallel.devices): kiln runs one process per device; start 8 with mpirun -np 8 (this is 1 process)");
   EXPECT_EQ(run("GPUS=1 " + kTrain + " --output-dir " + dir.string()).code, 0);
 }
 

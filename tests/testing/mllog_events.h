@@ -34,4 +34,13 @@ inline int64_t count_key(const std::vector<std::string>& events, const std::stri
   return n;
 }
 
+// The value of the first event whose key is `key` (null when there is none).
+inline nlohmann::json event_value(const std::filesystem::path& log, const std::string& key) {
+  for (const std::string& e : mllog_events(log)) {
+    const nlohmann::json j = nlohmann::json::parse(e);
+    if (j.at("key") == key) return j.at("value");
+  }
+  return nullptr;
+}
+
 }  // namespace kiln::testing

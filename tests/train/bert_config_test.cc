@@ -1,5 +1,7 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include "kiln/train/bert_config.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
@@ -31,23 +34,124 @@ void resolve(Resolved& r, const std::string& toml, std::vector<std::string> args
   finalize_bert_config(r.config, r.registry);
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+using testing::ScopedEnv;
 
- private:
-  const char* name_;
-};
-
+// tinygrad (examples/mlperf/model_train.py, train_bert): OPT_BASE_LEARNING_RATE = 0.000175 x
+// sqrt(BS / 96), TRAIN_STEPS = 3,600,000 // BS, EVAL_STEP_FREQ = int(floor(0.05 x (230.23 x BS +
+// 3e6) / 25000) x 25000 / BS) (rounded down), MAX_EVAL_STEPS = ceil(10000 / EVAL_BS).
 TEST(BertConfig, DerivesTinygradDefaultsFromGlobalBatch) {
   Resolved r;
-  resolve(r, "[train]\nglobal_batch_size = 96\n", {"--fake-data", "--seq-length", "128"});
+  resolve(r, "[train]\nglobal_batch_size = 96\n[eval]\nbatch_size = 96\n", {"--fake-data", "--seq-length", "128"});
   EXPECT_NEAR(r.config.lr, 0.000175, 1e-12);
   EXPECT_EQ(r.config.train_steps, 37500);
-  EXPECT_EQ(r.config.eval_interval, 1563);  // ceil(150,000 / 96)
+  EXPECT_EQ(r.config.eval_interval, 1562);  // int(150,000 / 96) = int(1562.5)
   EXPECT_EQ(r.config.eval_iters, 105);      // ceil(10,000 / 96)
   EXPECT_EQ(r.config.accumulation_steps(), 1);
+  Resolved big;
+  resolve(big, "[train]\nglobal_batch_size = 1024\n[eval]\nbatch_size = 1024\n", {"--fake-data", "--seq-length", "128"});
+  EXPECT_EQ(big.config.eval_interval, 146);  // int(150,000 / 1024) = int(146.48)
+  EXPECT_EQ(big.config.eval_iters, 10);
+  EXPECT_EQ(big.config.train_steps, 3515);   // 3,600,000 // 1024
+  EXPECT_NEAR(big.config.lr, 0.000175 * std::sqrt(1024.0 / 96.0), 1e-12);
+  Resolved odd;
+  resolve(odd, "[train]\nglobal_batch_size = 90\n", {"--fake-data", "--seq-length", "128"});
+  EXPECT_EQ(odd.config.eval_interval, 1666);  // int(150,000 / 90) = int(1666.67)
+}
+
+// tinygrad: BS = 11 x GPUS when DEFAULT_FLOAT is HALF (or bf16), else 8 x GPUS; EVAL_BS = 1 x GPUS.
+TEST(BertConfig, BatchDefaultsFollowTinygradsFormulaInThePrecisionAndDevices) {
+  Resolved f32;
+  resolve(f32, "", {"--fake-data", "--seq-length", "64"});
+  EXPECT_EQ(f32.config.devices, 1);
+  EXPECT_EQ(f32.config.global_batch_size, 8);
+  EXPECT_EQ(f32.config.micro_batch_size, 8);
+  EXPECT_EQ(f32.config.eval_batch_size, 1);
+  EXPECT_EQ(f32.config.eval_iters, 10000);  // ceil(10,000 / 1)
+  EXPECT_EQ(f32.config.train_steps, 450000);
+  {
+    ScopedEnv half("DEFAULT_FLOAT", "HALF");
+    Resolved r;
+    resolve(r, "", {"--fake-data", "--seq-length", "64"});
+    EXPECT_EQ(r.config.global_batch_size, 11);
+  }
+  Resolved bf16;
+  resolve(bf16, "", {"--fake-data", "--seq-length", "64", "--bf16"});
+  EXPECT_EQ(bf16.config.global_batch_size, 11);
+  // A dry run plans for GPUS devices without their processes: 8 x 8, each rank a micro-batch of 8.
+  ScopedEnv gpus("GPUS", "8");
+  Resolved eight;
+  resolve(eight, "", {"--fake-data", "--seq-length", "64", "--dry-run"});
+  EXPECT_EQ(eight.config.devices, 8);
+  EXPECT_EQ(eight.config.global_batch_size, 64);
+  EXPECT_EQ(eight.config.micro_batch_size, 8);
+  EXPECT_EQ(eight.config.eval_batch_size, 8);
+  EXPECT_EQ(eight.config.accumulation_steps(), 1);
+  Resolved half8;
+  resolve(half8, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--fp16"});
+  EXPECT_EQ(half8.config.global_batch_size, 88);
+  // Under tensor x pipeline parallelism GPUS counts the data-parallel groups.
+  Resolved tp;
+  resolve(tp, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--tensor-model-parallel-size", "2",
+                   "--pipeline-model-parallel-size", "2"});
+  EXPECT_EQ(tp.config.data_parallel(), 2);
+  EXPECT_EQ(tp.config.global_batch_size, 16);
+  Resolved uneven;
+  EXPECT_NE(testing::error_of([&] {
+              resolve(uneven, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--tensor-model-parallel-size", "4",
+                                   "--pipeline-model-parallel-size", "4"});
+            }).find("8 devices do not split into --tensor-model-parallel-size 4 x --pipeline-model-parallel-size 4: "
+                    "start a multiple of 16"),
+            std::string::npos);
+}
+
+TEST(BertConfig, ATrainingRunMustBeStartedAsTheDevicesItNames) {
+  Resolved r;
+  EXPECT_EQ(testing::error_of([&] { resolve(r, "", {"--fake-data", "--seq-length", "64", "--devices", "4"}); }),
+            "4 devices (GPUS, --devices or parallel.devices): kiln runs one process per device; start 4 with mpirun -np 4 (this is 1 process)");
+  Resolved one;
+  resolve(one, "", {"--fake-data", "--seq-length", "64", "--devices", "1"});
+  EXPECT_EQ(one.config.devices, 1);
+}
+
+TEST(BertConfig, GradientAccumulationCountsTheMicroBatchesOfOneRank) {
+  ScopedEnv gpus("GPUS", "4");
+  Resolved r;
+  resolve(r, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--global-batch-size", "64",
+                  "--micro-batch-size", "4"});
+  EXPECT_EQ(r.config.accumulation_steps(), 4);  // 64 = 4 per micro-batch x 4 micro-batches x 4 ranks
+  Resolved bad;
+  EXPECT_NE(testing::error_of([&] {
+              resolve(bad, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--global-batch-size", "24",
+                                "--micro-batch-size", "4"});
+            }).find("train.global_batch_size (24) is not a multiple of train.micro_batch_size (4) x 4 data-parallel devices"),
+            std::string::npos);
+}
+
+// tinygrad's v5.0 8x MI300X run_and_time.sh: BS=EVAL_BS=1024 OPT_BASE_LEARNING_RATE=0.0011
+// OPT_LAMB_BETA_1=0.60466 OPT_LAMB_BETA_2=0.85437 DECAY=0.1 TRAIN_STEPS=3900 DEFAULT_FLOAT=HALF, GPUS=8.
+TEST(BertConfig, TheEightMi300xPresetIsTinygradsSubmission) {
+  Resolved r;
+  register_bert_config(r.registry, r.config);
+  r.registry.apply_toml(std::filesystem::path(KILN_SOURCE_DIR) / "configs/bert-large-8xmi300x.toml");
+  testing::apply_flag_list(r.registry, {"--dry-run"});
+  finalize_bert_config(r.config, r.registry);
+  const BertTrainConfig& c = r.config;
+  EXPECT_EQ(c.devices, 8);
+  EXPECT_EQ(c.global_batch_size, 1024);
+  EXPECT_EQ(c.micro_batch_size, 128);
+  EXPECT_EQ(c.eval_batch_size, 1024);
+  EXPECT_EQ(c.train_steps, 3900);
+  EXPECT_DOUBLE_EQ(c.lr, 0.0011);
+  EXPECT_DOUBLE_EQ(c.beta1, 0.60466);
+  EXPECT_DOUBLE_EQ(c.beta2, 0.85437);
+  EXPECT_DOUBLE_EQ(c.weight_decay, 0.1);
+  EXPECT_EQ(c.precision.dtype, DType::f16);
+  EXPECT_EQ(c.precision.scaler.scale, 2048.0);
+  EXPECT_EQ(c.warmup_steps, 1);
+  EXPECT_EQ(c.eval_interval, 146);
+  EXPECT_EQ(c.eval_iters, 10);
+  EXPECT_EQ(c.num_layers, 24);
+  EXPECT_EQ(c.hidden_size, 1024);
 }
 
 TEST(BertConfig, FlagsBeatEnvironmentBeatPreset) {
@@ -118,6 +222,22 @@ TEST(BertConfig, InconsistentValuesAreRejected) {
                Error);
   Resolved c;
   EXPECT_THROW(resolve(c, "", {}), Error);  // no data and no fake data
+}
+
+// Megatron's --attention-backend: kiln's one attention is Megatron's local, unfused core; asking
+// for a fused kernel is refused rather than ignored.
+TEST(BertConfig, AttentionBackendsKilnDoesNotHaveAreRefused) {
+  for (const char* kept : {"auto", "local", "unfused"}) {
+    Resolved r;
+    resolve(r, "", {"--fake-data", "--attention-backend", kept});
+    EXPECT_EQ(r.config.attention_backend, kept);
+  }
+  for (const char* refused : {"fused", "flash"}) {
+    Resolved r;
+    EXPECT_EQ(testing::error_of([&] { resolve(r, "", {"--fake-data", "--attention-backend", refused}); }),
+              fmt::format("config: --attention-backend {}: kiln has no fused attention kernel; use auto, local or "
+                          "unfused (kiln's one attention, Megatron's unfused core)", refused));
+  }
 }
 
 TEST(BertConfig, GradientBucketsComeFromMegatronsFlagsOrToml) {

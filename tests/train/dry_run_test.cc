@@ -65,7 +65,7 @@ TEST(DryRun, SingleRankHoldsEverything) {
   const DryRunReport fp32 = bert_dry_run(c, 512, 4, 32);
   EXPECT_EQ(fp32.parameters_per_rank, fp32.parameters);
   EXPECT_DOUBLE_EQ(fp32.bytes_per_rank_weights_grads_optimizer, 16.0 * double(fp32.parameters));
-  const DryRunReport bf16 = bert_dry_run(c, 512, 4, 32, 1, 1, 1, true);
+  const DryRunReport bf16 = bert_dry_run(c, 512, 4, 32, 1, 1, 1, DType::bf16);
   EXPECT_DOUBLE_EQ(bf16.bytes_per_rank_weights_grads_optimizer, 18.0 * double(bf16.parameters));
   // One rank, no pipeline: one micro-batch of activations in flight.
   EXPECT_DOUBLE_EQ(fp32.bytes_tensors_peak,
@@ -75,13 +75,13 @@ TEST(DryRun, SingleRankHoldsEverything) {
 // ZeRO-1: each data-parallel rank keeps a 1/DP shard of Adam's m and v, the rest whole.
 TEST(DryRun, TheDistributedOptimizerShardsOnlyTheAdamState) {
   const models::BertConfig c = megatron_shape(24, 1024, 16);
-  const DryRunReport plain = bert_dry_run(c, 512, 4, 32, 1, 1, 4, true);
-  const DryRunReport zero = bert_dry_run(c, 512, 4, 32, 1, 1, 4, true, 0, true);
+  const DryRunReport plain = bert_dry_run(c, 512, 4, 32, 1, 1, 4, DType::bf16);
+  const DryRunReport zero = bert_dry_run(c, 512, 4, 32, 1, 1, 4, DType::bf16, 0, true);
   EXPECT_DOUBLE_EQ(zero.bytes_per_rank_weights_grads_optimizer, (18.0 - 6.0) * double(zero.parameters));
   EXPECT_DOUBLE_EQ(plain.bytes_tensors_peak - zero.bytes_tensors_peak, 6.0 * double(zero.parameters));
   EXPECT_NE(zero.text.find("m, v: a 1/4 shard"), std::string::npos) << zero.text;
-  EXPECT_DOUBLE_EQ(bert_dry_run(c, 512, 4, 32, 1, 1, 1, true, 0, true).bytes_tensors_peak,
-                   bert_dry_run(c, 512, 4, 32, 1, 1, 1, true).bytes_tensors_peak);  // one rank: nothing to shard
+  EXPECT_DOUBLE_EQ(bert_dry_run(c, 512, 4, 32, 1, 1, 1, DType::bf16, 0, true).bytes_tensors_peak,
+                   bert_dry_run(c, 512, 4, 32, 1, 1, 1, DType::bf16).bytes_tensors_peak);  // one rank: nothing to shard
 }
 
 TEST(DryRun, TensorParallelSplitsOnlyTheShardedWeights) {
@@ -99,7 +99,7 @@ TEST(DryRun, PipelineStageCountsForTheTwentyBillionLayout) {
   //   layer/rank = (4h^2 + 2hI + 3h + I)/4 + 6h, first = V h/4 + 512 h + 2h,
   //   last = 2h + 2(h^2 + h) + 2h + V/4 + 2h + 2 + V h/4.
   const models::BertConfig c = megatron_shape(48, 6144, 96);
-  const DryRunReport r = bert_dry_run(c, 512, 1, 64, 4, 4, 2, true);
+  const DryRunReport r = bert_dry_run(c, 512, 1, 64, 4, 4, 2, DType::bf16);
   EXPECT_EQ(r.parameters_per_rank, 1482266114);
   EXPECT_DOUBLE_EQ(r.bytes_per_rank_weights_grads_optimizer, 18.0 * 1482266114.0);
 }
@@ -123,7 +123,7 @@ TEST(DryRun, ActivationsFollowKorthikantiEquation) {
   for (int t : {1, 2, 4}) {
     // 16-bit, f = 4h: s b h (10 + 24/t + 5 a s / (h t)) per layer.
     const double paper = 24 * s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t));
-    EXPECT_NEAR(bert_dry_run(c, 512, 4, 32, t, 1, 1, true).bytes_megatron_activations / paper,
+    EXPECT_NEAR(bert_dry_run(c, 512, 4, 32, t, 1, 1, DType::bf16).bytes_megatron_activations / paper,
                 1.0, 1e-12);
   }
   // fp32 activations: 16-bit tensors double, dropout masks stay one byte; PP 2 halves the layers.

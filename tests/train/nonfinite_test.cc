@@ -15,20 +15,14 @@
 #include "kiln/train/bert_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
 namespace {
 namespace fs = std::filesystem;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 // BERT-tiny on generated batches (no data preparation), 4 sequences of 32 tokens per step.
 BertTrainConfig fake_tiny(const fs::path& run, std::vector<std::string> extra) {

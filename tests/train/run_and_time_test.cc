@@ -40,7 +40,7 @@ TEST(RunAndTime, BertScriptRunsBothPhasesIntoOneCompliantLog) {
       "/scripts/run_and_time_bert.sh' --config '" + KILN_SOURCE_DIR + "/configs/bert-tiny.toml' --data '" +
       data.string() + "' --vocab '" + testing::test_vocab().string() +
       "' --seq-length 32 --max-predictions 5 --global-batch-size 32 --train-iters 1000 --eval-interval 50 "
-      "--lr 0.02 --lr-warmup-iters 20 --disable-dropout --log-interval 100";
+      "--lr 0.02 --lr-warmup-iters 20 --disable-dropout --log-interval 100 --init-random";
   const auto [rc, output] = testing::run_command(command);
   ASSERT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("Estimated training time"), std::string::npos) << output;

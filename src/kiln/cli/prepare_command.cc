@@ -50,21 +50,32 @@ void add_prepare_command(CLI::App& app) {
   o->workers = int(std::max(1u, std::thread::hardware_concurrency()));
   auto no_lower_case = std::make_shared<bool>(false);
   auto sampling = std::make_shared<std::string>("reference");
+  // tinygrad's preparation variables (extra/datasets/wikipedia.py) set the same options; flags win.
   CLI::App* bert = prepare->add_subcommand(
       "bert", "text (one sentence per line, blank line between documents) -> .kbs sample shards");
   bert->add_option("--input", o->inputs, "text files or directories of them (sorted)")->required();
   bert->add_option("--vocab", o->vocab, "WordPiece vocab file")->required();
-  bert->add_option("--output", o->output, "output directory (train/, eval.kbs, manifest.json)")->required();
-  bert->add_option("--max-seq-length", o->instance.max_seq_length, "tokens per sample")->capture_default_str();
+  bert->add_option("--output", o->output, "output directory (train/, eval.kbs, manifest.json)")
+      ->envname("BASEDIR")
+      ->required();
+  bert->add_option("--max-seq-length", o->instance.max_seq_length, "tokens per sample")
+      ->envname("MAX_SEQ_LENGTH")
+      ->capture_default_str();
   bert->add_option("--max-predictions", o->instance.max_predictions, "masked positions per sample")
+      ->envname("MAX_PREDICTIONS_PER_SEQ")
       ->capture_default_str();
   bert->add_option("--masked-lm-prob", o->instance.masked_lm_prob, "fraction of tokens to mask")
+      ->envname("MASKED_LM_PROB")
       ->capture_default_str();
-  bert->add_option("--dupe-factor", o->instance.dupe_factor, "passes over the documents")->capture_default_str();
+  bert->add_option("--dupe-factor", o->instance.dupe_factor, "passes over the documents")
+      ->envname("DUPE_FACTOR")
+      ->capture_default_str();
   bert->add_option("--short-seq-prob", o->instance.short_seq_prob, "probability of a shorter target length")
+      ->envname("SHORT_SEQ_PROB")
       ->capture_default_str();
-  bert->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  bert->add_option("--seed", o->seed, "random seed")->envname("RANDOM_SEED")->capture_default_str();
   bert->add_option("--workers", o->workers, "worker threads (output does not depend on it)")
+      ->envname("NUM_WORKERS")
       ->capture_default_str();
   bert->add_flag("--whole-word-masking", o->instance.whole_word_masking, "mask whole words");
   bert->add_flag("--no-lower-case", *no_lower_case, "keep case and accents (cased vocabularies)");

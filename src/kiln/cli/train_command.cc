@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <iostream>
 #include <memory>
 
@@ -50,17 +48,6 @@ std::shared_ptr<TrainOptions<Config>> add_recipe(CLI::App* train, const char* na
   return options;
 }
 
-// tinygrad's GPUS=N asks for N data-parallel devices; kiln runs one process per device, so the
-// launcher must have started N of them.
-void check_gpus_variable() {
-  const char* gpus = std::getenv("GPUS");
-  if (!gpus || !*gpus) return;
-  const int world = dist::world().size();
-  if (std::to_string(world) != gpus)
-    throw Error("GPUS={}: kiln runs one process per device; start {} with mpirun -np {} (this is {} process{})", gpus,
-                gpus, gpus, world, world == 1 ? "" : "es");
-}
-
 // Rank 0 names the settings the environment gave (tinygrad's names, e.g. DECAY, are easy to have
 // set for something else).
 void say_environment(const train::ConfigRegistry& registry) {
@@ -81,7 +68,6 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
     for (auto& w : data_path) joined += (joined.empty() ? "" : " ") + w;
     o.extra_flags.emplace_back("data.data_path", joined);
   }
-  check_gpus_variable();
   const auto resolved = o.resolve(&train::finalize_bert_config);
   say_environment(o.registry);
   o.config.is_rank0 = dist::world().rank() == 0;
@@ -99,7 +85,6 @@ void run_bert(TrainOptions<train::BertTrainConfig>& o, const std::vector<std::st
 }
 
 void run_resnet(TrainOptions<train::ResNetTrainConfig>& o) {
-  check_gpus_variable();
   const auto resolved = o.resolve(&train::finalize_resnet_config);
   say_environment(o.registry);
   o.config.is_rank0 = dist::world().rank() == 0;

@@ -6,9 +6,23 @@
 
 namespace kiln::dist {
 
-// Processes the launcher says it started (OpenMPI's OMPI_COMM_WORLD_SIZE; PMI_SIZE, set by
-// MPICH's launcher); 0 when not started by one.
-int launcher_world_size();
+// What the launcher that started this process says, read from its variables:
+//   mpirun (OpenMPI)               OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK
+//   srun --mpi=pmi2, MPICH's Hydra PMI_SIZE, PMI_RANK
+//   srun --mpi=pmix                SLURM_STEP_NUM_TASKS, PMIX_RANK
+//   srun (other plugins)           SLURM_STEP_NUM_TASKS, SLURM_PROCID
+// (SLURM_STEP_NUM_TASKS is set by srun only, not in a batch script's own shell.)
+struct Launcher {
+  const char* name = "";  // "" when not started by a launcher
+  int size = 0;           // processes started; 0 when not started by a launcher
+  int rank = 0;
+};
+Launcher detect_launcher();
+int launcher_world_size();  // detect_launcher().size
+// Throws kiln::Error unless `world` (MPI's view) has the launcher's size and rank: a launcher whose
+// protocol the MPI library does not speak (srun --mpi=pmix with an MPI built without PMIx) leaves
+// every process a world of its own, N copies of one run writing the same files.
+void check_launched_world(const Launcher& launcher, const Communicator& world);
 
 // Call first in main; throws kiln::Error when several processes were launched and kiln was
 // built without MPI.

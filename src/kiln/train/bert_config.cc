@@ -3,8 +3,60 @@
 #include <cmath>
 
 #include "kiln/core/error.h"
+#include "kiln/train/devices_config.h"
 
 namespace kiln::train {
+
+namespace {
+
+void positive(int64_t v, const char* key) {
+  if (v <= 0) throw Error("config: {} must be positive, got {}", key, v);
+}
+
+// tinygrad's defaults (examples/mlperf/model_train.py), GPUS being the data-parallel devices:
+// BS = 11 x GPUS in bf16 / f16, else 8 x GPUS; each rank runs BS / GPUS; TRAIN_STEPS =
+// 3,600,000 // BS.
+void derive_batches(BertTrainConfig& c) {
+  c.devices = resolve_devices(c.devices, c.dry_run);
+  const int64_t dp = data_parallel_devices(c.devices, c.tensor_parallel, c.pipeline_parallel);
+  if (c.global_batch_size == 0) c.global_batch_size = (c.precision.dtype == DType::f32 ? 8 : 11) * dp;
+  positive(c.global_batch_size, "train.global_batch_size");
+  if (c.micro_batch_size == 0 && c.global_batch_size % dp == 0) c.micro_batch_size = c.global_batch_size / dp;
+  positive(c.micro_batch_size, "train.micro_batch_size");
+  if (c.global_batch_size % (c.micro_batch_size * dp) != 0)
+    throw Error("config: train.global_batch_size ({}) is not a multiple of train.micro_batch_size ({}) x {} "
+                "data-parallel device{}", c.global_batch_size, c.micro_batch_size, dp, dp == 1 ? "" : "s");
+  if (c.train_steps == 0) c.train_steps = std::max<int64_t>(1, 3600000 / c.global_batch_size);
+  positive(c.train_steps, "train.train_steps");
+}
+
+// tinygrad's: EVAL_BS = 1 x GPUS; EVAL_STEP_FREQ = int(floor(0.05 x (230.23 x BS + 3e6) / 25000)
+// x 25000 / BS), rounded down; MAX_EVAL_STEPS = ceil(10000 / EVAL_BS) (eval.samples 10,000).
+// Megatron's data (--data-path) evaluates --eval-iters batches of the global batch, as Megatron does.
+void derive_eval_schedule(BertTrainConfig& c) {
+  if (c.eval_batch_size == 0) c.eval_batch_size = c.megatron_data() ? c.global_batch_size : c.data_parallel();
+  positive(c.eval_batch_size, "eval.batch_size");
+  positive(c.eval_samples, "eval.samples");
+  if (c.eval_interval == 0) {
+    const double samples =
+        std::floor(0.05 * (230.23 * double(c.global_batch_size) + 3e6) / 25000.0) * 25000.0;
+    c.eval_interval = std::max<int64_t>(1, int64_t(samples / double(c.global_batch_size)));
+  }
+  positive(c.eval_interval, "eval.interval");
+  if (c.eval_iters == 0) c.eval_iters = (c.eval_samples + c.eval_batch_size - 1) / c.eval_batch_size;
+}
+
+// Tensor parallelism (Megatron's layout): what it needs of the model.
+void check_tensor_parallel(const BertTrainConfig& c) {
+  const int64_t tp = c.tensor_parallel;
+  const auto refuse = [&](const char* key, int64_t v) {
+    if (v % tp != 0) throw Error("--tensor-model-parallel-size {}: {} {} is not divisible by it", tp, key, v);
+  };
+  refuse("model.num_attention_heads", c.num_heads);
+  refuse("model.intermediate_size", c.intermediate_size);
+}
+
+}  // namespace
 
 void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_int("model.vocab_size", &c.vocab_size, "", {"--vocab-size"}, "vocabulary size");
@@ -55,6 +107,7 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "samples per optimizer step");
   r.add_int("train.micro_batch_size", &c.micro_batch_size, "", {"--micro-batch-size"},
             "samples per forward/backward");
+  register_devices_config(r, c.devices);
   r.add_int("parallel.tensor_model_parallel_size", &c.tensor_parallel, "", {"--tensor-model-parallel-size"},
             "tensor-parallel ranks (Megatron layout: ranks = TP x DP x PP)");
   r.add_int("parallel.pipeline_model_parallel_size", &c.pipeline_parallel, "", {"--pipeline-model-parallel-size"},
@@ -128,15 +181,15 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
                "console lines: kiln, megatron or auto");
   r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
              "print parameters, memory per rank and FLOPs per step, then exit");
+  r.add_bool("run.init_random", &c.init_random, "", {"--init-random"},
+             "MLPerf run phase: start from random weights instead of run.init_checkpoint");
+  r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
   register_mlperf_phase(r, c.mlperf);
 }
 
 void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
-  auto positive = [](int64_t v, const char* key) {
-    if (v <= 0) throw Error("config: {} must be positive, got {}", key, v);
-  };
   positive(c.vocab_size, "model.vocab_size");
   positive(c.hidden_size, "model.hidden_size");
   positive(c.num_layers, "model.num_layers");
@@ -149,9 +202,10 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   for (double p : {c.hidden_dropout, c.attention_dropout})
     if (p < 0 || p >= 1) throw Error("config: dropout must be in [0, 1), got {}", p);
 
+  // kiln has one attention: Megatron's local, unfused core (the start line names it).
   if (c.attention_backend == "fused" || c.attention_backend == "flash")
-    throw Error("config: --attention-backend {}: kiln's CPU backend has no fused attention kernel; "
-                "use auto, local or unfused", c.attention_backend);
+    throw Error("config: --attention-backend {}: kiln has no fused attention kernel; use auto, local or unfused "
+                "(kiln's one attention, Megatron's unfused core)", c.attention_backend);
   if (c.attention_backend != "auto" && c.attention_backend != "local" && c.attention_backend != "unfused")
     throw Error("config: --attention-backend must be auto, local, unfused, fused or flash, got '{}'",
                 c.attention_backend);
@@ -178,16 +232,17 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
 
   positive(c.tensor_parallel, "parallel.tensor_model_parallel_size");
   positive(c.pipeline_parallel, "parallel.pipeline_model_parallel_size");
+  check_tensor_parallel(c);
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
-  if (c.global_batch_size == 0) c.global_batch_size = 8;
-  positive(c.global_batch_size, "train.global_batch_size");
-  if (c.micro_batch_size == 0) c.micro_batch_size = c.global_batch_size;
-  positive(c.micro_batch_size, "train.micro_batch_size");
-  if (c.global_batch_size % c.micro_batch_size != 0)
-    throw Error("config: train.global_batch_size ({}) is not a multiple of train.micro_batch_size ({})",
-                c.global_batch_size, c.micro_batch_size);
-  if (c.train_steps == 0) c.train_steps = std::max<int64_t>(1, 3600000 / c.global_batch_size);
-  positive(c.train_steps, "train.train_steps");
+
+  if (c.matmul_dtype != "f32" && c.matmul_dtype != "bf16")
+    throw Error("config: train.matmul_dtype must be f32 or bf16, got '{}'", c.matmul_dtype);
+  // --matmul-dtype bf16 was bf16 matrix products; it now means bf16 compute (--bf16).
+  if (c.matmul_dtype == "bf16" && !c.precision.fp16 && !r.was_set("train.precision")) c.precision.bf16 = true;
+  finalize_precision_config(c.precision, r, 2048.0);  // tinygrad BERT: LOSS_SCALER 2^11 with HALF
+  derive_batches(c);
+  derive_eval_schedule(c);
+
   if (c.lr == 0 && !r.was_set("optim.lr"))
     c.lr = 0.000175 * std::sqrt(double(c.global_batch_size) / 96.0);
   if (c.lr <= 0) throw Error("config: optim.lr must be positive, got {}", c.lr);
@@ -200,22 +255,6 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   if (c.lr_decay_iters == 0) c.lr_decay_iters = c.train_steps;
   if (c.warmup_fraction > 0) c.warmup_steps = int64_t(c.warmup_fraction * double(c.lr_decay_iters));
   if (c.warmup_steps < 0) throw Error("config: optim.warmup_steps must be >= 0");
-  if (c.matmul_dtype != "f32" && c.matmul_dtype != "bf16")
-    throw Error("config: train.matmul_dtype must be f32 or bf16, got '{}'", c.matmul_dtype);
-  // --matmul-dtype bf16 was bf16 matrix products; it now means bf16 compute (--bf16).
-  if (c.matmul_dtype == "bf16" && !c.precision.fp16 && !r.was_set("train.precision")) c.precision.bf16 = true;
-  finalize_precision_config(c.precision, r, 2048.0);  // tinygrad BERT: LOSS_SCALER 2^11 with HALF
-
-  if (c.eval_batch_size == 0) c.eval_batch_size = c.global_batch_size;
-  positive(c.eval_batch_size, "eval.batch_size");
-  positive(c.eval_samples, "eval.samples");
-  if (c.eval_interval == 0) {
-    const double samples =
-        std::floor(0.05 * (230.23 * double(c.global_batch_size) + 3e6) / 25000.0) * 25000.0;
-    c.eval_interval = std::max<int64_t>(1, int64_t(std::ceil(samples / double(c.global_batch_size))));
-  }
-  positive(c.eval_interval, "eval.interval");
-  if (c.eval_iters == 0) c.eval_iters = (c.eval_samples + c.eval_batch_size - 1) / c.eval_batch_size;
   positive(c.log_interval, "run.log_interval");
   positive(c.save_interval, "run.save_interval");
   positive(c.keep_checkpoints, "run.keep_checkpoints");

@@ -33,8 +33,8 @@ struct BertTrainConfig {
   std::string split = "949,50,1";
   double masked_lm_prob = 0.15, short_seq_prob = 0.1;  // Megatron masking
   // [train]
-  int64_t global_batch_size = 0;  // 0: tinygrad's default (8)
-  int64_t micro_batch_size = 0;   // 0: the global batch (no accumulation)
+  int64_t global_batch_size = 0;  // 0: tinygrad's default, 11 x GPUS in bf16 / f16, else 8 x GPUS
+  int64_t micro_batch_size = 0;   // 0: the global batch over the data-parallel ranks (no accumulation)
   int64_t train_steps = 0;        // 0: 3,600,000 / global batch (tinygrad)
   int64_t benchmark = 0;          // >0: run this many steps, print the estimated time to train
   int64_t exit_interval = 0;      // >0: stop after this step (the schedule still spans train_steps)
@@ -43,7 +43,8 @@ struct BertTrainConfig {
   std::string matmul_dtype = "f32";  // deprecated: bf16 = --bf16
   PrecisionConfig precision;       // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
   MlperfPhaseConfig mlperf;        // --mlperf-phase, INITMLPERF, RUNMLPERF
-  // [parallel] data parallel is the world size (mpirun -np N) over TP x PP
+  // [parallel] data parallel is the devices (GPUS, mpirun -np N) over TP x PP
+  int64_t devices = 0;            // 0: the processes started (train/devices_config.h)
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
@@ -59,9 +60,10 @@ struct BertTrainConfig {
   double poly_power = 1.0;
   double min_lr = 0;
   // [eval]
-  int64_t eval_batch_size = 0;   // 0: the global batch
+  int64_t eval_batch_size = 0;   // 0: tinygrad's 1 x GPUS (one sample per data-parallel rank);
+                                 //    the global batch on Megatron's data (--data-path)
   int64_t eval_interval = 0;     // 0: MLPerf's interval (0.05 * (230.23 * GBS + 3e6), floored
-                                 //    to 25,000 samples) in steps
+                                 //    to 25,000 samples) in steps, rounded down (tinygrad)
   int64_t eval_iters = 0;        // 0: enough batches to cover eval_samples
   int64_t eval_samples = 10000;  // capped at the eval set size
   double target = 0.72;          // masked-LM accuracy that stops the run
@@ -75,6 +77,8 @@ struct BertTrainConfig {
   std::string load_dir;          // resume from the newest checkpoint here
   ResumeFlags resume;            // --no-load-optim, --no-load-rng, --finetune
   std::string init_checkpoint;   // TF1 checkpoint (dir or prefix) the weights start from
+  bool init_random = false;      // the MLPerf run phase without init_checkpoint: random weights
+  std::string submission_org = "kiln";
   std::string submission_platform = "kiln-cpu";
   std::string tensorboard_dir;    // Megatron's scalars as TensorBoard event files
   std::string log_format = "auto";  // kiln | megatron | auto (megatron with --data-path)
@@ -90,7 +94,9 @@ struct BertTrainConfig {
     return (vocab_size + d - 1) / d * d;
   }
 
-  int64_t accumulation_steps() const { return global_batch_size / micro_batch_size; }
+  int64_t data_parallel() const { return devices / (tensor_parallel * pipeline_parallel); }
+  // Micro-batches each data-parallel rank runs per step.
+  int64_t accumulation_steps() const { return global_batch_size / (micro_batch_size * data_parallel()); }
 };
 
 // Binds every field to its TOML key, tinygrad environment name and Megatron flag.

@@ -66,8 +66,9 @@ double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int6
 }
 
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
-                          int64_t global_batch, int tp, int pp, int dp, bool bf16, int64_t max_predictions,
+                          int64_t global_batch, int tp, int pp, int dp, DType compute, int64_t max_predictions,
                           bool distributed_optimizer, bool split_master) {
+  const bool half = compute != DType::f32;
   require_positive(seq_length, "seq length");
   require_positive(micro_batch, "micro batch size");
   require_positive(global_batch, "global batch size");
@@ -108,10 +109,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   }
 
   const double adam_bytes = distributed_optimizer ? 8.0 / dp : 8.0,
-               bytes_per_param = 8.0 + adam_bytes + (bf16 && !split_master ? 2 : 0);
+               bytes_per_param = 8.0 + adam_bytes + (half && !split_master ? 2 : 0);
   r.bytes_per_rank_weights_grads_optimizer = double(r.parameters_per_rank) * bytes_per_param;
 
-  const double e = bf16 ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
+  const double e = half ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
                a = double(c.heads), td = double(tp);
   const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td);
   const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
@@ -145,12 +146,12 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   x += fmt::format("  memory per rank: weights + grads + Adam {} ({:g} bytes/param: {}, grad, m, v{})\n",
                    gib(r.bytes_per_rank_weights_grads_optimizer), bytes_per_param,
                    split_master ? "fp32 master as bf16 copy + low halves"
-                   : bf16       ? "bf16 copy, fp32 master"
+                   : half       ? fmt::format("{} copy, fp32 master", dtype_name(compute))
                                 : "fp32 weight",
                    distributed_optimizer && dp > 1 ? fmt::format(" (m, v: a 1/{} shard)", dp) : "");
   x += fmt::format("                   activations {} per micro-batch ({} activations, {}; {} masked "
                    "positions per sample), up to {} in flight: {}\n",
-                   gib(r.bytes_activations_per_microbatch), bf16 ? "bf16" : "fp32",
+                   gib(r.bytes_activations_per_microbatch), half ? dtype_name(compute) : "fp32",
                    c.recompute_attention ? "attention core recomputed" : "no recompute", P, in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
   if (r.bytes_lent_by_gradients > 0)

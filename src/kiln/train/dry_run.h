@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kiln/core/dtype.h"
 #include "kiln/models/bert.h"
 
 namespace kiln::train {
@@ -71,7 +72,7 @@ double megatron_bert_flops(const models::BertConfig& config, int64_t seq_length,
 // size not divisible by tp, global batch not a multiple of micro_batch x dp, seq_length above
 // max_position, a size < 1), naming the setting.
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
-                          int64_t global_batch, int tp = 1, int pp = 1, int dp = 1, bool bf16 = false,
+                          int64_t global_batch, int tp = 1, int pp = 1, int dp = 1, DType compute = DType::f32,
                           int64_t max_predictions = 0, bool distributed_optimizer = false,
                           bool split_master = false);
 

@@ -90,15 +90,19 @@ struct Cadence {
   //   step, each inside an MLPerf block; a checkpoint every `save_interval` steps and after the
   //   last step run. `eval_at_start` also evaluates before the first step (not in the MLPerf log).
   // epochs (MLPerf ResNet): epochs of `steps_per_epoch` steps between epoch_start / epoch_stop;
-  //   after epoch e an evaluation when (e - eval_start_epoch) % eval_every == 0 or e is the last,
+  //   after epoch e an evaluation when (e - eval_start_epoch) % eval_every == 0, e >=
+  //   eval_every_epoch_from (> 0; tinygrad's 33) or e is the last (evaluates_after_epoch),
   //   a checkpoint when e % save_interval == 0 or the run stops there; a run that stops inside an
   //   epoch (--exit-interval) saves a checkpoint there, without an evaluation.
   enum class Kind { blocks, epochs };
   Kind kind = Kind::blocks;
   int64_t eval_interval = 1;
-  int64_t steps_per_epoch = 1, eval_start_epoch = 0, eval_every = 1;
+  int64_t steps_per_epoch = 1, eval_start_epoch = 0, eval_every = 1, eval_every_epoch_from = 0;
   int64_t save_interval = 1;
   bool eval_at_start = false;
+
+  // Epochs: whether epoch `epoch` (1-based) of `total_epochs` ends with an evaluation.
+  bool evaluates_after_epoch(int64_t epoch, int64_t total_epochs) const;
 };
 
 struct LoopConfig {

@@ -11,6 +11,13 @@
 
 namespace kiln::train {
 
+// tinygrad's test, (e + 1 - EVAL_START_EPOCH) % EVAL_FREQ == 0 or e + 1 >= 33 with its 0-based e;
+// C++'s % and Python's agree on which differences are multiples (before the start epoch too).
+bool Cadence::evaluates_after_epoch(int64_t epoch, int64_t total_epochs) const {
+  const bool every_epoch = eval_every_epoch_from > 0 && epoch >= eval_every_epoch_from;
+  return (epoch - eval_start_epoch) % eval_every == 0 || every_epoch || epoch == total_epochs;
+}
+
 bool TrainingLoop::after_step(int64_t done) {
   if (!epochs_) {
     const bool eval_now = c_.benchmark == 0 && (done % c_.cadence.eval_interval == 0 || done == c_.total_steps);
@@ -39,8 +46,7 @@ bool TrainingLoop::after_step(int64_t done) {
     track_stats(done);
     log::log_resnet_epoch_stop(*mllog_, epoch);
   }
-  const bool eval_now = c_.benchmark == 0 &&
-                        ((epoch - c_.cadence.eval_start_epoch) % c_.cadence.eval_every == 0 || epoch == total_epochs_);
+  const bool eval_now = c_.benchmark == 0 && c_.cadence.evaluates_after_epoch(epoch, total_epochs_);
   if (eval_now) {
     const double metric = evaluate(done, epoch);
     if (mllog_) log::log_resnet_eval(*mllog_, epoch, metric);

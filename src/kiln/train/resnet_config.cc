@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "kiln/core/error.h"
+#include "kiln/train/devices_config.h"
 
 namespace kiln::train {
 namespace {
@@ -56,6 +57,7 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_int("train.threads", &c.threads, "", {"--threads"}, "compute threads (0: all cores)");
   register_precision_config(r, c.precision);
 
+  register_devices_config(r, c.devices);
   r.add_bool("parallel.sync_bn", &c.sync_bn, "SYNCBN", {"--sync-bn"},
              "BatchNorm statistics over the images of every rank (default: per rank)");
   r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
@@ -77,6 +79,8 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_int("eval.start_epoch", &c.eval_start_epoch, "EVAL_START_EPOCH", {"--eval-start-epoch"},
             "first epoch offset of the eval schedule");
   r.add_int("eval.freq", &c.eval_freq, "EVAL_FREQ", {"--eval-freq"}, "epochs between evals");
+  r.add_int("eval.every_epoch_from", &c.eval_every_epoch_from, "", {"--eval-every-epoch-from"},
+            "evaluate after every epoch from this one on (0: never)");
   r.add_float("eval.target", &c.target, "TARGET", {"--target"}, "top-1 accuracy that ends the run");
 
   r.add_int("run.log_interval", &c.log_interval, "", {"--log-interval"}, "steps per console line");
@@ -91,6 +95,7 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   register_resume_flags(r, c.resume);
   r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
              "print parameters, memory per rank and FLOPs per step, then exit");
+  r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
   register_mlperf_phase(r, c.mlperf);
@@ -113,7 +118,8 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   if (!c.fake_data && c.data_dir.empty())
     throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");
   if (c.fake_data && c.num_classes == 0) c.num_classes = 1000;
-  if (c.batch_size == 0) c.batch_size = 104;
+  c.devices = resolve_devices(c.devices, c.dry_run);
+  if (c.batch_size == 0) c.batch_size = 104 * c.devices;  // tinygrad: BS = 104 x GPUS
   positive(c.batch_size, "train.batch_size");
   positive(c.epochs, "train.epochs");
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
@@ -131,6 +137,8 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   if (c.eval_batch_size == 0) c.eval_batch_size = c.batch_size;
   positive(c.eval_batch_size, "eval.batch_size");
   positive(c.eval_freq, "eval.freq");
+  if (c.eval_every_epoch_from < 0)
+    throw Error("config: eval.every_epoch_from must be >= 0, got {}", c.eval_every_epoch_from);
   positive(c.log_interval, "run.log_interval");
   positive(c.save_interval, "run.save_interval");
   positive(c.keep_checkpoints, "run.keep_checkpoints");

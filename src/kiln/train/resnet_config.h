@@ -29,14 +29,15 @@ struct ResNetTrainConfig {
   int64_t workers = 0;            // decode threads (0: cores)
   bool fake_data = false;
   // [train]
-  int64_t batch_size = 0;         // 0: 104 (tinygrad, one device)
+  int64_t batch_size = 0;         // 0: 104 x GPUS (tinygrad)
   int64_t epochs = 37;
   int64_t benchmark = 0;
   int64_t exit_interval = 0;      // >0: stop after this step (the schedule still spans the epochs)
   int64_t seed = 42;
   int64_t threads = 0;
   PrecisionConfig precision;      // --bf16, --fp16, DEFAULT_FLOAT, loss scaling
-  // [parallel] data parallel over the world (mpirun -np N); the batch is split across the ranks
+  // [parallel] data parallel over the devices (GPUS, mpirun -np N); the batch is split across them
+  int64_t devices = 0;            // 0: the processes started (train/devices_config.h)
   bool sync_bn = false;           // BatchNorm statistics over every rank's images (SYNCBN=1)
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
@@ -51,8 +52,11 @@ struct ResNetTrainConfig {
   double label_smoothing = 0.1;
   // [eval]
   int64_t eval_batch_size = 0;    // 0: the training batch
+  // tinygrad's schedule: after epoch e (1-based) when (e - eval_start_epoch) % eval_freq == 0, and
+  // after every epoch from eval_every_epoch_from on (0: never), and after the last epoch.
   int64_t eval_start_epoch = 0;
   int64_t eval_freq = 1;
+  int64_t eval_every_epoch_from = 33;
   double target = 0.759;
   // [run]
   int64_t log_interval = 10;
@@ -63,6 +67,7 @@ struct ResNetTrainConfig {
   std::string load_dir;
   ResumeFlags resume;             // --no-load-optim, --no-load-rng, --finetune
   bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
+  std::string submission_org = "kiln";
   std::string submission_platform = "kiln-cpu";
   bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only
   bool progress = false;          // progress line with ETA between console lines (a terminal)

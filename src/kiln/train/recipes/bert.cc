@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <sstream>
 
 #include "kiln/core/cpu_features.h"
 #include "kiln/core/error.h"
@@ -125,16 +126,13 @@ void load_init_checkpoint(const BertTrainConfig& c, ParamStore& store, const Res
                          s.loaded, s.prefix.string(), s.skipped);
 }
 
-// Tensor parallelism (spec §3.2): what the layout needs of the model.
-void check_tensor_parallel(const BertTrainConfig& c) {
-  const int64_t tp = c.tensor_parallel;
-  if (tp == 1) return;
-  const auto refuse = [&](const std::string& what) {
-    throw Error("--tensor-model-parallel-size {}: {}", tp, what);
-  };
-  if (c.num_heads % tp != 0) refuse(fmt::format("model.num_attention_heads {} is not divisible by it", c.num_heads));
-  if (c.intermediate_size % tp != 0)
-    refuse(fmt::format("model.intermediate_size {} is not divisible by it", c.intermediate_size));
+// The MLPerf run phase starts from the reference's checkpoint, as the reference and tinygrad do,
+// unless a checkpoint of this run resumes it or the user asks for random weights.
+void check_run_phase_weights(const BertTrainConfig& c, const ResumePoint& resume) {
+  if (c.mlperf.phase != MlperfPhase::run || c.fake_data || resume.checkpoint) return;
+  if (!c.init_checkpoint.empty() || c.init_random) return;
+  throw Error("the MLPerf run phase starts from the MLPerf checkpoint model.ckpt-28252: set --init-checkpoint DIR "
+              "or INIT_CKPT_DIR (scripts/download_bert_data.sh fetches it), or --init-random for random weights");
 }
 
 // LAMB's trust ratios use the norms of whole parameters: a sharded optimizer's partial sums add
@@ -286,14 +284,16 @@ class BertRecipe : public Recipe {
     const models::BertConfig mc = bert_model_config(c_);
     return fmt::format(
         "training BERT: {} layers, hidden {}, {} heads, vocab {}, {:.2f}M parameters; global batch {} "
-        "(micro {} x {}), sequence {}, {} steps from step {}\n",
+        "(micro {} x {}{}), sequence {}, {} steps from step {}\n",
         c_.num_layers, c_.hidden_size, c_.num_heads, mc.vocab_size,
-        double(parameters_) / 1e6, c_.global_batch_size, c_.micro_batch_size,
-        c_.accumulation_steps(), seq_len_, c_.train_steps, start_step) +
-           fmt::format("  data {}; {} lr {} ({} decay, {} warmup steps); logs in {}, checkpoints {}\n",
+        double(parameters_) / 1e6, c_.global_batch_size, c_.micro_batch_size, c_.accumulation_steps(),
+        c_.data_parallel() > 1 ? fmt::format(" x {} data-parallel", c_.data_parallel()) : "", seq_len_,
+        c_.train_steps, start_step) +
+           fmt::format("  data {}; {} lr {} ({} decay, {} warmup steps); attention {}{}; logs in {}, checkpoints {}\n",
                        c_.fake_data ? std::string("generated (fake)")
                                     : c_.megatron_data() ? "Megatron " + c_.data_path : c_.data_dir,
-                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, c_.output_dir,
+                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, "unfused (scores in memory)",
+                       c_.recompute_activations ? ", core recomputed in backward" : "", c_.output_dir,
                        c_.save_dir.empty() ? std::string("not saved") : c_.save_dir);
   }
 
@@ -320,16 +320,14 @@ class BertRecipe : public Recipe {
 BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   if (c.dry_run) {
     if (!c.is_rank0) return {};
-    const int64_t dp = std::max<int64_t>(1, dist::world().size() / (c.tensor_parallel * c.pipeline_parallel));
     console << bert_dry_run(bert_model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
-                            int(c.tensor_parallel), int(c.pipeline_parallel), int(dp),
-                            c.precision.dtype != DType::f32, c.max_predictions, c.distributed_optimizer,
+                            int(c.tensor_parallel), int(c.pipeline_parallel), int(c.data_parallel()),
+                            c.precision.dtype, c.max_predictions, c.distributed_optimizer,
                             c.precision.splits_master()).text;
     console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     return {};
   }
-  check_tensor_parallel(c);
   RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   world.set_timeout(c.dist_timeout);
@@ -350,13 +348,17 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
 
   const MlperfPhase phase = c.mlperf.phase;
   const bool init_phase = phase == MlperfPhase::init;  // no checkpoints, no resume, zero weights
+  // Where the weights come from, before anything is written.
+  const RunSettings settings = bert_run_settings(c, seq_len);
+  std::ostringstream other_ranks;  // rank 0 says the resume warnings
+  const ResumePoint resume = init_phase ? ResumePoint{}
+                                        : find_resume_point(c.load_dir, c.resume, settings,
+                                                            c.is_rank0 ? console : other_ranks);
+  check_run_phase_weights(c, resume);
   Sinks sinks(c.is_rank0, console, c.tensorboard_dir, init_phase ? "" : c.save_dir, c.keep_checkpoints);
   report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
   if (c.matmul_dtype == "bf16")
     sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
-  const RunSettings settings = bert_run_settings(c, seq_len);
-  const ResumePoint resume =
-      init_phase ? ResumePoint{} : find_resume_point(c.load_dir, c.resume, settings, sinks.console());
   PhaseLog mllog(phase, sinks, c.output_dir, fmt::format("result_bert_{}.log", c.seed), resume);
   result.log_file = mllog.path();
   log::BertRunInfo info;
@@ -376,7 +378,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   info.gradient_accumulation_steps = c.accumulation_steps();
   info.eval_samples = std::max<int64_t>(1, data->eval_samples());
   info.train_samples = c.global_batch_size * c.train_steps;
-  info.submission.org = "kiln";
+  info.submission.org = c.submission_org;
   info.submission.platform = c.submission_platform;
   mllog.log_preamble([&](log::MlLogger& ml) { log::log_bert_submission(ml, info); },
                      [&](log::MlLogger& ml) { log::log_bert_hyperparameters(ml, info); });

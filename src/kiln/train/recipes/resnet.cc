@@ -99,8 +99,8 @@ void check_batch_splits(const ResNetTrainConfig& c, int ranks) {
                 ranks);
 }
 
-int eval_batch_per_rank(const ResNetTrainConfig& c, const dist::Communicator& comm) {
-  return int(std::max<int64_t>(1, (c.eval_batch_size + comm.size() - 1) / comm.size()));
+int eval_batch_per_rank(const ResNetTrainConfig& c, int ranks) {
+  return int(std::max<int64_t>(1, (c.eval_batch_size + ranks - 1) / ranks));
 }
 
 class ResNetRecipe : public Recipe {
@@ -147,7 +147,7 @@ class ResNetRecipe : public Recipe {
     s.compute_dtype = c_.precision.dtype;
     const int64_t size = c_.image_size;
     const int64_t batches = val_loader_ ? val_loader_->batches_per_epoch() : std::min<int64_t>(c_.benchmark, 10);
-    const int per_rank = eval_batch_per_rank(c_, comm_);
+    const int per_rank = eval_batch_per_rank(c_, comm_.size());
     if (val_loader_) val_loader_->seek({0, 0});
     for (int64_t i = 0; i < batches; ++i) {
       if (val_loader_) val_loader_->next(batch_);
@@ -216,11 +216,11 @@ class ResNetRecipe : public Recipe {
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   if (c.dry_run) {
-    const dist::Communicator& world = dist::world();
-    check_batch_splits(c, world.size());
-    if (world.rank() == 0)
-      console << resnet_dry_run(model_config(c, c.num_classes), c.arch, c.image_size, c.batch_size / world.size(),
-                                eval_batch_per_rank(c, world), world.size(), c.distributed_optimizer,
+    const int devices = int(c.devices);
+    check_batch_splits(c, devices);
+    if (dist::world().rank() == 0)
+      console << resnet_dry_run(model_config(c, c.num_classes), c.arch, c.image_size, c.batch_size / devices,
+                                eval_batch_per_rank(c, devices), devices, c.distributed_optimizer,
                                 c.precision.dtype, c.precision.splits_master()).text
               << "  " << precision_note(c.precision.dtype, cpu_features()) << "\n";
     return {};
@@ -251,7 +251,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   const int workers = c.workers > 0 ? int(c.workers) : int(placement.cores.size());
   auto loader_options = [&](bool train) {
     data::ImageLoaderOptions o;
-    o.batch_size = train ? int(c.batch_size) / world.size() : eval_batch_per_rank(c, world);
+    o.batch_size = train ? int(c.batch_size) / world.size() : eval_batch_per_rank(c, world.size());
     o.rank = world.rank();
     o.world_size = world.size();
     o.train = train;
@@ -294,7 +294,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   info.warmup_epochs = c.warmup_epochs;
   info.momentum = c.momentum;
   info.weight_decay = c.weight_decay;
-  info.submission.org = "kiln";
+  info.submission.org = c.submission_org;
   info.submission.platform = c.submission_platform;
   mllog.log_preamble([&](log::MlLogger& ml) { log::log_resnet_submission(ml, info); },
                      [&](log::MlLogger& ml) { log::log_resnet_hyperparameters(ml, info); });
@@ -303,7 +303,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   // The CPU backend's convolutions say what scratch they take: one block for it from the start.
   if (run.ctx.device.is_cpu())
     run.scratch.reserve(size_t(models::resnet_footprint(model_config(c, classes), c.batch_size / world.size(),
-                                                        eval_batch_per_rank(c, world), c.image_size,
+                                                        eval_batch_per_rank(c, world.size()), c.image_size,
                                                         c.precision.dtype).scratch) + kScratchSlack);
   ParamStore store;
   DataParallel data_parallel(world, c.batch_size, c.batch_size / world.size());
@@ -332,6 +332,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   loop.cadence.steps_per_epoch = steps_per_epoch;
   loop.cadence.eval_start_epoch = c.eval_start_epoch;
   loop.cadence.eval_every = c.eval_freq;
+  loop.cadence.eval_every_epoch_from = c.eval_every_epoch_from;
   loop.cadence.save_interval = c.save_interval;
   loop.resolved = resolved;
   loop.settings = settings;
