@@ -14,6 +14,7 @@
 #include "tests/testing/config_flags.h"
 #include "tests/testing/error_of.h"
 #include "tests/testing/mllog_events.h"
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::train {
@@ -97,6 +98,24 @@ TEST(MlperfPhase, InitThenRunPhaseWriteOneLogWithOnePreamble) {
     EXPECT_EQ(std::count(all.begin(), all.end(), once), 1) << once;
   EXPECT_GT(index_of(all, "global_batch_size"), index_of(all, "run_start"));
   EXPECT_GT(index_of(all, "block_start"), index_of(all, "global_batch_size"));
+}
+
+// The submitter comes from SUBMISSION_ORG (TOML run.submission_org), kiln's name without it.
+TEST(MlperfPhase, TheSubmitterComesFromSubmissionOrg) {
+  const fs::path plain = testing::unique_temp_dir("mlperf_phase_org_default");
+  run_bert(fake_bert(plain, {"--mlperf-phase", "init", "--benchmark", "1"}, true));
+  EXPECT_EQ(testing::event_value(plain / "result_bert_77.log", "submission_org"), "kiln");
+  const testing::ScopedEnv org("SUBMISSION_ORG", "tinycorp");
+  const fs::path dir = testing::unique_temp_dir("mlperf_phase_org");
+  run_bert(fake_bert(dir, {"--mlperf-phase", "init", "--benchmark", "1"}, true));
+  EXPECT_EQ(testing::event_value(dir / "result_bert_77.log", "submission_org"), "tinycorp");
+  ResNetTrainConfig c;
+  ConfigRegistry registry;
+  register_resnet_config(registry, c);
+  registry.apply_env();
+  testing::apply_flag_list(registry, {"--fake-data"});
+  finalize_resnet_config(c, registry);
+  EXPECT_EQ(c.submission_org, "tinycorp");
 }
 
 TEST(MlperfPhase, RunPhaseNeedsAFinishedInitPhaseAndRunsOnce) {
