@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds kiln, and runs every test (ctest); without ctest
-# arguments (what CI runs) also every libFuzzer target for KILN_FUZZ_SECONDS each (default 15;
+# arguments (what CI runs) also every libFuzzer target for KILN_FUZZ_SECONDS each (default 30;
 # 0 skips), where a crash fails the run.
 # Usage: scripts/test.sh [ctest args...]
 set -euo pipefail
@@ -15,6 +15,6 @@ ninja -C build
 # One test at a time: the integration tests each use every core (OpenMP), and two at once
 # would oversubscribe them many times over.
 ctest --test-dir build --output-on-failure "$@"
-if [[ $# -eq 0 && ${KILN_FUZZ_SECONDS:-15} -gt 0 ]]; then
-  bash scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-15}"
+if [[ $# -eq 0 && ${KILN_FUZZ_SECONDS:-30} -gt 0 ]]; then
+  bash scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-30}"
 fi
