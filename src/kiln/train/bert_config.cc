@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/core/error.h"
+#include "kiln/train/device_model.h"
 #include "kiln/train/devices_config.h"
 
 namespace kiln::train {
@@ -181,6 +182,8 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
                "console lines: kiln, megatron or auto");
   r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
              "print parameters, memory per rank and FLOPs per step, then exit");
+  r.add_string("run.device_model", &c.device_model, "", {"--device-model"},
+               "with --dry-run: the expected step on this device, by op class (h200, h100, a100)");
   r.add_bool("run.init_random", &c.init_random, "", {"--init-random"},
              "MLPerf run phase: start from random weights instead of run.init_checkpoint");
   r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
@@ -212,6 +215,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   finalize_mlperf_phase(c.mlperf);
   check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
+  check_device_model_setting(c.device_model, c.dry_run);
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if ((c.dry_run || c.mlperf.phase == MlperfPhase::init) && c.seq_length == 0) c.seq_length = 512;
   if (c.megatron_data()) {

@@ -67,6 +67,7 @@ struct ResNetTrainConfig {
   std::string load_dir;
   ResumeFlags resume;             // --no-load-optim, --no-load-rng, --finetune
   bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
+  std::string device_model;      // with dry_run: also the expected step on this device (train/device_model.h)
   std::string submission_org = "kiln";
   std::string submission_platform = "kiln-cpu";
   bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only

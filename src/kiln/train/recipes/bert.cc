@@ -31,6 +31,7 @@
 #include "kiln/train/device_state.h"
 #include "kiln/train/dry_run.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/perf_model.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/recipes/bert_pipeline.h"
 #include "kiln/train/resume.h"
@@ -315,6 +316,15 @@ class BertRecipe : public Recipe {
   std::vector<Tensor> loss_slots_;  // per micro-batch of a step: BertForPretraining::keep_losses
 };
 
+// What the performance model (train/perf_model.h) needs of the run.
+BertPerfRun bert_perf_run(const BertTrainConfig& c) {
+  return {.model = bert_model_config(c), .seq_length = c.seq_length, .micro_batch = c.micro_batch_size,
+          .global_batch = c.global_batch_size, .max_predictions = c.max_predictions, .tp = int(c.tensor_parallel),
+          .pp = int(c.pipeline_parallel), .dp = int(c.data_parallel()), .compute = c.precision.dtype,
+          .lamb = c.optimizer == "lamb", .loss_scaling = optim::LossScaler(c.precision.scaler).enabled(),
+          .distributed_optimizer = c.distributed_optimizer};
+}
+
 }  // namespace
 
 BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
@@ -326,6 +336,10 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
                             c.precision.splits_master()).text;
     console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
+    if (!c.device_model.empty()) {
+      const DeviceModel& device = device_model(c.device_model);
+      console << format_step_table(bert_step_model(bert_perf_run(c), device), device);
+    }
     return {};
   }
   RunWorld run_world(c.precision.run_device);

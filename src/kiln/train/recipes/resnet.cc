@@ -23,12 +23,14 @@
 #include "kiln/models/resnet_footprint.h"
 #include "kiln/nn/cross_entropy.h"
 #include "kiln/optim/lars.h"
+#include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
 #include "kiln/train/data_parallel.h"
 #include "kiln/train/device_state.h"
 #include "kiln/train/loop.h"
+#include "kiln/train/perf_model.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/resnet_dry_run.h"
 #include "kiln/train/resume.h"
@@ -223,6 +225,14 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
                                 eval_batch_per_rank(c, devices), devices, c.distributed_optimizer,
                                 c.precision.dtype, c.precision.splits_master()).text
               << "  " << precision_note(c.precision.dtype, cpu_features()) << "\n";
+    if (dist::world().rank() == 0 && !c.device_model.empty()) {
+      const DeviceModel& device = device_model(c.device_model);
+      const ResNetPerfRun run{.model = model_config(c, c.num_classes), .image = c.image_size,
+                              .batch = c.batch_size / devices, .dp = devices, .compute = c.precision.dtype,
+                              .loss_scaling = optim::LossScaler(c.precision.scaler).enabled(),
+                              .distributed_optimizer = c.distributed_optimizer};
+      console << format_step_table(resnet_step_model(run, device), device);
+    }
     return {};
   }
   RunWorld run_world(c.precision.run_device);
