@@ -14,6 +14,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
+#include "kiln/io/checkpoint_contents.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/io/safetensors.h"
 #include "kiln/train/bert_config.h"
@@ -138,6 +139,12 @@ void poison(const fs::path& file, const std::string& name, int64_t index, float 
     }
   }
   io::save_safetensors(file, tensors);
+  // As if saved so: meta.json records the new contents (where there is one).
+  const fs::path meta = file.parent_path() / "meta.json";
+  if (!fs::exists(meta)) return;
+  nlohmann::json json = nlohmann::json::parse(read_file(meta));
+  json["contents"] = io::checkpoint_contents(file.parent_path());
+  std::ofstream(meta) << json.dump(2);
 }
 
 // NaN or Inf in resumed weights was loaded with exit 0: the weights, and the optimizer state when
@@ -302,6 +309,27 @@ TEST(Resume, ACheckpointOfAnotherFormatIsRefused) {
   std::ofstream(run.meta()) << meta.dump();
   EXPECT_EQ(error_of([&] { run.resume({}); }),
             run.meta().string() + ": checkpoint format 1, this kiln reads format " + std::to_string(io::kCheckpointFormat));
+}
+
+// meta.json records each tensor file's size and CRC-32; a file that no longer matches is named,
+// with what it holds and what was recorded, before anything loads it.
+TEST(Resume, ATensorFileThatDiffersFromWhatMetaJsonRecordsIsRefused) {
+  StoppedBert run("bert_damaged");
+  const io::CheckpointMeta meta = run.saved(4);
+  const fs::path model = meta.dir() / "model.safetensors";
+  EXPECT_EQ(meta.at("contents").at("model.safetensors").at("bytes"), fs::file_size(model));
+  EXPECT_TRUE(meta.at("contents").contains("optimizer.safetensors"));
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    f.put('\x7f');
+  }
+  const std::string error = error_of([&] { run.resume({}); });
+  EXPECT_EQ(error.find(meta.dir().string() + ": model.safetensors has crc32 \""), 0u) << error;
+  EXPECT_NE(error.find("meta.json records \"" + meta.at("contents").at("model.safetensors").at("crc32").get<std::string>() +
+                       "\": the checkpoint is damaged; resume from another one"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Resume, BertLoadFolderThatDoesNotExistWarnsAndTrainsFromScratch) {

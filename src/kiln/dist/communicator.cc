@@ -78,4 +78,21 @@ void all_reduce_sum(Communicator& comm, std::span<double> values) {
   comm.all_reduce_sum(t);
 }
 
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& text) {
+  const int n = comm.size();
+  std::vector<int64_t> lengths(static_cast<size_t>(n));
+  int64_t mine = int64_t(text.size());
+  Tensor lengths_view = Tensor::view(lengths.data(), {n}, DType::i64);
+  comm.all_gather(Tensor::view(&mine, {1}, DType::i64), lengths_view);
+  const int64_t words = std::max<int64_t>(1, (*std::max_element(lengths.begin(), lengths.end()) + 7) / 8);
+  std::vector<int64_t> padded(size_t(words), 0), all(size_t(words) * size_t(n));
+  std::memcpy(padded.data(), text.data(), text.size());
+  Tensor all_view = Tensor::view(all.data(), {int64_t(all.size())}, DType::i64);
+  comm.all_gather(Tensor::view(padded.data(), {words}, DType::i64), all_view);
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r)
+    out.emplace_back(reinterpret_cast<const char*>(all.data() + size_t(r) * size_t(words)), size_t(lengths[size_t(r)]));
+  return out;
+}
+
 }  // namespace kiln::dist

@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kiln/core/tensor.h"
@@ -92,6 +93,8 @@ std::unique_ptr<Communicator> subgroup(Communicator& comm, const std::vector<int
 
 // Sums host doubles (losses, metric counts) across ranks, in rank order.
 void all_reduce_sum(Communicator& comm, std::span<double> values);
+// Every rank's `text`, by rank (e.g. what each rank sees, to check that all agree).
+std::vector<std::string> all_gather_strings(Communicator& comm, const std::string& text);
 
 // Checks that a collective's tensor is one this interface supports; throws kiln::Error.
 void check_collective_tensor(const Tensor& t, const char* op);

@@ -17,6 +17,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
+#include "kiln/io/checkpoint_contents.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/io/param_parts.h"
 #include "kiln/io/safetensors.h"
@@ -144,6 +145,7 @@ fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const 
   test_kill_point(step, "optimizer");
   nlohmann::json with_format = meta;
   with_format["format"] = kCheckpointFormat;
+  with_format["contents"] = checkpoint_contents(tmp_dir);
   write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << with_format.dump(2) << "\n"; });
   fsync_path(tmp_dir);
   test_kill_point(step, "meta");

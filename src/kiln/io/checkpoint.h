@@ -3,7 +3,8 @@
 //   DIR/iter_0001000/model.safetensors      every parameter (and model buffer) by name, fp32
 //   DIR/iter_0001000/optimizer.safetensors  "<state>.<param>" slices of each optimizer buffer
 //   DIR/iter_0001000/meta.json              step, data position, settings, MLPerf log position,
-//                                           format (io/checkpoint_meta.h)
+//                                           format (io/checkpoint_meta.h), each tensor file's size
+//                                           and CRC-32 (io/checkpoint_contents.h)
 //   DIR/latest_checkpointed_iteration.txt   the newest complete iteration, written last
 // A checkpoint directory is assembled under a temporary name, fsynced and renamed when complete
 // (swapped atomically when the step exists), the folder fsynced, then the pointer written: a

@@ -3,10 +3,15 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/dist/communicator.h"
 #include "kiln/io/checkpoint.h"
+#include "kiln/io/checkpoint_contents.h"
 #include "kiln/io/finite_check.h"
 #include "kiln/io/safetensors.h"
 
@@ -55,6 +60,62 @@ std::string remedy(RunSetting::Waiver w) {
   return "";
 }
 
+// What one rank finds in --load: `text` is what all ranks must agree on (the checkpoint's folder,
+// step and the contents its files hold); `error`, why it cannot resume from it.
+struct LoadView {
+  std::string text, warning, error;
+  std::optional<io::CheckpointMeta> meta;
+};
+
+LoadView look_into(const std::string& load_dir) {
+  LoadView v;
+  if (load_dir.empty()) {
+    v.text = "no --load";
+  } else if (!fs::exists(load_dir)) {
+    v.text = fmt::format("--load {} does not exist", load_dir);
+    v.warning = fmt::format("warning: --load {} does not exist: training from scratch\n", load_dir);
+  } else if (const std::optional<fs::path> latest = io::latest_checkpoint(load_dir); !latest) {
+    v.text = fmt::format("--load {} holds no checkpoint", load_dir);
+    v.warning = fmt::format(
+        "warning: --load {} holds no checkpoint (no latest_checkpointed_iteration.txt): training from scratch\n",
+        load_dir);
+  } else {
+    v.meta = io::CheckpointMeta::read(*latest);
+    const nlohmann::json actual = io::checkpoint_contents(*latest);
+    // The folder's name, not its path: node-local copies may sit at different paths.
+    v.text = fmt::format("checkpoint {} at step {} ({})", latest->filename().string(), v.meta->integer("step"),
+                         io::describe_contents(actual));
+    // Checkpoints saved before meta.json recorded "contents" are taken as they are.
+    const std::string damage =
+        v.meta->contains("contents") ? io::contents_difference(v.meta->at("contents"), actual) : "";
+    if (!damage.empty())
+      v.error = fmt::format("{}: {}: the checkpoint is damaged; resume from another one", latest->string(), damage);
+  }
+  return v;
+}
+
+// A rank that cannot read its --load still takes part in the agreement, saying why.
+LoadView look_into_or_say_why(const std::string& load_dir) {
+  try {
+    return look_into(load_dir);
+  } catch (const Error& e) {
+    LoadView v;
+    v.text = v.error = e.what();
+    return v;
+  }
+}
+
+// Rank 0 decides where the run resumes; every rank must see the same, or every rank stops with
+// the same message naming the first rank that differs.
+void agree_across_ranks(dist::Communicator& ranks, const std::string& view) {
+  if (ranks.size() == 1) return;
+  const std::vector<std::string> views = dist::all_gather_strings(ranks, view);
+  for (size_t r = 1; r < views.size(); ++r)
+    if (views[r] != views[0])
+      throw Error("resume: rank {} sees {}, but rank 0 sees {}: every rank must resume from the same checkpoint "
+                  "(one --load folder that all ranks see, or identical copies)", r, views[r], views[0]);
+}
+
 }  // namespace
 
 void add_run_settings(nlohmann::json& meta, const RunSettings& settings) {
@@ -62,22 +123,15 @@ void add_run_settings(nlohmann::json& meta, const RunSettings& settings) {
 }
 
 ResumePoint find_resume_point(const std::string& load_dir, const ResumeFlags& flags, const RunSettings& settings,
-                              std::ostream& console) {
+                              std::ostream& console, dist::Communicator& ranks) {
   ResumePoint point;
   point.flags = flags;
-  if (load_dir.empty()) return point;
-  if (!fs::exists(load_dir)) {
-    console << fmt::format("warning: --load {} does not exist: training from scratch\n", load_dir);
-    return point;
-  }
-  const std::optional<fs::path> latest = io::latest_checkpoint(load_dir);
-  if (!latest) {
-    console << fmt::format(
-        "warning: --load {} holds no checkpoint (no latest_checkpointed_iteration.txt): training from scratch\n",
-        load_dir);
-    return point;
-  }
-  io::CheckpointMeta meta = io::CheckpointMeta::read(*latest);
+  LoadView view = look_into_or_say_why(load_dir);
+  agree_across_ranks(ranks, view.text);
+  if (!view.error.empty()) throw Error("{}", view.error);
+  if (!view.warning.empty()) console << view.warning;
+  if (!view.meta) return point;
+  io::CheckpointMeta& meta = *view.meta;
   for (const RunSetting& s : settings) {
     const nlohmann::json& saved = meta.at("run." + s.key);
     if (saved == s.value || waived(s.waiver, flags)) continue;

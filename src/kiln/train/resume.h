@@ -10,8 +10,9 @@
 //   optimizer                            --no-load-optim or --finetune
 // A checkpoint of another format is always refused (io/checkpoint_meta.h), and one whose weights
 // (or, when the optimizer is loaded, optimizer state) hold NaN or Inf unless --allow-non-finite
-// (io/finite_check.h). A --load folder that does not exist, or holds no checkpoint, is a warning
-// and a run from scratch (as Megatron).
+// (io/finite_check.h), and one whose tensor files differ from the sizes and CRC-32s its meta.json
+// records (io/checkpoint_contents.h). A --load folder that does not exist, or holds no checkpoint,
+// is a warning and a run from scratch (as Megatron), when every rank sees it so.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/dist/world.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/train/resume_flags.h"
 
@@ -46,8 +48,11 @@ struct ResumePoint {
 };
 
 // The newest checkpoint in `load_dir` (empty: none wanted), checked against `settings` as the
-// header says; warnings go to `console`. Throws kiln::Error on a mismatch or a bad meta.json.
+// header says; warnings go to `console`. One decision for all of `ranks`: each rank reports what
+// it finds (the folder, the step, each tensor file's size and CRC-32) and all must equal rank 0's,
+// else every rank throws naming the first rank that differs and both views. Throws kiln::Error on
+// a mismatch, a bad meta.json, or tensor files whose contents differ from what meta.json records.
 ResumePoint find_resume_point(const std::string& load_dir, const ResumeFlags& flags, const RunSettings& settings,
-                              std::ostream& console);
+                              std::ostream& console, dist::Communicator& ranks = dist::world());
 
 }  // namespace kiln::train
