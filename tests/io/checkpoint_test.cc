@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
@@ -242,6 +243,60 @@ TEST(Checkpoint, KillHookWithABadValueIsAnErrorNamingTheVariable) {
 
 TEST(Checkpoint, UnwritableDirectoryIsAnError) {
   EXPECT_THROW(CheckpointManager("/proc/kiln_cannot_write_here", 1), Error);
+}
+
+}  // namespace
+}  // namespace kiln::io
+
+namespace kiln::io {
+namespace {
+
+// Start-up cleanup removes only the temporaries a killed save of kiln's leaves, by their exact
+// names; a user's folder or file that merely contains ".tmp" stays, named once.
+TEST(CheckpointCleanup, RemovesOnlyKilnsOwnTemporaries) {
+  const fs::path dir = fresh_dir("ckpt_cleanup");
+  fs::create_directories(dir / "iter_0000003.tmp");
+  fs::create_directories(dir / "my.tmp.results");
+  fs::create_directories(dir / "iter_0000003.tmp.backup");
+  std::ofstream(dir / "latest_checkpointed_iteration.txt.tmp.4242") << "3\n";
+  std::ofstream(dir / "notes.tmp.1") << "mine\n";
+  std::ofstream(dir / "my.tmp.results" / "table.csv") << "1,2\n";
+  std::ostringstream console;
+  { CheckpointManager manager(dir, 1, &console); }
+  EXPECT_FALSE(fs::exists(dir / "iter_0000003.tmp"));
+  EXPECT_FALSE(fs::exists(dir / "latest_checkpointed_iteration.txt.tmp.4242"));
+  EXPECT_TRUE(fs::exists(dir / "my.tmp.results" / "table.csv"));
+  EXPECT_TRUE(fs::exists(dir / "iter_0000003.tmp.backup"));
+  EXPECT_TRUE(fs::exists(dir / "notes.tmp.1"));
+  for (const char* kept : {"my.tmp.results", "iter_0000003.tmp.backup", "notes.tmp.1"})
+    EXPECT_NE(console.str().find("note: " + (dir / kept).string() + " left alone in the checkpoint folder"),
+              std::string::npos)
+        << console.str();
+}
+
+// Pruning keeps the newest checkpoints of this run (meta.json "run_id") and never touches
+// another run's, which is named once.
+TEST(CheckpointCleanup, PruningDeletesOnlyThisRunsCheckpoints) {
+  const fs::path dir = fresh_dir("ckpt_lineage");
+  ParamStore store;
+  make_store(store);
+  {
+    CheckpointManager older(dir, 5);
+    older.save(500, store, {}, {{"step", 500}, {"run_id", "older"}});
+  }
+  std::ostringstream console;
+  CheckpointManager manager(dir, 1, &console);
+  manager.save(1, store, {}, {{"step", 1}, {"run_id", "mine"}});
+  manager.save(2, store, {}, {{"step", 2}, {"run_id", "mine"}});
+  manager.save(3, store, {}, {{"step", 3}, {"run_id", "mine"}});
+  EXPECT_TRUE(fs::exists(dir / "iter_0000500"));
+  EXPECT_FALSE(fs::exists(dir / "iter_0000001"));
+  EXPECT_FALSE(fs::exists(dir / "iter_0000002"));
+  EXPECT_TRUE(fs::exists(dir / "iter_0000003"));
+  const std::string note = "note: " + (dir / "iter_0000500").string() +
+                           " left alone in the checkpoint folder (another run's checkpoint: not pruned)\n";
+  EXPECT_NE(console.str().find(note), std::string::npos) << console.str();
+  EXPECT_EQ(console.str().find(note), console.str().rfind(note)) << "named once: " << console.str();
 }
 
 }  // namespace

@@ -264,6 +264,21 @@ TEST(Resume, FinetuneLoadsOnlyTheWeightsAndStartsANewRun) {
   EXPECT_NE(read_file(tuned.log_file).find("\"key\": \"run_start\""), std::string::npos);
 }
 
+// A run's checkpoints carry its lineage ("run_id"): a resumed run keeps it (and so prunes the
+// checkpoints it resumed from), --finetune starts a new one.
+TEST(Resume, AResumedRunKeepsItsRunIdAndFinetuneStartsANewOne) {
+  StoppedBert run("bert_run_id");
+  const std::string first = run.saved(4).string("run_id");
+  EXPECT_EQ(first.size(), 16u);
+  run.resume({});
+  EXPECT_EQ(run.saved(8).string("run_id"), first);
+  train_bert(bert(run.flags({"--finetune", "--train-iters", "2", "--save-interval", "2", "--save",
+                             (run.dir / "tuned_ckpt").string(), "--output-dir", (run.dir / "tuned").string()})),
+             {}, run.console);
+  const std::string tuned = io::CheckpointMeta::read(run.dir / "tuned_ckpt" / "iter_0000002").string("run_id");
+  EXPECT_NE(tuned, first);
+}
+
 TEST(Resume, AMissingMetaKeyIsOneLineNamingTheFileAndKey) {
   StoppedBert run("bert_missing_key");
   nlohmann::json meta = nlohmann::json::parse(read_file(run.meta()));

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -83,14 +85,30 @@ std::string step_name(int64_t step) { return fmt::format("iter_{:07d}", step); }
 
 constexpr const char* kPointerFile = "latest_checkpointed_iteration.txt";
 
-// Leftovers of a save that was killed: checkpoint directories being assembled (iter_*.tmp) and
-// files being written (*.tmp.<pid>). The folder lock guarantees no live save owns them.
-void remove_stale_temporaries(const fs::path& dir) {
-  std::error_code ec;
-  for (auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    const bool tmp_dir = name.rfind("iter_", 0) == 0 && name.ends_with(".tmp");
-    if (tmp_dir || name.find(".tmp.") != std::string::npos) fs::remove_all(entry.path(), ec);
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A checkpoint folder's name: iter_ and at least 7 digits (step_name).
+bool is_step_name(std::string_view name) { return name.starts_with("iter_") && all_digits(name.substr(5)); }
+
+// The leftovers of a save that was killed, by kiln's own names: a checkpoint being assembled or
+// being deleted (iter_<digits>.tmp) and the pointer file being written (kPointerFile.tmp.<pid>).
+bool is_own_temporary(const std::filesystem::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
+  if (entry.is_directory() && name.ends_with(".tmp")) return is_step_name(name.substr(0, name.size() - 4));
+  const std::string pointer_tmp = std::string(kPointerFile) + ".tmp.";
+  return entry.is_regular_file() && name.starts_with(pointer_tmp) && all_digits(name.substr(pointer_tmp.size()));
+}
+
+// The run a checkpoint folder belongs to ("run_id" in its meta.json; null without one). A folder
+// whose meta.json cannot be read is nobody's: it is never pruned.
+std::optional<nlohmann::json> run_of(const fs::path& checkpoint) {
+  try {
+    const nlohmann::json meta = nlohmann::json::parse(read_file(checkpoint / "meta.json"));
+    return meta.contains("run_id") ? meta.at("run_id") : nlohmann::json();
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
 }
 
@@ -113,9 +131,24 @@ void test_kill_point(int64_t step, std::string_view phase) {
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(fs::path dir, int64_t keep)
-    : dir_(std::move(dir)), keep_(keep), lock_(dir_) {
-  remove_stale_temporaries(dir_);
+CheckpointManager::CheckpointManager(fs::path dir, int64_t keep, std::ostream* console)
+    : dir_(std::move(dir)), keep_(keep), console_(console), lock_(dir_) {
+  remove_stale_temporaries();
+}
+
+// The folder lock guarantees no live save owns them.
+void CheckpointManager::remove_stale_temporaries() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (is_own_temporary(entry)) fs::remove_all(entry.path(), ec);
+    else if (entry.path().filename().string().find(".tmp") != std::string::npos)
+      say_left_alone(entry.path(), "not a temporary kiln writes");
+  }
+}
+
+void CheckpointManager::say_left_alone(const fs::path& entry, const std::string& why) {
+  if (!console_ || !named_.insert(entry).second) return;
+  *console_ << fmt::format("note: {} left alone in the checkpoint folder ({})\n", entry.string(), why);
 }
 
 fs::path CheckpointManager::save(int64_t step, const ParamStore& params,
@@ -154,7 +187,7 @@ fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const 
   test_kill_point(step, "publish");
   write_file_atomic(dir_ / kPointerFile, [&](std::ostream& out) { out << step << "\n"; });
   test_kill_point(step, "pointer");
-  prune(final_dir, step);
+  prune(final_dir, step, meta.contains("run_id") ? meta.at("run_id") : nlohmann::json());
   return final_dir;
 }
 
@@ -173,16 +206,16 @@ void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_d
   if (replace) fs::remove_all(tmp_dir, ec);  // now holds the replaced checkpoint
 }
 
-// Keeps the newest `keep_` checkpoints and, whatever their order, the one just written (which
-// the pointer names). The others are renamed to temporaries before they are deleted, so a kill
+// Keeps the newest `keep_` checkpoints of this run and, whatever their order, the one just written
+// (which the pointer names). The others are renamed to temporaries before they are deleted, so a kill
 // while deleting leaves a temporary (removed at the next start), never a checkpoint's name on a
 // half-deleted folder.
-void CheckpointManager::prune(const fs::path& current, int64_t step) {
+void CheckpointManager::prune(const fs::path& current, int64_t step, const nlohmann::json& run_id) {
   std::vector<fs::path> existing;
   for (auto& entry : fs::directory_iterator(dir_)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("iter_", 0) == 0 && name.find('.') == std::string::npos)
-      existing.push_back(entry.path());
+    if (!entry.is_directory() || !is_step_name(entry.path().filename().string())) continue;
+    if (run_of(entry.path()) == run_id) existing.push_back(entry.path());
+    else say_left_alone(entry.path(), "another run's checkpoint: not pruned");
   }
   std::sort(existing.begin(), existing.end());
   std::error_code ec;

@@ -21,7 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <iosfwd>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,12 +41,16 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 class CheckpointManager {
  public:
   // Creates `dir`, takes its lock (throws naming the other run's pid and host when another
-  // kiln holds it) and removes temporaries left by a killed save.
-  CheckpointManager(std::filesystem::path dir, int64_t keep);
+  // kiln holds it) and removes the temporaries a killed save of kiln's leaves, by their exact
+  // names (iter_<digits>.tmp/, latest_checkpointed_iteration.txt.tmp.<pid>). Anything else in
+  // `dir` is left alone, and named once on `console` (when given) if it looks like a temporary.
+  CheckpointManager(std::filesystem::path dir, int64_t keep, std::ostream* console = nullptr);
 
-  // Writes checkpoint `step`, updates the pointer file, deletes all but the newest `keep` (never
-  // the one the pointer names). On an error (disk full, unwritable) the previous checkpoint and
-  // pointer are untouched.
+  // Writes checkpoint `step`, updates the pointer file, deletes all but the newest `keep` of this
+  // run's checkpoints (never the one the pointer names). This run's: those whose meta.json has
+  // the "run_id" of `meta` (or, when `meta` has none, none either); other runs' iter_* folders are
+  // left and named once on `console`. On an error (disk full, unwritable) the previous checkpoint
+  // and pointer are untouched.
   // `buffers` (e.g. BatchNorm running statistics) go into model.safetensors as 1-D tensors;
   // meta.json is `meta` with "format": kCheckpointFormat added.
   std::filesystem::path save(int64_t step, const ParamStore& params,
@@ -60,10 +66,15 @@ class CheckpointManager {
 
  private:
   void publish(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir);
-  void prune(const std::filesystem::path& current, int64_t step);
+  void prune(const std::filesystem::path& current, int64_t step, const nlohmann::json& run_id);
+  void remove_stale_temporaries();
+
+  void say_left_alone(const std::filesystem::path& entry, const std::string& why);
 
   std::filesystem::path dir_;
   int64_t keep_;
+  std::ostream* console_;
+  std::set<std::filesystem::path> named_;  // entries already said to be left alone
   FolderLock lock_;
 };
 

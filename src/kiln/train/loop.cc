@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <random>
 
 #include "kiln/backend/devices.h"
 #include "kiln/backend/profile.h"
@@ -18,6 +19,12 @@
 namespace kiln::train {
 
 namespace {
+
+// 64 random bits, in hex: a run's lineage (training_loop.h).
+std::string new_run_id() {
+  std::random_device entropy;
+  return fmt::format("{:08x}{:08x}", entropy(), entropy());
+}
 
 // --overlap-grad-reduce: the buckets that reduce the gradients during backward, where they can;
 // says once how the gradients are reduced when overlap was asked for.
@@ -101,6 +108,7 @@ void TrainingLoop::hold_whole_state(bool hold) {
 }
 
 void TrainingLoop::restore() {
+  run_id_ = new_run_id();
   if (!resume_.checkpoint) return;
   const io::CheckpointMeta& meta = *resume_.checkpoint;
   hold_whole_state(true);
@@ -117,6 +125,7 @@ void TrainingLoop::restore() {
   }
   start_step_ = meta.integer("step");
   skipped_before_ = meta.integer("skipped_steps");
+  run_id_ = meta.contains("run_id") ? nlohmann::json(meta.string("run_id")) : nlohmann::json();
   if (resume_.loads_optimizer()) {
     optimizer_.set_steps_taken(meta.integer("optimizer_steps"));
     if (meta.contains("loss_scaler")) scaler_.load_state(meta.at("loss_scaler"));

@@ -91,6 +91,7 @@ nlohmann::json TrainingLoop::checkpoint_meta(int64_t step) const {
   meta["skipped_steps"] = skipped_before_ + result_.skipped_steps;
   meta["target_reached"] = result_.reached_target;
   meta["kiln_version"] = KILN_VERSION;
+  if (!run_id_.is_null()) meta["run_id"] = run_id_;
   if (scaler_.enabled()) meta["loss_scaler"] = scaler_.state();
   recipe_.add_meta(meta);
   add_run_settings(meta, c_.settings);

@@ -31,7 +31,7 @@ Sinks::Sinks(bool is_rank0, std::ostream& console, const std::string& tensorboar
   if (rank0_) {
     console_ = &console;
     if (!tensorboard_dir.empty()) tensorboard_.emplace(tensorboard_dir);
-    if (!save_dir.empty()) checkpoints_.emplace(save_dir, keep_checkpoints);
+    if (!save_dir.empty()) checkpoints_.emplace(save_dir, keep_checkpoints, &console);
   } else {
     null_ = std::make_unique<NullStream>();
     console_ = null_.get();

@@ -128,6 +128,9 @@ class TrainingLoop {
   LoopResult result_;
   int64_t start_step_ = 0, last_step_ = 0;
   int64_t skipped_before_ = 0;  // by the processes this run resumed from
+  // The run's lineage in meta.json "run_id": new for a fresh run (or --finetune), the checkpoint's
+  // for a resumed one (null where it has none); only its own checkpoints are pruned.
+  nlohmann::json run_id_;
   int64_t consecutive_hopeless_ = 0;
   std::optional<double> last_grad_norm_;
   double lr_ = 0;
