@@ -14,6 +14,7 @@
 #include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/checkpoint_meta.h"
+#include "tests/testing/scoped_env.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kiln::io {
@@ -297,6 +298,78 @@ TEST(CheckpointCleanup, PruningDeletesOnlyThisRunsCheckpoints) {
                            " left alone in the checkpoint folder (another run's checkpoint: not pruned)\n";
   EXPECT_NE(console.str().find(note), std::string::npos) << console.str();
   EXPECT_EQ(console.str().find(note), console.str().rfind(note)) << "named once: " << console.str();
+}
+
+}  // namespace
+}  // namespace kiln::io
+
+namespace kiln::io {
+namespace {
+
+// What the lock file says when the folder is taken: who holds it, and from where.
+std::string second_run_error(const fs::path& dir) {
+  try {
+    CheckpointManager second(dir, 1);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A pid that no process has: a child that has exited and been reaped.
+long dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return long(child);
+}
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+TEST(FolderLock, AHeldFolderNamesTheLiveRunOnThisHost) {
+  const fs::path dir = fresh_dir("lock_live");
+  CheckpointManager first(dir, 1);
+  EXPECT_EQ(second_run_error(dir), dir.string() + ": in use by a live kiln run on this host (pid " +
+                                       std::to_string(::getpid()) + "); use another --save directory or stop that run");
+}
+
+TEST(FolderLock, ALockFileThatIsASymbolicLinkIsNotFollowed) {
+  const fs::path dir = fresh_dir("lock_symlink");
+  fs::create_directories(dir);
+  std::ofstream(dir / "precious.txt") << "keep me\n";
+  fs::create_symlink(dir / "precious.txt", dir / ".kiln.lock");
+  EXPECT_EQ(second_run_error(dir), (dir / ".kiln.lock").string() +
+                                       ": is a symbolic link; kiln does not follow its lock file through one");
+  EXPECT_EQ(read_file(dir / "precious.txt"), "keep me\n");
+}
+
+// Where the filesystem refuses flock (forced here with KILN_TEST_NO_FLOCK=1), the folder is held
+// by creating .kiln.lock.held exclusively: the same promise, said once at start.
+TEST(FolderLock, WithoutFlockAnExclusiveFileHoldsTheFolder) {
+  const kiln::testing::ScopedEnv no_flock("KILN_TEST_NO_FLOCK", "1");
+  const fs::path dir = fresh_dir("lock_no_flock");
+  {
+    std::ostringstream console;
+    CheckpointManager first(dir, 1, &console);
+    EXPECT_NE(console.str().find("note: " + dir.string() + " has no flock (No locks available): the folder is held by " +
+                                 (dir / ".kiln.lock.held").string()),
+              std::string::npos)
+        << console.str();
+    EXPECT_EQ(second_run_error(dir), dir.string() + ": in use by a live kiln run on this host (pid " +
+                                         std::to_string(::getpid()) + "); use another --save directory or stop that run");
+  }
+  EXPECT_FALSE(fs::exists(dir / ".kiln.lock.held")) << "released at the end";
+  // Left by a run of this host that died: taken over.
+  std::ofstream(dir / ".kiln.lock.held") << "pid " << dead_pid() << " on host " << host_name() << "\n";
+  EXPECT_EQ(second_run_error(dir), "");
+  // Held from another host: refused, naming it.
+  std::ofstream(dir / ".kiln.lock.held") << "pid 77 on host elsewhere.example\n";
+  EXPECT_EQ(second_run_error(dir), dir.string() + ": in use by a kiln run on host elsewhere.example (pid 77); use "
+                                                  "another --save directory or stop that run");
 }
 
 }  // namespace

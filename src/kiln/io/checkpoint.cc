@@ -133,6 +133,7 @@ void test_kill_point(int64_t step, std::string_view phase) {
 
 CheckpointManager::CheckpointManager(fs::path dir, int64_t keep, std::ostream* console)
     : dir_(std::move(dir)), keep_(keep), console_(console), lock_(dir_) {
+  if (console_ && !lock_.fallback().empty()) *console_ << "note: " << lock_.fallback() << "\n";
   remove_stale_temporaries();
 }
 
