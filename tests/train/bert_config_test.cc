@@ -125,6 +125,11 @@ TEST(BertConfig, GradientAccumulationCountsTheMicroBatchesOfOneRank) {
                                 "--micro-batch-size", "4"});
             }).find("train.global_batch_size (24) is not a multiple of train.micro_batch_size (4) x 4 data-parallel devices"),
             std::string::npos);
+  Resolved uneven;
+  EXPECT_NE(testing::error_of([&] {
+              resolve(uneven, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--global-batch-size", "6"});
+            }).find("train.global_batch_size (6) does not split over 4 data-parallel devices"),
+            std::string::npos);
 }
 
 // tinygrad's v5.0 8x MI300X run_and_time.sh: BS=EVAL_BS=1024 OPT_BASE_LEARNING_RATE=0.0011

@@ -22,7 +22,10 @@ void derive_batches(BertTrainConfig& c) {
   const int64_t dp = data_parallel_devices(c.devices, c.tensor_parallel, c.pipeline_parallel);
   if (c.global_batch_size == 0) c.global_batch_size = (c.precision.dtype == DType::f32 ? 8 : 11) * dp;
   positive(c.global_batch_size, "train.global_batch_size");
-  if (c.micro_batch_size == 0 && c.global_batch_size % dp == 0) c.micro_batch_size = c.global_batch_size / dp;
+  if (c.micro_batch_size == 0 && c.global_batch_size % dp != 0)
+    throw Error("config: train.global_batch_size ({}) does not split over {} data-parallel devices",
+                c.global_batch_size, dp);
+  if (c.micro_batch_size == 0) c.micro_batch_size = c.global_batch_size / dp;
   positive(c.micro_batch_size, "train.micro_batch_size");
   if (c.global_batch_size % (c.micro_batch_size * dp) != 0)
     throw Error("config: train.global_batch_size ({}) is not a multiple of train.micro_batch_size ({}) x {} "
