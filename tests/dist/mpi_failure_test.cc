@@ -58,6 +58,29 @@ TEST(MpiFailure, AHungRankEndsEveryRankAfterTheDistTimeoutNamingTheCollective) {
       << output;
 }
 
+// A save that takes longer than --dist-timeout (rank 0 writes, rank 1 waits for it) is not a
+// failure: the ranks wait for each other up to --save-timeout across a save instead.
+TEST(MpiFailure, ASaveLongerThanTheDistTimeoutIsWaitedForUpToTheSaveTimeout) {
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = testing::unique_temp_dir("mpi_slow_save");
+  const auto train = [&](const std::string& name, const std::string& flags) {
+    return testing::run_command(
+        "timeout 240 " + testing::mpirun(2, "OMP_NUM_THREADS=1 KILN_TEST_SAVE_SECONDS=4") +
+        " " KILN_BINARY " train bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --fake-data"
+        " --seq-length 32 --global-batch-size 4 --micro-batch-size 2 --train-iters 4 --eval-interval 100"
+        " --save-interval 2 --dist-timeout 2 --save " + (dir / name / "ckpt").string() + " --output-dir " +
+        (dir / name).string() + " " + flags);
+  };
+  const auto [status, output] = train("waited", "");
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_TRUE(fs::exists(dir / "waited/ckpt/iter_0000004")) << output;
+  // With a save limit below the save's time, the waiting rank ends the run, naming the limit.
+  const auto [short_status, short_output] = train("limited", "--save-timeout 1");
+  EXPECT_NE(short_status, 0) << short_output;
+  EXPECT_NE(short_status, kHungStatus) << short_output;
+  EXPECT_NE(short_output.find("waited more than 1 s for the other ranks"), std::string::npos) << short_output;
+}
+
 TEST(MpiFailure, TheRankFailureHookRejectsAMalformedValue) {
   const fs::path dir = testing::unique_temp_dir("rank_fails_hook");
   const auto [status, output] = testing::run_command(

@@ -69,6 +69,7 @@ class Communicator {
   // --dist-timeout: a collective that waits longer than `seconds` for the other ranks ends the
   // process with an error naming it (0: wait forever). One process never waits.
   virtual void set_timeout(double seconds) {}
+  virtual double timeout() const { return 0; }  // what set_timeout set (0: none)
 };
 
 // One process: rank 0 of 1; every collective is the identity.

@@ -36,6 +36,7 @@ class StagedCommunicator final : public Communicator {
   std::unique_ptr<Request> irecv(Tensor& t, int peer) override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void set_timeout(double seconds) override { host_.set_timeout(seconds); }
+  double timeout() const override { return host_.timeout(); }
 
  private:
   StagedCommunicator(std::unique_ptr<Communicator> owned, Device device);

@@ -119,6 +119,9 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
              "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
   register_ddp_config(r, c.ddp);
+  r.add_float("parallel.save_timeout", &c.save_timeout, "", {"--save-timeout"},
+              "seconds the ranks wait for each other across a checkpoint save or an evaluation, instead of "
+              "--dist-timeout (0: forever)");
   r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
               "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},
@@ -241,6 +244,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   positive(c.pipeline_parallel, "parallel.pipeline_model_parallel_size");
   check_tensor_parallel(c);
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
+  if (!(c.save_timeout >= 0)) throw Error("config: parallel.save_timeout must be >= 0, got {}", c.save_timeout);
 
   if (c.matmul_dtype != "f32" && c.matmul_dtype != "bf16")
     throw Error("config: train.matmul_dtype must be f32 or bf16, got '{}'", c.matmul_dtype);

@@ -49,6 +49,7 @@ struct BertTrainConfig {
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
   double dist_timeout = 600;       // seconds a collective may wait for the other ranks
+  double save_timeout = 3600;     // the same across a checkpoint save or an evaluation
   // [optim]
   std::string optimizer = "lamb";  // lamb | adamw
   double lr = 0;                   // 0: 0.000175 * sqrt(global batch / 96) (tinygrad)

@@ -118,6 +118,9 @@ struct LoopConfig {
   DdpConfig ddp;                   // --overlap-grad-reduce: gradients reduced in buckets during backward
   double clip_grad = 0;            // global-norm clip; 0: none
   double target = 1.0;             // the evaluation metric that ends the run
+  // Seconds the ranks wait for each other across a checkpoint save (rank 0 writes, the others
+  // wait) and an evaluation, instead of --dist-timeout; 0: no limit.
+  double save_timeout = 3600;
   DType compute_dtype = DType::f32;
   optim::LossScalerConfig loss_scaler;
   int64_t max_skipped_steps = 10;  // consecutive skips that the loss scale cannot fix; 0: no limit
@@ -143,6 +146,7 @@ LoopConfig shared_loop_config(const RecipeConfig& c) {
   loop.compute_dtype = c.precision.dtype;
   loop.loss_scaler = c.precision.scaler;
   loop.max_skipped_steps = c.precision.max_skipped_steps;
+  loop.save_timeout = c.save_timeout;
   loop.progress = c.progress;
   loop.run_started = c.mlperf.phase == MlperfPhase::run;
   return loop;

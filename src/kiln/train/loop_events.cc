@@ -6,10 +6,44 @@
 #include "kiln/log/mllog_keys.h"
 #include "kiln/log/resnet_mllog.h"
 #include "kiln/log/submission.h"
+#include "kiln/train/test_hooks.h"
 #include "kiln/train/training_loop.h"
 #include "kiln/train/whole_model.h"
 
 namespace kiln::train {
+namespace {
+
+// The run's communicators waiting up to `seconds` (0: forever) for the other ranks within a
+// scope, instead of --dist-timeout: a save that rank 0 writes, or an evaluation, may take
+// longer than any step's collective, and the other ranks wait for it.
+class LongerWaits {
+ public:
+  LongerWaits(std::vector<dist::Communicator*> comms, double seconds) : comms_(std::move(comms)) {
+    for (dist::Communicator* c : comms_) {
+      before_.push_back(c->timeout());
+      c->set_timeout(seconds);
+    }
+  }
+  ~LongerWaits() {
+    for (size_t i = 0; i < comms_.size(); ++i) comms_[i]->set_timeout(before_[i]);
+  }
+  LongerWaits(const LongerWaits&) = delete;
+  LongerWaits& operator=(const LongerWaits&) = delete;
+
+ private:
+  std::vector<dist::Communicator*> comms_;
+  std::vector<double> before_;
+};
+
+}  // namespace
+
+std::vector<dist::Communicator*> TrainingLoop::communicators() const {
+  std::vector<dist::Communicator*> all = {&state_.comm};
+  if (const dist::ParallelGroups* g = state_.groups)
+    for (const auto* group : {&g->tp, &g->pp, &g->model, &g->embedding})
+      if (*group && group->get() != &state_.comm) all.push_back(group->get());
+  return all;
+}
 
 // tinygrad's test, (e + 1 - EVAL_START_EPOCH) % EVAL_FREQ == 0 or e + 1 >= 33 with its 0-based e;
 // C++'s % and Python's agree on which differences are multiples (before the start epoch too).
@@ -57,6 +91,7 @@ bool TrainingLoop::after_step(int64_t done) {
 }
 
 double TrainingLoop::evaluate(int64_t done, int64_t epoch) {
+  const LongerWaits waits(communicators(), c_.save_timeout);
   clear_progress();
   const double metric = recipe_.evaluate(done, epoch, sinks_);
   result_.evals.push_back(metric);
@@ -110,6 +145,7 @@ void TrainingLoop::save(int64_t step) {
   }
   io::CheckpointManager* checkpoints = sinks_.checkpoints();
   if (!checkpoints) return;
+  test_slow_save();
   clear_progress();
   nlohmann::json meta = checkpoint_meta(step);
   if (mllog_) {
@@ -128,6 +164,7 @@ void TrainingLoop::save(int64_t step) {
 // Only rank 0 saves; the others wait for it, so that an error on another rank cannot end rank 0
 // (MPI_Abort) in the middle of writing the checkpoint.
 void TrainingLoop::save_all(int64_t step) {
+  const LongerWaits waits(communicators(), c_.save_timeout);
   hold_whole_state(sinks_.saves_checkpoints());
   save(step);
   hold_whole_state(false);

@@ -64,6 +64,9 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
              "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
   register_ddp_config(r, c.ddp);
+  r.add_float("parallel.save_timeout", &c.save_timeout, "", {"--save-timeout"},
+              "seconds the ranks wait for each other across a checkpoint save or an evaluation, instead of "
+              "--dist-timeout (0: forever)");
   r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
               "seconds a collective waits for the other ranks before every rank ends (0: forever)");
   r.add_float("optim.lr", &c.lr, "LR", {"--lr"}, "peak learning rate (0: 7.2 * BS / 1536)");
@@ -127,6 +130,7 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   positive(c.batch_size, "train.batch_size");
   positive(c.epochs, "train.epochs");
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
+  if (!(c.save_timeout >= 0)) throw Error("config: parallel.save_timeout must be >= 0, got {}", c.save_timeout);
   positive(c.image_size, "data.image_size");
   if (c.eval_resize < c.image_size)
     throw Error("config: data.eval_resize ({}) is smaller than data.image_size ({})", c.eval_resize,

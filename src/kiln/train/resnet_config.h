@@ -42,6 +42,7 @@ struct ResNetTrainConfig {
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
   double dist_timeout = 600;      // seconds a collective waits for the other ranks
+  double save_timeout = 3600;     // the same across a checkpoint save or an evaluation
   MlperfPhaseConfig mlperf;       // --mlperf-phase, INITMLPERF, RUNMLPERF
   // [optim]
   double lr = 0;                  // 0: 7.2 * batch / 1536 (MLPerf LR scaling rule)

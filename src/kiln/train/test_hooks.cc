@@ -7,10 +7,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/core/error.h"
@@ -49,6 +51,16 @@ void RankFailure::at(int this_rank, int64_t step_starting) const {
   std::fflush(stderr);
   if (!hang) std::raise(SIGKILL);
   for (;;) ::pause();
+}
+
+void test_slow_save() {
+  const char* v = std::getenv("KILN_TEST_SAVE_SECONDS");
+  if (!v || !*v) return;
+  char* end = nullptr;
+  const double seconds = std::strtod(v, &end);
+  if (*end != '\0' || !(seconds >= 0))
+    throw Error("environment variable KILN_TEST_SAVE_SECONDS: expected seconds >= 0, got '{}'", v);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
 LossLog::LossLog() {

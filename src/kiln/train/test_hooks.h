@@ -12,6 +12,9 @@
 //                            tensor-parallel parts, its pipeline stage's) to
 //                            DIR/rank<world rank>.safetensors, with metadata tp_rank and tp_size
 //                            (tests/dist/mpi_tensor_parallel_test.cc, mpi_pipeline_test.cc)
+//   KILN_TEST_SAVE_SECONDS=S  the rank that writes checkpoints sleeps S seconds before each one,
+//                            as a slow filesystem would (tests/dist/mpi_failure_test.cc:
+//                            --save-timeout)
 // io/checkpoint.h has KILN_TEST_KILL_IN_SAVE.
 #pragma once
 #include <cstdint>
@@ -38,6 +41,10 @@ struct RankFailure {
 };
 // KILN_TEST_RANK_FAILS; throws kiln::Error naming the variable when its value is malformed.
 RankFailure test_rank_failure();
+
+// KILN_TEST_SAVE_SECONDS: sleeps that long (nothing when unset); throws kiln::Error naming the
+// variable when its value is malformed.
+void test_slow_save();
 
 // KILN_TEST_LOSS_LOG; does nothing when it is not set.
 class LossLog {

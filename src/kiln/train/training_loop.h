@@ -76,6 +76,8 @@ class TrainingLoop {
   void track_stats(int64_t done);
   void save(int64_t step);
   void save_all(int64_t step);
+  // state_.comm and every group of a model-parallel layout (save_all and evaluate relax their limits).
+  std::vector<dist::Communicator*> communicators() const;
   nlohmann::json checkpoint_meta(int64_t step) const;
 
   const LoopConfig& c_;

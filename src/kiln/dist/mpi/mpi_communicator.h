@@ -41,6 +41,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Request> irecv(Tensor& t, int peer) override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void set_timeout(double seconds) override;
+  double timeout() const override { return timeout_seconds_; }
 
  private:
   MPI_Comm comm_;
