@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
+#include "kiln/core/notice.h"
 
 namespace kiln::ops {
 namespace fs = std::filesystem;
@@ -18,7 +18,7 @@ AlgoCache::AlgoCache(fs::path file) : file_(std::move(file)) {
     const nlohmann::json j = nlohmann::json::parse(read_file(file_));
     for (const auto& [key, value] : j.at("winners").items()) winners_[key] = value.get<int>();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln: algorithm cache %s is unreadable (%s); searching again\n", file_.c_str(), e.what());
+    notice("algorithm cache {} is unreadable ({}); searching again", file_.string(), e.what());
     winners_.clear();
   }
 }
@@ -40,8 +40,7 @@ void AlgoCache::record(const std::string& key, int choice) {
     write_file_atomic(file_, [&](std::ostream& out) { out << j.dump(1) << "\n"; });
   } catch (const std::exception& e) {
     if (!write_failed_)
-      std::fprintf(stderr, "kiln: cannot write the algorithm cache %s (%s); winners kept for this run only\n",
-                   file_.c_str(), e.what());
+      notice("cannot write the algorithm cache {} ({}); winners kept for this run only", file_.string(), e.what());
     write_failed_ = true;
   }
 }

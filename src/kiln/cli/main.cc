@@ -7,6 +7,7 @@
 
 #include "kiln/cli/commands.h"
 #include "kiln/core/error.h"
+#include "kiln/core/notice.h"
 #include "kiln/dist/world.h"
 
 namespace {
@@ -28,6 +29,7 @@ int fail(int code, const char* kind, const char* what) {
 int main(int argc, char** argv) {
   try {
     kiln::dist::init(argc, argv);
+    kiln::set_notice_rank(kiln::dist::world().rank(), kiln::dist::world().size());
     const int code = kiln::cli::run(argc, argv);
     kiln::dist::finalize();
     return code;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -21,6 +20,7 @@
 #include "kiln/backend/cpu/key_hash.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
+#include "kiln/core/notice.h"
 
 namespace kiln::ops::cpu {
 namespace {
@@ -127,11 +127,9 @@ void announce_fallback(DType dtype, const char* what) {
   static std::once_flag once[3];
   const int i = dtype == DType::bf16 ? 0 : dtype == DType::f16 ? 1 : 2;
   std::call_once(once[i], [&] {
-    const std::string name(dtype_name(dtype));
-    std::fprintf(stderr,
-                 "kiln: oneDNN has no %s convolution on this CPU (%s); convolutions keep %s "
-                 "storage and compute in f32 on converted copies\n",
-                 name.c_str(), what, name.c_str());
+    const std::string_view name = dtype_name(dtype);
+    notice("oneDNN has no {} convolution on this CPU ({}); convolutions keep {} storage and compute in f32 on "
+           "converted copies", name, what, name);
   });
 }
 
