@@ -75,3 +75,33 @@ TEST(CheckpointDurability, EveryFileAndFolderIsFsyncedBeforeItIsPublishedAndTheP
 }
 
 }  // namespace
+
+namespace {
+
+// A disk that fills during a save (an LD_PRELOAD write that fails with ENOSPC past 80 MB under
+// the checkpoint folder, tools/disk_full): the run stops naming the file, the previous checkpoint
+// stays the pointer's and loads, and the failed save leaves no temporary behind.
+TEST(CheckpointDurability, ADiskThatFillsDuringASaveKeepsThePreviousCheckpoint) {
+  const fs::path dir = kiln::testing::unique_temp_dir("ckpt_disk_full_run");
+  const fs::path ckpt = fs::weakly_canonical(dir / "ckpt");
+  const std::string train = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR
+                            "/configs/bert-tiny.toml --fake-data --seq-length 32 --global-batch-size 4 --train-iters 4"
+                            " --eval-interval 100 --save-interval 2 --save " + ckpt.string() + " --load " +
+                            ckpt.string() + " --output-dir " + (dir / "out").string();
+  // Each checkpoint of BERT-tiny with LAMB is about 53 MB: the first fits, the second does not.
+  const auto [full, full_output] = kiln::testing::run_command(
+      "LD_PRELOAD=" KILN_DISK_FULL_LIBRARY " KILN_DISK_FULL_UNDER=" + ckpt.string() +
+      " KILN_DISK_FULL_AFTER=80000000 OMP_NUM_THREADS=1 " + train);
+  EXPECT_EQ(full, 2) << full_output;
+  EXPECT_NE(full_output.find("kiln: error: " + (ckpt / "iter_0000004.tmp").string()), std::string::npos)
+      << full_output;
+  EXPECT_NE(full_output.find("write failed (disk full?)"), std::string::npos) << full_output;
+  for (const auto& entry : fs::directory_iterator(ckpt))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path() << " left behind";
+  // The previous checkpoint is the pointer's and resumes.
+  const auto [resumed, resumed_output] = kiln::testing::run_command("OMP_NUM_THREADS=1 " + train);
+  EXPECT_EQ(resumed, 0) << resumed_output;
+  EXPECT_NE(resumed_output.find("iter_0000002 at step 2"), std::string::npos) << resumed_output;
+}
+
+}  // namespace

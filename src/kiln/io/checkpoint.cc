@@ -129,6 +129,22 @@ void test_kill_point(int64_t step, std::string_view phase) {
   if (s == step && p == phase) std::raise(SIGKILL);
 }
 
+// The files of checkpoint `step` in its temporary folder, each fsynced by write_file_atomic, the
+// folder's entries by fsync_path.
+void write_unpublished(int64_t step, const fs::path& tmp_dir, const NamedTensors& model, const NamedTensors& state,
+                       const nlohmann::json& meta) {
+  save_safetensors(tmp_dir / "model.safetensors", model);
+  test_kill_point(step, "model");
+  save_safetensors(tmp_dir / "optimizer.safetensors", state);
+  test_kill_point(step, "optimizer");
+  nlohmann::json with_format = meta;
+  with_format["format"] = kCheckpointFormat;
+  with_format["contents"] = checkpoint_contents(tmp_dir);
+  write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << with_format.dump(2) << "\n"; });
+  fsync_path(tmp_dir);
+  test_kill_point(step, "meta");
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(fs::path dir, int64_t keep, std::ostream* console)
@@ -171,18 +187,12 @@ fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const 
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
   ensure_writable_dir(tmp_dir);
-
-  // Each file is fsynced by write_file_atomic; the directory entries by fsync_path.
-  save_safetensors(tmp_dir / "model.safetensors", model);
-  test_kill_point(step, "model");
-  save_safetensors(tmp_dir / "optimizer.safetensors", state);
-  test_kill_point(step, "optimizer");
-  nlohmann::json with_format = meta;
-  with_format["format"] = kCheckpointFormat;
-  with_format["contents"] = checkpoint_contents(tmp_dir);
-  write_file_atomic(tmp_dir / "meta.json", [&](std::ostream& out) { out << with_format.dump(2) << "\n"; });
-  fsync_path(tmp_dir);
-  test_kill_point(step, "meta");
+  try {
+    write_unpublished(step, tmp_dir, model, state, meta);
+  } catch (...) {
+    fs::remove_all(tmp_dir, ec);  // a failed save (a full disk) leaves nothing behind
+    throw;
+  }
 
   publish(tmp_dir, final_dir);
   test_kill_point(step, "publish");
