@@ -374,3 +374,52 @@ TEST(FolderLock, WithoutFlockAnExclusiveFileHoldsTheFolder) {
 
 }  // namespace
 }  // namespace kiln::io
+
+namespace kiln::io {
+namespace {
+
+// Where RENAME_EXCHANGE is refused (forced with KILN_TEST_NO_RENAME_EXCHANGE=1), saving a step
+// again moves the old checkpoint aside first; killed between the two renames, the old one comes
+// back whole when the pointer is next read, and a finished replacement leaves nothing behind.
+TEST(Checkpoint, WithoutRenameExchangeASaveOfTheSameStepKeepsTheSamePromise) {
+  const kiln::testing::ScopedEnv no_exchange("KILN_TEST_NO_RENAME_EXCHANGE", "1");
+  const fs::path dir = fresh_dir("ckpt_no_exchange");
+  ParamStore store;
+  make_store(store);
+  { CheckpointManager(dir, 2).save(1, store, {}, {{"step", 1}}); }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::setenv("KILN_TEST_KILL_IN_SAVE", "1:aside", 1);
+    store.host_values()[0] = 7.0f;
+    CheckpointManager(dir, 2).save(1, store, {}, {{"step", 1}});
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  EXPECT_FALSE(fs::exists(dir / "iter_0000001"));
+  EXPECT_TRUE(fs::exists(dir / "iter_0000001.replaced"));
+  const fs::path copy = fresh_dir("ckpt_no_exchange_copy");
+  fs::copy(dir, copy, fs::copy_options::recursive);
+  { CheckpointManager next(copy, 2); }  // a manager starting on the folder moves it back
+  EXPECT_TRUE(fs::exists(copy / "iter_0000001"));
+  EXPECT_FALSE(fs::exists(copy / "iter_0000001.replaced"));
+  ASSERT_EQ(*latest_checkpoint(dir), dir / "iter_0000001");  // and so does reading the pointer
+  ParamStore restored;
+  make_store(restored);
+  load_checkpoint(dir / "iter_0000001", restored, {});
+  EXPECT_EQ(restored.host_values()[0], store.host_values()[0]) << "the old checkpoint, whole";
+
+  std::ostringstream console;
+  store.host_values()[0] = 9.0f;
+  CheckpointManager(dir, 2, &console).save(1, store, {}, {{"step", 1}});
+  EXPECT_NE(console.str().find("refuses RENAME_EXCHANGE"), std::string::npos) << console.str();
+  load_checkpoint(*latest_checkpoint(dir), restored, {});
+  EXPECT_EQ(restored.host_values()[0], 9.0f);
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_EQ(entry.path().filename().string().find(".replaced"), std::string::npos) << entry.path();
+}
+
+}  // namespace
+}  // namespace kiln::io

@@ -97,8 +97,23 @@ bool is_step_name(std::string_view name) { return name.starts_with("iter_") && a
 bool is_own_temporary(const std::filesystem::directory_entry& entry) {
   const std::string name = entry.path().filename().string();
   if (entry.is_directory() && name.ends_with(".tmp")) return is_step_name(name.substr(0, name.size() - 4));
+  if (entry.is_directory() && name.ends_with(".replaced"))  // its successor is in place (else latest_checkpoint restores it)
+    return is_step_name(name.substr(0, name.size() - 9)) &&
+           fs::is_directory(entry.path().parent_path() / name.substr(0, name.size() - 9));
   const std::string pointer_tmp = std::string(kPointerFile) + ".tmp.";
   return entry.is_regular_file() && name.starts_with(pointer_tmp) && all_digits(name.substr(pointer_tmp.size()));
+}
+
+// Where a checkpoint being replaced waits while its successor moves in (publish_by_moving_aside).
+fs::path replaced_name(const fs::path& checkpoint) { return checkpoint.string() + ".replaced"; }
+
+// The renameat2 errors that mean "this filesystem cannot exchange", not "this exchange failed".
+bool exchange_unsupported(int e) { return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP; }
+
+// KILN_TEST_NO_RENAME_EXCHANGE=1 (test hook): renameat2 refuses RENAME_EXCHANGE, as over NFS.
+bool exchange_refused_for_test() {
+  const char* v = std::getenv("KILN_TEST_NO_RENAME_EXCHANGE");
+  return v && std::string_view(v) == "1";
 }
 
 // The run a checkpoint folder belongs to ("run_id" in its meta.json; null without one). A folder
@@ -123,9 +138,10 @@ void test_kill_point(int64_t step, std::string_view phase) {
   char* end = nullptr;
   const long long s = std::strtoll(spec.c_str(), &end, 10);
   if (colon == std::string::npos || end != spec.c_str() + colon || s < 0 ||
-      (p != "model" && p != "optimizer" && p != "meta" && p != "publish" && p != "pointer" && p != "prune"))
+      (p != "model" && p != "optimizer" && p != "meta" && p != "aside" && p != "publish" && p != "pointer" &&
+       p != "prune"))
     throw Error("environment variable KILN_TEST_KILL_IN_SAVE: expected STEP:PHASE with PHASE model, optimizer, "
-                "meta, publish, pointer or prune, got '{}'", spec);
+                "meta, aside, publish, pointer or prune, got '{}'", spec);
   if (s == step && p == phase) std::raise(SIGKILL);
 }
 
@@ -157,8 +173,12 @@ CheckpointManager::CheckpointManager(fs::path dir, int64_t keep, std::ostream* c
 void CheckpointManager::remove_stale_temporaries() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    const std::string step = name.ends_with(".replaced") ? name.substr(0, name.size() - 9) : "";
     if (is_own_temporary(entry)) fs::remove_all(entry.path(), ec);
-    else if (entry.path().filename().string().find(".tmp") != std::string::npos)
+    else if (is_step_name(step))
+      fs::rename(entry.path(), dir_ / step, ec);  // a replacement killed halfway: the old one, whole
+    else if (name.find(".tmp") != std::string::npos)
       say_left_alone(entry.path(), "not a temporary kiln writes");
   }
 }
@@ -194,7 +214,7 @@ fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const 
     throw;
   }
 
-  publish(tmp_dir, final_dir);
+  publish(tmp_dir, final_dir, step);
   test_kill_point(step, "publish");
   write_file_atomic(dir_ / kPointerFile, [&](std::ostream& out) { out << step << "\n"; });
   test_kill_point(step, "pointer");
@@ -205,16 +225,40 @@ fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const 
 // Moves the complete checkpoint into place. Replacing an existing step swaps the two
 // directories atomically (renameat2 RENAME_EXCHANGE), so the pointer file never names a
 // missing or partial directory, even for an instant.
-void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_dir) {
+void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_dir, int64_t step) {
   const bool replace = fs::exists(final_dir);
-  const int rc = replace ? ::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(),
-                                       RENAME_EXCHANGE)
-                         : ::rename(tmp_dir.c_str(), final_dir.c_str());
+  const int rc = !replace ? ::rename(tmp_dir.c_str(), final_dir.c_str())
+                 : exchange_refused_for_test() ? (errno = EINVAL, -1)
+                                               : ::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(),
+                                                             RENAME_EXCHANGE);
+  if (rc != 0 && replace && exchange_unsupported(errno)) return publish_by_moving_aside(tmp_dir, final_dir, step);
   if (rc != 0)
     throw Error("{}: cannot move checkpoint into place: {}", final_dir.string(), std::strerror(errno));
   fsync_path(dir_);
   std::error_code ec;
   if (replace) fs::remove_all(tmp_dir, ec);  // now holds the replaced checkpoint
+}
+
+// Where RENAME_EXCHANGE is refused (NFS, CephFS, Lustre clients): the replaced checkpoint moves
+// aside to iter_N.replaced, then the new one into place. A kill between the two leaves the old
+// one complete under iter_N.replaced; latest_checkpoint moves it back before anything reads it.
+void CheckpointManager::publish_by_moving_aside(const fs::path& tmp_dir, const fs::path& final_dir, int64_t step) {
+  if (console_ && !said_no_exchange_) *console_ << fmt::format("note: {} refuses RENAME_EXCHANGE: a checkpoint saved "
+                                                                "again is moved aside first\n", dir_.string());
+  said_no_exchange_ = true;
+  const fs::path aside = replaced_name(final_dir);
+  std::error_code ec;
+  fs::remove_all(aside, ec);
+  const auto move = [](const fs::path& from, const fs::path& to) {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      throw Error("{}: cannot move checkpoint into place: {}", to.string(), std::strerror(errno));
+  };
+  move(final_dir, aside);
+  fsync_path(dir_);
+  test_kill_point(step, "aside");
+  move(tmp_dir, final_dir);
+  fsync_path(dir_);
+  fs::remove_all(aside, ec);
 }
 
 // Keeps the newest `keep_` checkpoints of this run and, whatever their order, the one just written
@@ -256,6 +300,11 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   if (text.empty() || !end || *end != '\0' || step < 0)
     throw Error("{}: expected an iteration number, got '{}'", pointer.string(), text);
   const fs::path path = dir / step_name(step);
+  // A save killed while it replaced this checkpoint without RENAME_EXCHANGE: the old one is whole.
+  if (!fs::is_directory(path) && fs::is_directory(replaced_name(path))) {
+    std::error_code ec;
+    fs::rename(replaced_name(path), path, ec);  // another rank may have done it first
+  }
   if (!fs::is_directory(path))
     throw Error("{}: names iteration {}, but {} does not exist", pointer.string(), step, path.string());
   return path;

@@ -10,11 +10,15 @@
 // (swapped atomically when the step exists), the folder fsynced, then the pointer written: a
 // crash at any instant leaves the pointer naming a complete checkpoint; a folder with a
 // checkpoint's name is always complete (old ones are renamed to temporaries before deletion).
+// Where the filesystem refuses the swap (RENAME_EXCHANGE: NFS, CephFS, Lustre clients), the step
+// being saved again moves aside to iter_N.replaced first; a crash between the two renames leaves
+// it whole there, and latest_checkpoint moves it back before anything reads the pointer's step.
 // One run at a time owns the folder (io/folder_lock.h).
 //
 // KILN_TEST_KILL_IN_SAVE=STEP:PHASE (test hook, the kill drills): the save of checkpoint STEP
 // kills its own process (SIGKILL) right after PHASE: model, optimizer, meta (files written, the
-// folder still a temporary), publish (moved into place, the pointer not yet updated), pointer
+// folder still a temporary), aside (the swap's fallback: the old checkpoint moved aside, the new
+// one not yet in place), publish (moved into place, the pointer not yet updated), pointer
 // (before pruning) or prune (old checkpoints renamed for deletion, not yet deleted; only when
 // there is one to prune).
 #pragma once
@@ -65,7 +69,9 @@ class CheckpointManager {
   std::optional<std::filesystem::path> latest() const;
 
  private:
-  void publish(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir);
+  void publish(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir, int64_t step);
+  void publish_by_moving_aside(const std::filesystem::path& tmp_dir, const std::filesystem::path& final_dir,
+                               int64_t step);
   void prune(const std::filesystem::path& current, int64_t step, const nlohmann::json& run_id);
   void remove_stale_temporaries();
 
@@ -75,6 +81,7 @@ class CheckpointManager {
   int64_t keep_;
   std::ostream* console_;
   std::set<std::filesystem::path> named_;  // entries already said to be left alone
+  bool said_no_exchange_ = false;
   FolderLock lock_;
 };
 
