@@ -14,7 +14,7 @@
 # profiles both (KILN_PROFILE=1: time per op type), and prints a short table last; exits non-zero
 # when a step failed. On one H200 the first run took 76 s from a build made elsewhere (--prebuilt).
 # Each step's full output goes to LOG_DIR/<step>.log (default: gpu-check-<UTC time>).
-# --rehearse: the same steps where no GPU is lent, on the simulated device (`--device sim`: host
+# --rehearse: the same steps without a GPU, on the simulated device (`--device sim`: host
 # memory and the CPU kernels behind a GPU's data path, graphs included) against the CPU, over an
 # existing build (KILN_GPU_BUILD_DIR, default build) and with the benchmarks at batch 1-2 for 3
 # steps (the profiled BERT is bert-tiny). It checks the script itself (command lines, test
