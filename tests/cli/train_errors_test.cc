@@ -33,6 +33,14 @@ void expect_one_line_error(const Outcome& o, const std::string& must_name) {
       << "error does not name " << must_name << ": " << o.output;
 }
 
+// `bytes` of the State of the Union text prepared as 32-token samples into DIR/data.
+Outcome prepare_small_bert_data(const fs::path& dir, size_t bytes) {
+  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(bytes));
+  return run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() + " --vocab " +
+             test_vocab().string() + " --output " + (dir / "data").string() +
+             " --max-seq-length 32 --max-predictions 5 --dupe-factor 1 --eval-samples 16");
+}
+
 const std::string kTrain = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR
                            "/configs/bert-tiny.toml --fake-data --seq-length 32 --benchmark 1";
 
@@ -88,10 +96,7 @@ TEST(TrainErrors, UnwritableOutputDirectoryIsNamed) {
 
 TEST(TrainErrors, CorruptShardIsNamedAndPreparedDataIsUntouched) {
   const fs::path dir = fresh_temp_dir("corrupt-shard");
-  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(60000));
-  const Outcome prepared = run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
-                               " --vocab " + test_vocab().string() + " --output " + (dir / "data").string() +
-                               " --max-seq-length 32 --max-predictions 5 --dupe-factor 1 --eval-samples 16");
+  const Outcome prepared = prepare_small_bert_data(dir, 60000);
   ASSERT_EQ(prepared.code, 0) << prepared.output;
   const fs::path shard = dir / "data/train/part-00000.kbs";
   ASSERT_TRUE(fs::exists(shard));
@@ -108,10 +113,7 @@ TEST(TrainErrors, CorruptShardIsNamedAndPreparedDataIsUntouched) {
 // phase, unless the user asks for random weights. Nothing is written before it stops.
 TEST(TrainErrors, RunPhaseWithoutTheMlperfCheckpointSaysHowToGetIt) {
   const fs::path dir = fresh_temp_dir("run-phase-weights");
-  kiln::data::testing::write_text(dir / "text.txt", kiln::data::testing::sotu_sentences(30000));
-  const Outcome prepared = run(std::string(KILN_BINARY) + " prepare bert --input " + (dir / "text.txt").string() +
-                               " --vocab " + test_vocab().string() + " --output " + (dir / "data").string() +
-                               " --max-seq-length 32 --max-predictions 5 --dupe-factor 1 --eval-samples 16");
+  const Outcome prepared = prepare_small_bert_data(dir, 30000);
   ASSERT_EQ(prepared.code, 0) << prepared.output;
   const std::string train = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR
                             "/configs/bert-tiny.toml --train-iters 1 --data " + (dir / "data").string() +

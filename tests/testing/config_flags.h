@@ -60,4 +60,18 @@ Config config_from_flags(void (*register_config)(train::ConfigRegistry&, Config&
   return c;
 }
 
+// The same, from the preset `toml` (a path) with `flags` over it.
+template <typename Config>
+Config config_from_preset(void (*register_config)(train::ConfigRegistry&, Config&),
+                          void (*finalize)(Config&, const train::ConfigRegistry&), const std::string& toml,
+                          std::vector<std::string> flags) {
+  Config c;
+  train::ConfigRegistry registry;
+  register_config(registry, c);
+  registry.apply_toml(toml);
+  apply_flag_list(registry, std::move(flags));
+  finalize(c, registry);
+  return c;
+}
+
 }  // namespace kiln::testing

@@ -135,12 +135,8 @@ TEST(BertConfig, GradientAccumulationCountsTheMicroBatchesOfOneRank) {
 // tinygrad's v5.0 8x MI300X run_and_time.sh: BS=EVAL_BS=1024 OPT_BASE_LEARNING_RATE=0.0011
 // OPT_LAMB_BETA_1=0.60466 OPT_LAMB_BETA_2=0.85437 DECAY=0.1 TRAIN_STEPS=3900 DEFAULT_FLOAT=HALF, GPUS=8.
 TEST(BertConfig, TheEightMi300xPresetIsTinygradsSubmission) {
-  Resolved r;
-  register_bert_config(r.registry, r.config);
-  r.registry.apply_toml(std::filesystem::path(KILN_SOURCE_DIR) / "configs/bert-large-8xmi300x.toml");
-  testing::apply_flag_list(r.registry, {"--dry-run"});
-  finalize_bert_config(r.config, r.registry);
-  const BertTrainConfig& c = r.config;
+  const BertTrainConfig c = testing::config_from_preset<BertTrainConfig>(
+      register_bert_config, finalize_bert_config, KILN_SOURCE_DIR "/configs/bert-large-8xmi300x.toml", {"--dry-run"});
   EXPECT_EQ(c.devices, 8);
   EXPECT_EQ(c.global_batch_size, 1024);
   EXPECT_EQ(c.micro_batch_size, 128);

@@ -2,7 +2,6 @@
 // model_train.py, train_resnet) and its evaluation schedule.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <vector>
 
 #include "kiln/train/loop.h"
@@ -54,12 +53,9 @@ TEST(ResNetConfig, DefaultsFollowTinygradsFormulas) {
 // tinygrad's v4.0 tinybox green run_and_time.sh: GPUS=6 BS=1536 EVAL_BS=192 DEFAULT_FLOAT=HALF
 // EVAL_START_EPOCH=3 EVAL_FREQ=4, the rest tinygrad's defaults.
 TEST(ResNetConfig, TheTinyboxGreenPresetIsTinygradsSubmission) {
-  ResNetTrainConfig c;
-  ConfigRegistry registry;
-  register_resnet_config(registry, c);
-  registry.apply_toml(std::filesystem::path(KILN_SOURCE_DIR) / "configs/resnet50-tinybox-green.toml");
-  testing::apply_flag_list(registry, {"--dry-run"});
-  finalize_resnet_config(c, registry);
+  const ResNetTrainConfig c = testing::config_from_preset<ResNetTrainConfig>(
+      register_resnet_config, finalize_resnet_config, KILN_SOURCE_DIR "/configs/resnet50-tinybox-green.toml",
+      {"--dry-run"});
   EXPECT_EQ(c.devices, 6);
   EXPECT_EQ(c.batch_size, 1536);
   EXPECT_EQ(c.eval_batch_size, 192);

@@ -97,15 +97,23 @@ bool is_step_name(std::string_view name) { return name.starts_with("iter_") && a
 bool is_own_temporary(const std::filesystem::directory_entry& entry) {
   const std::string name = entry.path().filename().string();
   if (entry.is_directory() && name.ends_with(".tmp")) return is_step_name(name.substr(0, name.size() - 4));
-  if (entry.is_directory() && name.ends_with(".replaced"))  // its successor is in place (else latest_checkpoint restores it)
-    return is_step_name(name.substr(0, name.size() - 9)) &&
-           fs::is_directory(entry.path().parent_path() / name.substr(0, name.size() - 9));
   const std::string pointer_tmp = std::string(kPointerFile) + ".tmp.";
   return entry.is_regular_file() && name.starts_with(pointer_tmp) && all_digits(name.substr(pointer_tmp.size()));
 }
 
 // Where a checkpoint being replaced waits while its successor moves in (publish_by_moving_aside).
-fs::path replaced_name(const fs::path& checkpoint) { return checkpoint.string() + ".replaced"; }
+constexpr std::string_view kReplaced = ".replaced";
+fs::path replaced_name(const fs::path& checkpoint) { return checkpoint.string() + std::string(kReplaced); }
+
+// A replacement killed between its two renames leaves iter_N.replaced: the old checkpoint, whole,
+// moved back when iter_N is missing; a leftover, removed, when iter_N is in place.
+void settle_replaced(const fs::path& checkpoint) {
+  const fs::path aside = replaced_name(checkpoint);
+  std::error_code ec;
+  if (!fs::is_directory(aside, ec)) return;
+  if (fs::is_directory(checkpoint, ec)) fs::remove_all(aside, ec);
+  else fs::rename(aside, checkpoint, ec);  // another rank may have done it first
+}
 
 // The renameat2 errors that mean "this filesystem cannot exchange", not "this exchange failed".
 bool exchange_unsupported(int e) { return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP; }
@@ -174,10 +182,9 @@ void CheckpointManager::remove_stale_temporaries() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
-    const std::string step = name.ends_with(".replaced") ? name.substr(0, name.size() - 9) : "";
+    const std::string step = name.ends_with(kReplaced) ? name.substr(0, name.size() - kReplaced.size()) : "";
     if (is_own_temporary(entry)) fs::remove_all(entry.path(), ec);
-    else if (is_step_name(step))
-      fs::rename(entry.path(), dir_ / step, ec);  // a replacement killed halfway: the old one, whole
+    else if (is_step_name(step)) settle_replaced(dir_ / step);
     else if (name.find(".tmp") != std::string::npos)
       say_left_alone(entry.path(), "not a temporary kiln writes");
   }
@@ -227,10 +234,9 @@ fs::path CheckpointManager::save(int64_t step, const NamedTensors& model, const 
 // missing or partial directory, even for an instant.
 void CheckpointManager::publish(const fs::path& tmp_dir, const fs::path& final_dir, int64_t step) {
   const bool replace = fs::exists(final_dir);
-  const int rc = !replace ? ::rename(tmp_dir.c_str(), final_dir.c_str())
-                 : exchange_refused_for_test() ? (errno = EINVAL, -1)
-                                               : ::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(),
-                                                             RENAME_EXCHANGE);
+  if (replace && exchange_refused_for_test()) return publish_by_moving_aside(tmp_dir, final_dir, step);
+  const int rc = replace ? ::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE)
+                         : ::rename(tmp_dir.c_str(), final_dir.c_str());
   if (rc != 0 && replace && exchange_unsupported(errno)) return publish_by_moving_aside(tmp_dir, final_dir, step);
   if (rc != 0)
     throw Error("{}: cannot move checkpoint into place: {}", final_dir.string(), std::strerror(errno));
@@ -300,11 +306,7 @@ std::optional<fs::path> latest_checkpoint(const fs::path& dir) {
   if (text.empty() || !end || *end != '\0' || step < 0)
     throw Error("{}: expected an iteration number, got '{}'", pointer.string(), text);
   const fs::path path = dir / step_name(step);
-  // A save killed while it replaced this checkpoint without RENAME_EXCHANGE: the old one is whole.
-  if (!fs::is_directory(path) && fs::is_directory(replaced_name(path))) {
-    std::error_code ec;
-    fs::rename(replaced_name(path), path, ec);  // another rank may have done it first
-  }
+  if (!fs::is_directory(path)) settle_replaced(path);  // a replacement killed halfway: the old one is whole
   if (!fs::is_directory(path))
     throw Error("{}: names iteration {}, but {} does not exist", pointer.string(), step, path.string());
   return path;
