@@ -194,7 +194,8 @@ built() {
   fi
 }
 
-# The benchmarks' sizes: on a GPU the table's; in a rehearsal the same command lines, small.
+# The benchmarks' sizes: on a GPU the table's; in a rehearsal the same command lines, small. BERT's
+# evaluation that ends a benchmark runs at the training batch (the preset's EVAL_BS 96 would not fit a rehearsal).
 bert_large_batch=16 resnet50_batch=128 bench_steps=10 profiled_bert=bert-large
 ((rehearse)) && bert_large_batch=1 resnet50_batch=2 bench_steps=3 profiled_bert=bert-tiny
 
@@ -217,13 +218,14 @@ if built; then
   step resnet-graph graph_same resnet-graph resnet --arch resnet18 --width 32 --fake-data --image-size 64 \
     --eval-resize 64 --batch-size 32 --benchmark 20
   step bert-large bench bert-large bert --config "$root/configs/bert-large.toml" --fake-data --seq-length 512 \
-    --max-predictions 76 --global-batch-size "$bert_large_batch" --benchmark "$bench_steps"
+    --max-predictions 76 --global-batch-size "$bert_large_batch" --eval-batch-size "$bert_large_batch" \
+    --benchmark "$bench_steps"
   step torch-bert peer torch-bert bert_torch_peer.py --layers 24 --hidden 1024 --heads 16 --intermediate 4096 \
     --batch "$bert_large_batch" --seq 512 --pred 76
   step resnet50 bench resnet50 resnet --fake-data --batch-size "$resnet50_batch" --benchmark "$bench_steps"
   step torch-resnet peer torch-resnet resnet_torch_peer.py --batch "$resnet50_batch"
   step bert-prof profile bert-prof bert --config "$root/configs/$profiled_bert.toml" --fake-data --seq-length 512 \
-    --max-predictions 76 --global-batch-size "$bert_large_batch" --benchmark 3
+    --max-predictions 76 --global-batch-size "$bert_large_batch" --eval-batch-size "$bert_large_batch" --benchmark 3
   step resnet-prof profile resnet-prof resnet --fake-data --batch-size "$resnet50_batch" --benchmark 3
 fi
 
