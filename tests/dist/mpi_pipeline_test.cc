@@ -131,7 +131,7 @@ class MpiPipeline : public ::testing::Test {
     ASSERT_EQ(one_->status, 0) << one_->output;
     ASSERT_EQ(one_->losses.size(), 10u) << one_->output;
     ASSERT_EQ(one_->evals.size(), 6u) << one_->output;
-    const fs::path dir = root_ / fmt::format("pp{}x{}", stages, processes / stages);
+    const fs::path dir = root_ / fmt::format("pp{}x{}-{}", stages, processes / stages, ++runs_);
     const TrainRun pp = train(processes, stages, data_, dir, extra);
     ASSERT_EQ(pp.status, 0) << pp.output;
     ASSERT_EQ(pp.ranks.size(), size_t(processes));
@@ -142,6 +142,7 @@ class MpiPipeline : public ::testing::Test {
 
   static inline fs::path root_, data_;
   static inline TrainRun* one_ = nullptr;
+  static inline int runs_ = 0;
 };
 
 TEST_F(MpiPipeline, TwoStagesTrainBertLikeOneProcess) { compare(2, 2); }
@@ -150,6 +151,12 @@ TEST_F(MpiPipeline, TwoDataParallelPipelinesOfTwoStagesTrainBertLikeOneProcess) 
 }
 // Middle stages, and 3 warm-up forwards on the first stage.
 TEST_F(MpiPipeline, FourStagesTrainBertLikeOneProcess) { compare(4, 4); }
+// Full recomputation in every stage instance of the 1F1B schedule: each layer alone (uniform), and
+// the first layer of each stage over the second's buffers (block).
+TEST_F(MpiPipeline, TwoStagesRecomputingFullLayersTrainBertLikeOneProcess) {
+  compare(2, 2, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  compare(2, 2, "--recompute-granularity full --recompute-method block --recompute-num-layers 1");
+}
 
 }  // namespace
 }  // namespace kiln

@@ -1,10 +1,12 @@
 #include "kiln/models/bert.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
@@ -321,6 +323,51 @@ TEST(Bert, RecomputedAttentionGivesBitwiseTheSameGradientsInLessMemory) {
     // 32768 x 4 bytes; 3 of 4 layers' go.
     const size_t core = size_t(8 * 4 * 32 * 32) * 4;
     EXPECT_LE(bytes[1] + 3 * core - core / 8, bytes[0]) << layout << ": " << bytes[1] << " vs " << bytes[0];
+  }
+}
+
+// Full recomputation (--recompute-granularity full) recomputes whole layers in backward from the
+// saved input of their group: over two steps with dropout, post- and pre-LN, uniform groups of 1
+// and of 3 (the last group shorter) and block 2 give bitwise the losses and gradients of the model
+// that keeps every layer; with groups of 1 three of the four layers keep only their input, at
+// least their attention probabilities (B*heads*S*S f32) smaller each.
+TEST(Bert, FullRecomputationGivesBitwiseTheSameGradientsInLessMemory) {
+  using Recompute = BertConfig::Recompute;
+  const std::pair<Recompute, int64_t> settings[] = {
+      {Recompute::none, 1}, {Recompute::uniform, 1}, {Recompute::uniform, 3}, {Recompute::block, 2}};
+  for (bool pre_ln : {false, true}) {
+    std::vector<float> grads[4];
+    double loss[4];
+    size_t bytes[4];
+    for (int i = 0; i < 4; ++i) {
+      BertConfig c = tiny_config();
+      c.pre_ln = pre_ln;
+      c.layers = 4;
+      c.init_std = 0.2f;
+      c.hidden_dropout = c.attention_dropout = 0.1f;
+      std::tie(c.recompute, c.recompute_layers) = settings[i];
+      const size_t before = host_bytes_in_use();
+      ParamStore store;
+      BertForPretraining model(c, store);
+      model.init_mlperf(5);
+      loss[i] = 0;
+      for (uint64_t step_index : {7, 8}) {
+        const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, step_index);
+        const Step step{3, step_index, true};
+        loss[i] += model.forward(step, batch).loss;
+        model.backward(step, 1.0f);
+      }
+      grads[i] = store.grads_vector();
+      bytes[i] = host_bytes_in_use() - before;
+    }
+    for (int i = 1; i < 4; ++i) {
+      const std::string setting = fmt::format("{} setting {}", pre_ln ? "pre-LN" : "post-LN", i);
+      EXPECT_EQ(loss[i], loss[0]) << setting;
+      ASSERT_EQ(grads[i].size(), grads[0].size());
+      EXPECT_EQ(std::memcmp(grads[i].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0) << setting;
+    }
+    const size_t core = size_t(8 * 4 * 32 * 32) * 4;
+    EXPECT_LE(bytes[1] + 3 * core, bytes[0]) << bytes[1] << " vs " << bytes[0];
   }
 }
 

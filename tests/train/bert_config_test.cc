@@ -241,6 +241,38 @@ TEST(BertConfig, AttentionBackendsKilnDoesNotHaveAreRefused) {
   }
 }
 
+// Megatron's recomputation flags: selective is --recompute-activations; full needs uniform or block
+// and a layer count within a pipeline stage; contradictions are refused naming the flags.
+TEST(BertConfig, RecomputationTakesMegatronsThreeFlags) {
+  Resolved selective;
+  resolve(selective, "", {"--fake-data", "--recompute-granularity", "selective"});
+  EXPECT_TRUE(selective.config.recompute_activations);
+  Resolved block;
+  resolve(block, "", {"--fake-data", "--seq-length", "64", "--dry-run", "--devices", "2", "--num-layers", "8",
+                      "--pipeline-model-parallel-size", "2",
+                      "--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "4"});
+  EXPECT_EQ(block.config.recompute_method, "block");
+  EXPECT_EQ(block.config.recompute_num_layers, 4);
+  EXPECT_FALSE(block.config.recompute_activations);
+  const auto error = [](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), "--fake-data");
+    Resolved r;
+    return testing::error_of([&] { resolve(r, "", flags); });
+  };
+  EXPECT_EQ(error({"--recompute-granularity", "full"}),
+            "config: --recompute-granularity full needs --recompute-method uniform or block, got ''");
+  EXPECT_EQ(error({"--recompute-method", "uniform"}),
+            "config: --recompute-method uniform needs --recompute-granularity full");
+  EXPECT_EQ(error({"--recompute-granularity", "some"}),
+            "config: --recompute-granularity must be selective or full, got 'some'");
+  EXPECT_EQ(error({"--recompute-activations", "--recompute-granularity", "full", "--recompute-method", "uniform"}),
+            "config: --recompute-activations is selective recomputation; --recompute-granularity full recomputes "
+            "whole layers: choose one");
+  EXPECT_EQ(error({"--num-layers", "8", "--pipeline-model-parallel-size", "2", "--recompute-granularity", "full",
+                   "--recompute-method", "uniform", "--recompute-num-layers", "5"}),
+            "config: --recompute-num-layers must be between 1 and the 4 layers of a pipeline stage, got 5");
+}
+
 TEST(BertConfig, GradientBucketsComeFromMegatronsFlagsOrToml) {
   Resolved a;
   resolve(a, "[parallel]\nddp_bucket_size = 5000\n", {"--fake-data", "--overlap-grad-reduce"});

@@ -66,6 +66,31 @@ void init_bert_weights(ParamStore& store, uint64_t seed, float init_std) {
   }
 }
 
+RecomputeLayout recompute_layout(const BertConfig& config, int64_t layers) {
+  RecomputeLayout r;
+  r.storage_of.resize(size_t(layers));
+  for (int64_t n = 0; n < layers; ++n) r.storage_of[size_t(n)] = n;
+  r.copies_input.assign(size_t(layers), false);
+  const int64_t per = std::min(config.recompute_layers, layers);
+  if (config.recompute == BertConfig::Recompute::uniform) {
+    for (int64_t first = 0; first < layers; first += per) {
+      r.groups.push_back({first, std::min(first + per, layers)});
+      for (int64_t n = first; n < r.groups.back().end; ++n) r.storage_of[size_t(n)] = n - first;
+      r.copies_input[size_t(first)] = first > 0;
+    }
+  }
+  if (config.recompute == BertConfig::Recompute::block) {
+    const int64_t owner = per < layers ? per : 0;
+    for (int64_t n = 0; n < per; ++n) {
+      r.groups.push_back({n, n + 1});
+      r.storage_of[size_t(n)] = owner;
+      r.copies_input[size_t(n)] = n > 0;
+    }
+    if (per < layers) r.copies_input[size_t(per)] = true;
+  }
+  return r;
+}
+
 int64_t bert_flops_per_sample(const BertConfig& config, int seq_len, int max_pred) {
   const int64_t H = config.hidden, I = config.intermediate, V = config.vocab_size,
                 L = config.layers, S = seq_len, P = max_pred;

@@ -4,6 +4,7 @@
 // with or without tensor parallelism) and models/bert.h (the whole model).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kiln/data/bert/bert_batch.h"
 #include "kiln/nn/params.h"
@@ -20,7 +21,31 @@ struct BertConfig {
   // Megatron's selective recomputation: one set of attention-core buffers (B, heads, S, S)
   // for all layers instead of one per layer; backward recomputes the core.
   bool recompute_attention = false;
+  // Megatron's full recomputation (--recompute-granularity full): backward recomputes whole
+  // encoder layers from the saved input of their group, so the recomputed layers of a stage keep
+  // one group's activations between them. uniform: every run of recompute_layers layers of a
+  // stage is a group; block: each of a stage's first recompute_layers layers is one.
+  enum class Recompute { none, uniform, block };
+  Recompute recompute = Recompute::none;
+  int64_t recompute_layers = 1;
 };
+
+// Full recomputation over a stage's `layers` layers (stage-local indices): the groups [first, end)
+// recomputed together (none without it); the layer whose buffers each layer uses, itself where it
+// keeps its own (uniform: a group's n-th layer uses the first group's n-th; block: the recomputed
+// layers use those of the first layer that is not, whose activations are not yet alive when they
+// run and dead again when they are recomputed, or the first layer's when every layer is
+// recomputed); and the layers whose input forward copies, because it lives in buffers that
+// another layer overwrites before backward.
+struct RecomputeGroup {
+  int64_t first = 0, end = 0;
+};
+struct RecomputeLayout {
+  std::vector<RecomputeGroup> groups;
+  std::vector<int64_t> storage_of;
+  std::vector<bool> copies_input;
+};
+RecomputeLayout recompute_layout(const BertConfig& config, int64_t layers);
 
 struct BertOutputs {
   double loss = 0, mlm_loss = 0, nsp_loss = 0;

@@ -62,6 +62,11 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
     layers_.back()->output_norm.eps = c.layer_norm_eps;
     layers_.back()->share_buffers(shared_layers_, int(layers_.size() % 2));
   }
+  recompute_ = recompute_layout(c, int64_t(layers_.size()));
+  for (size_t n = 0; n < layers_.size(); ++n)
+    if (recompute_.storage_of[n] != int64_t(n)) layers_[n]->share_storage(*layers_[size_t(recompute_.storage_of[n])]);
+  input_copies_.resize(layers_.size());
+  layer_input_.resize(layers_.size());
   if (range.last) add_heads(store);
   if (tp.rank > 0)  // replicated parameters count on tp rank 0
     for (size_t id = 0; id < store.specs().size(); ++id)
@@ -268,6 +273,12 @@ Tensor BertStage::layers_forward(const Step& step, const Tensor& x, const Tensor
     Tensor y = x;
     for (size_t n = 0; n < layers_.size(); ++n) {
       nn::LoanScope lend(loan_ ? &*loan_ : nullptr, int64_t(n));
+      if (step.training && recompute_.copies_input[n]) {
+        Tensor kept = input_copies_[n].get(*step.ctx, y.shape, y.dtype);
+        ops::copy(*step.ctx, y, kept);
+        y = kept;
+      }
+      layer_input_[n] = y;
       y = layers_[n]->forward(step, y, mask);
     }
     return y;
@@ -285,7 +296,9 @@ void BertStage::lend_gradients() {
 Tensor BertStage::layers_backward(const Step& step, const Tensor& dy) {
   const auto body = [&] {
     Tensor dx = dy;
+    size_t group = recompute_.groups.size();
     for (size_t n = layers_.size(); n-- > 0;) {
+      if (group > 0 && recompute_.groups[group - 1].end == int64_t(n) + 1) recompute_group(step, --group);
       dx = layers_[n]->backward(step, dx);
       step.grads_final_from(layers_[n]->attention.query.weight.spec().offset);
     }
@@ -294,6 +307,12 @@ Tensor BertStage::layers_backward(const Step& step, const Tensor& dy) {
   if (step.grad_watch) return body();  // gradient buckets start their reductions in between
   const nn::GraphedRegion::Key key = {int64_t(dy.data), B_, S_, int64_t(dy.dtype)};
   return layers_backward_.run(step, key, &store_, body);
+}
+
+void BertStage::recompute_group(const Step& step, size_t group) {
+  const RecomputeGroup& g = recompute_.groups[group];
+  Tensor y = layer_input_[size_t(g.first)];
+  for (int64_t n = g.first; n < g.end; ++n) y = layers_[size_t(n)]->forward(step, y, mask_in_);
 }
 
 void BertStage::embed_backward(const Step& step, Tensor dx) {

@@ -27,6 +27,11 @@
 // the MLM loss vocab-parallel (nn/vocab_parallel_loss.h); everything else is replicated, counted
 // in gradient norms on tp rank 0 only (ParamSpec::norm_owner).
 //
+// Full recomputation (config.recompute): a training forward keeps only the input of each group of
+// recomputed layers (models::recompute_layout); backward runs the group's forward again, with the
+// same dropout masks (Philox keys), before its layers' backward, so the gradients are bitwise those
+// of the stage that keeps everything.
+//
 // One BertStage holds the saved state of ONE micro-batch in flight. A 1F1B pipeline keeps up to
 // P - p micro-batches in flight on stage p: it makes that many BertStage instances over the same
 // ParamStore (ParamStore::share_existing), which share weights and gradients.
@@ -131,6 +136,7 @@ class BertStage {
   Tensor heads_backward(const Step& step, float loss_scale);
   Tensor layers_forward(const Step& step, const Tensor& x, const Tensor& mask);
   Tensor layers_backward(const Step& step, const Tensor& dy);
+  void recompute_group(const Step& step, size_t group);
   BertOutputs outputs(const nn::LossResult& mlm, const nn::LossResult& nsp) const;
   void embed_backward(const Step& step, Tensor dx);
 
@@ -147,6 +153,11 @@ class BertStage {
   nn::AttentionBuffers shared_attention_;  // used by every layer when recompute_attention
   nn::LayerSharedBuffers shared_layers_;   // what every layer drops again (nn/transformer.h)
   std::vector<std::unique_ptr<nn::TransformerLayer>> layers_;
+  // Full recomputation (models::recompute_layout): each layer's input in the last training
+  // forward, in input_copies_ where the layout copies it.
+  RecomputeLayout recompute_;
+  std::vector<nn::Buffer> input_copies_;
+  std::vector<Tensor> layer_input_;
   std::optional<nn::GradLoan> loan_;  // lend_gradients()
   nn::GraphedRegion layers_forward_, layers_backward_;  // the stack of layers as graphs
   nn::GraphedRegion micro_batch_;                       // forward_backward as one graph

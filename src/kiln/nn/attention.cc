@@ -80,6 +80,16 @@ void SelfAttention::share_scratch(AttentionScratch& scratch) {
   scratch_ = &scratch;
 }
 
+void SelfAttention::share_storage(SelfAttention& owner) {
+  query.share_storage(owner.query), key.share_storage(owner.key), value.share_storage(owner.value);
+  dropout_.share_storage(owner.dropout_);
+  own_.scores.share(owner.own_.scores), own_.probs.share(owner.own_.probs);
+  AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
+  mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dq.share(theirs.dq);
+  mine.dk.share(theirs.dk), mine.dv.share(theirs.dv), mine.dx.share(theirs.dx);
+  ctx_.share(owner.ctx_), partial_dx_.share(owner.partial_dx_);
+}
+
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
   Tensor dx = scratch_->dx.get(*step.ctx, {B_ * S_, hidden}, dctx.dtype);
   backward_into(step, dctx, dx, false);

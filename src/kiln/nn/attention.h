@@ -68,6 +68,8 @@ class SelfAttention {
   void backward_into(const Step& step, const Tensor& dctx, Tensor& dx, bool accumulate);
   // The temporaries in `scratch` (shared with other layers) instead of the layer's own.
   void share_scratch(AttentionScratch& scratch);
+  // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
+  void share_storage(SelfAttention& owner);
 
   Linear query, key, value;
   int64_t hidden, heads, head_dim;  // heads: this rank's

@@ -6,6 +6,7 @@
 namespace kiln::nn {
 
 Tensor Buffer::get(const Context& ctx, const Shape& shape, DType dtype) {
+  if (owner_) return owner_->get(ctx, shape, dtype);
   const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
   if (bytes > capacity_ || !storage_.defined() || storage_.device != ctx.device) {
     storage_ = LoanScope::take(bytes, ctx.device);

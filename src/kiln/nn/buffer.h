@@ -19,8 +19,12 @@ class Buffer {
   // Its copy in this buffer on any device: what must outlive the caller's host memory (a loss's
   // labels, read again by backward).
   Tensor copy_in(Context& ctx, const Tensor& host);
+  // From now on the storage is `owner`'s (get() returns owner.get()): layers that never hold their
+  // activations at the same time share them (full recomputation, models/bert_stage.h).
+  void share(Buffer& owner) { owner_ = &owner; }
 
  private:
+  Buffer* owner_ = nullptr;
   Tensor storage_;
   size_t capacity_ = 0;  // bytes
   ops::HostStaging staging_;
@@ -32,6 +36,8 @@ class Buffer {
 class BufferSlot {
  public:
   void use(Buffer& shared) { shared_ = &shared; }
+  // Its own buffer over `owner`'s own (Buffer::share).
+  void share_own(BufferSlot& owner) { own_.share(owner.own_); }
   Tensor get(const Context& ctx, const Shape& shape, DType dtype = DType::f32) {
     return (shared_ ? *shared_ : own_).get(ctx, shape, dtype);
   }

@@ -37,6 +37,8 @@ class Dropout {
   // Writes y and dx into these buffers (e.g. ones shared among layers) instead of its own.
   void use_buffers(Buffer& y, Buffer& dx) { y_.use(y), dx_.use(dx); }
   void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
+  // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
+  void share_storage(Dropout& owner) { y_.share_own(owner.y_), dx_.share_own(owner.dx_); }
 
   float p;
   uint32_t layer_id;

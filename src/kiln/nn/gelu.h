@@ -20,6 +20,8 @@ class Gelu {
 
   // Writes backward's dx into this buffer (shared with other layers) instead of its own.
   void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
+  // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
+  void share_storage(Gelu& owner) { y_.share(owner.y_), dx_.share_own(owner.dx_); }
 
   GeluKind kind;
 

@@ -25,6 +25,10 @@ class LayerNorm {
   // backward() writing dx into the caller's tensor, or adding to it when `accumulate` (the
   // residual stream's gradient: no separate add pass).
   void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
+  // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
+  void share_storage(LayerNorm& owner) {
+    y_.share(owner.y_), mean_.share(owner.mean_), rstd_.share(owner.rstd_), dx_.share(owner.dx_);
+  }
 
   Param weight, bias;  // (dim) each
   int64_t dim;

@@ -39,6 +39,8 @@ class Linear {
   // for an output only the next op reads, and a gradient only the layer below reads.
   void use_output_buffer(Buffer& y) { y_.use(y); }
   void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
+  // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
+  void share_storage(Linear& owner) { y_.share_own(owner.y_), dx_.share_own(owner.dx_), partial_dx_.share(owner.partial_dx_); }
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
   int64_t in, out;     // this rank's sizes

@@ -38,6 +38,20 @@ void TransformerLayer::share_buffers(LayerSharedBuffers& shared, int parity) {
   dx_.use(result);
 }
 
+void TransformerLayer::share_storage(TransformerLayer& owner) {
+  attention.share_storage(owner.attention);
+  attention_output.share_storage(owner.attention_output);
+  attention_norm.share_storage(owner.attention_norm);
+  intermediate.share_storage(owner.intermediate);
+  gelu.share_storage(owner.gelu);
+  output.share_storage(owner.output);
+  output_norm.share_storage(owner.output_norm);
+  attention_dropout_.share_storage(owner.attention_dropout_);
+  output_dropout_.share_storage(owner.output_dropout_);
+  sum1_.share(owner.sum1_), sum2_.share(owner.sum2_);
+  da_.share_own(owner.da_), dx_.share_own(owner.dx_);
+}
+
 Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor& mask) {
   Context& ctx = *step.ctx;
   const int64_t B = mask.dim(0);

@@ -61,6 +61,9 @@ class TransformerLayer {
   // Uses `shared` for what forward and backward drop again (LayerSharedBuffers); `parity`: this
   // layer's index mod 2, so that neighbouring layers' results use different buffers.
   void share_buffers(LayerSharedBuffers& shared, int parity);
+  // Every buffer it keeps from forward to backward over `owner`'s (nn::Buffer::share): for a layer
+  // whose activations are never alive while `owner`'s are (full recomputation).
+  void share_storage(TransformerLayer& owner);
 
   SelfAttention attention;
   Linear attention_output;   // prefix.attention.output.dense

@@ -50,6 +50,30 @@ void derive_eval_schedule(BertTrainConfig& c) {
   if (c.eval_iters == 0) c.eval_iters = (c.eval_samples + c.eval_batch_size - 1) / c.eval_batch_size;
 }
 
+// Megatron's recomputation flags: selective is --recompute-activations; full needs a method and a
+// layer count within a pipeline stage.
+void check_recompute(BertTrainConfig& c) {
+  const std::string& g = c.recompute_granularity;
+  if (g == "selective") c.recompute_activations = true;
+  if (!g.empty() && g != "selective" && g != "full")
+    throw Error("config: --recompute-granularity must be selective or full, got '{}'", g);
+  if (g != "full") {
+    if (!c.recompute_method.empty())
+      throw Error("config: --recompute-method {} needs --recompute-granularity full", c.recompute_method);
+    return;
+  }
+  if (c.recompute_activations)
+    throw Error("config: --recompute-activations is selective recomputation; --recompute-granularity full "
+                "recomputes whole layers: choose one");
+  if (c.recompute_method != "uniform" && c.recompute_method != "block")
+    throw Error("config: --recompute-granularity full needs --recompute-method uniform or block, got '{}'",
+                c.recompute_method);
+  const int64_t stage_layers = c.num_layers / c.pipeline_parallel;
+  if (c.recompute_num_layers < 1 || c.recompute_num_layers > stage_layers)
+    throw Error("config: --recompute-num-layers must be between 1 and the {} layers of a pipeline stage, got {}",
+                stage_layers, c.recompute_num_layers);
+}
+
 // Tensor parallelism (Megatron's layout): what it needs of the model.
 void check_tensor_parallel(const BertTrainConfig& c) {
   const int64_t tp = c.tensor_parallel;
@@ -89,6 +113,14 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_bool("model.recompute_activations", &c.recompute_activations, "", {"--recompute-activations"},
              "recompute the attention core (scores, softmax, dropout) in backward instead of keeping it "
              "per layer (Megatron's selective recomputation)");
+  r.add_string("model.recompute_granularity", &c.recompute_granularity, "", {"--recompute-granularity"},
+               "selective (the attention core, as --recompute-activations) or full (whole layers, "
+               "--recompute-method)");
+  r.add_string("model.recompute_method", &c.recompute_method, "", {"--recompute-method"},
+               "full recomputation: uniform (every group of --recompute-num-layers layers) or block (the "
+               "first --recompute-num-layers layers of each pipeline stage)");
+  r.add_int("model.recompute_num_layers", &c.recompute_num_layers, "", {"--recompute-num-layers"},
+            "full recomputation: layers per group (uniform) or recomputed layers per stage (block)");
   r.add_string("model.attention_backend", &c.attention_backend, "", {"--attention-backend"},
                "auto, local, unfused, fused or flash");
 
@@ -243,6 +275,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   positive(c.tensor_parallel, "parallel.tensor_model_parallel_size");
   positive(c.pipeline_parallel, "parallel.pipeline_model_parallel_size");
   check_tensor_parallel(c);
+  check_recompute(c);
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
   if (!(c.save_timeout >= 0)) throw Error("config: parallel.save_timeout must be >= 0, got {}", c.save_timeout);
 

@@ -23,6 +23,9 @@ struct BertTrainConfig {
   double layer_norm_eps = 1e-12;
   std::string attention_backend = "auto";    // auto | local | unfused | fused | flash
   bool recompute_activations = false;  // Megatron's selective recomputation: the attention core
+  std::string recompute_granularity;   // "", selective (= recompute_activations) or full
+  std::string recompute_method;        // with full: uniform or block
+  int64_t recompute_num_layers = 1;    // layers per group (uniform) or recomputed per stage (block)
   // [data]
   std::string data_dir;       // output of `kiln prepare bert`: train/ and eval.kbs
   std::string vocab_file;     // optional: checked against vocab_size

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kiln/core/error.h"
 
@@ -40,6 +41,38 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // logits and their gradient in the compute dtype.
   k.heads = N * H * e + m * H * e * 8 + m * V * (4 + e);
   return k;
+}
+
+// What a stage's layers hold at the peak (backward about to start), bytes: each layer's own
+// activations, or under full recomputation those of the layers whose buffers the others use and
+// the copied inputs (models::recompute_layout); and what of it the gradients hold (nn/grad_loan.h:
+// what layer n's forward allocates comes from the `grads_per_layer` bytes of each layer below it,
+// as far as they reach).
+struct LayerMemory {
+  double kept = 0, lent = 0;
+};
+
+LayerMemory layer_memory(const models::BertConfig& c, int64_t layers, double per_layer, double input,
+                         double grads_per_layer, bool lend) {
+  const models::RecomputeLayout layout = models::recompute_layout(c, layers);
+  std::vector<bool> allocated(size_t(layers), false);  // a layer's buffers, by the first forward that uses them
+  LayerMemory m;
+  for (size_t n = 0; n < size_t(layers); ++n) {
+    const size_t storage = size_t(layout.storage_of[n]);
+    const double allocates = (allocated[storage] ? 0 : per_layer) + (layout.copies_input[n] ? input : 0);
+    allocated[storage] = true;
+    m.kept += allocates;
+    if (lend) m.lent += std::min(allocates, double(n) * grads_per_layer - m.lent);
+  }
+  return m;
+}
+
+std::string recompute_name(const models::BertConfig& c) {
+  if (c.recompute == models::BertConfig::Recompute::uniform)
+    return fmt::format("full recompute, uniform groups of {} layers", c.recompute_layers);
+  if (c.recompute == models::BertConfig::Recompute::block)
+    return fmt::format("full recompute of the first {} layers of a stage", c.recompute_layers);
+  return c.recompute_attention ? "attention core recomputed" : "no recompute";
 }
 
 }  // namespace
@@ -116,21 +149,26 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                a = double(c.heads), td = double(tp);
   const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td);
   const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
-  // Recomputing the attention core keeps one (shared) copy of it instead of one per layer.
-  r.bytes_megatron_activations = double(stage_layers) * per_layer +
-                                 (c.recompute_attention ? 1.0 : double(stage_layers)) * attention_core;
+  // Recomputing the attention core keeps one (shared) copy of it instead of one per layer; full
+  // recomputation keeps a group's input (2sbh in 16 bits) instead of each recomputed layer's.
+  const std::vector<models::RecomputeGroup> groups = models::recompute_layout(c, stage_layers).groups;
+  const double recomputed = groups.empty() ? 0.0 : double(groups.back().end - groups.front().first);
+  r.bytes_megatron_activations = (double(stage_layers) - recomputed) * per_layer +
+                                 (c.recompute_attention ? 1.0 : double(stage_layers) - recomputed) * attention_core +
+                                 double(groups.size()) * s * b * double(h) * e;
   const int64_t P = max_predictions > 0 ? max_predictions : (seq_length * 15 + 50) / 100;
   const KilnActivations k = kiln_activations(c, s, b, double(micro_batch * P), td, e);
   // The first stage holds the embeddings, the last the heads (one stage: both).
-  r.bytes_activations_per_microbatch = double(stage_layers) * k.per_layer + k.shared +
-                                       (pp == 1 ? k.embeddings + k.heads : std::max(k.embeddings, k.heads));
+  const int64_t microbatches = global_batch / (micro_batch * dp);
+  const LayerMemory layers = layer_memory(c, stage_layers, k.per_layer, s * b * double(h) * e, 4.0 * double(layer),
+                                          pp == 1 && microbatches == 1);
+  r.bytes_activations_per_microbatch =
+      layers.kept + k.shared + (pp == 1 ? k.embeddings + k.heads : std::max(k.embeddings, k.heads));
   r.flops_per_step = megatron_bert_flops(c, seq_length, global_batch);
 
-  const int64_t microbatches = global_batch / (micro_batch * dp);
   const int64_t world = int64_t(tp) * pp * dp;
   const double in_flight = double(std::min<int64_t>(pp, microbatches));
-  if (pp == 1 && microbatches == 1)
-    r.bytes_lent_by_gradients = double(stage_layers - 1) * std::min(4.0 * double(layer), k.per_layer);
+  r.bytes_lent_by_gradients = layers.lent;
   r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + in_flight * r.bytes_activations_per_microbatch -
                          r.bytes_lent_by_gradients;
   std::string& x = r.text;
@@ -152,7 +190,7 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   x += fmt::format("                   activations {} per micro-batch ({} activations, {}; {} masked "
                    "positions per sample), up to {} in flight: {}\n",
                    gib(r.bytes_activations_per_microbatch), half ? dtype_name(compute) : "fp32",
-                   c.recompute_attention ? "attention core recomputed" : "no recompute", P, in_flight,
+                   recompute_name(c), P, in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
   if (r.bytes_lent_by_gradients > 0)
     x += fmt::format("                   of which {} in the gradients' memory (each layer's gradients hold the "

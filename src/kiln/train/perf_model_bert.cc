@@ -78,6 +78,13 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
   if (first) perf::embeddings(s, st.ops, double(m), last);
   perf::layer_forward(s, st.ops, double(m * layers));
   perf::layer_backward(s, st.ops, double(m * layers));
+  const std::vector<models::RecomputeGroup> groups = models::recompute_layout(r.model, layers).groups;
+  if (!groups.empty()) {  // full recomputation: the recomputed layers' forward once more
+    Ops again;
+    perf::layer_forward(s, again, double(m * (groups.back().end - groups.front().first)));
+    for (OpCost& op : again) op.name = "recompute." + op.name, op.model_flops = false;
+    st.ops.insert(st.ops.end(), again.begin(), again.end());
+  }
   if (last) perf::heads(s, st.ops, double(m));
   const std::string act = perf::dims({s.N, s.H}, s.dtype);
   if (!last) st.ops.push_back(perf::send("pp.send_activations", double(m), act, double(s.N * s.H) * s.e));

@@ -55,6 +55,9 @@ models::BertConfig bert_model_config(const BertTrainConfig& c) {
   m.pre_ln = c.pre_ln;
   m.binary_head = !c.no_binary_head;
   m.recompute_attention = c.recompute_activations;
+  if (c.recompute_method == "uniform") m.recompute = models::BertConfig::Recompute::uniform;
+  if (c.recompute_method == "block") m.recompute = models::BertConfig::Recompute::block;
+  m.recompute_layers = c.recompute_num_layers;
   return m;
 }
 
@@ -78,6 +81,17 @@ RunSettings bert_run_settings(const BertTrainConfig& c, int seq_len) {
 }
 
 namespace {
+
+// What backward recomputes, for the start line.
+std::string recompute_summary(const BertTrainConfig& c) {
+  if (c.recompute_activations) return ", core recomputed in backward";
+  if (c.recompute_method == "uniform")
+    return fmt::format(", layers recomputed in backward (full, uniform: groups of {})", c.recompute_num_layers);
+  if (c.recompute_method == "block")
+    return fmt::format(", layers recomputed in backward (full, block: the first {} of each stage)",
+                       c.recompute_num_layers);
+  return "";
+}
 
 std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
   if (c.lr_decay_style == "poly")
@@ -294,7 +308,7 @@ class BertRecipe : public Recipe {
                        c_.fake_data ? std::string("generated (fake)")
                                     : c_.megatron_data() ? "Megatron " + c_.data_path : c_.data_dir,
                        c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, "unfused (scores in memory)",
-                       c_.recompute_activations ? ", core recomputed in backward" : "", c_.output_dir,
+                       recompute_summary(c_), c_.output_dir,
                        c_.save_dir.empty() ? std::string("not saved") : c_.save_dir);
   }
 
