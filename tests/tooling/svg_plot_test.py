@@ -105,6 +105,19 @@ class SpeedChart(unittest.TestCase):
         self.assertEqual(found, [([("BERT-base bf16", 923.0, 3295.0), ("ResNet-50 bf16", 667.0, 988.0)],
                                   "PyTorch")])
 
+    def test_the_chart_in_the_docs_is_the_table_in_the_docs(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "perf_cpu.svg")
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench/speed_chart.py"),
+                            os.path.join(ROOT, "docs/PERFORMANCE.md"), "--out", out], check=True)
+            with open(out) as a, open(os.path.join(ROOT, "docs/perf_cpu.svg")) as b:
+                drawn, committed = bars(a.read()), bars(b.read())
+        key = lambda r: (r.get("data-series"), r.get("data-label"), r.get("data-value"), r.get("width"))
+        self.assertEqual([key(r) for r in drawn], [key(r) for r in committed],
+                         "docs/perf_cpu.svg does not show docs/PERFORMANCE.md's first table: redraw it "
+                         "(docs/PERFORMANCE.md, How to measure)")
+
+
 class LossCurves(unittest.TestCase):
     LOG = ["kiln: bert-tiny, 4.4M parameters\n",
            "step     25/600 | loss 9.8123 (mlm 9.1, nsp 0.7) | lr 5.000e-03 | grad norm 2.1 | ...\n",
