@@ -12,6 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 preset=${1:-bert-tiny}
 rounds=${2:-2}
 threads=$(nproc)
+[[ -f $root/build/build.ninja ]] || cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$root/build" kiln matmul_peak >/dev/null
 "$root/build/kiln" cpu | sed -n 's/^ *bf16: /bf16 here: /p' 
 dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 || { echo "install libopenblas0-pthread for a fair peer" >&2; exit 2; }
