@@ -5,11 +5,14 @@
 # Usage: bench/run.sh [bert-tiny|bert-base|resnet50|peak|table] [rounds]
 #   table: the whole comparison in one invocation (bench/table.py): BERT-base S128, BERT-large S512,
 #   ResNet-50 224, each in f32 and bf16, as a markdown table; `rounds` alternations per row, medians.
+#   It is printed and written to $KILN_TABLE_OUT.md, beside its bar chart $KILN_TABLE_OUT.svg
+#   (default ./kiln-vs-torch.md and .svg).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 preset=${1:-bert-tiny}
 rounds=${2:-2}
 threads=$(nproc)
+[[ -f $root/build/build.ninja ]] || cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$root/build" kiln matmul_peak >/dev/null
 "$root/build/kiln" cpu | sed -n 's/^ *bf16: /bf16 here: /p' 
 dpkg-query -W libopenblas0-pthread >/dev/null 2>&1 || { echo "install libopenblas0-pthread for a fair peer" >&2; exit 2; }
@@ -44,7 +47,10 @@ for ((r = 0; r < rounds; ++r)); do
         | grep -o 'median [0-9.]* ms/step' | sed 's/^/kiln: /'
       /usr/bin/python3 "$root/bench/resnet_torch_peer.py" --batch 16 --threads "$threads" ;;
     table)  # its rounds alternate inside each row
-      /usr/bin/python3 "$root/bench/table.py" "$root" --threads "$threads" --rounds "$rounds"
+      table_out=${KILN_TABLE_OUT:-$PWD/kiln-vs-torch}
+      /usr/bin/python3 "$root/bench/table.py" "$root" --threads "$threads" --rounds "$rounds" \
+        --svg "$table_out.svg" | tee "$table_out.md"
+      echo "written: $table_out.md, $table_out.svg"
       break ;;
     peak)
       # A CPU without an instruction set a dtype needs (bf16 on AVX2-only machines) must not end

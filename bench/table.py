@@ -5,10 +5,11 @@ the peer alternating per workload, --rounds times each (a shared machine's speed
 invocations minutes apart; the table's numbers are then medians over the rounds, and the last
 column lists each round's ratio). Prints a markdown table: median ms/step, samples/s, the
 kiln/torch time ratio, kiln's GFLOP/s and its share of the measured matmul peak of the same
-dtype, and the peak RSS of both. Called by `bench/run.sh table [rounds]`; see docs/PERFORMANCE.md.
+dtype, and the peak RSS of both. With --svg, the same rows as a bar chart (bench/speed_chart.py),
+rewritten after each row. Called by `bench/run.sh table [rounds]`; see docs/PERFORMANCE.md.
 
 Usage: table.py ROOT [--threads N] [--only bert-base,bert-large,resnet50] [--dtypes f32,bf16] [--rounds N]
-                [--bert-large-batch N]
+                [--bert-large-batch N] [--svg FILE]
 
 BERT-large runs at batch 2 unless told otherwise: in f32 the peer holds 10.7 GiB at batch 2 and 16.5 at
 batch 4, so from about batch 7 it no longer fits a 24 GiB machine (kiln fits 15, docs/PERFORMANCE.md), and
@@ -21,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import speed_chart
 
 # Every median is of at least 5 timed steps after 2 warm-up steps, on both sides: kiln's
 # BENCHMARK median leaves its first 2 steps out, the peers take --warmup 2.
@@ -111,6 +114,7 @@ def main():
     a.add_argument("--dtypes", default="f32,bf16")
     a.add_argument("--rounds", type=int, default=1)
     a.add_argument("--bert-large-batch", type=int, default=BERT["bert-large"][5])
+    a.add_argument("--svg", help="also draw the table as an SVG bar chart in this file")
     args = a.parse_args()
     if args.rounds < 1:
         sys.exit(f"--rounds {args.rounds}: at least 1")
@@ -123,6 +127,7 @@ def main():
           "kiln GFLOP/s | matmul peak GFLOP/s | % of matmul peak | peak RSS kiln / torch (GiB) | "
           "kiln / torch per round |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    chart_rows = []
     with tempfile.TemporaryDirectory() as out_dir:
         for name in args.only.split(","):
             for dtype in args.dtypes.split(","):
@@ -139,6 +144,11 @@ def main():
                 print(f"| {name} B{batch} | {dtype} | {k_ms:.0f} | {t_ms:.0f} | {k_ms / t_ms:.2f} | "
                       f"{batch / (k_ms * 1e-3):.2f} | {gflops:.0f} | {peak or 0:.0f} | {share} | "
                       f"{k_rss:.2f} / {t_rss:.2f} | {per_round} |", flush=True)
+                if args.svg:
+                    chart_rows.append((f"{name} B{batch} {dtype}", k_ms, t_ms))
+                    title = f"kiln against PyTorch, {args.threads} threads, medians of {args.rounds} round(s)"
+                    with open(args.svg, "w", encoding="utf-8") as f:
+                        f.write(speed_chart.chart(title, chart_rows))
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ __attribute__((constructor(101))) void refuse_a_cpu_without_the_build_isa() {
   if (isa_missing(isa_compiled_for() | test_required(), isa_present(), names, sizeof names) == 0) return;
   std::fprintf(stderr,
                "kiln: error: this binary was built for instructions this CPU lacks (%s); build kiln on this "
-               "machine, or a portable kiln with cmake -DKILN_NATIVE=OFF (README, \"Portable builds\")\n",
+               "machine, or a portable kiln with cmake -DKILN_NATIVE=OFF (docs/building.md, \"Portable builds\")\n",
                names);
   std::_Exit(2);
 }
