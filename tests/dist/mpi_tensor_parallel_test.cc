@@ -25,6 +25,7 @@
 #include "kiln/io/safetensors.h"
 #include "tests/dist/mpi_bert_data.h"
 #include "tests/dist/mpi_test_util.h"
+#include "tests/testing/dry_run_check.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_data.h"
@@ -217,6 +218,38 @@ TEST_F(MpiTensorParallel, Tp2TimesPp2OnTheSimulatedDeviceIsTheHostRunAcrossAResu
   EXPECT_EQ(rest.losses, h.losses);  // the loss log is appended to: steps 1-5, then 6-10
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
     EXPECT_EQ(read_file(sim / "ckpt/iter_0000010" / file), read_file(host / "ckpt/iter_0000010" / file)) << file;
+}
+
+// Sequence parallelism (--sequence-parallel): the LayerNorm, dropout and residual regions on each
+// rank's half of the positions, all-gathers and reduce-scatters in place of all-reduces. TP2, TP2
+// with full recomputation, and TP2 x PP2 (the stages exchange each rank's rows) train like one
+// process to fp32 rounding (the LayerNorms' gradients are summed over the halves); the same run on
+// the simulated device (gathers and scatters through device memory) is bitwise the host's.
+TEST_F(MpiTensorParallel, SequenceParallelTrainsBertLikeOneProcess) {
+  const TrainRun sp = expect_tp2_like_one_process(2, "tp2sp", "--sequence-parallel");
+  EXPECT_NE(sp.output.find("TP 2 x PP 1, sequence parallel"), std::string::npos) << sp.output;
+  expect_tp2_like_one_process(2, "tp2sp_recompute",
+                              "--sequence-parallel --recompute-granularity full --recompute-method uniform");
+  expect_tp2_like_one_process(4, "tp2pp2sp", "--sequence-parallel --pipeline-model-parallel-size 2");
+  const fs::path sim = root_ / "tp2sp_sim";
+  const TrainRun on_sim = train(testing::mpirun(2, environment(sim)), data_, sim, 2, "--sequence-parallel --device sim");
+  ASSERT_EQ(on_sim.status, 0) << on_sim.output;
+  EXPECT_EQ(on_sim.losses, sp.losses);
+}
+
+// The dry run's memory estimate for TP2 with and without sequence parallelism is within 3% of the
+// peak the ranks measure, and the sequence-parallel ranks' peak is the lower one (a model whose
+// LayerNorm regions are large against its attention core: hidden 512, 4 heads, sequence 128).
+TEST_F(MpiTensorParallel, SequenceParallelHoldsLessAsTheDryRunSays) {
+  const fs::path dir = root_ / "sp_memory";
+  const std::string train = testing::mpirun(2, "OMP_NUM_THREADS=1") + " " KILN_BINARY " train bert --config "
+                            KILN_SOURCE_DIR "/configs/bert-tiny.toml --hidden-size 512 --num-attention-heads 4 "
+                            "--ffn-hidden-size 1024 --num-layers 4 --fake-data --seq-length 128 --max-predictions 20 "
+                            "--global-batch-size 64 --bf16 --tensor-model-parallel-size 2 --output-dir " + dir.string();
+  const std::string run = "--train-iters 1 --eval-interval 1000 --log-interval 1";
+  const double whole = testing::expect_dry_run_estimate(train, run);
+  const double split = testing::expect_dry_run_estimate(train + " --sequence-parallel", run);
+  EXPECT_LT(split, whole);
 }
 
 double largest_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {

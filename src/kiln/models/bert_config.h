@@ -28,6 +28,8 @@ struct BertConfig {
   enum class Recompute { none, uniform, block };
   Recompute recompute = Recompute::none;
   int64_t recompute_layers = 1;
+  // Megatron's sequence parallelism with tensor parallelism (models/bert_stage.h).
+  bool sequence_parallel = false;
 };
 
 // Full recomputation over a stage's `layers` layers (stage-local indices): the groups [first, end)

@@ -48,6 +48,10 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
   KILN_CHECK(c.hidden > 0 && c.heads > 0 && c.hidden % c.heads == 0,
              "BERT config: hidden {} must be a positive multiple of heads {}", c.hidden, c.heads);
   KILN_CHECK(c.layers > 0 && c.layers < 16000, "BERT config: layers {} out of range", c.layers);
+  if (c.sequence_parallel && tp.split()) {
+    sequence_.emplace(tp);
+    tp_.sequence = &*sequence_;
+  }
   vocab_rows_ = tp.share(c.vocab_size, "vocabulary");
   vocab_start_ = tp.start(c.vocab_size);
   if (range.first) add_embeddings(store);
@@ -56,7 +60,7 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
         c.hidden_dropout, c.attention_dropout, c.pre_ln, c.pre_ln ? nn::GeluKind::tanh : nn::GeluKind::erf,
-        uint32_t(n), c.recompute_attention ? &shared_attention_ : nullptr, tp));
+        uint32_t(n), c.recompute_attention ? &shared_attention_ : nullptr, tp_));
     // The layers take eps from their own defaults; BERT's is 1e-12, the config may differ.
     layers_.back()->attention_norm.eps = c.layer_norm_eps;
     layers_.back()->output_norm.eps = c.layer_norm_eps;
@@ -106,6 +110,10 @@ void BertStage::add_decoder_copy(ParamStore& store) {
   store.set_norm_owner(decoder_weight_.id, false);  // the first stage counts it
 }
 
+int64_t BertStage::boundary_rows(int64_t B, int64_t S) const {
+  return sequence_ ? B * S / tp_.size : B * S;
+}
+
 const Param* BertStage::word_embedding() const {
   return range_.first ? &word_->weight : range_.last ? &decoder_weight_ : nullptr;
 }
@@ -121,6 +129,7 @@ void BertStage::stage(const Step& step, const data::BertBatch& batch) {
   B_ = batch.batch, S_ = batch.seq_len, P_ = batch.max_pred;
   const int64_t B = B_, S = S_, P = P_, BS = B * S;
   mask_in_ = ids_input(ctx, input_mask_, batch.input_mask, {B, S});
+  if (sequence_) sequence_->stage(ctx, B, S);
   if (range_.first) {
     positions_.resize(size_t(BS));
     for (int64_t i = 0; i < BS; ++i) positions_[i] = int32_t(i % S);
@@ -162,10 +171,12 @@ Tensor BertStage::forward(const Step& step, const data::BertBatch& batch, const 
 Tensor BertStage::forward_staged(const Step& step, const Tensor& input) {
   KILN_CHECK(B_ > 0, "BERT stage: forward before a batch was staged");
   Tensor x = range_.first ? embed(step) : input;
-  KILN_CHECK(x.shape == Shape({B_ * S_, config_.hidden}), "BERT stage: input {} is not ({}, {})",
-             shape_str(x.shape), B_ * S_, config_.hidden);
+  if (range_.first && sequence_) x = sequence_->take(*step.ctx, x, embedding_rows_);
+  KILN_CHECK(x.shape == Shape({boundary_rows(B_, S_), config_.hidden}), "BERT stage: input {} is not ({}, {})",
+             shape_str(x.shape), boundary_rows(B_, S_), config_.hidden);
   x = layers_forward(step, x, mask_in_);
   if (!range_.last) return x;
+  if (sequence_) x = sequence_->gather(*step.ctx, x, whole_output_);
   if (final_norm_) x = final_norm_->forward(step, x);
   heads(step, x);  // x: the sequence output (B*S, H)
   return {};
@@ -328,12 +339,14 @@ Tensor BertStage::backward(const Step& step, const Tensor& dy, float loss_scale)
   Tensor dx = dy;
   if (range_.last) {
     dx = heads_backward(step, loss_scale);
+    if (sequence_) dx = sequence_->take(*step.ctx, dx, output_grad_rows_);  // the same on every rank
     // Every head parameter is final; the decoder weight is too unless it is the word embedding.
     const Param& first_head = final_norm_ ? final_norm_->weight : pooler_ ? pooler_->weight : transform_->weight;
     step.grads_final_from(first_head.spec().offset);
   }
   dx = layers_backward(step, dx);
   if (!range_.first) return dx;
+  if (sequence_) dx = sequence_->gather(*step.ctx, dx, whole_input_grad_);
   embed_backward(step, dx);
   return {};
 }

@@ -22,6 +22,11 @@
 // gradient with the first stage's over the embedding group (train/recipes/bert_pipeline.h), so
 // both copies stay identical.
 //
+// Sequence parallel (config.sequence_parallel with tp): the layers run on this rank's positions
+// (nn/sequence_parallel.h); the embeddings are computed whole and this rank's rows taken, the last
+// layer's output is gathered whole for the final LayerNorm and the heads, and a stage's input and
+// output between pipeline stages are this rank's rows, (B*S/t, H).
+//
 // Tensor parallel (spec §3.2, `tp`): the encoder layers split as nn::TransformerLayer says, the
 // word embedding (and the last stage's decoder copy) and the decoder bias split by vocab rows,
 // the MLM loss vocab-parallel (nn/vocab_parallel_loss.h); everything else is replicated, counted
@@ -55,6 +60,7 @@
 #include "kiln/nn/linear.h"
 #include "kiln/nn/losses.h"
 #include "kiln/nn/params.h"
+#include "kiln/nn/sequence_parallel.h"
 #include "kiln/nn/tanh.h"
 #include "kiln/nn/tensor_parallel.h"
 #include "kiln/nn/transformer.h"
@@ -115,6 +121,9 @@ class BertStage {
   void lend_gradients();
   size_t bytes_lent() const { return loan_ ? loan_->bytes_lent() : 0; }
 
+  // The rows of a stage's input and output for a batch of B x S: B*S, or this rank's B*S/t under
+  // sequence parallelism.
+  int64_t boundary_rows(int64_t B, int64_t S) const;
   // Where a received input for this instance lives: (rows, H) in `dtype`.
   Tensor input_buffer(const Step& step, int64_t rows) {
     return input_.get(*step.ctx, {rows, config_.hidden}, step.compute_dtype);
@@ -144,6 +153,7 @@ class BertStage {
   StageRange range_;
   ParamStore& store_;
   nn::TensorParallel tp_;
+  std::optional<nn::SequenceSplit> sequence_;  // sequence parallel: the row maps (tp_.sequence)
   int64_t vocab_start_ = 0, vocab_rows_ = 0;  // this rank's rows of the word embedding
   // first stage
   std::optional<nn::Embedding> word_, position_, token_type_;
@@ -182,6 +192,7 @@ class BertStage {
   nn::Buffer input_ids_, position_ids_, segment_ids_, input_mask_, gather_rows_buf_, first_rows_buf_;
   nn::Buffer input_, embeddings_, first_tokens_, gathered_, logits_, nsp_f32_,
       dtransformed_, dsequence_;
+  nn::Buffer embedding_rows_, whole_output_, output_grad_rows_, whole_input_grad_;  // sequence parallel
 };
 
 }  // namespace kiln::models

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/backend/backend.h"
+#include "kiln/nn/sequence_parallel.h"
 #include "kiln/core/error.h"
 
 namespace kiln::nn {
@@ -33,16 +34,18 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
              "SelfAttention {}: mask {} {} is not (B, S) i32", query.weight.spec().name,
              dtype_name(mask.dtype), shape_str(mask.shape));
   const int64_t B = mask.dim(0), S = mask.dim(1);
-  KILN_CHECK(x.rank() == 2 && x.dim(0) == B * S && x.dim(1) == hidden,
-             "SelfAttention {}: input {} is not ({}*{}, {})", query.weight.spec().name,
-             shape_str(x.shape), B, S, hidden);
+  const int64_t rows = tp_.sequence ? tp_.sequence->local_rows() : B * S;
+  KILN_CHECK(x.rank() == 2 && x.dim(0) == rows && x.dim(1) == hidden,
+             "SelfAttention {}: input {} is not ({}, {})", query.weight.spec().name, shape_str(x.shape), rows, hidden);
   Context& ctx = *step.ctx;
   B_ = B;
   S_ = S;
   mask_ = mask;
-  q_ = query.forward(step, x);
-  k_ = key.forward(step, x);
-  v_ = value.forward(step, x);
+  x_rows_ = x;
+  const Tensor whole = tp_.sequence ? tp_.sequence->gather(ctx, x, gathered_.buffer()) : x;  // (B*S, hidden)
+  q_ = query.forward(step, whole);
+  k_ = key.forward(step, whole);
+  v_ = value.forward(step, whole);
   core_forward(step, true);
 
   Tensor context = ctx_.get(*step.ctx, {B * S, width}, x.dtype);  // dropped probs v, head by head
@@ -87,11 +90,13 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
   mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dq.share(theirs.dq);
   mine.dk.share(theirs.dk), mine.dv.share(theirs.dv), mine.dx.share(theirs.dx);
-  ctx_.share(owner.ctx_), partial_dx_.share(owner.partial_dx_);
+  ctx_.share(owner.ctx_), partial_dx_.share_own(owner.partial_dx_);
+  gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
 }
 
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
-  Tensor dx = scratch_->dx.get(*step.ctx, {B_ * S_, hidden}, dctx.dtype);
+  const int64_t rows = tp_.sequence ? tp_.sequence->local_rows() : B_ * S_;
+  Tensor dx = scratch_->dx.get(*step.ctx, {rows, hidden}, dctx.dtype);
   backward_into(step, dctx, dx, false);
   return dx;
 }
@@ -139,11 +144,14 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
     value.backward_into(step, dv, dx, true);
     return;
   }
+  // Sequence parallel: the whole input again, where q, k and v's weight gradients read it.
+  if (tp_.sequence) tp_.sequence->gather(ctx, x_rows_, gathered_.buffer());
   Tensor part = partial_dx_.get(*step.ctx, {B * S, hidden}, dt);
   query.backward_into(step, dq, part, false);
   key.backward_into(step, dk, part, true);
   value.backward_into(step, dv, part, true);
-  tp_.all_reduce(part);
+  if (tp_.sequence) part = tp_.sequence->scatter_sum(ctx, part, scattered_.buffer());  // this rank's rows of the sum
+  else tp_.all_reduce(part);
   if (accumulate) ops::add(ctx, dx, part, dx);
   else ops::copy(ctx, part, dx);
 }

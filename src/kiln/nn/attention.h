@@ -57,7 +57,8 @@ class SelfAttention {
   SelfAttention(const SelfAttention&) = delete;  // core_ may point at its own buffers
   SelfAttention& operator=(const SelfAttention&) = delete;
 
-  // x: (B*S, hidden) in the compute dtype, rows ordered (b, s); mask: (B, S) i32 with
+  // x: (B*S, hidden) in the compute dtype, rows ordered (b, s) (sequence parallel: this rank's
+  // rows, nn/sequence_parallel.h, as is backward's dx); mask: (B, S) i32 with
   // 1 = token, 0 = padding (read again by a recomputing backward) -> context: (B*S, width).
   // Saves q, k, v (B*S, hidden), and unless recomputing, probs
   // (B, heads, S, S) in the compute dtype.
@@ -68,6 +69,11 @@ class SelfAttention {
   void backward_into(const Step& step, const Tensor& dctx, Tensor& dx, bool accumulate);
   // The temporaries in `scratch` (shared with other layers) instead of the layer's own.
   void share_scratch(AttentionScratch& scratch);
+  // Sequence parallel: the whole input (gathered in forward and again in backward) and backward's
+  // rows of dx in these buffers (shared with other layers).
+  void use_sequence_buffers(Buffer& whole, Buffer& dx_rows) { gathered_.use(whole), scattered_.use(dx_rows); }
+  // Tensor parallel: this rank's share of dx before the group sums it, in this buffer.
+  void use_partial_grad_buffer(Buffer& part) { partial_dx_.use(part); }
   // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
   void share_storage(SelfAttention& owner);
 
@@ -94,7 +100,10 @@ class SelfAttention {
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
   bool dropout_on_ = false;
-  Buffer ctx_, partial_dx_;
+  Buffer ctx_;
+  BufferSlot partial_dx_;
+  Tensor x_rows_;                  // sequence parallel: the input, this rank's rows
+  BufferSlot gathered_, scattered_;  // sequence parallel: the whole input, this rank's rows of dx
 };
 
 }  // namespace kiln::nn

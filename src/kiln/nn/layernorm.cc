@@ -43,7 +43,7 @@ void LayerNorm::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bo
              "LayerNorm {}: gradient {} / {} does not match input {}", weight.spec().name,
              shape_str(dy.shape), shape_str(dx.shape), shape_str(x_.shape));
   const int64_t N = x_.numel() / dim;
-  Tensor dw = weight.grad(), db = bias.grad();
+  Tensor dw = dw_into_.defined() ? dw_into_ : weight.grad(), db = db_into_.defined() ? db_into_ : bias.grad();
   ops::layernorm_backward(*step.ctx, dy, x_, weight.compute(), mean_.get(*step.ctx, {N}), rstd_.get(*step.ctx, {N}),
                           dx, dw, db, accumulate);
 }

@@ -26,6 +26,9 @@ class LayerNorm {
   // residual stream's gradient: no separate add pass).
   void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
   // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
+  // From now on backward adds the parameters' gradients to dw and db (f32, (dim) each) instead of
+  // weight.grad() and bias.grad(); undefined tensors: to those again.
+  void grads_into(const Tensor& dw, const Tensor& db) { dw_into_ = dw, db_into_ = db; }
   void share_storage(LayerNorm& owner) {
     y_.share(owner.y_), mean_.share(owner.mean_), rstd_.share(owner.rstd_), dx_.share(owner.dx_);
   }
@@ -36,6 +39,7 @@ class LayerNorm {
 
  private:
   Tensor x_;
+  Tensor dw_into_, db_into_;
   Buffer y_, mean_, rstd_, dx_;
 };
 

@@ -2,6 +2,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
+#include "kiln/nn/sequence_parallel.h"
 
 namespace kiln::nn {
 namespace {
@@ -51,8 +52,9 @@ Tensor Linear::forward(const Step& step, const Tensor& x) {
   if (bias.id >= 0 && !reduce) o.bias = &b;
   ops::matmul(*step.ctx, ops::mat(x), ops::mat(w, true), ops::mat(y), o);
   if (reduce) {
-    tp_.all_reduce(y);
-    ops::bias_add(*step.ctx, y, b);
+    if (tp_.sequence) y = tp_.sequence->scatter_sum(*step.ctx, y, reduced_.buffer());  // (N / t, out): this rank's rows
+    else tp_.all_reduce(y);
+    if (bias.id >= 0) ops::bias_add(*step.ctx, y, b);
   }
   return y;
 }
@@ -63,8 +65,12 @@ Tensor Linear::backward(const Step& step, const Tensor& dy) {
   return dx;
 }
 
-void Linear::backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate) {
+void Linear::backward_into(const Step& step, const Tensor& dy_in, Tensor& dx, bool accumulate) {
   const int64_t N = x_.dim(0);
+  // Sequence parallel, row-parallel: dy holds this rank's rows of the output; every row's gradient
+  // is the whole output's.
+  const bool gather = split_ == Split::row && tp_.sequence;
+  const Tensor dy = gather ? tp_.sequence->gather(*step.ctx, dy_in, gathered_dy_.buffer()) : dy_in;
   KILN_CHECK(dy.rank() == 2 && dy.dim(0) == N && dy.dim(1) == out && dy.dtype == x_.dtype,
              "Linear {}: gradient {} {} does not match output ({}, {}) {}", weight.spec().name,
              dtype_name(dy.dtype), shape_str(dy.shape), N, out, dtype_name(x_.dtype));

@@ -26,7 +26,8 @@ class Linear {
 
   // x: (N, in) in the weights' compute dtype (or f32: then the f32 master weights are used)
   // -> y: (N, out) in x's dtype; the bias is added by the matmul. Keeps a handle to x for backward (x must stay unchanged until then).
-  // The result lives in this layer's buffer until the next forward.
+  // The result lives in this layer's buffer until the next forward. Row-parallel under sequence
+  // parallelism (tp.sequence): y is this rank's rows of the sum, (N / t, out), and backward's dy too.
   Tensor forward(const Step& step, const Tensor& x);
   // dy: (N, out) in x's dtype -> dx: (N, in); accumulates weight.grad() += dy^T x and
   // bias.grad() += sum dy in f32. The result lives in this layer's buffer until the next
@@ -39,8 +40,15 @@ class Linear {
   // for an output only the next op reads, and a gradient only the layer below reads.
   void use_output_buffer(Buffer& y) { y_.use(y); }
   void use_grad_buffer(Buffer& dx) { dx_.use(dx); }
+  // Column-parallel: this rank's share of dx before the group sums it, in this buffer.
+  void use_partial_grad_buffer(Buffer& part) { partial_dx_.use(part); }
+  // Row-parallel under sequence parallelism: this rank's rows of the output and the whole dy in these.
+  void use_sequence_buffers(Buffer& rows, Buffer& whole_dy) { reduced_.use(rows), gathered_dy_.use(whole_dy); }
   // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
-  void share_storage(Linear& owner) { y_.share_own(owner.y_), dx_.share_own(owner.dx_), partial_dx_.share(owner.partial_dx_); }
+  void share_storage(Linear& owner) {
+    y_.share_own(owner.y_), dx_.share_own(owner.dx_), partial_dx_.share_own(owner.partial_dx_);
+    reduced_.share_own(owner.reduced_), gathered_dy_.share_own(owner.gathered_dy_);
+  }
 
   Param weight, bias;  // bias.id == -1 when constructed without bias
   int64_t in, out;     // this rank's sizes
@@ -53,7 +61,8 @@ class Linear {
   TensorParallel tp_;
   Tensor x_;
   BufferSlot y_, dx_;
-  Buffer partial_dx_;
+  BufferSlot partial_dx_;
+  BufferSlot reduced_, gathered_dy_;  // sequence parallel, row-parallel: the output's rows, the whole dy
 };
 
 }  // namespace kiln::nn

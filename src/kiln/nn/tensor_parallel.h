@@ -9,9 +9,13 @@
 
 namespace kiln::nn {
 
+class SequenceSplit;
+
 struct TensorParallel {
   dist::Communicator* comm = nullptr;  // null: one rank
   int rank = 0, size = 1;
+  // Sequence parallelism (nn/sequence_parallel.h): the stage's row maps; null without it.
+  SequenceSplit* sequence = nullptr;
 
   static TensorParallel over(dist::Communicator& comm) { return {&comm, comm.rank(), comm.size()}; }
   bool split() const { return size > 1; }

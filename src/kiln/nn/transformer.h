@@ -15,7 +15,10 @@
 // output), + 3 (MLP output); ids 4*k + 0 are free for the model (e.g. embedding dropout).
 // recompute_attention: see SelfAttention (selective recomputation of the attention core).
 // Tensor parallel (tp): attention and intermediate.dense column-parallel, attention.output.dense
-// and output.dense row-parallel (nn/linear.h); LayerNorms, dropouts and residuals replicated.
+// and output.dense row-parallel (nn/linear.h); LayerNorms, dropouts and residuals replicated, or
+// under sequence parallelism (tp.sequence, nn/sequence_parallel.h) on this rank's positions: x,
+// y and the gradients are (B*S/t, hidden), the dropout masks those of the whole sequence, and the
+// LayerNorms' gradients from this rank's rows are summed over the group in each backward.
 #pragma once
 #include <string>
 
@@ -41,6 +44,10 @@ struct LayerSharedBuffers {
   Buffer attention_out, attention_dropped, output_out, output_dropped;
   Buffer residual_grad, result[2];
   Buffer attention_out_dx, attention_dropout_dx, intermediate_dx, gelu_dx, output_dx, output_dropout_dx;
+  // Sequence parallel: a column-parallel product's whole input (gathered again in backward), a
+  // row-parallel one's output rows and whole dy, an input gradient's rows.
+  Buffer sequence_whole, sequence_rows, sequence_dy, sequence_dx;
+  Buffer partial_dx;  // tensor parallel: a column-parallel input gradient before the group sums it
   AttentionScratch attention;
 };
 
@@ -75,9 +82,23 @@ class TransformerLayer {
   bool pre_ln;
 
  private:
+  Tensor backward_rows(const Step& step, const Tensor& dy);
+  // The MLP's input for FC1: `a` itself, or under sequence parallelism the whole sequence of it.
+  Tensor fc1_input(const Step& step, const Tensor& a);
+  // The residual stream's gradient through FC1 (column-parallel): under sequence parallelism this
+  // rank's rows of it; or added to `da`.
+  Tensor fc1_backward(const Step& step, const Tensor& dgelu);
+  void fc1_backward_into(const Step& step, const Tensor& dgelu, Tensor& da);
+
+  TensorParallel tp_;
   Dropout attention_dropout_, output_dropout_;
   int64_t B_ = 0;  // samples in the last forward (dropout keys)
   Buffer sum1_, sum2_;
+  // Sequence parallel: FC1's input (this rank's rows), whole and its dx rows; the LayerNorms'
+  // gradients (4, hidden) f32.
+  Tensor fc1_rows_;
+  BufferSlot gathered_, scattered_;
+  Buffer norm_grads_;
   BufferSlot da_;  // pre-LN: the layer's result
   BufferSlot dx_;  // post-LN: the layer's result
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/core/error.h"
+#include "kiln/core/notice.h"
 #include "kiln/train/device_model.h"
 #include "kiln/train/devices_config.h"
 
@@ -148,6 +149,9 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "tensor-parallel ranks (Megatron layout: ranks = TP x DP x PP)");
   r.add_int("parallel.pipeline_model_parallel_size", &c.pipeline_parallel, "", {"--pipeline-model-parallel-size"},
             "pipeline stages (1F1B schedule)");
+  r.add_bool("parallel.sequence_parallel", &c.sequence_parallel, "", {"--sequence-parallel"},
+             "split the LayerNorm and dropout regions along the sequence over the tensor-parallel group "
+             "(all-gather and reduce-scatter in place of all-reduce)");
   r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
              "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
   register_ddp_config(r, c.ddp);
@@ -275,6 +279,13 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   positive(c.tensor_parallel, "parallel.tensor_model_parallel_size");
   positive(c.pipeline_parallel, "parallel.pipeline_model_parallel_size");
   check_tensor_parallel(c);
+  if (c.sequence_parallel && c.tensor_parallel == 1) {
+    notice("--sequence-parallel: off, as Megatron turns it off, because the tensor-model-parallel size is 1");
+    c.sequence_parallel = false;
+  }
+  if (c.sequence_parallel && c.seq_length % c.tensor_parallel != 0)
+    throw Error("config: --sequence-parallel: --seq-length {} is not divisible by --tensor-model-parallel-size {}",
+                c.seq_length, c.tensor_parallel);
   check_recompute(c);
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
   if (!(c.save_timeout >= 0)) throw Error("config: parallel.save_timeout must be >= 0, got {}", c.save_timeout);

@@ -49,6 +49,7 @@ struct BertTrainConfig {
   // [parallel] data parallel is the devices (GPUS, mpirun -np N) over TP x PP
   int64_t devices = 0;            // 0: the processes started (train/devices_config.h)
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
+  bool sequence_parallel = false;  // Megatron's --sequence-parallel (with tensor parallelism)
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
   double dist_timeout = 600;       // seconds a collective may wait for the other ranks

@@ -23,9 +23,12 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
                core = double(c.heads) / t * s * s * b, V = double(c.vocab_size) / t;
   KilnActivations k;
   // sum1, sum2, both LayerNorm outputs; q, k, v, context; FC1 and GELU outputs; LN statistics;
-  // the probabilities (f32: the scores' buffer); tensor parallelism's partial input gradients.
-  k.per_layer = N * H * e * 4 + N * Ht * e * 4 + N * It * e * 2 + 16 * N +
-                (c.recompute_attention ? 0 : core * e) + (t > 1 ? 2 * N * H * e : 0);
+  // the probabilities (f32: the scores' buffer).
+  // Sequence parallel: the first four and the statistics are this rank's rows (the products'
+  // whole inputs are gathered again in backward).
+  const double rows = c.sequence_parallel ? N / t : N;  // (B*S, H) rows a rank holds between the products
+  k.per_layer = rows * H * e * 4 + N * Ht * e * 4 + N * It * e * 2 + 16 * rows +
+                (c.recompute_attention ? 0 : core * e);
   // Forward: both projections' and dropouts' outputs; backward: the residual gradient and two
   // results, projection / dropout / FC / GELU gradients, q k v gradients. The core's two scratch
   // buffers (nn::AttentionScratch): f32 scores or their gradient, and the dropped probabilities
@@ -34,6 +37,10 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // recomputation the core's probabilities are shared too.
   k.shared = N * H * e * (c.pre_ln ? 10 : 9) + N * Ht * e * 4 + N * It * e * 2 + core * (4 + e) +
              (c.recompute_attention ? core * e : 0);
+  // Tensor parallel: an input gradient before the group sums it. Sequence parallel: a product's
+  // whole input, a row-parallel one's output rows and whole gradient, an input gradient's rows.
+  if (t > 1) k.shared += N * H * e;
+  if (c.sequence_parallel) k.shared += 2 * N * H * e + 2 * rows * H * e;
   // Word, position and type rows, their sum, LayerNorm (output, statistics, gradient), dropout
   // output and gradient.
   k.embeddings = N * H * e * 8 + 8 * N;
@@ -147,7 +154,11 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
 
   const double e = half ? 2.0 : 4.0, s = double(seq_length), b = double(micro_batch),
                a = double(c.heads), td = double(tp);
-  const double per_layer = s * b * double(h) * (4 * e + 2 + 4 * e / td) + s * b * double(I) * (2 * e / td);
+  // The LayerNorm, dropout and residual region (4e + 2 bytes per element) split along the sequence
+  // under sequence parallelism.
+  const double region = c.sequence_parallel ? td : 1.0;
+  const double per_layer =
+      s * b * double(h) * ((4 * e + 2) / region + 4 * e / td) + s * b * double(I) * (2 * e / td);
   const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
   // Recomputing the attention core keeps one (shared) copy of it instead of one per layer; full
   // recomputation keeps a group's input (2sbh in 16 bits) instead of each recomputed layer's.
@@ -187,10 +198,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                    : half       ? fmt::format("{} copy, fp32 master", dtype_name(compute))
                                 : "fp32 weight",
                    distributed_optimizer && dp > 1 ? fmt::format(" (m, v: a 1/{} shard)", dp) : "");
-  x += fmt::format("                   activations {} per micro-batch ({} activations, {}; {} masked "
+  x += fmt::format("                   activations {} per micro-batch ({} activations, {}{}; {} masked "
                    "positions per sample), up to {} in flight: {}\n",
                    gib(r.bytes_activations_per_microbatch), half ? dtype_name(compute) : "fp32",
-                   recompute_name(c), P, in_flight,
+                   recompute_name(c), c.sequence_parallel && tp > 1 ? ", sequence parallel" : "", P, in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
   if (r.bytes_lent_by_gradients > 0)
     x += fmt::format("                   of which {} in the gradients' memory (each layer's gradients hold the "

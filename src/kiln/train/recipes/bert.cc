@@ -58,6 +58,7 @@ models::BertConfig bert_model_config(const BertTrainConfig& c) {
   if (c.recompute_method == "uniform") m.recompute = models::BertConfig::Recompute::uniform;
   if (c.recompute_method == "block") m.recompute = models::BertConfig::Recompute::block;
   m.recompute_layers = c.recompute_num_layers;
+  m.sequence_parallel = c.sequence_parallel;
   return m;
 }
 
@@ -91,6 +92,13 @@ std::string recompute_summary(const BertTrainConfig& c) {
     return fmt::format(", layers recomputed in backward (full, block: the first {} of each stage)",
                        c.recompute_num_layers);
   return "";
+}
+
+// The tensor-parallel layout's part of the start line.
+std::string layout_summary(const BertTrainConfig& c) {
+  if (c.tensor_parallel == 1 && c.pipeline_parallel == 1) return "";
+  return fmt::format("; TP {} x PP {}{}", c.tensor_parallel, c.pipeline_parallel,
+                     c.sequence_parallel ? ", sequence parallel" : "");
 }
 
 std::unique_ptr<optim::LrSchedule> make_schedule(const BertTrainConfig& c) {
@@ -299,11 +307,11 @@ class BertRecipe : public Recipe {
     const models::BertConfig mc = bert_model_config(c_);
     return fmt::format(
         "training BERT: {} layers, hidden {}, {} heads, vocab {}, {:.2f}M parameters; global batch {} "
-        "(micro {} x {}{}), sequence {}, {} steps from step {}\n",
+        "(micro {} x {}{}), sequence {}{}, {} steps from step {}\n",
         c_.num_layers, c_.hidden_size, c_.num_heads, mc.vocab_size,
         double(parameters_) / 1e6, c_.global_batch_size, c_.micro_batch_size, c_.accumulation_steps(),
         c_.data_parallel() > 1 ? fmt::format(" x {} data-parallel", c_.data_parallel()) : "", seq_len_,
-        c_.train_steps, start_step) +
+        layout_summary(c_), c_.train_steps, start_step) +
            fmt::format("  data {}; {} lr {} ({} decay, {} warmup steps); attention {}{}; logs in {}, checkpoints {}\n",
                        c_.fake_data ? std::string("generated (fake)")
                                     : c_.megatron_data() ? "Megatron " + c_.data_path : c_.data_dir,

@@ -26,12 +26,13 @@ void BertPipeline::load(int slot, const Step& step) {
 
 Tensor BertPipeline::input_buffer(int slot, const Step& step) {
   const data::BertBatch& b = batches_[size_t(slot)];
-  return instances_[size_t(slot)]->input_buffer(step, int64_t(b.batch) * b.seq_len);
+  return instances_[size_t(slot)]->input_buffer(step, instances_[size_t(slot)]->boundary_rows(b.batch, b.seq_len));
 }
 
 Tensor BertPipeline::output_grad_buffer(int slot, const Step& step) {
   const data::BertBatch& b = batches_[size_t(slot)];
-  return grad_buffers_[size_t(slot)].get(*step.ctx, {int64_t(b.batch) * b.seq_len, hidden_}, step.compute_dtype);
+  return grad_buffers_[size_t(slot)].get(*step.ctx, {instances_[size_t(slot)]->boundary_rows(b.batch, b.seq_len), hidden_},
+                                         step.compute_dtype);
 }
 
 Tensor BertPipeline::forward(int slot, const Step& step, const Tensor& input, MicroBatchLosses* losses) {
@@ -64,7 +65,7 @@ models::BertOutputs BertPipeline::evaluate(const Step& step, const data::BertBat
   models::BertStage& stage = *instances_[0];
   Tensor input;
   if (!range_.first) {
-    input = stage.input_buffer(step, int64_t(batch.batch) * batch.seq_len);
+    input = stage.input_buffer(step, stage.boundary_rows(batch.batch, batch.seq_len));
     pp.recv(input, pp.rank() - 1);
   }
   models::BertOutputs out;
