@@ -38,7 +38,9 @@ class BufferSlot {
   void use(Buffer& shared) { shared_ = &shared; }
   // Its own buffer over `owner`'s own (Buffer::share).
   void share_own(BufferSlot& owner) { own_.share(owner.own_); }
-  Tensor get(const Context& ctx, const Shape& shape, DType dtype = DType::f32) { return buffer().get(ctx, shape, dtype); }
+  Tensor get(const Context& ctx, const Shape& shape, DType dtype = DType::f32) {
+    return buffer().get(ctx, shape, dtype);
+  }
   Buffer& buffer() { return shared_ ? *shared_ : own_; }
 
  private:

@@ -80,7 +80,8 @@ Tensor TransformerLayer::forward(const Step& step, const Tensor& x, const Tensor
   }
   Tensor c = attention.forward(step, attention_norm.forward(step, x), mask);
   Tensor o = attention_dropout_.forward(step, attention_output.forward(step, c), B);
-  Tensor g = gelu.forward(step, intermediate.forward(step, fc1_input(step, output_norm.forward(step, x, o, sum1))));  // sum1 = a
+  Tensor h = output_norm.forward(step, x, o, sum1);  // LN_out(a), sum1 = a = x + o
+  Tensor g = gelu.forward(step, intermediate.forward(step, fc1_input(step, h)));
   Tensor m = output_dropout_.forward(step, output.forward(step, g), B);
   ops::add(ctx, sum1, m, sum2);
   return sum2;

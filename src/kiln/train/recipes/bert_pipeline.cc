@@ -31,8 +31,8 @@ Tensor BertPipeline::input_buffer(int slot, const Step& step) {
 
 Tensor BertPipeline::output_grad_buffer(int slot, const Step& step) {
   const data::BertBatch& b = batches_[size_t(slot)];
-  return grad_buffers_[size_t(slot)].get(*step.ctx, {instances_[size_t(slot)]->boundary_rows(b.batch, b.seq_len), hidden_},
-                                         step.compute_dtype);
+  const int64_t rows = instances_[size_t(slot)]->boundary_rows(b.batch, b.seq_len);
+  return grad_buffers_[size_t(slot)].get(*step.ctx, {rows, hidden_}, step.compute_dtype);
 }
 
 Tensor BertPipeline::forward(int slot, const Step& step, const Tensor& input, MicroBatchLosses* losses) {
