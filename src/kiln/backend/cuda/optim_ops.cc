@@ -1,4 +1,4 @@
-// backend/cuda/ops_optim.cc — the multi-tensor norms, gradient scaling, the step's decisions and
+// backend/cuda/optim_ops.cc — the multi-tensor norms, gradient scaling, the step's decisions and
 // the fused AdamW / LAMB / LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
 // The table of a segment list is uploaded once and kept, so that a steady-state step copies
 // nothing from the host (and can be captured in a CUDA graph).
