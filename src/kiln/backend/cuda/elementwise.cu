@@ -1,5 +1,5 @@
 // backend/cuda/elementwise.cu — fill, cast, add, scale, GELU and dropout kernels, and the
-// elementwise bodies that ops_activations.cc runs: the bodies of bodies.h over one item per
+// elementwise bodies that elementwise.cc and relu.cc run: the bodies of bodies.h over one item per
 // element (per Philox block for dropout).
 #include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/kernels.h"

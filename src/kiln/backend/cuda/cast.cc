@@ -1,28 +1,17 @@
-// backend/cuda/ops.cc — fill, copy, cast, add, scale, GELU, dropout and LayerNorm
-// forward on CUDA: checks, then a kernel of kernels.h (or a cudaMemcpyAsync) on the context's
-// stream; page-locked host tensors and the copy stream for staging.
-#include "kiln/backend/cuda/bodies_layernorm.h"
+// backend/cuda/cast.cc — fill, copy, cast and the staged copy from the host on CUDA: checks, then
+// a kernel of kernels.h or a cudaMemcpyAsync on the context's stream; page-locked host tensors and
+// the copy stream for staging; the backend's registration.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
 
-#include <algorithm>
-#include <cstring>
-#include <memory>
-
 namespace kiln::ops::cuda {
 namespace {
-
-void dropout(Context& ctx, const char* op, const Tensor& x, const DropoutMask& m, Tensor& y) {
-  const OpScope scope = expect_cuda(ctx, op, {&x, &y, &m.sample_offset});
-  expect_same_numel(op, x, y);
-  expect_dtype(op, "input", x, kFloat);
-  expect_dtype(op, "output", y, kFloat);
-  expect_dropout_mask(op, m, x.numel());
-  launch_dropout({m.rng, m.sample_offset.ptr<int64_t>(), m.samples, m.p, m.element_offset}, x, y, stream_of(ctx));
-  check_launch(op);
-}
 
 std::shared_ptr<void> new_event(const char* op) {
   cudaEvent_t event = nullptr;
@@ -140,100 +129,6 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   expect_dtype("cast", "destination", dst, kFloat);
   launch_cast(src, dst, stream_of(ctx));
   check_launch("cast");
-}
-
-void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
-  const OpScope scope = expect_cuda(ctx, "add", {&a, &b, &out});
-  expect_same_numel("add", a, out);
-  expect_same_numel("add", b, out);
-  expect_dtype("add", "a", a, kFloat);
-  expect_dtype("add", "b", b, kFloat);
-  expect_dtype("add", "out", out, kFloat);
-  launch_add(a, b, out, stream_of(ctx));
-  check_launch("add");
-}
-
-void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
-  const OpScope scope = expect_cuda(ctx, "scale", {&x, &y});
-  expect_same_numel("scale", x, y);
-  expect_dtype("scale", "x", x, kFloat);
-  expect_dtype("scale", "y", y, kFloat);
-  launch_scale(x, s, y, stream_of(ctx));
-  check_launch("scale");
-}
-
-void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
-  const OpScope scope = expect_cuda(ctx, "gelu_forward", {&x, &y});
-  expect_same_numel("gelu_forward", x, y);
-  expect_dtype("gelu_forward", "x", x, kFloat);
-  expect_dtype("gelu_forward", "y", y, kFloat);
-  launch_gelu_forward(kind == GeluKind::tanh, x, y, stream_of(ctx));
-  check_launch("gelu_forward");
-}
-
-void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  const OpScope scope = expect_cuda(ctx, "gelu_backward", {&x, &dy, &dx});
-  expect_same_numel("gelu_backward", x, dx);
-  expect_same_numel("gelu_backward", dy, dx);
-  expect_dtype("gelu_backward", "x", x, kFloat);
-  expect_dtype("gelu_backward", "dy", dy, kFloat);
-  expect_dtype("gelu_backward", "dx", dx, kFloat);
-  launch_gelu_backward(kind == GeluKind::tanh, x, dy, dx, stream_of(ctx));
-  check_launch("gelu_backward");
-}
-
-void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y) {
-  dropout(ctx, "dropout_forward", x, mask, y);
-}
-
-void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx) {
-  dropout(ctx, "dropout_backward", dy, mask, dx);
-}
-
-namespace {
-
-// layernorm_forward, or add_layernorm_forward when `residual` is defined: the join is taken in
-// the moments' launch, and the rest reads its sum.
-void forward_layernorm(const char* op, Context& ctx, const Tensor& x, const Tensor& residual, Tensor& sum,
-                       const Tensor& w, const Tensor& b, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  const OpScope scope = expect_cuda(ctx, op, {&x, &residual, &sum, &w, &b, &y, &mean, &rstd});
-  const ScratchScope own_scratch(ctx);
-  const int64_t C = w.numel();
-  KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && b.numel() == C && w.dtype == b.dtype,
-             "op {}: input {} with weight {} {} and bias {} {}", op, shape_str(x.shape),
-             dtype_name(w.dtype), shape_str(w.shape), dtype_name(b.dtype), shape_str(b.shape));
-  const int64_t N = x.numel() / C;
-  KILN_CHECK(mean.numel() == N && rstd.numel() == N && mean.dtype == DType::f32 &&
-                 rstd.dtype == DType::f32,
-             "op {}: mean and rstd must be f32 ({})", op, N);
-  expect_same_numel(op, x, y);
-  expect_dtype(op, "x", x, kFloat);
-  expect_dtype(op, "weight", w, kFloat);
-  expect_dtype(op, "y", y, kFloat);
-  const bool join = residual.defined();
-  if (join) expect_like(op, x, {&residual, &sum});
-  Tensor holder = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
-  double* partial = reinterpret_cast<double*>(holder.data);
-  RowMomentsLaneBody moments{float_ptr(op, "x", x), C, partial};
-  if (join) moments.residual = float_ptr(op, "residual", residual), moments.sum = float_ptr(op, "sum", sum);
-  run(ctx, op, N * kRowLanes, moments);
-  run(ctx, op, N, LayerNormStatsBody{partial, C, eps, mean.ptr<float>(), rstd.ptr<float>()});
-  run(ctx, op, N * C,
-      LayerNormApplyBody{join ? moments.sum : moments.x, float_ptr(op, "weight", w), float_ptr(op, "bias", b),
-                         float_ptr(op, "y", y), mean.ptr<float>(), rstd.ptr<float>(), C});
-}
-
-}  // namespace
-
-void layernorm_forward(Context& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                       float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  Tensor no_sum;
-  forward_layernorm("layernorm_forward", ctx, x, Tensor{}, no_sum, w, b, eps, y, mean, rstd);
-}
-
-void add_layernorm_forward(Context& ctx, const Tensor& a, const Tensor& b, const Tensor& w,
-                           const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd) {
-  forward_layernorm("add_layernorm_forward", ctx, a, b, sum, w, bias, eps, y, mean, rstd);
 }
 
 }  // namespace kiln::ops::cuda

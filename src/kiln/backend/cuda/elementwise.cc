@@ -1,0 +1,118 @@
+// backend/cuda/elementwise.cc — add, scale, the bias add and bias gradient, GELU, tanh and dropout
+// on CUDA: checks, then a kernel of kernels.h or a body of bodies.h / bodies_rows.h on the
+// context's stream.
+#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cuda {
+namespace {
+
+void dropout(Context& ctx, const char* op, const Tensor& x, const DropoutMask& m, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y, &m.sample_offset});
+  expect_same_numel(op, x, y);
+  expect_dtype(op, "input", x, kFloat);
+  expect_dtype(op, "output", y, kFloat);
+  expect_dropout_mask(op, m, x.numel());
+  launch_dropout({m.rng, m.sample_offset.ptr<int64_t>(), m.samples, m.p, m.element_offset}, x, y, stream_of(ctx));
+  check_launch(op);
+}
+
+// Rows of y (N, C) for a bias of C = bias.numel().
+int64_t rows_of(const char* op, const Tensor& y, const Tensor& bias) {
+  const int64_t C = bias.numel();
+  KILN_CHECK(y.rank() >= 1 && C > 0 && y.dim(-1) == C, "op {}: {} does not end in {} columns",
+             op, shape_str(y.shape), C);
+  return y.numel() / C;
+}
+
+}  // namespace
+
+void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  const OpScope scope = expect_cuda(ctx, "add", {&a, &b, &out});
+  expect_same_numel("add", a, out);
+  expect_same_numel("add", b, out);
+  expect_dtype("add", "a", a, kFloat);
+  expect_dtype("add", "b", b, kFloat);
+  expect_dtype("add", "out", out, kFloat);
+  launch_add(a, b, out, stream_of(ctx));
+  check_launch("add");
+}
+
+void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, "scale", {&x, &y});
+  expect_same_numel("scale", x, y);
+  expect_dtype("scale", "x", x, kFloat);
+  expect_dtype("scale", "y", y, kFloat);
+  launch_scale(x, s, y, stream_of(ctx));
+  check_launch("scale");
+}
+
+void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
+  const char* op = "bias_add";
+  const OpScope scope = expect_cuda(ctx, op, {&y, &bias});
+  rows_of(op, y, bias);
+  run(ctx, op, y.numel(),
+      BiasAddBody{float_ptr(op, "y", y), float_ptr(op, "bias", bias), bias.numel()});
+}
+
+void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
+  const char* op = "bias_grad";
+  const OpScope scope = expect_cuda(ctx, op, {&dy, &db});
+  expect_dtype(op, "db", db, {DType::f32});
+  const int64_t N = rows_of(op, dy, db), C = db.numel(), chunks = (N + kBiasGradRows - 1) / kBiasGradRows;
+  if (chunks == 0) return;
+  const ScratchScope own_scratch(ctx);
+  Tensor partial = ctx.scratch_tensor({chunks * C}, DType::f64);
+  run(ctx, op, chunks * C, BiasGradChunkBody{float_ptr(op, "dy", dy), partial.ptr<double>(), N, C});
+  run(ctx, op, C, BiasGradCombineBody{partial.ptr<double>(), db.ptr<float>(), chunks, C});
+}
+
+void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
+  const OpScope scope = expect_cuda(ctx, "gelu_forward", {&x, &y});
+  expect_same_numel("gelu_forward", x, y);
+  expect_dtype("gelu_forward", "x", x, kFloat);
+  expect_dtype("gelu_forward", "y", y, kFloat);
+  launch_gelu_forward(kind == GeluKind::tanh, x, y, stream_of(ctx));
+  check_launch("gelu_forward");
+}
+
+void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  const OpScope scope = expect_cuda(ctx, "gelu_backward", {&x, &dy, &dx});
+  expect_same_numel("gelu_backward", x, dx);
+  expect_same_numel("gelu_backward", dy, dx);
+  expect_dtype("gelu_backward", "x", x, kFloat);
+  expect_dtype("gelu_backward", "dy", dy, kFloat);
+  expect_dtype("gelu_backward", "dx", dx, kFloat);
+  launch_gelu_backward(kind == GeluKind::tanh, x, dy, dx, stream_of(ctx));
+  check_launch("gelu_backward");
+}
+
+void tanh_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const char* op = "tanh_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y});
+  expect_same_numel(op, x, y);
+  run(ctx, op, y.numel(), TanhForwardBody{float_ptr(op, "x", x), float_ptr(op, "y", y)});
+}
+
+void tanh_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  const char* op = "tanh_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx});
+  expect_same_numel(op, y, dx);
+  expect_same_numel(op, dy, dx);
+  run(ctx, op, dx.numel(),
+      TanhBackwardBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy), float_ptr(op, "dx", dx)});
+}
+
+void dropout_forward(Context& ctx, const Tensor& x, const DropoutMask& mask, Tensor& y) {
+  dropout(ctx, "dropout_forward", x, mask, y);
+}
+
+void dropout_backward(Context& ctx, const Tensor& dy, const DropoutMask& mask, Tensor& dx) {
+  dropout(ctx, "dropout_backward", dy, mask, dx);
+}
+
+}  // namespace kiln::ops::cuda
