@@ -1,12 +1,12 @@
 // backend/cuda/cast.cc — fill, copy, cast and the staged copy from the host on CUDA: checks, then
-// a kernel of kernels.h or a cudaMemcpyAsync on the context's stream; page-locked host tensors and
+// a body of bodies.h or a cudaMemcpyAsync on the context's stream; page-locked host tensors and
 // the copy stream for staging; the backend's registration.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "kiln/backend/cuda/cuda_ops.h"
-#include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
 
@@ -48,8 +48,11 @@ void fill(Context& ctx, Tensor& t, float value) {
     return;
   }
   expect_dtype("fill", "tensor", t, {DType::f32, DType::bf16, DType::f16, DType::i32});
-  launch_fill(t, value, stream_of(ctx));
-  check_launch("fill");
+  if (t.dtype == DType::i32) return run(ctx, "fill", t.numel(), FillBody<int32_t>{t.ptr<int32_t>(), int32_t(value)});
+  with_float_type(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    run(ctx, "fill", t.numel(), FillBody<T>{t.ptr<T>(), store<T>(value)});
+  });
 }
 
 // Any direction between host and device memory; returns when a host destination holds the data
@@ -127,8 +130,13 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   }
   expect_dtype("cast", "source", src, kFloat);
   expect_dtype("cast", "destination", dst, kFloat);
-  launch_cast(src, dst, stream_of(ctx));
-  check_launch("cast");
+  with_float_type(src.dtype, [&](auto s) {
+    with_float_type(dst.dtype, [&](auto d) {
+      using S = decltype(s);
+      using D = decltype(d);
+      run(ctx, "cast", src.numel(), CastBody<S, D>{src.ptr<S>(), dst.ptr<D>()});
+    });
+  });
 }
 
 }  // namespace kiln::ops::cuda

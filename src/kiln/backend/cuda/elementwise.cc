@@ -1,10 +1,9 @@
 // backend/cuda/elementwise.cc — add, scale, the bias add and bias gradient, GELU, tanh and dropout
-// on CUDA: checks, then a kernel of kernels.h or a body of bodies.h / bodies_rows.h on the
+// on CUDA: checks, then bodies of bodies.h / bodies_rows.h on the
 // context's stream.
 #include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/bodies_rows.h"
 #include "kiln/backend/cuda/cuda_ops.h"
-#include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
 
@@ -17,8 +16,18 @@ void dropout(Context& ctx, const char* op, const Tensor& x, const DropoutMask& m
   expect_dtype(op, "input", x, kFloat);
   expect_dtype(op, "output", y, kFloat);
   expect_dropout_mask(op, m, x.numel());
-  launch_dropout({m.rng, m.sample_offset.ptr<int64_t>(), m.samples, m.p, m.element_offset}, x, y, stream_of(ctx));
-  check_launch(op);
+  // Item = one Philox block of a sample's part (DropoutBody).
+  const int64_t per = x.numel() / m.samples, first = m.element_offset / 4,
+                blocks = (m.element_offset + per + 3) / 4 - first;
+  with_float_type(x.dtype, [&](auto xt) {
+    with_float_type(y.dtype, [&](auto yt) {
+      using X = decltype(xt);
+      using Y = decltype(yt);
+      run(ctx, op, m.samples * blocks,
+          DropoutBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), m.rng, m.sample_offset.ptr<int64_t>(), per, m.element_offset,
+                            first, blocks, m.p, 1.0f / (1.0f - m.p)});
+    });
+  });
 }
 
 // Rows of y (N, C) for a bias of C = bias.numel().
@@ -38,8 +47,16 @@ void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
   expect_dtype("add", "a", a, kFloat);
   expect_dtype("add", "b", b, kFloat);
   expect_dtype("add", "out", out, kFloat);
-  launch_add(a, b, out, stream_of(ctx));
-  check_launch("add");
+  with_float_type(a.dtype, [&](auto at) {
+    with_float_type(b.dtype, [&](auto bt) {
+      with_float_type(out.dtype, [&](auto ot) {
+        using A = decltype(at);
+        using B = decltype(bt);
+        using O = decltype(ot);
+        run(ctx, "add", out.numel(), AddBody<A, B, O>{a.ptr<A>(), b.ptr<B>(), out.ptr<O>()});
+      });
+    });
+  });
 }
 
 void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
@@ -47,8 +64,13 @@ void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
   expect_same_numel("scale", x, y);
   expect_dtype("scale", "x", x, kFloat);
   expect_dtype("scale", "y", y, kFloat);
-  launch_scale(x, s, y, stream_of(ctx));
-  check_launch("scale");
+  with_float_type(x.dtype, [&](auto xt) {
+    with_float_type(y.dtype, [&](auto yt) {
+      using X = decltype(xt);
+      using Y = decltype(yt);
+      run(ctx, "scale", y.numel(), ScaleBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), s});
+    });
+  });
 }
 
 void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
@@ -76,8 +98,13 @@ void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
   expect_same_numel("gelu_forward", x, y);
   expect_dtype("gelu_forward", "x", x, kFloat);
   expect_dtype("gelu_forward", "y", y, kFloat);
-  launch_gelu_forward(kind == GeluKind::tanh, x, y, stream_of(ctx));
-  check_launch("gelu_forward");
+  with_float_type(x.dtype, [&](auto xt) {
+    with_float_type(y.dtype, [&](auto yt) {
+      using X = decltype(xt);
+      using Y = decltype(yt);
+      run(ctx, "gelu_forward", y.numel(), GeluForwardBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), kind == GeluKind::tanh});
+    });
+  });
 }
 
 void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
@@ -87,8 +114,17 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
   expect_dtype("gelu_backward", "x", x, kFloat);
   expect_dtype("gelu_backward", "dy", dy, kFloat);
   expect_dtype("gelu_backward", "dx", dx, kFloat);
-  launch_gelu_backward(kind == GeluKind::tanh, x, dy, dx, stream_of(ctx));
-  check_launch("gelu_backward");
+  with_float_type(x.dtype, [&](auto xt) {
+    with_float_type(dy.dtype, [&](auto dt) {
+      with_float_type(dx.dtype, [&](auto ot) {
+        using X = decltype(xt);
+        using D = decltype(dt);
+        using O = decltype(ot);
+        run(ctx, "gelu_backward", dx.numel(),
+            GeluBackwardBody<X, D, O>{x.ptr<X>(), dy.ptr<D>(), dx.ptr<O>(), kind == GeluKind::tanh});
+      });
+    });
+  });
 }
 
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y) {
