@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/backend/checks.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/dispatch_cuda.h"
 #include "kiln/core/error.h"
@@ -38,6 +39,18 @@ const MatmulOpts& passed(KeptMatmulOpts& k) {
   return k.opts;
 }
 
+// Every tensor that an op's arguments hold lives on ctx's device (route.h's check_devices).
+void check_arg_devices(const Context& ctx, const char* op, const Tensor& t) { check_devices(ctx, op, {&t}); }
+void check_arg_devices(const Context& ctx, const char* op, const MatView& v) { check_devices(ctx, op, {&v.t}); }
+void check_arg_devices(const Context& ctx, const char* op, const DropoutMask& m) {
+  check_devices(ctx, op, {&m.sample_offset});
+}
+void check_arg_devices(const Context& ctx, const char* op, const MatmulOpts& o) {
+  if (o.bias) check_devices(ctx, op, {o.bias});
+}
+template <typename T>
+void check_arg_devices(const Context&, const char*, const T&) {}
+
 // A CPU kernel call, op(ctx, args...), now; while a graph is captured on ctx (the simulated device,
 // backend/graph.h) it first keeps the call with copies of its arguments for replay. The call that
 // runs now takes the caller's arguments: nothing is copied or allocated on the step's path.
@@ -59,11 +72,14 @@ namespace {
 #endif
 
 // Each op of the list: backend.h's declaration has the list's parameters, and the entry point
-// runs the CUDA or the CPU implementation.
+// checks the arguments' devices, then the arguments (checks.h), and runs the CUDA or the CPU
+// implementation.
 #define KILN_OP(name, params, args)                                                            \
   static_assert(std::is_same_v<decltype(&name), void (*)(Context&, KILN_OP_PARAMS params)>,   \
                 "backend.h declares ops::" #name " with other parameters than backend/ops.def"); \
   void name(Context& ctx, KILN_OP_PARAMS params) {                                             \
+    [&](const auto&... arg) { (check_arg_devices(ctx, #name, arg), ...); }(KILN_OP_PARAMS args); \
+    check_args(check::name{}, KILN_OP_PARAMS args);                                            \
     if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, #name, name(ctx, KILN_OP_PARAMS args));        \
     run_cpu_op(ctx, &cpu::name, KILN_OP_PARAMS args);                                          \
   }

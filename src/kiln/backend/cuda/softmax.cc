@@ -72,6 +72,7 @@ void attention_probs_forward(Context& ctx, const Tensor& scores, const Tensor& m
   const char* op = "attention_probs_forward";
   const OpScope scope = expect_cuda(ctx, op, {&scores, &mask, &probs, &dropped, &drop.sample_offset});
   expect_like(op, probs, {&dropped});
+  expect_dropout_mask(op, drop, probs.numel());
   attention_softmax_forward(ctx, scores, mask, probs);
   cuda::dropout_forward(ctx, probs, drop, dropped);
 }
@@ -82,6 +83,8 @@ void attention_probs_backward(Context& ctx, const Tensor& probs, Tensor& dprobs,
   const OpScope scope = expect_cuda(ctx, op, {&probs, &dprobs, &dscores, &dropped, &drop.sample_offset});
   KILN_CHECK(probs.rank() == 4, "op {}: probs {} are not (B, heads, Sq, Sk)", op, shape_str(probs.shape));
   expect_like(op, probs, {&dscores, &dropped});
+  expect_same_numel(op, probs, dprobs);
+  expect_dropout_mask(op, drop, probs.numel());
   cuda::dropout_forward(ctx, probs, drop, dropped);
   cuda::dropout_backward(ctx, dprobs, drop, dprobs);
   softmax_backward(ctx, probs, dprobs, scale, dscores);
