@@ -36,6 +36,16 @@ void check_args(check::relu_forward, const Tensor& x, const Tensor& y);
 void check_args(check::relu_backward, const Tensor& y, const Tensor& dy, const Tensor& dx, const Tensor& dy2);
 void check_args(check::residual_add, const Tensor& x, const Tensor& y);
 
+// ---- layernorm (layernorm_check.cc) ----
+void check_args(check::layernorm_forward, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                const Tensor& y, const Tensor& mean, const Tensor& rstd);
+void check_args(check::add_layernorm_forward, const Tensor& a, const Tensor& b, const Tensor& w,
+                const Tensor& bias, float eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                const Tensor& rstd);
+void check_args(check::layernorm_backward, const Tensor& dy, const Tensor& x, const Tensor& w,
+                const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
+                bool accumulate_dx);
+
 // ---- rows (rows_check.cc) ----
 void check_args(check::gather_rows, const Tensor& table, const Tensor& ids, const Tensor& out, int64_t first);
 void check_args(check::scatter_add_rows, const Tensor& dy, const Tensor& ids, const Tensor& dtable, int64_t first);

@@ -16,20 +16,8 @@ void forward_layernorm(const char* op, Context& ctx, const Tensor& x, const Tens
                        const Tensor& w, const Tensor& b, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
   const OpScope scope = expect_cuda(ctx, op, {&x, &residual, &sum, &w, &b, &y, &mean, &rstd});
   const ScratchScope own_scratch(ctx);
-  const int64_t C = w.numel();
-  KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && b.numel() == C && w.dtype == b.dtype,
-             "op {}: input {} with weight {} {} and bias {} {}", op, shape_str(x.shape),
-             dtype_name(w.dtype), shape_str(w.shape), dtype_name(b.dtype), shape_str(b.shape));
-  const int64_t N = x.numel() / C;
-  KILN_CHECK(mean.numel() == N && rstd.numel() == N && mean.dtype == DType::f32 &&
-                 rstd.dtype == DType::f32,
-             "op {}: mean and rstd must be f32 ({})", op, N);
-  expect_same_numel(op, x, y);
-  expect_dtype(op, "x", x, kFloat);
-  expect_dtype(op, "weight", w, kFloat);
-  expect_dtype(op, "y", y, kFloat);
+  const int64_t C = w.numel(), N = x.numel() / C;
   const bool join = residual.defined();
-  if (join) expect_like(op, x, {&residual, &sum});
   Tensor holder = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
   double* partial = reinterpret_cast<double*>(holder.data);
   RowMomentsLaneBody moments{float_ptr(op, "x", x), C, partial};
@@ -60,18 +48,7 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   const char* op = "layernorm_backward";
   const OpScope scope = expect_cuda(ctx, op, {&dy, &x, &w, &mean, &rstd, &dx, &dw, &db});
   const ScratchScope own_scratch(ctx);
-  const int64_t C = w.numel();
-  KILN_CHECK(x.rank() >= 1 && C > 0 && x.dim(-1) == C && dw.numel() == C && db.numel() == C,
-             "op {}: input {} with weight {}, dw {} and db {}", op, shape_str(x.shape),
-             shape_str(w.shape), shape_str(dw.shape), shape_str(db.shape));
-  const int64_t N = x.numel() / C;
-  KILN_CHECK(mean.numel() == N && rstd.numel() == N && mean.dtype == DType::f32 &&
-                 rstd.dtype == DType::f32,
-             "op {}: mean and rstd must be f32 ({})", op, N);
-  expect_same_numel(op, x, dy);
-  expect_same_numel(op, x, dx);
-  expect_dtype(op, "dw", dw, {DType::f32});
-  expect_dtype(op, "db", db, {DType::f32});
+  const int64_t C = w.numel(), N = x.numel() / C;
   const FloatPtr xs = float_ptr(op, "x", x), dys = float_ptr(op, "dy", dy), ws = float_ptr(op, "weight", w);
   const float *m = mean.ptr<float>(), *s = rstd.ptr<float>();
   // Parameter gradients first: dx may alias dy.
