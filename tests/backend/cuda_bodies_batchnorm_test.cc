@@ -1,5 +1,5 @@
 // The CUDA backend's batch-norm bodies (bodies_batchnorm.h) run on the CPU over the launches'
-// grids, in the order ops_batchnorm.cc launches them, against the CPU backend: statistics, the
+// grids, in the order batchnorm.cc launches them, against the CPU backend: statistics, the
 // normalised output, the gradients and the running statistics.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ using namespace testing::cuda_bodies;
 using testing::max_rel_error;
 using testing::random_normal;
 
-// channel_pass of ops_batchnorm.cc on the host.
+// channel_pass of batchnorm.cc on the host.
 std::vector<double> channel_pass(BnPartialBody body) {
   const int64_t chunk = bn_chunk_rows(body.rows), chunks = (body.rows + chunk - 1) / chunk;
   const int64_t width = bn_sums_per_channel(body.what) * body.C;

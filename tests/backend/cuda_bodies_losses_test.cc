@@ -36,7 +36,7 @@ XentResult run_forward(const std::vector<T>& z, const std::vector<int32_t>& labe
   XentResult r{std::vector<float>(static_cast<size_t>(N)), {}};
   std::vector<double> loss(static_cast<size_t>(N));
   std::vector<int64_t> hit(static_cast<size_t>(N));
-  const int64_t lanes = N * kRowLanes;  // as ops_losses.cc launches them
+  const int64_t lanes = N * kRowLanes;  // as losses.cc launches them
   std::vector<float> lane_max(static_cast<size_t>(lanes));
   std::vector<int64_t> lane_at(static_cast<size_t>(lanes));
   std::vector<double> lane_zsum(static_cast<size_t>(lanes)), lane_sum(static_cast<size_t>(lanes));

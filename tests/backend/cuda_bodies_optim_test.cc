@@ -52,7 +52,7 @@ TEST(CudaBodies, ChunkPlanCoversEverySegmentElementOnce) {
   EXPECT_EQ(plan.segments[4].decay, 1);
 }
 
-// The lane pass and the per-segment totals, as ops_optim.cc launches them.
+// The lane pass and the per-segment totals, as optim_ops.cc launches them.
 std::vector<double> sum_squares(const ChunkPlan& plan, const float* a, const float* b) {
   std::vector<double> partial(2 * plan.chunks.size() * kLanes), sums(2 * plan.segments.size());
   run_all(int64_t(plan.chunks.size()) * kLanes, LaneSquaresBody{plan.chunks.data(), a, b, partial.data()});

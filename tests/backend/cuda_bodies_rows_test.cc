@@ -199,7 +199,7 @@ TEST(CudaBodies, LayerNormBackwardMatchesFloat64AndTheCpuBackendsSums) {
     std::vector<T> acc = stored<T>(random_normal(N * C, 19));
     const std::vector<double> acc0 = values(acc);
     std::vector<float> dw(size_t(C), 1.0f), db(size_t(C), -1.0f);
-    // As ops_rows.cc launches them: parameter gradients per (chunk, column), then per column;
+    // As layernorm.cc launches them: parameter gradients per (chunk, column), then per column;
     // the row sums per lane, then per row; then dx per element.
     const int64_t chunks = (N + ops::kLayerNormGradRows - 1) / ops::kLayerNormGradRows;
     std::vector<float> chunk_sums(size_t(2 * chunks * C));

@@ -1,4 +1,4 @@
-// backend/dispatch_cuda.h — for the op table's entry points (dispatch*.cc): KILN_ON_CUDA(ctx, op,
+// backend/dispatch_cuda.h — for the op table's entry points (dispatch.cc): KILN_ON_CUDA(ctx, op,
 // call) is the CUDA implementation's call, or, in a build without the CUDA backend, the error
 // saying so. That error is a void call, so the macro fits entry points that return nothing; one
 // that returns a value spells out `#ifdef KILN_HAVE_CUDA` (graph.cc, transfer.cc), and the

@@ -9,8 +9,8 @@
 namespace kiln::ops {
 namespace {
 
-// The simulated device's graph: the kernel calls run_cpu recorded, each with the arena position it
-// started at.
+// The simulated device's graph: the kernel calls that run_cpu_op (dispatch.cc) recorded, each with
+// the arena position it started at.
 class SimGraph final : public OpGraph, public OpRecorder {
  public:
   explicit SimGraph(Context& ctx) : OpGraph(ctx) {}

@@ -1,7 +1,7 @@
 // backend/graph.h — a sequence of ops captured once and replayed as one unit (tinygrad's TinyJit
 // role): a CUDA graph on a GPU (stream capture records the ops without running them; the graph is
 // then launched), and on the simulated device the CPU kernel calls kept with their arguments
-// (backend/route.h, run_cpu), run during capture and again at each replay.
+// (backend/dispatch.cc, run_cpu_op), run during capture and again at each replay.
 //
 // A replay touches the memory the capture touched, with the arguments the host passed then: a
 // value that changes between replays must be read from device memory by the ops (the step's

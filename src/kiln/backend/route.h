@@ -17,14 +17,6 @@ inline bool on_cuda(const Context& ctx) { return ctx.device.kind == DeviceKind::
 // Throws for an op asked to run on a device whose backend is not compiled into this kiln.
 [[noreturn]] void no_backend(const Context& ctx, const char* op);
 
-// Runs a CPU kernel call, op(ctx), now; while a graph is captured on ctx (the simulated device,
-// backend/graph.h) it first keeps the call, with its arguments by value, for replay.
-template <typename Op>
-void run_cpu(Context& ctx, Op&& op) {
-  if (ctx.recorder) ctx.recorder->record(op);
-  op(ctx);
-}
-
 // Throws unless ctx.device and every defined tensor in `tensors` are the same device.
 void check_devices(const Context& ctx, const char* op, std::initializer_list<const Tensor*> tensors);
 // check_devices, then throws unless that device is the CPU. The op holds the returned scope for

@@ -13,20 +13,10 @@ namespace {
 
 constexpr int64_t kParallelMin = 8192;
 
-// dim of a (rows, dim) tensor and the number of ids; checks the op's shapes.
-void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Tensor& rows) {
-  expect_dtype(op, "ids", ids, {DType::i32});
-  KILN_CHECK(table.rank() == 2 && rows.rank() == 2 && table.dim(1) == rows.dim(1) &&
-                 rows.dim(0) == ids.numel(),
-             "op {}: table {}, ids {}, rows {}", op, shape_str(table.shape),
-             shape_str(ids.shape), shape_str(rows.shape));
-}
-
 }  // namespace
 
 void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first) {
   const OpScope scope = expect_cpu(ctx, "gather_rows", {&table, &ids, &out});
-  check_rows("gather_rows", table, ids, out);
   const int64_t n = ids.numel(), num = table.dim(0), dim = table.dim(1);
   const int32_t* id = ids.ptr<int32_t>();
   if (table.dtype == out.dtype) {
@@ -61,7 +51,6 @@ void gather_rows(Context& ctx, const Tensor& table, const Tensor& ids, Tensor& o
 // fixed order whatever the thread count.
 void scatter_add_rows(Context& ctx, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first) {
   const OpScope scope = expect_cpu(ctx, "scatter_add_rows", {&dy, &ids, &dtable});
-  check_rows("scatter_add_rows", dtable, ids, dy);
   const int64_t n = ids.numel(), num = dtable.dim(0), dim = dtable.dim(1);
   const int32_t* id = ids.ptr<int32_t>();
   constexpr int64_t kBlock = 64;

@@ -1,6 +1,6 @@
 // backend/cuda/chunk_plan.h — the chunk table of the CUDA multi-tensor kernels (bodies_optim.h):
 // every segment cut into chunks of kSumChunk elements, in segment order. Plain host code, tested
-// on the CPU; ops_optim.cc keeps one copy per segment list on the device.
+// on the CPU; optim_ops.cc keeps one copy per segment list on the device.
 #pragma once
 #include <algorithm>
 #include <cstdint>

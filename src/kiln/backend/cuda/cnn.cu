@@ -1,4 +1,4 @@
-// backend/cuda/cnn.cu — the pooling and batch-norm kernels that ops_pool.cc and ops_batchnorm.cc
+// backend/cuda/cnn.cu — the pooling and batch-norm kernels that pool.cc and batchnorm.cc
 // run: the bodies of bodies_pool.h and bodies_batchnorm.h.
 #include "kiln/backend/cuda/bodies_batchnorm.h"
 #include "kiln/backend/cuda/bodies_pool.h"

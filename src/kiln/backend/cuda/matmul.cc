@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/backend/cuda/bodies.h"
 #include "kiln/backend/cuda/cublaslt_library.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"
@@ -266,7 +267,10 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   }
   if (opts.act == Activation::gelu_erf) {
     Tensor out = c.t;
-    launch_gelu_forward(false, out, out, stream_of(ctx));
+    with_float_type(out.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run_kernel(out.numel(), GeluForwardBody<T, T>{out.ptr<T>(), out.ptr<T>(), false}, stream_of(ctx));
+    });
     check(cudaGetLastError(), "matmul gelu");
   }
 }

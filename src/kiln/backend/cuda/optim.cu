@@ -1,4 +1,4 @@
-// backend/cuda/optim.cu — the multi-tensor kernels that ops_optim.cc runs: the bodies of
+// backend/cuda/optim.cu — the multi-tensor kernels that optim_ops.cc runs: the bodies of
 // bodies_optim.h.
 #include "kiln/backend/cuda/bodies_optim.h"
 #include "kiln/backend/cuda/kernels.h"

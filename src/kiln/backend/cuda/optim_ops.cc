@@ -1,4 +1,4 @@
-// backend/cuda/ops_optim.cc — the multi-tensor norms, gradient scaling, the step's decisions and
+// backend/cuda/optim_ops.cc — the multi-tensor norms, gradient scaling, the step's decisions and
 // the fused AdamW / LAMB / LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
 // The table of a segment list is uploaded once and kept, so that a steady-state step copies
 // nothing from the host (and can be captured in a CUDA graph).
@@ -15,6 +15,12 @@
 
 namespace kiln::ops::cuda {
 namespace {
+
+// Split master weights (u16 low halves beside a bf16 copy) are the CPU backend's alone:
+// nn/params.h splits them only on the host.
+void expect_unsplit(const char* op, const Tensor& w) {
+  KILN_CHECK(w.dtype != DType::u16, "op {}: split master weights are for the CPU backend only", op);
+}
 
 // A segment list's chunk table in device memory, kept for the process.
 struct DevicePlan {
@@ -97,9 +103,11 @@ float* segment_steps(Context& ctx, Tensor& holder, size_t segments) {
 
 }  // namespace
 
+// a_high: the high halves of split master weights, which expect_unsplit turns away.
 void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
-                         std::span<const TensorSegment> segments, Tensor& sums) {
+                         std::span<const TensorSegment> segments, Tensor& sums, const Tensor& /*a_high*/) {
   const char* op = "segment_sum_squares";
+  expect_unsplit(op, a);
   const OpScope scope = expect_cuda(ctx, op, {&a, &b, &sums});
   const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&a, &b});
@@ -146,6 +154,7 @@ void step_decide(Context& ctx, Tensor& scalars) {
 void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                   Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& w_compute) {
   const char* op = "adamw_update";
+  expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &w_compute});
   check_segments(op, segments, {&w, &g, &m, &v});
   const FloatPtr compute = compute_copy(op, w, w_compute);
@@ -156,8 +165,10 @@ void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
 }
 
 void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
-                  const Tensor& w, const Tensor& g, Tensor& m, Tensor& v, Tensor& norms) {
+                  const Tensor& w, const Tensor& /*w_compute*/, const Tensor& g, Tensor& m, Tensor& v,
+                  Tensor& norms) {
   const char* op = "lamb_moments";
+  expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &norms});
   const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&w, &g, &m, &v});
@@ -175,6 +186,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
 void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& m, const Tensor& v, Tensor& w_compute) {
   const char* op = "lamb_update";
+  expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &m, &v, &w_compute});
   const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&w, &m, &v});
@@ -194,6 +206,7 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
 void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
                  const Tensor& norms, Tensor& w, const Tensor& g, Tensor& momentum, Tensor& w_compute) {
   const char* op = "lars_update";
+  expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &g, &momentum, &w_compute});
   const ScratchScope own_scratch(ctx);
   check_segments(op, segments, {&w, &g, &momentum});

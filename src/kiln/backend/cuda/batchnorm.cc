@@ -1,4 +1,4 @@
-// backend/cuda/ops_batchnorm.cc — batch norm (training, eval, backward, the SyncBN steps and the
+// backend/cuda/batchnorm.cc — batch norm (training, eval, backward, the SyncBN steps and the
 // running statistics) on CUDA: checks, then the bodies of bodies_batchnorm.h.
 #include <algorithm>
 

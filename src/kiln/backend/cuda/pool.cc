@@ -1,4 +1,4 @@
-// backend/cuda/ops_pool.cc — max pooling and global average pooling on CUDA: checks, then the
+// backend/cuda/pool.cc — max pooling and global average pooling on CUDA: checks, then the
 // bodies of bodies_pool.h.
 #include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cuda/bodies_pool.h"

@@ -1,0 +1,33 @@
+// backend/cuda/relu.cc — ReLU and the residual join on CUDA: checks, then a body of bodies.h on the
+// context's stream.
+#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/cuda_ops.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/core/error.h"
+
+namespace kiln::ops::cuda {
+
+void relu_forward(Context& ctx, const Tensor& x, Tensor& y) {
+  const char* op = "relu_forward";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y});
+  run(ctx, op, y.numel(), ReluForwardBody{float_ptr(op, "x", x), float_ptr(op, "y", y)});
+}
+
+void relu_backward(Context& ctx, const Tensor& y, const Tensor& dy, Tensor& dx, const Tensor& dy2) {
+  const char* op = "relu_backward";
+  const OpScope scope = expect_cuda(ctx, op, {&y, &dy, &dx, &dy2});
+  FloatPtr second;  // null: none
+  if (dy2.defined()) {
+    second = float_ptr(op, "dy2", dy2);
+  }
+  run(ctx, op, dx.numel(),
+      ReluBackwardBody{float_ptr(op, "y", y), float_ptr(op, "dy", dy), float_ptr(op, "dx", dx), second});
+}
+
+void residual_add(Context& ctx, const Tensor& x, Tensor& y) {
+  const char* op = "residual_add";
+  const OpScope scope = expect_cuda(ctx, op, {&x, &y});
+  run(ctx, op, y.numel(), AccumulateBody{float_ptr(op, "x", x), float_ptr(op, "y", y)});
+}
+
+}  // namespace kiln::ops::cuda
