@@ -48,9 +48,9 @@
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/optimizer.h"
-#include "kiln/train/ddp_config.h"
-#include "kiln/train/mlperf_phase.h"
-#include "kiln/train/resolved_config.h"
+#include "kiln/train/config/ddp_config.h"
+#include "kiln/train/config/mlperf_phase.h"
+#include "kiln/train/config/resolved_config.h"
 #include "kiln/train/resume.h"
 #include "kiln/train/sinks.h"
 

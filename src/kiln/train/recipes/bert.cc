@@ -29,9 +29,9 @@
 #include "kiln/train/bert_data.h"
 #include "kiln/train/data_parallel.h"
 #include "kiln/train/device_state.h"
-#include "kiln/train/dry_run.h"
+#include "kiln/train/dry_run/dry_run.h"
+#include "kiln/train/dry_run/perf_model.h"
 #include "kiln/train/loop.h"
-#include "kiln/train/perf_model.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/recipes/bert_pipeline.h"
 #include "kiln/train/resume.h"
@@ -316,7 +316,7 @@ class BertRecipe : public Recipe {
   std::vector<Tensor> loss_slots_;  // per micro-batch of a step: BertForPretraining::keep_losses
 };
 
-// What the performance model (train/perf_model.h) needs of the run.
+// What the performance model (train/dry_run/perf_model.h) needs of the run.
 BertPerfRun bert_perf_run(const BertTrainConfig& c) {
   return {.model = bert_model_config(c), .seq_length = c.seq_length, .micro_batch = c.micro_batch_size,
           .global_batch = c.global_batch_size, .max_predictions = c.max_predictions, .tp = int(c.tensor_parallel),
