@@ -12,9 +12,9 @@
 #include "kiln/core/timer.h"
 #include "kiln/nn/graphed_region.h"
 #include "kiln/optim/grad_norm.h"
+#include "kiln/io/host_staging.h"
 #include "kiln/optim/step_scalars.h"
 #include "kiln/train/data_parallel.h"
-#include "kiln/train/device_state.h"
 #include "kiln/train/grad_buckets.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/pipeline_schedule.h"
@@ -107,7 +107,7 @@ class TrainingLoop {
   const bool sharded_;
   std::vector<Tensor> whole_state_;
   std::vector<io::FlatState> opt_state_;
-  HostStaging host_;  // checkpoints of a model on a device
+  io::HostStaging host_;  // checkpoints of a model on a device
   const bool model_parallel_;
   // Gradient norms sum over the ranks holding other parts of the gradients: the model-parallel
   // group, and the data-parallel ranks' shards under a sharded optimizer.

@@ -18,6 +18,7 @@
 #include "kiln/core/timer.h"
 #include "kiln/data/text/vocab.h"
 #include "kiln/dist/placement.h"
+#include "kiln/dist/run_world.h"
 #include "kiln/dist/world.h"
 #include "kiln/io/tf_bert_checkpoint.h"
 #include "kiln/log/bert_mllog.h"
@@ -28,7 +29,6 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/bert_data.h"
 #include "kiln/train/data_parallel.h"
-#include "kiln/train/device_state.h"
 #include "kiln/train/dry_run/dry_run.h"
 #include "kiln/train/dry_run/perf_model.h"
 #include "kiln/train/loop.h"
@@ -342,7 +342,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     }
     return {};
   }
-  RunWorld run_world(c.precision.run_device);
+  dist::RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   world.set_timeout(c.dist_timeout);
   const dist::ParallelGroups groups =

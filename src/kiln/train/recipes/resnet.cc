@@ -19,6 +19,7 @@
 #include "kiln/data/image/image_dataset.h"
 #include "kiln/data/image/image_loader.h"
 #include "kiln/dist/placement.h"
+#include "kiln/dist/run_world.h"
 #include "kiln/dist/world.h"
 #include "kiln/log/resnet_mllog.h"
 #include "kiln/models/resnet.h"
@@ -28,7 +29,6 @@
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/data_parallel.h"
-#include "kiln/train/device_state.h"
 #include "kiln/train/dry_run/perf_model.h"
 #include "kiln/train/dry_run/resnet_dry_run.h"
 #include "kiln/train/loop.h"
@@ -235,7 +235,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
     }
     return {};
   }
-  RunWorld run_world(c.precision.run_device);
+  dist::RunWorld run_world(c.precision.run_device);
   dist::Communicator& world = run_world.get();
   const dist::Placement placement = dist::place_rank(world, c.threads);
   check_batch_splits(c, world.size());

@@ -1,43 +1,14 @@
-#include "kiln/train/device_state.h"
+#include "kiln/io/host_staging.h"
 
-#include <cstdlib>
 #include <memory>
-#include <string>
 
 #include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
-#ifdef KILN_HAVE_NCCL
-#include "kiln/backend/cuda/runtime.h"
-#include "kiln/dist/nccl/nccl_communicator.h"
-#endif
 
-namespace kiln::train {
+namespace kiln::io {
 
-RunWorld::RunWorld(const Device& device) {
-  if (device.is_cpu()) return;
-#ifdef KILN_HAVE_NCCL
-  const char* use_nccl = std::getenv("KILN_NCCL");
-  if (device.kind == DeviceKind::cuda && dist::world().size() > 1 && !(use_nccl && std::string(use_nccl) == "0")) {
-    const int ranks = dist::world().local_size(), gpus = ops::cuda::device_count();
-    if (ranks > gpus)
-      throw Error("--device {}: {} ranks on this machine share {} GPU(s); NCCL needs a GPU per rank (KILN_NCCL=0 "
-                  "stages the collectives through the host instead)",
-                  device.str(), ranks, gpus);
-    nccl_ = dist::nccl_communicator(dist::world(), device);
-    return;
-  }
-#endif
-  staged_.emplace(dist::world(), device);
-}
-
-dist::Communicator& RunWorld::get() {
-  if (nccl_) return *nccl_;
-  if (staged_) return *staged_;
-  return dist::world();
-}
-
-HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<io::FlatState>& optimizer,
-                         const std::vector<io::FlatState>& buffers)
+HostStaging::HostStaging(Context& ctx, ParamStore& store, const std::vector<FlatState>& optimizer,
+                         const std::vector<FlatState>& buffers)
     : ctx_(ctx), store_(store), optimizer_(optimizer), buffers_(buffers), staged_(!store.values.device.is_cpu()) {}
 
 void HostStaging::make_host_copies() {
@@ -52,8 +23,8 @@ void HostStaging::make_host_copies() {
   host_buffers_ = host_copies(buffers_);
 }
 
-std::vector<io::FlatState> HostStaging::host_copies(const std::vector<io::FlatState>& state) {
-  std::vector<io::FlatState> out;
+std::vector<FlatState> HostStaging::host_copies(const std::vector<FlatState>& state) {
+  std::vector<FlatState> out;
   for (const auto& [name, tensor] : state) {
     host_tensors_.push_back(std::make_unique<Tensor>(ops::host_staging_tensor(ctx_, tensor->shape, tensor->dtype)));
     out.emplace_back(name, host_tensors_.back().get());
@@ -80,4 +51,4 @@ void HostStaging::push() {
   for (size_t i = 0; i < buffers_.size(); ++i) ops::copy(ctx_, *host_buffers_[i].second, *buffers_[i].second);
 }
 
-}  // namespace kiln::train
+}  // namespace kiln::io
