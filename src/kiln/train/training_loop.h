@@ -76,7 +76,7 @@ class TrainingLoop {
   void track_stats(int64_t done);
   void save(int64_t step);
   void save_all(int64_t step);
-  // state_.comm and every group of a model-parallel layout (save_all and evaluate relax their limits).
+  // dp_.comm() and every group of a model-parallel layout (save_all and evaluate relax their limits).
   std::vector<dist::Communicator*> communicators() const;
   nlohmann::json checkpoint_meta(int64_t step) const;
 
@@ -93,7 +93,7 @@ class TrainingLoop {
   Context& ctx_;
   const bool epochs_;
   const int64_t steps_per_epoch_, total_epochs_;
-  DataParallel dp_;
+  DataParallel& dp_;  // the run's (train/run_setup.h)
   const int64_t accumulation_;  // micro-batches per step on this rank
   const int64_t slots_;         // micro-batches per global batch, all ranks together
   optim::LossScaler scaler_;
