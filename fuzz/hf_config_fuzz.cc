@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_util.h"
-#include "kiln/train/hf_bert.h"
+#include "kiln/train/hf/hf_bert.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const nlohmann::json config = nlohmann::json::parse(data, data + size, nullptr, false);

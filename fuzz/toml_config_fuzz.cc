@@ -1,7 +1,7 @@
 // fuzz/toml_config_fuzz.cc — train::ConfigRegistry::apply_toml of the BERT config on arbitrary
 // bytes, then finalize_bert_config.
 #include "fuzz/fuzz_util.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto path = kiln::fuzz::write_temp("config.toml", data, size);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/train/config_registry.h"
+#include "kiln/train/config/config_registry.h"
 
 namespace kiln::testing {
 

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "kiln/data/bert/bert_batch.h"
-#include "kiln/train/bert_config.h"
 #include "kiln/train/bert_data.h"
+#include "kiln/train/config/bert_config.h"
 
 namespace kiln::testing {
 

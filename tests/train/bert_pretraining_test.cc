@@ -11,10 +11,10 @@
 
 #include "kiln/core/file_util.h"
 #include "kiln/data/bert/prepare_bert.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 #include "kiln/train/recipes/bert.h"
-#include "tests/testing/config_flags.h"
 #include "tests/data/data_test_util.h"
+#include "tests/testing/config_flags.h"
 #include "tests/testing/mlperf_checker.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_data.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 #include "tests/data/data_test_util.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/test_data.h"

@@ -124,12 +124,10 @@ class CountingRecipe : public Recipe {
   const RunContext& run_;
 };
 
-LoopConfig loop_config(Cadence::Kind kind, DType dtype) {
+LoopConfig loop_config(Cadence::Kind kind) {
   LoopConfig c;
-  c.compute_dtype = dtype;
   c.seed = 7;
   c.total_steps = kSteps;
-  c.global_batch = c.micro_batch = 4;
   c.log_interval = 1000;
   c.clip_grad = 0.5;  // exercises scale_grads too
   c.cadence.kind = kind;
@@ -204,12 +202,18 @@ dist::Communicator& one_process() {
   return comm;
 }
 
+// One process's data parallelism: a global batch of 4 in one micro-batch.
+DataParallel& one_process_batch() {
+  static DataParallel dp(one_process(), 4, 4);
+  return dp;
+}
+
 // kSteps of the shared loop with silent sinks, then the allocation counts of `recipe`.
 void expect_loop_allocates_nothing(CountingRecipe& recipe, TrainState state, Cadence::Kind kind, DType dtype,
                                    const char* model) {
   std::ostringstream console;
   Sinks sinks(false, console, "", "", 1);
-  const LoopResult r = run_training(loop_config(kind, dtype), recipe, std::move(state), sinks, {});
+  const LoopResult r = run_training(loop_config(kind), recipe, std::move(state), sinks, {});
   ASSERT_EQ(r.steps, kSteps);
   expect_steady_state_allocates_nothing(recipe.counts, fmt::format("{} {}", model, dtype_name(dtype)));
 }
@@ -231,7 +235,7 @@ void expect_bert_tiny_allocates_nothing(DType dtype) {
   optim::Lamb optimizer(store, optim::LambConfig{}, run.ctx);
   const optim::PolyWarmupSchedule schedule(1e-3, 1, kSteps, 1.0, 0.0);
   BertRecipe recipe(run, model);
-  expect_loop_allocates_nothing(recipe, {store, optimizer, schedule, {}, run, one_process()},
+  expect_loop_allocates_nothing(recipe, {store, optimizer, schedule, {}, run, one_process_batch()},
                                 Cadence::Kind::blocks, dtype, "bert-tiny");
 }
 
@@ -284,7 +288,7 @@ void expect_tiny_resnet_allocates_nothing(DType dtype) {
   optim::Lars optimizer(store, optim::LarsConfig{}, run.ctx);
   const optim::PolyWarmupSchedule schedule(0.1, 1, kSteps, 2.0, 0.0);
   ResNetRecipe recipe(run, model);
-  expect_loop_allocates_nothing(recipe, {store, optimizer, schedule, {}, run, one_process()},
+  expect_loop_allocates_nothing(recipe, {store, optimizer, schedule, {}, run, one_process_batch()},
                                 Cadence::Kind::epochs, dtype, "tiny ResNet");
 }
 

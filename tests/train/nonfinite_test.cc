@@ -12,7 +12,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
 #include "kiln/io/safetensors.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/scoped_env.h"

@@ -10,7 +10,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
-#include "kiln/train/resnet_config.h"
+#include "kiln/train/config/resnet_config.h"
 #include "kiln/train/recipes/resnet.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/fashion_mnist.h"

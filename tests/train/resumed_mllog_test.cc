@@ -13,10 +13,10 @@
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
+#include "kiln/train/config/resnet_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "kiln/train/recipes/resnet.h"
-#include "kiln/train/resnet_config.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/error_of.h"
 #include "tests/testing/mllog_events.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 #include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/temp_dir.h"

@@ -30,6 +30,14 @@ std::vector<std::string> device_lines() {
   return lines;
 }
 
+int gpu_count() {
+#ifdef KILN_HAVE_CUDA
+  return ops::cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
 Device local_gpu(int local_rank, int gpus) { return Device::cuda(gpus > 0 ? local_rank % gpus : 0); }
 
 Device parse_device(std::string_view text, std::string_view what, int local_rank) {

@@ -20,6 +20,8 @@ std::vector<std::string> device_lines();
 // "cuda:N" or "sim" (the simulated device, core/device.h); a kiln::Error naming `what` (the flag
 // or config key) otherwise.
 Device parse_device(std::string_view text, std::string_view what, int local_rank = 0);
+// GPUs present: 0 without the CUDA backend, a driver or a device (never throws).
+int gpu_count();
 // The GPU of local rank `local_rank` among `gpus` present (round robin; cuda:0 when there are none).
 Device local_gpu(int local_rank, int gpus);
 // A context for ops on `device`: a CUDA device's own stream. A one-line kiln::Error when the

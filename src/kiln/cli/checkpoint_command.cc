@@ -1,11 +1,11 @@
 // cli/checkpoint_command.cc — `kiln checkpoint export --format hf` and `kiln checkpoint import
-// --format hf`: BERT checkpoints to and from Hugging Face transformers (train/hf_bert.h).
+// --format hf`: BERT checkpoints to and from Hugging Face transformers (train/hf/hf_bert.h).
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "kiln/cli/commands.h"
-#include "kiln/train/hf_bert.h"
+#include "kiln/train/hf/hf_bert.h"
 
 namespace kiln::cli {
 namespace {

@@ -9,9 +9,9 @@
 #include "kiln/cli/commands.h"
 #include "kiln/core/error.h"
 #include "kiln/dist/world.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
+#include "kiln/train/config/resnet_config.h"
 #include "kiln/train/recipes/bert.h"
-#include "kiln/train/resnet_config.h"
 #include "kiln/train/recipes/resnet.h"
 
 namespace kiln::cli {

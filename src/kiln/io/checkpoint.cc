@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Checkpoints read and write host memory; a run on a device stages through train/device_state.h.
+// Checkpoints read and write host memory; a run on a device stages through io/host_staging.h.
 void expect_host(const Tensor& t, const std::string& what) {
   KILN_CHECK(t.device.is_cpu(), "checkpoint: {} is on {}, not on the host", what, t.device.str());
 }

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "kiln/data/bert/bert_batch.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 
 namespace kiln::train {
 

@@ -10,8 +10,13 @@
 
 namespace kiln::train {
 
-DataParallel::DataParallel(dist::Communicator& comm, int64_t global_batch, int64_t micro_batch)
-    : comm_(comm), slots_(global_batch / micro_batch) {
+DataParallel::DataParallel(dist::Communicator& comm, int64_t global_batch, int64_t micro_batch,
+                           bool distributed_optimizer)
+    : comm_(comm),
+      global_batch_(global_batch),
+      micro_batch_(micro_batch),
+      slots_(global_batch / micro_batch),
+      sharded_(distributed_optimizer && comm.size() > 1) {
   if (global_batch % (micro_batch * comm.size()) != 0)
     throw Error("global batch {} does not split into micro-batches of {} on {} data-parallel ranks "
                 "(it must be a multiple of {})",

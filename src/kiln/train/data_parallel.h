@@ -25,15 +25,21 @@ namespace kiln::train {
 // identical, or throws kiln::Error naming the rank whose weights differ.
 std::string check_replicas(dist::Communicator& group, const ParamStore& store, bool tp_replicas_only);
 
+// Made once per run (train/run_setup.h); the loop runs it.
 class DataParallel {
  public:
   // Throws kiln::Error when the global batch does not split into micro-batches on every rank.
-  DataParallel(dist::Communicator& comm, int64_t global_batch, int64_t micro_batch);
+  // `distributed_optimizer`: --use-distributed-optimizer, which shards the optimizer over more than one rank.
+  DataParallel(dist::Communicator& comm, int64_t global_batch, int64_t micro_batch,
+               bool distributed_optimizer = false);
 
+  dist::Communicator& comm() const { return comm_; }
   int ranks() const { return comm_.size(); }
   int rank() const { return comm_.rank(); }
   int64_t micro_batches_per_rank() const { return slots_ / comm_.size(); }
   int64_t slots() const { return slots_; }  // micro-batches per global batch, over all ranks
+  int64_t global_batch() const { return global_batch_; }
+  int64_t micro_batch() const { return micro_batch_; }
   // The global slot of this rank's `micro`-th micro-batch.
   int64_t slot(int64_t micro) const { return micro * comm_.size() + comm_.rank(); }
 
@@ -45,6 +51,7 @@ class DataParallel {
   void reduce(std::span<double> values);
   // ZeRO-1 (--use-distributed-optimizer): the optimizer of rank r updates shard r of the store's
   // padded flat buffers (ParamStore::set_padding(shard_padding())) and holds its state for it only.
+  bool sharded() const { return sharded_; }  // the distributed optimizer over more than one rank
   int64_t shard_padding() const { return 16 * int64_t(comm_.size()); }
   optim::ShardRange shard(const ParamStore& store) const;
   // Instead of reduce_gradients: this rank's shard of grads = the sum over ranks of that shard;
@@ -71,7 +78,8 @@ class DataParallel {
 
  private:
   dist::Communicator& comm_;
-  int64_t slots_;
+  int64_t global_batch_, micro_batch_, slots_;
+  bool sharded_;
 };
 
 }  // namespace kiln::train

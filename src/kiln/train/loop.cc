@@ -29,14 +29,15 @@ std::string new_run_id() {
 // --overlap-grad-reduce: the buckets that reduce the gradients during backward, where they can;
 // says once how the gradients are reduced when overlap was asked for.
 void make_overlapped_buckets(std::optional<GradBuckets>& buckets, const LoopConfig& c, const DataParallel& dp,
-                             dist::Communicator& comm, ParamStore& store, std::ostream& console) {
+                             ParamStore& store, std::ostream& console) {
   if (!c.ddp.overlap_grad_reduce || dp.ranks() == 1) return;
-  if (c.distributed_optimizer) {
+  if (dp.sharded()) {
     console << "--overlap-grad-reduce: with the distributed optimizer the gradients are reduce-scattered after "
                "backward (no buckets)\n";
     return;
   }
   const int64_t elements = c.ddp.bucket_size > 0 ? c.ddp.bucket_size : default_bucket_elements(dp.ranks());
+  dist::Communicator& comm = dp.comm();
   buckets.emplace(comm, store, elements);
   console << fmt::format("gradient buckets: {} of >= {} elements, {}\n", buckets->buckets().size(), elements,
                          comm.can_overlap() ? "each all-reduced during backward as soon as its gradients are final"
@@ -44,12 +45,8 @@ void make_overlapped_buckets(std::optional<GradBuckets>& buckets, const LoopConf
                                               "MPI_THREAD_MULTIPLE: no overlap)");
 }
 
-// Checks the batch split before the members that rely on it are built.
-int64_t checked_steps_per_epoch(const LoopConfig& c) {
-  KILN_CHECK(c.global_batch % c.micro_batch == 0, "training loop: global batch {} is not a multiple of micro batch {}",
-             c.global_batch, c.micro_batch);
-  return std::max<int64_t>(1, c.cadence.steps_per_epoch);
-}
+// (The batch split was checked once, by the run's DataParallel.)
+int64_t steps_per_epoch(const LoopConfig& c) { return std::max<int64_t>(1, c.cadence.steps_per_epoch); }
 
 }  // namespace
 
@@ -69,16 +66,16 @@ TrainingLoop::TrainingLoop(const LoopConfig& config, Recipe& recipe, TrainState 
       optimizer_(state_.optimizer),
       ctx_(state_.run.ctx),
       epochs_(c_.cadence.kind == Cadence::Kind::epochs),
-      steps_per_epoch_(checked_steps_per_epoch(c_)),
+      steps_per_epoch_(steps_per_epoch(c_)),
       total_epochs_(c_.total_steps / steps_per_epoch_),
-      dp_(state_.comm, c_.global_batch, c_.micro_batch),
+      dp_(state_.dp),
       accumulation_(dp_.micro_batches_per_rank()),
       slots_(dp_.slots()),
       scaler_(c_.loss_scaler),
       inject_nan_(test_nan_injection()),
       rank_failure_(test_rank_failure()),
       names_(recipe.loss_names()),
-      sharded_(c_.distributed_optimizer && dp_.ranks() > 1),
+      sharded_(dp_.sharded()),
       whole_state_(sharded_ ? optimizer_.state().size() : 0),
       opt_state_([this] {
         std::vector<io::FlatState> flat;
@@ -94,7 +91,7 @@ TrainingLoop::TrainingLoop(const LoopConfig& config, Recipe& recipe, TrainState 
       step_scalars_(ctx_),
       profiling_(ops::profile_requested()) {
   if (model_parallel_) norm_groups_.push_back(state_.groups->model.get());
-  if (sharded_) norm_groups_.push_back(&state_.comm);
+  if (sharded_) norm_groups_.push_back(&dp_.comm());
   graph_plan_ = plan_update_graph(ctx_, profiling_, norm_groups_, recipe_.pipeline() != nullptr);
   // A pipeline holds several micro-batches between their forward and backward; elsewhere one
   // offset, rewritten per micro-batch, is what a graph of the layers reads at every replay.
@@ -141,12 +138,12 @@ void TrainingLoop::announce() {
     console_ << fmt::format("distributed optimizer (ZeRO-1): each of {} ranks updates and keeps the state of {} of "
                             "the {} parameter elements\n",
                             dp_.ranks(), dp_.shard(store_).size, store_.size());
-  make_overlapped_buckets(buckets_, c_, dp_, state_.comm, store_, console_);
+  make_overlapped_buckets(buckets_, c_, dp_, store_, console_);
   console_ << (ctx_.device.kind == DeviceKind::cuda
                    ? fmt::format("precision: {} on {} (cuBLASLt / cuDNN, f32 accumulation{})",
-                                 dtype_name(c_.compute_dtype), ctx_.device.str(),
-                                 c_.compute_dtype == DType::f32 ? ", no TF32" : "")
-                   : precision_note(c_.compute_dtype, cpu_features()))
+                                 dtype_name(store_.compute_dtype()), ctx_.device.str(),
+                                 store_.compute_dtype() == DType::f32 ? ", no TF32" : "")
+                   : precision_note(store_.compute_dtype(), cpu_features()))
            << (scaler_.enabled() ? fmt::format("; loss scaling {}", scaler_.describe()) : std::string()) << "\n";
   if (!graph_plan_.note.empty()) console_ << graph_plan_.note << "\n";
   console_.flush();
@@ -154,7 +151,7 @@ void TrainingLoop::announce() {
 
 void TrainingLoop::open_block(int64_t step) {
   if (!epochs_ && !block_open_) {
-    block_first_samples_ = step * c_.global_batch;
+    block_first_samples_ = step * dp_.global_batch();
     if (mllog_) log::log_bert_block_start(*mllog_, block_first_samples_, block_samples_);
     block_open_ = true;
   }
@@ -182,15 +179,15 @@ LoopResult TrainingLoop::run() {
   step_seconds_.reserve(size_t(std::max<int64_t>(last_step_ - start_step_, 0)));
   result_.losses.reserve(size_t(std::max<int64_t>(last_step_ - start_step_, 0)));
   if (!epochs_ && c_.cadence.eval_at_start && c_.benchmark == 0) evaluate(start_step_, 0);
-  block_samples_ = c_.cadence.eval_interval * c_.global_batch;
+  block_samples_ = c_.cadence.eval_interval * dp_.global_batch();
   block_open_ = !epochs_ && start_step_ % c_.cadence.eval_interval != 0;
-  block_first_samples_ = start_step_ / c_.cadence.eval_interval * c_.cadence.eval_interval * c_.global_batch;
+  block_first_samples_ = start_step_ / c_.cadence.eval_interval * c_.cadence.eval_interval * dp_.global_batch();
   interval_.timer.reset();
   run_timer_.reset();
 
   for (int64_t step = start_step_; step < last_step_; ++step) {
     open_block(step);
-    rank_failure_.at(state_.comm.rank(), step + 1);
+    rank_failure_.at(dp_.rank(), step + 1);
     const StepOutcome outcome = train_step(step);
     const int64_t done = step + 1;
     record(done, outcome);

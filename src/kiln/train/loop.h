@@ -48,9 +48,10 @@
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/optim/optimizer.h"
-#include "kiln/train/ddp_config.h"
-#include "kiln/train/mlperf_phase.h"
-#include "kiln/train/resolved_config.h"
+#include "kiln/train/config/ddp_config.h"
+#include "kiln/train/config/mlperf_phase.h"
+#include "kiln/train/config/resolved_config.h"
+#include "kiln/train/data_parallel.h"
 #include "kiln/train/resume.h"
 #include "kiln/train/sinks.h"
 
@@ -110,18 +111,13 @@ struct LoopConfig {
   int64_t total_steps = 1;         // the schedule's length
   int64_t benchmark = 0;           // > 0: run this many steps, print the estimate, evaluate once
   int64_t exit_interval = 0;       // > 0: stop after this step
-  int64_t global_batch = 1, micro_batch = 1;
   int64_t log_interval = 1;
-  // --use-distributed-optimizer (ZeRO-1): the optimizer (made with DataParallel::shard) updates
-  // this rank's shard; gradients are reduce-scattered, weights all-gathered after the update.
-  bool distributed_optimizer = false;
   DdpConfig ddp;                   // --overlap-grad-reduce: gradients reduced in buckets during backward
   double clip_grad = 0;            // global-norm clip; 0: none
   double target = 1.0;             // the evaluation metric that ends the run
   // Seconds the ranks wait for each other across a checkpoint save (rank 0 writes, the others
   // wait) and an evaluation, instead of --dist-timeout; 0: no limit.
   double save_timeout = 3600;
-  DType compute_dtype = DType::f32;
   optim::LossScalerConfig loss_scaler;
   int64_t max_skipped_steps = 10;  // consecutive skips that the loss scale cannot fix; 0: no limit
   Cadence cadence;
@@ -143,7 +139,6 @@ LoopConfig shared_loop_config(const RecipeConfig& c) {
   loop.ddp = c.ddp;
   loop.log_interval = c.log_interval;
   loop.target = c.target;
-  loop.compute_dtype = c.precision.dtype;
   loop.loss_scaler = c.precision.scaler;
   loop.max_skipped_steps = c.precision.max_skipped_steps;
   loop.save_timeout = c.save_timeout;
@@ -218,15 +213,18 @@ struct RunContext {
   RunContext& operator=(const RunContext&) = delete;
 };
 
-// The model's state the loop saves and restores, and the context it runs on.
+// The model's state the loop saves and restores, and the context it runs on. The batches, the
+// sharding (--use-distributed-optimizer, ZeRO-1: the optimizer, made with DataParallel::shard,
+// updates this rank's shard; gradients are reduce-scattered, weights all-gathered after the update)
+// are the DataParallel's; the compute dtype is the store's.
 struct TrainState {
   ParamStore& store;
   optim::Optimizer& optimizer;
   const optim::LrSchedule& schedule;
   std::vector<io::FlatState> buffers;  // non-parameter model state (BN running statistics)
   RunContext& run;                     // the one the store and optimizer were made with
-  dist::Communicator& comm;            // the data-parallel ranks (dist::world() without TP / PP)
-  // Tensor- and pipeline-parallel runs: every group of the layout (comm is groups->dp).
+  DataParallel& dp;                    // over the data-parallel ranks (dist::world() without TP / PP)
+  // Tensor- and pipeline-parallel runs: every group of the layout (dp is over groups->dp).
   const dist::ParallelGroups* groups = nullptr;
 };
 

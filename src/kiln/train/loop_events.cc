@@ -38,10 +38,10 @@ class LongerWaits {
 }  // namespace
 
 std::vector<dist::Communicator*> TrainingLoop::communicators() const {
-  std::vector<dist::Communicator*> all = {&state_.comm};
+  std::vector<dist::Communicator*> all = {&dp_.comm()};
   if (const dist::ParallelGroups* g = state_.groups)
     for (const auto* group : {&g->tp, &g->pp, &g->model, &g->embedding})
-      if (*group && group->get() != &state_.comm) all.push_back(group->get());
+      if (*group && group->get() != &dp_.comm()) all.push_back(group->get());
   return all;
 }
 
@@ -56,7 +56,7 @@ bool TrainingLoop::after_step(int64_t done) {
   if (!epochs_) {
     const bool eval_now = c_.benchmark == 0 && (done % c_.cadence.eval_interval == 0 || done == c_.total_steps);
     if (eval_now) {
-      const int64_t samples_seen = done * c_.global_batch;
+      const int64_t samples_seen = done * dp_.global_batch();
       if (mllog_) log::log_bert_eval_start(*mllog_, samples_seen);
       const double metric = evaluate(done, 0);
       if (mllog_) {
@@ -104,7 +104,7 @@ bool TrainingLoop::reached(double metric, int64_t done) {
   console_ << (epochs_ ? fmt::format("target {} {} reached after epoch {}\n", recipe_.metric_name(), c_.target,
                                      done / steps_per_epoch_)
                        : fmt::format("target {} {} reached at step {} ({} samples)\n", recipe_.metric_name(),
-                                     c_.target, done, done * c_.global_batch));
+                                     c_.target, done, done * dp_.global_batch()));
   if (mllog_) log::log_run_stop(*mllog_, true);
   save_all(done);
   return true;

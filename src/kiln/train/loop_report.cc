@@ -51,9 +51,9 @@ void TrainingLoop::report(int64_t done, const StepOutcome& o) {
   log::MegatronTrainLog mlog;
   mlog.iteration = done;
   mlog.train_iters = c_.total_steps;
-  mlog.consumed_samples = done * c_.global_batch;
+  mlog.consumed_samples = done * dp_.global_batch();
   mlog.learning_rate = lr_;
-  mlog.global_batch_size = c_.global_batch;
+  mlog.global_batch_size = dp_.global_batch();
   mlog.grad_norm = last_grad_norm_;
   mlog.loss_scale = scaler_.scale();
   if (tensorboard_ && o.advanced) {
@@ -72,7 +72,7 @@ void TrainingLoop::report(int64_t done, const StepOutcome& o) {
     const IntervalLosses& l = interval_.losses;
     mlog.losses = l.steps ? named(l.parts, double(l.steps)) : log::NamedLosses{};
     mlog.elapsed_ms_per_iteration = 1e3 * elapsed / n;
-    mlog.tflops_per_device = recipe_.flops_per_sample() * n * double(c_.global_batch) / elapsed / 1e12;
+    mlog.tflops_per_device = recipe_.flops_per_sample() * n * double(dp_.global_batch()) / elapsed / 1e12;
     mlog.skipped_iterations = interval_.skipped;
     mlog.nan_iterations = interval_.nan;
     console_ << log::megatron_train_line(mlog) << "\n";
@@ -86,7 +86,7 @@ void TrainingLoop::report(int64_t done, const StepOutcome& o) {
 
 std::string TrainingLoop::console_line(int64_t done, double elapsed) const {
   const double n = double(interval_.iterations);
-  const double samples = n * double(c_.global_batch);
+  const double samples = n * double(dp_.global_batch());
   const std::string prefix = epochs_ ? fmt::format("epoch {:>3} ", (done - 1) / steps_per_epoch_ + 1) : "";
   const std::string norm = last_grad_norm_ ? fmt::format("{:.3f}", *last_grad_norm_) : "-";
   const std::string scaling = scaler_.enabled() ? fmt::format(" | loss scale {:.1f}", scaler_.scale()) : "";

@@ -23,9 +23,9 @@ Step TrainingLoop::make_step(int64_t step, int64_t micro) {
   const int64_t slot = dp_.slot(micro);
   s.index = uint64_t(step * slots_ + slot);
   s.training = true;
-  s.sample_offset = uint64_t(step * c_.global_batch + slot * c_.micro_batch);
+  s.sample_offset = uint64_t(step * dp_.global_batch() + slot * dp_.micro_batch());
   s.sample_offset_tensor = sample_offsets_[recipe_.pipeline() ? size_t(micro) : 0];
-  s.compute_dtype = c_.compute_dtype;
+  s.compute_dtype = store_.compute_dtype();
   if (buckets_ && micro == accumulation_ - 1) s.grad_watch = &*buckets_;
   s.capture_regions = graph_plan_.capture_layers;
   return s;

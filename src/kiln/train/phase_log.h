@@ -1,4 +1,4 @@
-// train/phase_log.h — a recipe's MLPerf log in its phase (train/mlperf_phase.h): which file, who
+// train/phase_log.h — a recipe's MLPerf log in its phase (train/config/mlperf_phase.h): which file, who
 // holds it, and which of the preamble's events go into it.
 #pragma once
 #include <filesystem>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kiln/log/mllog.h"
-#include "kiln/train/mlperf_phase.h"
+#include "kiln/train/config/mlperf_phase.h"
 #include "kiln/train/resume.h"
 #include "kiln/train/sinks.h"
 

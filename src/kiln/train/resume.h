@@ -3,7 +3,7 @@
 // Each checkpoint records, under "run" in meta.json, the settings the run's math depends on
 // (RunSetting: the model's shape, the sequence length, the global batch, the seed, the
 // optimizer). Resuming with a different value is refused in one line naming the key and both
-// values, unless a flag of train/resume_flags.h waives that setting:
+// values, unless a flag of train/config/resume_flags.h waives that setting:
 //   model shape                          never (the weights would mean something else)
 //   sequence length / image size, batch  --finetune
 //   seed                                 --no-load-rng or --finetune
@@ -23,7 +23,7 @@
 
 #include "kiln/dist/world.h"
 #include "kiln/io/checkpoint_meta.h"
-#include "kiln/train/resume_flags.h"
+#include "kiln/train/config/resume_flags.h"
 
 namespace kiln::train {
 

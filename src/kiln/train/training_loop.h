@@ -12,9 +12,9 @@
 #include "kiln/core/timer.h"
 #include "kiln/nn/graphed_region.h"
 #include "kiln/optim/grad_norm.h"
+#include "kiln/io/host_staging.h"
 #include "kiln/optim/step_scalars.h"
 #include "kiln/train/data_parallel.h"
-#include "kiln/train/device_state.h"
 #include "kiln/train/grad_buckets.h"
 #include "kiln/train/loop.h"
 #include "kiln/train/pipeline_schedule.h"
@@ -76,7 +76,7 @@ class TrainingLoop {
   void track_stats(int64_t done);
   void save(int64_t step);
   void save_all(int64_t step);
-  // state_.comm and every group of a model-parallel layout (save_all and evaluate relax their limits).
+  // dp_.comm() and every group of a model-parallel layout (save_all and evaluate relax their limits).
   std::vector<dist::Communicator*> communicators() const;
   nlohmann::json checkpoint_meta(int64_t step) const;
 
@@ -93,7 +93,7 @@ class TrainingLoop {
   Context& ctx_;
   const bool epochs_;
   const int64_t steps_per_epoch_, total_epochs_;
-  DataParallel dp_;
+  DataParallel& dp_;  // the run's (train/run_setup.h)
   const int64_t accumulation_;  // micro-batches per step on this rank
   const int64_t slots_;         // micro-batches per global batch, all ranks together
   optim::LossScaler scaler_;
@@ -107,7 +107,7 @@ class TrainingLoop {
   const bool sharded_;
   std::vector<Tensor> whole_state_;
   std::vector<io::FlatState> opt_state_;
-  HostStaging host_;  // checkpoints of a model on a device
+  io::HostStaging host_;  // checkpoints of a model on a device
   const bool model_parallel_;
   // Gradient norms sum over the ranks holding other parts of the gradients: the model-parallel
   // group, and the data-parallel ranks' shards under a sharded optimizer.

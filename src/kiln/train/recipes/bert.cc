@@ -17,7 +17,6 @@
 #include "kiln/core/file_util.h"
 #include "kiln/core/timer.h"
 #include "kiln/data/text/vocab.h"
-#include "kiln/dist/placement.h"
 #include "kiln/dist/world.h"
 #include "kiln/io/tf_bert_checkpoint.h"
 #include "kiln/log/bert_mllog.h"
@@ -28,13 +27,13 @@
 #include "kiln/optim/lr_schedule.h"
 #include "kiln/train/bert_data.h"
 #include "kiln/train/data_parallel.h"
-#include "kiln/train/device_state.h"
-#include "kiln/train/dry_run.h"
+#include "kiln/train/dry_run/dry_run.h"
+#include "kiln/train/dry_run/perf_model.h"
 #include "kiln/train/loop.h"
-#include "kiln/train/perf_model.h"
 #include "kiln/train/phase_log.h"
 #include "kiln/train/recipes/bert_pipeline.h"
 #include "kiln/train/resume.h"
+#include "kiln/train/run_setup.h"
 #include "kiln/train/test_hooks.h"
 
 namespace kiln::train {
@@ -338,7 +337,7 @@ class BertRecipe : public Recipe {
   std::vector<Tensor> loss_slots_;  // per micro-batch of a step: BertForPretraining::keep_losses
 };
 
-// What the performance model (train/perf_model.h) needs of the run.
+// What the performance model (train/dry_run/perf_model.h) needs of the run.
 BertPerfRun bert_perf_run(const BertTrainConfig& c) {
   return {.model = bert_model_config(c), .seq_length = c.seq_length, .micro_batch = c.micro_batch_size,
           .global_batch = c.global_batch_size, .max_predictions = c.max_predictions, .tp = int(c.tensor_parallel),
@@ -364,14 +363,15 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     }
     return {};
   }
-  RunWorld run_world(c.precision.run_device);
-  dist::Communicator& world = run_world.get();
-  world.set_timeout(c.dist_timeout);
-  const dist::ParallelGroups groups =
-      dist::ParallelGroups::make(world, int(c.tensor_parallel), int(c.pipeline_parallel));
-  const dist::Placement placement = dist::place_rank(world, c.threads);
-  if (c.is_rank0) ensure_writable_dir(c.output_dir);
-  if (c.is_rank0 && world.size() > 1) console << placement.describe(world);
+  RunSpec spec = run_spec(c);
+  spec.tensorboard_dir = c.tensorboard_dir;
+  spec.layout = true;
+  spec.tensor_parallel = int(c.tensor_parallel);
+  spec.pipeline_parallel = int(c.pipeline_parallel);
+  spec.global_batch = c.global_batch_size;
+  spec.micro_batch = c.micro_batch_size;
+  RunSetup setup(spec, console);
+  const dist::ParallelGroups& groups = *setup.groups();
   BertRunResult result;
 
   // Data first, so a bad data directory fails before anything is logged as started.
@@ -382,20 +382,12 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     throw Error("config: sequences of {} tokens exceed model.max_position_embeddings ({})", seq_len,
                 c.max_position);
 
-  const MlperfPhase phase = c.mlperf.phase;
-  const bool init_phase = phase == MlperfPhase::init;  // no checkpoints, no resume, zero weights
   // Where the weights come from, before anything is written.
-  const RunSettings settings = bert_run_settings(c, seq_len);
-  std::ostringstream other_ranks;  // rank 0 says the resume warnings
-  const ResumePoint resume = init_phase ? ResumePoint{}
-                                        : find_resume_point(c.load_dir, c.resume, settings,
-                                                            c.is_rank0 ? console : other_ranks);
-  check_run_phase_weights(c, resume);
-  Sinks sinks(c.is_rank0, console, c.tensorboard_dir, init_phase ? "" : c.save_dir, c.keep_checkpoints);
-  report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
+  setup.open(bert_run_settings(c, seq_len), resolved,
+             [&](const ResumePoint& resume) { check_run_phase_weights(c, resume); });
   if (c.matmul_dtype == "bf16")
-    sinks.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
-  PhaseLog mllog(phase, sinks, c.output_dir, fmt::format("result_bert_{}.log", c.seed), resume);
+    setup.console() << "note: --matmul-dtype bf16 is deprecated; it now means --bf16 (bf16 activations and weights)\n";
+  PhaseLog& mllog = setup.open_mllog(fmt::format("result_bert_{}.log", c.seed));
   result.log_file = mllog.path();
   log::BertRunInfo info;
   info.seed = c.seed;
@@ -419,11 +411,8 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   mllog.log_preamble([&](log::MlLogger& ml) { log::log_bert_submission(ml, info); },
                      [&](log::MlLogger& ml) { log::log_bert_hyperparameters(ml, info); });
 
-  RunContext run(c.precision.run_device);  // the store, optimizer and every step run on it
-  ParamStore store;
-  DataParallel data_parallel(*groups.dp, c.global_batch_size, c.micro_batch_size);
-  const bool sharded = c.distributed_optimizer && groups.dp->size() > 1;
-  if (sharded) store.set_padding(data_parallel.shard_padding());
+  ParamStore& store = setup.make_store();
+  DataParallel& data_parallel = setup.data_parallel();
   const models::BertConfig model_config = bert_model_config(c);
   std::optional<models::BertForPretraining> model;
   std::optional<BertPipeline> pipeline;
@@ -432,37 +421,30 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   else
     model.emplace(model_config, store, cpu_context(), nn::TensorParallel::over(*groups.tp));  // moved below
   models::init_bert_weights(store, uint64_t(c.seed), model_config.init_std);
-  if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
-  else load_init_checkpoint(c, store, resume, sinks.console());
-  store.set_compute_dtype(c.precision.dtype);
-  store.to_device(run.ctx);
+  if (!setup.zero_init_phase_weights()) load_init_checkpoint(c, store, setup.resume(), setup.console());
+  setup.to_device([&](Context& ctx) { store.to_device(ctx); });
+  Context& ctx = setup.run().ctx;
   if (model && data_parallel.micro_batches_per_rank() == 1) model->lend_gradients();  // nn/grad_loan.h
-  auto optimizer = make_optimizer(c, store, run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
-  if (groups.tp->size() > 1 || sharded)
-    optimizer->set_norm_reduction(whole_tensor_norms(run.ctx, store, *groups.tp, sharded ? &data_parallel : nullptr));
+  auto optimizer = make_optimizer(c, store, ctx, setup.optimizer_shard());
+  if (groups.tp->size() > 1 || data_parallel.sharded())
+    optimizer->set_norm_reduction(
+        whole_tensor_norms(ctx, store, *groups.tp, data_parallel.sharded() ? &data_parallel : nullptr));
   auto schedule = make_schedule(c);
 
   LoopConfig loop = shared_loop_config(c);
   loop.total_steps = c.train_steps;
-  loop.global_batch = c.global_batch_size;
-  loop.micro_batch = c.micro_batch_size;
-  loop.distributed_optimizer = sharded;
   loop.clip_grad = c.clip_grad;
   loop.cadence.kind = Cadence::Kind::blocks;
   loop.cadence.eval_interval = c.eval_interval;
   loop.cadence.save_interval = c.save_interval;
   loop.cadence.eval_at_start = c.eval_at_start;
   loop.megatron_log = c.log_format == "megatron";
-  loop.resolved = resolved;
-  loop.settings = settings;
 
   BertRecipe recipe(c, *data, model ? &*model : nullptr, pipeline ? &*pipeline : nullptr, result.evals, seq_len,
                     max_pred, model ? store.size() : models::BertForPretraining::param_count(model_config), groups,
-                    run.ctx);
-  const LoopResult r =
-      run_training(loop, recipe, {store, *optimizer, *schedule, {}, run, *groups.dp, &groups}, sinks, resume);
-  if (init_phase) mllog.finish_init_phase();
-  write_params_for_test(store, world.rank(), groups.tp->rank(), groups.tp->size());
+                    ctx);
+  const LoopResult r = setup.train(loop, recipe, *optimizer, *schedule);
+  write_params_for_test(store, setup.world().rank(), groups.tp->rank(), groups.tp->size());
   result.steps = r.steps;
   result.losses = r.losses;
   result.reached_target = r.reached_target;

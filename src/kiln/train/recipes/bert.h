@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kiln/models/bert.h"
-#include "kiln/train/bert_config.h"
+#include "kiln/train/config/bert_config.h"
 #include "kiln/train/resume.h"
 
 namespace kiln::train {

@@ -18,6 +18,7 @@
 #include "kiln/core/timer.h"
 #include "kiln/data/image/image_dataset.h"
 #include "kiln/data/image/image_loader.h"
+#include "kiln/dist/world.h"
 #include "kiln/log/resnet_mllog.h"
 #include "kiln/models/resnet.h"
 #include "kiln/models/resnet_footprint.h"
@@ -25,15 +26,13 @@
 #include "kiln/optim/lars.h"
 #include "kiln/optim/loss_scaler.h"
 #include "kiln/optim/lr_schedule.h"
-#include "kiln/dist/placement.h"
-#include "kiln/dist/world.h"
 #include "kiln/train/data_parallel.h"
-#include "kiln/train/device_state.h"
+#include "kiln/train/dry_run/perf_model.h"
+#include "kiln/train/dry_run/resnet_dry_run.h"
 #include "kiln/train/loop.h"
-#include "kiln/train/perf_model.h"
 #include "kiln/train/phase_log.h"
-#include "kiln/train/resnet_dry_run.h"
 #include "kiln/train/resume.h"
+#include "kiln/train/run_setup.h"
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -235,13 +234,13 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
     }
     return {};
   }
-  RunWorld run_world(c.precision.run_device);
-  dist::Communicator& world = run_world.get();
-  const dist::Placement placement = dist::place_rank(world, c.threads);
-  check_batch_splits(c, world.size());
-  world.set_timeout(c.dist_timeout);
-  if (c.is_rank0) ensure_writable_dir(c.output_dir);
-  if (c.is_rank0 && world.size() > 1) console << placement.describe(world);
+  check_batch_splits(c, dist::world().size());
+  RunSpec spec = run_spec(c);
+  spec.global_batch = c.batch_size;  // one micro-batch per rank
+  RunSetup setup(spec, console);
+  dist::Communicator& world = setup.world();
+  DataParallel& data_parallel = setup.data_parallel();
+  const int64_t micro_batch = data_parallel.micro_batch();  // this rank's share of the batch
 
   std::optional<data::ImageFolderDataset> train_set, val_set;
   int64_t classes = c.num_classes;
@@ -258,10 +257,10 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
     classes = found;
   }
   // Decode threads: this rank's cores (dist/placement.h), so N ranks on one machine do not oversubscribe it.
-  const int workers = c.workers > 0 ? int(c.workers) : int(placement.cores.size());
+  const int workers = c.workers > 0 ? int(c.workers) : int(setup.placement().cores.size());
   auto loader_options = [&](bool train) {
     data::ImageLoaderOptions o;
-    o.batch_size = train ? int(c.batch_size) / world.size() : eval_batch_per_rank(c, world.size());
+    o.batch_size = train ? int(micro_batch) : eval_batch_per_rank(c, world.size());
     o.rank = world.rank();
     o.world_size = world.size();
     o.train = train;
@@ -284,14 +283,8 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   const int64_t warmup_steps = int64_t(std::llround(c.warmup_epochs * double(steps_per_epoch)));
 
   ResNetRunResult result;
-  const MlperfPhase phase = c.mlperf.phase;
-  const bool init_phase = phase == MlperfPhase::init;  // no checkpoints, no resume, zero weights
-  Sinks sinks(c.is_rank0, console, "", init_phase ? "" : c.save_dir, c.keep_checkpoints);
-  report_resolved_config(c.output_dir, c.is_rank0, resolved, sinks.console());
-  const RunSettings settings = run_settings(c, classes);
-  const ResumePoint resume =
-      init_phase ? ResumePoint{} : find_resume_point(c.load_dir, c.resume, settings, sinks.console());
-  PhaseLog mllog(phase, sinks, c.output_dir, fmt::format("result_resnet_{}.log", c.seed), resume);
+  setup.open(run_settings(c, classes), resolved);
+  PhaseLog& mllog = setup.open_mllog(fmt::format("result_resnet_{}.log", c.seed));
   result.log_file = mllog.path();
   log::ResNetRunInfo info;
   info.seed = c.seed;
@@ -309,48 +302,39 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   mllog.log_preamble([&](log::MlLogger& ml) { log::log_resnet_submission(ml, info); },
                      [&](log::MlLogger& ml) { log::log_resnet_hyperparameters(ml, info); });
 
-  RunContext run(c.precision.run_device);  // the store, optimizer and every step run on it
+  ParamStore& store = setup.make_store();
+  RunContext& run = setup.run();
   // The CPU backend's convolutions say what scratch they take: one block for it from the start.
   if (run.ctx.device.is_cpu())
-    run.scratch.reserve(size_t(models::resnet_footprint(model_config(c, classes), c.batch_size / world.size(),
+    run.scratch.reserve(size_t(models::resnet_footprint(model_config(c, classes), micro_batch,
                                                         eval_batch_per_rank(c, world.size()), c.image_size,
                                                         c.precision.dtype).scratch) + kScratchSlack);
-  ParamStore store;
-  DataParallel data_parallel(world, c.batch_size, c.batch_size / world.size());
-  const bool sharded = c.distributed_optimizer && world.size() > 1;
-  if (sharded) store.set_padding(data_parallel.shard_padding());
   models::ResNet model(model_config(c, classes), store);  // on the host, then moved to the run's device
   model.init(uint64_t(c.seed));
   model.set_sync_bn(c.sync_bn ? &world : nullptr);
-  if (init_phase) std::ranges::fill(store.host_values(), 0.0f);  // as tinygrad's init phase
-  store.set_compute_dtype(c.precision.dtype);
-  model.to_device(run.ctx);
+  setup.zero_init_phase_weights();
+  setup.to_device([&](Context& ctx) { model.to_device(ctx); });
   optim::Lars optimizer(store, optim::LarsConfig{float(c.momentum), float(c.weight_decay), 0.001f, 0.0f},
-                        run.ctx, sharded ? data_parallel.shard(store) : optim::ShardRange{});
+                        run.ctx, setup.optimizer_shard());
   // LARS's trust ratios from whole-parameter norms: the shards' partial sums added.
-  if (sharded) optimizer.set_norm_reduction([&data_parallel](Tensor& norms) { data_parallel.sum_norms(norms); });
+  if (data_parallel.sharded())
+    optimizer.set_norm_reduction([&data_parallel](Tensor& norms) { data_parallel.sum_norms(norms); });
   const optim::PolyWarmupSchedule schedule(c.lr, warmup_steps, total_steps, 2.0, c.end_lr);
   std::vector<io::FlatState> buffers;
   for (auto& b : model.buffers()) buffers.emplace_back(b.first, b.second);
 
   LoopConfig loop = shared_loop_config(c);
   loop.total_steps = total_steps;
-  loop.global_batch = c.batch_size;
-  loop.micro_batch = c.batch_size / world.size();  // one micro-batch per rank
-  loop.distributed_optimizer = sharded;
   loop.cadence.kind = Cadence::Kind::epochs;
   loop.cadence.steps_per_epoch = steps_per_epoch;
   loop.cadence.eval_start_epoch = c.eval_start_epoch;
   loop.cadence.eval_every = c.eval_freq;
   loop.cadence.eval_every_epoch_from = c.eval_every_epoch_from;
   loop.cadence.save_interval = c.save_interval;
-  loop.resolved = resolved;
-  loop.settings = settings;
 
   ResNetRecipe recipe(c, model, train_loader.get(), val_loader.get(), classes, steps_per_epoch, store.size(),
                       workers, world, run.ctx);
-  const LoopResult r = run_training(loop, recipe, {store, optimizer, schedule, buffers, run, world}, sinks, resume);
-  if (init_phase) mllog.finish_init_phase();
+  const LoopResult r = setup.train(loop, recipe, optimizer, schedule, buffers);
   result.steps = r.steps;
   result.epochs = r.epochs;
   result.losses = r.losses;
@@ -361,7 +345,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
   result.loss_scale = r.loss_scale;
   if (train_loader) result.bad_images = train_loader->bad_images();
   if (result.bad_images > 0)
-    sinks.console() << fmt::format("skipped {} unreadable training images\n", result.bad_images);
+    setup.console() << fmt::format("skipped {} unreadable training images\n", result.bad_images);
   return result;
 }
 

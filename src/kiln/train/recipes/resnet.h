@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/train/resnet_config.h"
+#include "kiln/train/config/resnet_config.h"
 
 namespace kiln::train {
 
