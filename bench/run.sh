@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kiln vs PyTorch (Debian python3-torch, CPU) on the same training step, alternating, same shapes
-# and thread count; prints median ms/step for each. See ../shared/BENCHMARKING.md for the peer's
-# fairness settings (OpenBLAS, core type, threads) and docs/PERFORMANCE.md for recorded results.
+# and thread count; prints median ms/step for each. docs/PERFORMANCE.md has the peer's fairness
+# settings (OpenBLAS, core type, threads; "How to measure") and the recorded results.
 # Usage: bench/run.sh [bert-tiny|bert-base|resnet50|peak|table] [rounds]
 #   table: the whole comparison in one invocation (bench/table.py): BERT-base S128, BERT-large S512,
 #   ResNet-50 224, each in f32 and bf16, as a markdown table; `rounds` alternations per row, medians.

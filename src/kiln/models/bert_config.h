@@ -46,6 +46,8 @@ struct RecomputeLayout {
   std::vector<RecomputeGroup> groups;
   std::vector<int64_t> storage_of;
   std::vector<bool> copies_input;
+  // The layers that backward recomputes (the groups are consecutive from the stage's first).
+  int64_t recomputed() const { return groups.empty() ? 0 : groups.back().end - groups.front().first; }
 };
 RecomputeLayout recompute_layout(const BertConfig& config, int64_t layers);
 

@@ -8,21 +8,20 @@ namespace kiln::nn {
 void SequenceSplit::stage(Context& ctx, int64_t B, int64_t S) {
   KILN_CHECK(S % tp_.size == 0, "--sequence-parallel: sequence length {} is not divisible by the tensor-model-parallel "
              "size {}", S, tp_.size);
-  if (B != B_ || S != S_) {
-    B_ = B, S_ = S;
-    const int64_t t = tp_.size, part = S / t, rows = B * S;
-    to_whole_.resize(size_t(rows));
-    to_ranks_.resize(size_t(rows));
-    mine_.resize(size_t(B * part));
-    for (int64_t r = 0; r < t; ++r)
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < part; ++s) {
-          const int64_t whole = b * S + r * part + s, rank_major = (r * B + b) * part + s;
-          to_whole_[size_t(whole)] = int32_t(rank_major);
-          to_ranks_[size_t(rank_major)] = int32_t(whole);
-          if (r == tp_.rank) mine_[size_t(b * part + s)] = int32_t(whole);
-        }
-  }
+  if (B == B_ && S == S_ && mine_in_.defined() && mine_in_.device == ctx.device) return;  // staged already
+  B_ = B, S_ = S;
+  const int64_t t = tp_.size, part = S / t, rows = B * S;
+  to_whole_.resize(size_t(rows));
+  to_ranks_.resize(size_t(rows));
+  mine_.resize(size_t(B * part));
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < part; ++s) {
+        const int64_t whole = b * S + r * part + s, rank_major = (r * B + b) * part + s;
+        to_whole_[size_t(whole)] = int32_t(rank_major);
+        to_ranks_[size_t(rank_major)] = int32_t(whole);
+        if (r == tp_.rank) mine_[size_t(b * part + s)] = int32_t(whole);
+      }
   const auto input = [&](Buffer& buffer, std::vector<int32_t>& v) {
     return buffer.input(ctx, Tensor::view(v.data(), {int64_t(v.size())}, DType::i32));
   };

@@ -20,8 +20,8 @@ class SequenceSplit {
  public:
   explicit SequenceSplit(const TensorParallel& tp) : tp_(tp) {}
 
-  // The row maps for B samples of S positions (S divisible by the group size; checked), copied to
-  // ctx.device: outside a graph capture, before the ops that use them.
+  // The row maps for B samples of S positions (S divisible by the group size; checked), made and
+  // copied to ctx.device when the sizes change: outside a graph capture, before the ops that use them.
   void stage(Context& ctx, int64_t B, int64_t S);
   int64_t local_rows() const { return B_ * (S_ / tp_.size); }
   // Where this rank's positions start in each sample (dropout keys).

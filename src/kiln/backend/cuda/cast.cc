@@ -126,13 +126,11 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
             "cast");
     return;
   }
-  with_float_type(src.dtype, [&](auto s) {
-    with_float_type(dst.dtype, [&](auto d) {
-      using S = decltype(s);
-      using D = decltype(d);
-      run(ctx, "cast", src.numel(), CastBody<S, D>{src.ptr<S>(), dst.ptr<D>()});
-    });
-  });
+  with_float_types([&](auto s, auto d) {
+    using S = decltype(s);
+    using D = decltype(d);
+    run(ctx, "cast", src.numel(), CastBody<S, D>{src.ptr<S>(), dst.ptr<D>()});
+  }, src.dtype, dst.dtype);
 }
 
 }  // namespace kiln::ops::cuda

@@ -15,42 +15,34 @@ void dropout(Context& ctx, const char* op, const Tensor& x, const DropoutMask& m
   // Item = one Philox block of a sample's part (DropoutBody).
   const int64_t per = x.numel() / m.samples, first = m.element_offset / 4,
                 blocks = (m.element_offset + per + 3) / 4 - first;
-  with_float_type(x.dtype, [&](auto xt) {
-    with_float_type(y.dtype, [&](auto yt) {
-      using X = decltype(xt);
-      using Y = decltype(yt);
-      run(ctx, op, m.samples * blocks,
-          DropoutBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), m.rng, m.sample_offset.ptr<int64_t>(), per, m.element_offset,
-                            first, blocks, m.p, 1.0f / (1.0f - m.p)});
-    });
-  });
+  with_float_types([&](auto xt, auto yt) {
+    using X = decltype(xt);
+    using Y = decltype(yt);
+    run(ctx, op, m.samples * blocks,
+        DropoutBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), m.rng, m.sample_offset.ptr<int64_t>(), per, m.element_offset,
+                          first, blocks, m.p, 1.0f / (1.0f - m.p)});
+  }, x.dtype, y.dtype);
 }
 
 }  // namespace
 
 void add(Context& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
   const OpScope scope = expect_cuda(ctx, "add", {&a, &b, &out});
-  with_float_type(a.dtype, [&](auto at) {
-    with_float_type(b.dtype, [&](auto bt) {
-      with_float_type(out.dtype, [&](auto ot) {
-        using A = decltype(at);
-        using B = decltype(bt);
-        using O = decltype(ot);
-        run(ctx, "add", out.numel(), AddBody<A, B, O>{a.ptr<A>(), b.ptr<B>(), out.ptr<O>()});
-      });
-    });
-  });
+  with_float_types([&](auto at, auto bt, auto ot) {
+    using A = decltype(at);
+    using B = decltype(bt);
+    using O = decltype(ot);
+    run(ctx, "add", out.numel(), AddBody<A, B, O>{a.ptr<A>(), b.ptr<B>(), out.ptr<O>()});
+  }, a.dtype, b.dtype, out.dtype);
 }
 
 void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
   const OpScope scope = expect_cuda(ctx, "scale", {&x, &y});
-  with_float_type(x.dtype, [&](auto xt) {
-    with_float_type(y.dtype, [&](auto yt) {
-      using X = decltype(xt);
-      using Y = decltype(yt);
-      run(ctx, "scale", y.numel(), ScaleBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), s});
-    });
-  });
+  with_float_types([&](auto xt, auto yt) {
+    using X = decltype(xt);
+    using Y = decltype(yt);
+    run(ctx, "scale", y.numel(), ScaleBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), s});
+  }, x.dtype, y.dtype);
 }
 
 void bias_add(Context& ctx, Tensor& y, const Tensor& bias) {
@@ -73,28 +65,22 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
 
 void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
   const OpScope scope = expect_cuda(ctx, "gelu_forward", {&x, &y});
-  with_float_type(x.dtype, [&](auto xt) {
-    with_float_type(y.dtype, [&](auto yt) {
-      using X = decltype(xt);
-      using Y = decltype(yt);
-      run(ctx, "gelu_forward", y.numel(), GeluForwardBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), kind == GeluKind::tanh});
-    });
-  });
+  with_float_types([&](auto xt, auto yt) {
+    using X = decltype(xt);
+    using Y = decltype(yt);
+    run(ctx, "gelu_forward", y.numel(), GeluForwardBody<X, Y>{x.ptr<X>(), y.ptr<Y>(), kind == GeluKind::tanh});
+  }, x.dtype, y.dtype);
 }
 
 void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& dy, Tensor& dx) {
   const OpScope scope = expect_cuda(ctx, "gelu_backward", {&x, &dy, &dx});
-  with_float_type(x.dtype, [&](auto xt) {
-    with_float_type(dy.dtype, [&](auto dt) {
-      with_float_type(dx.dtype, [&](auto ot) {
-        using X = decltype(xt);
-        using D = decltype(dt);
-        using O = decltype(ot);
-        run(ctx, "gelu_backward", dx.numel(),
-            GeluBackwardBody<X, D, O>{x.ptr<X>(), dy.ptr<D>(), dx.ptr<O>(), kind == GeluKind::tanh});
-      });
-    });
-  });
+  with_float_types([&](auto xt, auto dt, auto ot) {
+    using X = decltype(xt);
+    using D = decltype(dt);
+    using O = decltype(ot);
+    run(ctx, "gelu_backward", dx.numel(),
+        GeluBackwardBody<X, D, O>{x.ptr<X>(), dy.ptr<D>(), dx.ptr<O>(), kind == GeluKind::tanh});
+  }, x.dtype, dy.dtype, dx.dtype);
 }
 
 void tanh_forward(Context& ctx, const Tensor& x, Tensor& y) {

@@ -73,4 +73,13 @@ void with_float_type(DType dtype, Fn&& fn) {
   }
 }
 
+// Calls fn(T1{}, T2{}, ...) with each T the storage type of the matching dtype (with_float_type).
+template <typename Fn, typename... Rest>
+void with_float_types(Fn&& fn, DType first, Rest... rest) {
+  with_float_type(first, [&](auto t) {
+    if constexpr (sizeof...(rest) == 0) fn(t);
+    else with_float_types([&](auto... ts) { fn(t, ts...); }, rest...);
+  });
+}
+
 }  // namespace kiln::ops::cuda

@@ -162,11 +162,11 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
   // Recomputing the attention core keeps one (shared) copy of it instead of one per layer; full
   // recomputation keeps a group's input (2sbh in 16 bits) instead of each recomputed layer's.
-  const std::vector<models::RecomputeGroup> groups = models::recompute_layout(c, stage_layers).groups;
-  const double recomputed = groups.empty() ? 0.0 : double(groups.back().end - groups.front().first);
+  const models::RecomputeLayout layout = models::recompute_layout(c, stage_layers);
+  const double recomputed = double(layout.recomputed());
   r.bytes_megatron_activations = (double(stage_layers) - recomputed) * per_layer +
                                  (c.recompute_attention ? 1.0 : double(stage_layers) - recomputed) * attention_core +
-                                 double(groups.size()) * s * b * double(h) * e;
+                                 double(layout.groups.size()) * s * b * double(h) * e;
   const int64_t P = max_predictions > 0 ? max_predictions : (seq_length * 15 + 50) / 100;
   const KilnActivations k = kiln_activations(c, s, b, double(micro_batch * P), td, e);
   // The first stage holds the embeddings, the last the heads (one stage: both).

@@ -78,10 +78,9 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
   if (first) perf::embeddings(s, st.ops, double(m), last);
   perf::layer_forward(s, st.ops, double(m * layers));
   perf::layer_backward(s, st.ops, double(m * layers));
-  const std::vector<models::RecomputeGroup> groups = models::recompute_layout(r.model, layers).groups;
-  if (!groups.empty()) {  // full recomputation: the recomputed layers' forward once more
-    Ops again;
-    perf::layer_forward(s, again, double(m * (groups.back().end - groups.front().first)));
+  if (const int64_t recomputed = models::recompute_layout(r.model, layers).recomputed(); recomputed > 0) {
+    Ops again;  // full recomputation: the recomputed layers' forward once more
+    perf::layer_forward(s, again, double(m * recomputed));
     for (OpCost& op : again) op.name = "recompute." + op.name, op.model_flops = false;
     st.ops.insert(st.ops.end(), again.begin(), again.end());
   }
