@@ -1,4 +1,4 @@
-// The CUDA backend's batch-norm bodies (bodies_batchnorm.h) run on the CPU over the launches'
+// The CUDA backend's batch-norm bodies (batchnorm_bodies.h) run on the CPU over the launches'
 // grids, in the order batchnorm.cc launches them, against the CPU backend: statistics, the
 // normalised output, the gradients and the running statistics.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies_batchnorm.h"
+#include "kiln/backend/cuda/batchnorm_bodies.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"

@@ -1,4 +1,4 @@
-// The CUDA backend's cross-entropy bodies (bodies_losses.h) run on the CPU over the launch's
+// The CUDA backend's cross-entropy bodies (losses_bodies.h) run on the CPU over the launch's
 // grid: the row and total passes and the gradient against float64 references, the vocab shard
 // parts and their combination against the CPU backend.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies_losses.h"
-#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/losses_bodies.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"

@@ -1,4 +1,4 @@
-// The CUDA backend's multi-tensor bodies (bodies_optim.h) and their chunk table (chunk_plan.h),
+// The CUDA backend's multi-tensor bodies (optim_bodies.h) and their chunk table (chunk_plan.h),
 // run on the CPU over the launches' grids: the table covers every segment element once, the norms
 // match float64, and the AdamW / LAMB / LARS updates match the CPU backend over segments with
 // gaps (left untouched).
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies_optim.h"
+#include "kiln/backend/cuda/optim_bodies.h"
 #include "kiln/backend/cuda/chunk_plan.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"

@@ -1,4 +1,4 @@
-// The CUDA backend's pooling bodies (bodies_pool.h) run on the CPU over the launches' grids,
+// The CUDA backend's pooling bodies (pool_bodies.h) run on the CPU over the launches' grids,
 // against the CPU backend bit for bit: the same first maximum, and gradients and averages summed
 // in f32 in the same order.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies_pool.h"
+#include "kiln/backend/cuda/pool_bodies.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"

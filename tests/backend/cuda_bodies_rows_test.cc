@@ -1,5 +1,5 @@
-// The CUDA backend's activation, row and column bodies (bodies.h, bodies_rows.h,
-// bodies_layernorm.h) run on the CPU over the launch's grid, against float64 references; the
+// The CUDA backend's activation, row and column bodies (elementwise_bodies.h, rows_bodies.h,
+// layernorm_bodies.h) run on the CPU over the launch's grid, against float64 references; the
 // column sums, gathers and scatter-adds against the CPU backend bit for bit (they add in the same
 // order).
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies.h"
-#include "kiln/backend/cuda/bodies_layernorm.h"
-#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
+#include "kiln/backend/cuda/layernorm_bodies.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"
@@ -62,7 +62,7 @@ TEST(CudaBodies, ActivationsAndResidualJoinsMatchFloat64) {
   });
 }
 
-// The three launches of a softmax (bodies_rows.h): lanes, rows, elements.
+// The three launches of a softmax (rows_bodies.h): lanes, rows, elements.
 template <typename T>
 void softmax_by_lanes(const std::vector<T>& x, const int32_t* mask, int64_t per_batch, int64_t cols,
                       std::vector<T>& y) {

@@ -1,4 +1,4 @@
-// The CUDA backend's kernel bodies (backend/cuda/bodies.h), run on the CPU over the same grid
+// The CUDA backend's kernel bodies (backend/cuda/elementwise_bodies.h), run on the CPU over the same grid
 // the launches use (backend/cuda/grid.h), against float64 references and, where the contract is
 // bitwise (casts, dropout masks), against the CPU backend. Compiled by the host compiler in
 // every build, with or without CUDA.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/grid.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"

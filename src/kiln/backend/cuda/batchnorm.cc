@@ -1,9 +1,9 @@
 // backend/cuda/batchnorm.cc — batch norm (training, eval, backward, the SyncBN steps and the
-// running statistics) on CUDA: checks, then the bodies of bodies_batchnorm.h.
+// running statistics) on CUDA: checks, then the bodies of batchnorm_bodies.h.
 #include <algorithm>
 
 #include "kiln/backend/cnn_check.h"
-#include "kiln/backend/cuda/bodies_batchnorm.h"
+#include "kiln/backend/cuda/batchnorm_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"

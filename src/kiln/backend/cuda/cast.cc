@@ -1,12 +1,12 @@
 // backend/cuda/cast.cc — fill, copy, cast and the staged copy from the host on CUDA: checks, then
-// a body of bodies.h or a cudaMemcpyAsync on the context's stream; page-locked host tensors and
+// a body of elementwise_bodies.h or a cudaMemcpyAsync on the context's stream; page-locked host tensors and
 // the copy stream for staging; the backend's registration.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "kiln/backend/cuda/cuda_ops.h"
-#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
 

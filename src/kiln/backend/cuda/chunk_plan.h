@@ -1,4 +1,4 @@
-// backend/cuda/chunk_plan.h — the chunk table of the CUDA multi-tensor kernels (bodies_optim.h):
+// backend/cuda/chunk_plan.h — the chunk table of the CUDA multi-tensor kernels (optim_bodies.h):
 // every segment cut into chunks of kSumChunk elements, in segment order. Plain host code, tested
 // on the CPU; optim_ops.cc keeps one copy per segment list on the device.
 #pragma once
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/bodies_optim.h"
+#include "kiln/backend/cuda/optim_bodies.h"
 
 namespace kiln::ops::cuda {
 

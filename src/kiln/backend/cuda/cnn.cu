@@ -1,7 +1,7 @@
 // backend/cuda/cnn.cu — the pooling and batch-norm kernels that pool.cc and batchnorm.cc
-// run: the bodies of bodies_pool.h and bodies_batchnorm.h.
-#include "kiln/backend/cuda/bodies_batchnorm.h"
-#include "kiln/backend/cuda/bodies_pool.h"
+// run: the bodies of pool_bodies.h and batchnorm_bodies.h.
+#include "kiln/backend/cuda/batchnorm_bodies.h"
+#include "kiln/backend/cuda/pool_bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
 

@@ -1,8 +1,8 @@
 // backend/cuda/elementwise.cc — add, scale, the bias add and bias gradient, GELU, tanh and dropout
-// on CUDA: checks, then bodies of bodies.h / bodies_rows.h on the
+// on CUDA: checks, then bodies of elementwise_bodies.h / rows_bodies.h on the
 // context's stream.
-#include "kiln/backend/cuda/bodies.h"
-#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"

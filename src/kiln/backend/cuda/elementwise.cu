@@ -1,7 +1,7 @@
 // backend/cuda/elementwise.cu — the elementwise kernels (cast.cc, elementwise.cc, relu.cc): the
-// bodies of bodies.h over one item per element (per Philox block for dropout). The typed bodies
+// bodies of elementwise_bodies.h over one item per element (per Philox block for dropout). The typed bodies
 // are instantiated for every combination of f32, bf16 and f16 storage.
-#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
 

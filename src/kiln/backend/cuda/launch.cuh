@@ -1,4 +1,4 @@
-// backend/cuda/launch.cuh — runs a body of bodies.h on the device over grid_for(items): one
+// backend/cuda/launch.cuh — runs a body of elementwise_bodies.h on the device over grid_for(items): one
 // kernel template shared by the .cu files, and run_kernel (kernels.h) on it.
 #pragma once
 #include <cuda_runtime.h>

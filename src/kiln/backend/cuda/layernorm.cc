@@ -1,8 +1,8 @@
 // backend/cuda/layernorm.cc — LayerNorm forward (alone and after the residual join) and backward on
-// CUDA: checks, then the bodies of bodies_layernorm.h.
+// CUDA: checks, then the bodies of layernorm_bodies.h.
 #include <algorithm>
 
-#include "kiln/backend/cuda/bodies_layernorm.h"
+#include "kiln/backend/cuda/layernorm_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"

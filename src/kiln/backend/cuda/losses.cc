@@ -1,10 +1,10 @@
-// backend/cuda/losses.cc — softmax cross-entropy on CUDA: checks, then bodies of bodies_losses.h.
+// backend/cuda/losses.cc — softmax cross-entropy on CUDA: checks, then bodies of losses_bodies.h.
 // Labels stay on the device: a label >= V is not a host error here but a NaN loss
-// (bodies_losses.h), so that no op in the step waits for the GPU.
+// (losses_bodies.h), so that no op in the step waits for the GPU.
 #include <algorithm>
 
-#include "kiln/backend/cuda/bodies_losses.h"
-#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/losses_bodies.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/xent_checks.h"
 

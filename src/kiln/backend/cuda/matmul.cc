@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/cublaslt_library.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/kernels.h"

@@ -1,6 +1,6 @@
 // backend/cuda/optim.cu — the multi-tensor kernels that optim_ops.cc runs: the bodies of
-// bodies_optim.h.
-#include "kiln/backend/cuda/bodies_optim.h"
+// optim_bodies.h.
+#include "kiln/backend/cuda/optim_bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
 

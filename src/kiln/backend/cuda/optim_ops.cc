@@ -1,5 +1,5 @@
 // backend/cuda/optim_ops.cc — the multi-tensor norms, gradient scaling, the step's decisions and
-// the fused AdamW / LAMB / LARS updates on CUDA: checks, then bodies of bodies_optim.h over the segments' chunk table.
+// the fused AdamW / LAMB / LARS updates on CUDA: checks, then bodies of optim_bodies.h over the segments' chunk table.
 // The table of a segment list is uploaded once and kept, so that a steady-state step copies
 // nothing from the host (and can be captured in a CUDA graph).
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/chunk_plan.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"

@@ -1,7 +1,7 @@
 // backend/cuda/pool.cc — max pooling and global average pooling on CUDA: checks, then the
-// bodies of bodies_pool.h.
+// bodies of pool_bodies.h.
 #include "kiln/backend/cnn_check.h"
-#include "kiln/backend/cuda/bodies_pool.h"
+#include "kiln/backend/cuda/pool_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"

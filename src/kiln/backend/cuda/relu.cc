@@ -1,6 +1,6 @@
-// backend/cuda/relu.cc — ReLU and the residual join on CUDA: checks, then a body of bodies.h on the
+// backend/cuda/relu.cc — ReLU and the residual join on CUDA: checks, then a body of elementwise_bodies.h on the
 // context's stream.
-#include "kiln/backend/cuda/bodies.h"
+#include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"

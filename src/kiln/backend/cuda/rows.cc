@@ -1,8 +1,8 @@
 // backend/cuda/rows.cc — the embedding gather and the deterministic scatter-add on CUDA: checks,
-// then the bodies of bodies_rows.h.
+// then the bodies of rows_bodies.h.
 #include <algorithm>
 
-#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"

@@ -1,8 +1,8 @@
-// backend/cuda/rows.cu — the row, column and loss bodies of bodies_rows.h, bodies_layernorm.h and
-// bodies_losses.h.
-#include "kiln/backend/cuda/bodies_layernorm.h"
-#include "kiln/backend/cuda/bodies_losses.h"
-#include "kiln/backend/cuda/bodies_rows.h"
+// backend/cuda/rows.cu — the row, column and loss bodies of rows_bodies.h, layernorm_bodies.h and
+// losses_bodies.h.
+#include "kiln/backend/cuda/layernorm_bodies.h"
+#include "kiln/backend/cuda/losses_bodies.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
 

@@ -1,6 +1,6 @@
 // backend/cuda/softmax.cc — softmax forward and backward and the masked attention softmax (alone and
-// with its dropout) on CUDA: checks, then the bodies of bodies_rows.h.
-#include "kiln/backend/cuda/bodies_rows.h"
+// with its dropout) on CUDA: checks, then the bodies of rows_bodies.h.
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
@@ -8,7 +8,7 @@
 namespace kiln::ops::cuda {
 namespace {
 
-// The softmax of `rows` rows of scores into y: lanes, rows, elements (bodies_rows.h).
+// The softmax of `rows` rows of scores into y: lanes, rows, elements (rows_bodies.h).
 void softmax_rows(Context& ctx, const char* op, const SoftmaxScores& scores, const FloatPtr& y, int64_t rows) {
   const ScratchScope own_scratch(ctx);
   // Held until the op returns: without an arena, scratch is device memory of its own.

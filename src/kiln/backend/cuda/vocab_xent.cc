@@ -1,9 +1,9 @@
 // backend/cuda/vocab_xent.cc — the vocab-parallel cross-entropy's parts on CUDA: checks, then bodies
-// of bodies_losses.h.
+// of losses_bodies.h.
 #include <algorithm>
 
-#include "kiln/backend/cuda/bodies_losses.h"
-#include "kiln/backend/cuda/bodies_rows.h"
+#include "kiln/backend/cuda/losses_bodies.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/xent_checks.h"
 #include "kiln/backend/vocab_xent_check.h"

@@ -1,4 +1,4 @@
-// backend/cuda/bodies_layernorm.h — LayerNorm's CUDA bodies (bodies.h says how they run), cut so
+// backend/cuda/layernorm_bodies.h — LayerNorm's CUDA bodies (elementwise_bodies.h says how they run), cut so
 // that every launch has many items and neighbouring items read neighbouring elements: a row's
 // sums are taken by kRowLanes lanes (lane l adds elements l, l + kRowLanes, ... in double), one
 // item per row adds its lanes in lane order, and one item per element applies the result. The

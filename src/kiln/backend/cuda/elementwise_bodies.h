@@ -1,4 +1,4 @@
-// backend/cuda/bodies.h — the per-item work of the CUDA backend's own kernels, as
+// backend/cuda/elementwise_bodies.h — the per-item work of the CUDA backend's own kernels, as
 // __host__ __device__ functors: item i is an element, a Philox block or a row, as each says.
 // backend/cuda/*.cu launches them over grid_for(items) (grid.h); tests/backend/
 // cuda_bodies_test.cc runs them on the CPU over the same grid against a float64 reference.

@@ -1,4 +1,4 @@
-// backend/cuda/bodies_losses.h — bodies of the CUDA softmax cross-entropy kernels (bodies.h says
+// backend/cuda/losses_bodies.h — bodies of the CUDA softmax cross-entropy kernels (elementwise_bodies.h says
 // how they run): per row (over lanes of columns), the log-sum-exp, loss term and hit; one item
 // that adds the rows up in row order on the device (the totals the host reads back once); per
 // element, the gradient; and the vocab-parallel shard parts. Arithmetic as the CPU backend's (backend/cpu/losses.cc).

@@ -1,4 +1,4 @@
-// backend/cuda/bodies_pool.h — bodies of the CUDA pooling kernels over NHWC activations (bodies.h
+// backend/cuda/pool_bodies.h — bodies of the CUDA pooling kernels over NHWC activations (elementwise_bodies.h
 // says how they run): max pooling with its argmax, its backward as a gather (each input element
 // adds the gradients routed to it in output order, no atomics), and the global average pool. The
 // sums run in f32 in the CPU backend's order (backend/cpu/pool.cc), so results match it bitwise.

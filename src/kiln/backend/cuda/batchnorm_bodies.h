@@ -1,4 +1,4 @@
-// backend/cuda/bodies_batchnorm.h — bodies of the CUDA batch-norm kernels over NHWC rows (bodies.h
+// backend/cuda/batchnorm_bodies.h — bodies of the CUDA batch-norm kernels over NHWC rows (elementwise_bodies.h
 // says how they run). Channel sums follow the CPU backend (backend/cpu/batchnorm.cc) exactly:
 // rows cut into the same chunks and f32 runs (backend/bn_sums.h), one double partial sum per
 // (chunk, channel) item, the chunks added in order per channel — so the statistics match it bit

@@ -1,4 +1,4 @@
-// backend/cuda/bodies_optim.h — bodies of the CUDA multi-tensor kernels (bodies.h says how they
+// backend/cuda/optim_bodies.h — bodies of the CUDA multi-tensor kernels (elementwise_bodies.h says how they
 // run): squared norms per segment, gradient scaling, the step's decisions, and the fused
 // AdamW / LAMB / LARS updates over segments of the flat f32 buffers. The updates read the step's
 // values (learning rate, bias corrections, clip factor, skip) from the step's scalars block in

@@ -1,5 +1,5 @@
-// backend/cuda/bodies_rows.h — per-row and per-column bodies of the CUDA backend's own kernels
-// (bodies.h says how they run): softmax forward and backward, BERT's masked attention softmax, bias
+// backend/cuda/rows_bodies.h — per-row and per-column bodies of the CUDA backend's own kernels
+// (elementwise_bodies.h says how they run): softmax forward and backward, BERT's masked attention softmax, bias
 // gradients, embedding gathers and the deterministic scatter-add. Column sums
 // walk the rows in order in double, as the CPU backend does, so they match it bit for bit.
 #pragma once
