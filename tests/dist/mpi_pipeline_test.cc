@@ -1,5 +1,6 @@
 // `mpirun -np 2 kiln train bert --pipeline-model-parallel-size 2` (PP2), `mpirun -np 4 ...`
-// (PP2 x DP2) and `mpirun -np 4 ... --pipeline-model-parallel-size 4` (PP4) against one process
+// (PP2 x DP2), `mpirun -np 4 ... --pipeline-model-parallel-size 4` (PP4) and PP2 interleaved
+// (--num-layers-per-virtual-pipeline-stage 1, alone and x DP2) against one process
 // at the same global batch: bert-tiny with 4 layers, dropout on, 10 steps, global batch 8 in
 // micro-batches of 2 (4 per pipeline and step, so the 1F1B schedule keeps several in flight on
 // the first stages). The same
@@ -151,6 +152,29 @@ TEST_F(MpiPipeline, TwoDataParallelPipelinesOfTwoStagesTrainBertLikeOneProcess) 
 }
 // Middle stages, and 3 warm-up forwards on the first stage.
 TEST_F(MpiPipeline, FourStagesTrainBertLikeOneProcess) { compare(4, 4); }
+// Interleaved 1F1B: 2 model chunks of one layer per stage, the activations twice round the ring;
+// with 2 pipelines, gradient buckets start as each chunk's last micro-batch finishes backward.
+TEST_F(MpiPipeline, TwoStagesOfTwoInterleavedChunksTrainBertLikeOneProcess) {
+  compare(2, 2, "--num-layers-per-virtual-pipeline-stage 1");
+  compare(4, 2, "--num-layers-per-virtual-pipeline-stage 1 --overlap-grad-reduce --ddp-bucket-size 50000");
+}
+// The interleaved pipeline's checkpoint holds whole, named parameters: saved at step 5 and resumed
+// in one process, it continues with the one-process run's losses.
+TEST_F(MpiPipeline, AnInterleavedPipelinesCheckpointResumesInOneProcess) {
+  if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
+  KILN_REQUIRE_TEST_DATA();
+  ASSERT_EQ(one_->losses.size(), 10u) << one_->output;
+  const fs::path dir = root_ / "interleaved_checkpoint", ckpt = dir / "ckpt";
+  const TrainRun saved = train(2, 2, data_, dir,
+                               "--num-layers-per-virtual-pipeline-stage 1 --exit-interval 5 --save " + ckpt.string());
+  ASSERT_EQ(saved.status, 0) << saved.output;
+  fs::remove(dir / "losses.txt");
+  const TrainRun resumed = train(1, 1, data_, dir, "--load " + ckpt.string());
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 5u) << resumed.output;
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(resumed.losses[i], one_->losses[i + 5], kLossTolerance * std::abs(one_->losses[i + 5])) << "step " << i + 6;
+}
 // Full recomputation in every stage instance of the 1F1B schedule: each layer alone (uniform), and
 // the first layer of each stage over the second's buffers (block).
 TEST_F(MpiPipeline, TwoStagesRecomputingFullLayersTrainBertLikeOneProcess) {

@@ -63,27 +63,32 @@ class RecordingComm final : public dist::Communicator {
   Launch* open_ = nullptr;
 };
 
-// P - s slots, one small tensor per slot for what each op receives and returns.
+// `chunks` x `slots`, one small tensor each for what each op receives and returns.
 class FakeStage final : public PipelineStage {
  public:
-  explicit FakeStage(int slots) : tensors_(size_t(slots)) {
+  FakeStage(int chunks, int slots) : chunks_(chunks), slots_(slots), tensors_(size_t(chunks * slots)) {
     for (Tensor& t : tensors_) t = Tensor::empty({4});
   }
-  int slots() const override { return int(tensors_.size()); }
-  void load(int, const Step&) override {}
-  Tensor input_buffer(int slot, const Step&) override { return tensors_[size_t(slot)]; }
-  Tensor output_grad_buffer(int slot, const Step&) override { return tensors_[size_t(slot)]; }
-  Tensor forward(int slot, const Step&, const Tensor&, MicroBatchLosses*) override { return tensors_[size_t(slot)]; }
-  Tensor backward(int slot, const Step&, const Tensor&, float) override { return tensors_[size_t(slot)]; }
+  int chunks() const override { return chunks_; }
+  int slots() const override { return slots_; }
+  void load(int, int, const Step&) override {}
+  Tensor input_buffer(int chunk, int slot, const Step&) override { return at(chunk, slot); }
+  Tensor output_grad_buffer(int chunk, int slot, const Step&) override { return at(chunk, slot); }
+  Tensor forward(int chunk, int slot, const Step&, const Tensor&, MicroBatchLosses*) override {
+    return at(chunk, slot);
+  }
+  Tensor backward(int chunk, int slot, const Step&, const Tensor&, float) override { return at(chunk, slot); }
   void finish_gradients() override {}
 
  private:
+  Tensor at(int chunk, int slot) const { return tensors_[size_t(chunk * slots_ + slot)]; }
+  int chunks_, slots_;
   std::vector<Tensor> tensors_;
 };
 
-Launches record_stage(int stages, int stage, int64_t micro_batches, bool groups) {
+Launches record_stage(int stages, int stage, int64_t micro_batches, bool groups, int chunks = 1) {
   RecordingComm comm(stage, stages, groups);
-  FakeStage fake(stages - stage);
+  FakeStage fake(chunks, int(micro_batches_in_flight(interleaved_one_f_one_b(stages, stage, chunks, micro_batches))));
   PipelineReuse reuse;
   run_pipeline_step(fake, comm, micro_batches, micro_batches, 1.0f, 0, reuse, [](int64_t) { return Step{}; });
   return comm.launches;
@@ -153,9 +158,9 @@ bool completes(const std::vector<Launches>& stages) {
   return true;
 }
 
-std::vector<Launches> record_pipeline(int stages, int64_t micro_batches, bool groups) {
+std::vector<Launches> record_pipeline(int stages, int64_t micro_batches, bool groups, int chunks = 1) {
   std::vector<Launches> all;
-  for (int s = 0; s < stages; ++s) all.push_back(record_stage(stages, s, micro_batches, groups));
+  for (int s = 0; s < stages; ++s) all.push_back(record_stage(stages, s, micro_batches, groups, chunks));
   return all;
 }
 
@@ -165,8 +170,17 @@ TEST(PipelineStreams, EveryStageEndsWhenSendsWaitForTheirReceiveInStreamOrder) {
       EXPECT_TRUE(completes(record_pipeline(stages, m, true))) << stages << " stages, " << m << " micro-batches";
 }
 
-// Each send issued alone, ahead of the next op's receive: stage 0's second activation waits for a
-// receive that stage 1 queues behind its first gradient, which waits for stage 0's receive.
+// The interleaved schedule: activations go round the ring of ranks once per chunk.
+TEST(PipelineStreams, EveryInterleavedStageEndsWhenSendsWaitForTheirReceiveInStreamOrder) {
+  for (int stages : {2, 3, 4, 5})
+    for (int chunks : {2, 3})
+      for (int64_t groups_of_stages : {1, 2, 3})
+        EXPECT_TRUE(completes(record_pipeline(stages, groups_of_stages * stages, true, chunks)))
+            << stages << " stages, " << chunks << " chunks, " << groups_of_stages * stages << " micro-batches";
+}
+
+// Each call issued alone: stage 0's second activation waits for a receive that stage 1 queues
+// behind its first gradient, which waits for stage 0's receive.
 TEST(PipelineStreams, WithoutTheGroupsTwoStagesHang) {
   EXPECT_FALSE(completes(record_pipeline(2, 2, false)));
   EXPECT_TRUE(completes(record_pipeline(2, 1, false))) << "one micro-batch has nothing to cross";

@@ -55,7 +55,7 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
   vocab_rows_ = tp.share(c.vocab_size, "vocabulary");
   vocab_start_ = tp.start(c.vocab_size);
   if (range.first) add_embeddings(store);
-  else if (range.last) add_decoder_copy(store);
+  else if (range.last) decoder_weight_ = add_decoder_copy(c, store, tp);
   for (int64_t n = range.first_layer; n < range.end_layer; ++n) {
     layers_.push_back(std::make_unique<nn::TransformerLayer>(
         store, "bert.encoder.layer." + std::to_string(n), c.hidden, c.heads, c.intermediate,
@@ -100,14 +100,12 @@ void BertStage::add_heads(ParamStore& store) {
   if (range_.first) decoder_weight_ = word_->weight;
 }
 
-// Registered before the layers, at the lowest offsets: its gradient is final only once the
-// embedding group has added the first stage's (after backward), so no data-parallel gradient
-// bucket that starts during backward (Step::grads_final_from) may hold it.
-void BertStage::add_decoder_copy(ParamStore& store) {
-  const int64_t V = config_.vocab_size;
-  decoder_weight_ = tp_.split() ? store.add_part(kWord, {V, config_.hidden}, true, 0, vocab_start_, vocab_rows_)
-                                : store.add(kWord, {V, config_.hidden}, true);
-  store.set_norm_owner(decoder_weight_.id, false);  // the first stage counts it
+Param BertStage::add_decoder_copy(const BertConfig& config, ParamStore& store, const nn::TensorParallel& tp) {
+  const int64_t V = config.vocab_size;
+  const Param copy = tp.split() ? store.add_part(kWord, {V, config.hidden}, true, 0, tp.start(V), tp.share(V, "vocabulary"))
+                                : store.add(kWord, {V, config.hidden}, true);
+  store.set_norm_owner(copy.id, false);  // the first stage counts it
+  return copy;
 }
 
 int64_t BertStage::boundary_rows(int64_t B, int64_t S) const {

@@ -128,6 +128,12 @@ class BertStage {
   Tensor input_buffer(const Step& step, int64_t rows) {
     return input_.get(*step.ctx, {rows, config_.hidden}, step.compute_dtype);
   }
+  // Registers the decoder's copy of the word embedding that a last stage which is not the first
+  // holds. Registered before any layer of the rank, at the lowest offsets: its gradient is final
+  // only once the embedding group has added the first stage's (after backward), so no
+  // data-parallel gradient bucket that starts during backward (Step::grads_final_from) may hold
+  // it. A stage registers it itself; a rank of several model chunks first (ParamStore::share_existing).
+  static Param add_decoder_copy(const BertConfig& config, ParamStore& store, const nn::TensorParallel& tp);
   // The word embedding this stage holds (first: the table; last: the decoder's copy).
   const Param* word_embedding() const;
   const StageRange& range() const { return range_; }
@@ -139,7 +145,6 @@ class BertStage {
  private:
   void add_embeddings(ParamStore& store);
   void add_heads(ParamStore& store);
-  void add_decoder_copy(ParamStore& store);  // a last stage that is not the first
   Tensor embed(const Step& step);
   void heads(const Step& step, const Tensor& x);
   Tensor heads_backward(const Step& step, float loss_scale);

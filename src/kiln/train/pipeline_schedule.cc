@@ -29,6 +29,59 @@ std::vector<PipelineOp> one_f_one_b(int stages, int stage, int64_t micro_batches
   return ops;
 }
 
+std::vector<PipelineOp> interleaved_one_f_one_b(int stages, int stage, int chunks, int64_t micro_batches) {
+  KILN_CHECK(chunks > 0, "interleaved schedule: {} model chunks", chunks);
+  if (chunks == 1) return one_f_one_b(stages, stage, micro_batches);
+  KILN_CHECK(stages > 0 && stage >= 0 && stage < stages && micro_batches > 0,
+             "interleaved schedule: stage {} of {} with {} micro-batches", stage, stages, micro_batches);
+  if (micro_batches % stages != 0)
+    throw Error("the interleaved pipeline schedule needs the micro-batches of a step per pipeline ({}) to be a "
+                "multiple of --pipeline-model-parallel-size ({})", micro_batches, stages);
+  const int64_t round = int64_t(stages) * chunks, total = micro_batches * chunks;
+  const auto op = [&](PipelineOp::Kind kind, int64_t k) {
+    const int in_round = int((k % round) / stages);
+    return PipelineOp{kind, (k / round) * stages + k % stages, kind == PipelineOp::forward ? in_round : chunks - 1 - in_round};
+  };
+  const int64_t warmup = std::min<int64_t>(2 * int64_t(stages - stage - 1) + int64_t(chunks - 1) * stages, total);
+  std::vector<PipelineOp> ops;
+  for (int64_t k = 0; k < warmup; ++k) ops.push_back(op(PipelineOp::forward, k));
+  for (int64_t k = 0; k < total - warmup; ++k) {
+    ops.push_back(op(PipelineOp::forward, warmup + k));
+    ops.push_back(op(PipelineOp::backward, k));
+  }
+  for (int64_t k = total - warmup; k < total; ++k) ops.push_back(op(PipelineOp::backward, k));
+  return ops;
+}
+
+std::vector<ExchangeUnit> exchange_units(const std::vector<PipelineOp>& ops) {
+  size_t leading = 0;
+  while (leading < ops.size() && ops[leading].kind == PipelineOp::forward) ++leading;
+  const size_t warmup = 2 * leading == ops.size() ? leading : leading - 1;
+  std::vector<ExchangeUnit> units;
+  size_t i = 0;
+  for (; i < warmup; ++i) units.push_back({i, 1});
+  for (; i + 1 < ops.size() - warmup; i += 2) units.push_back({i, 2});
+  for (; i < ops.size(); ++i) units.push_back({i, 1});
+  return units;
+}
+
+int64_t micro_batches_in_flight(const std::vector<PipelineOp>& ops) {
+  std::vector<int64_t> open;
+  int64_t most = 0;
+  for (const PipelineOp& op : ops) {
+    if (open.size() <= size_t(op.chunk)) open.resize(size_t(op.chunk) + 1, 0);
+    open[size_t(op.chunk)] += op.kind == PipelineOp::forward ? 1 : -1;
+    most = std::max(most, open[size_t(op.chunk)]);
+  }
+  return most;
+}
+
+int64_t activations_in_flight(const std::vector<PipelineOp>& ops) {
+  int64_t open = 0, most = 0;
+  for (const PipelineOp& op : ops) most = std::max(most, open += op.kind == PipelineOp::forward ? 1 : -1);
+  return most;
+}
+
 namespace {
 
 // The sends of one slot still in flight: waited for before the slot is used again.
@@ -52,64 +105,81 @@ void broadcast_losses(MicroBatchLosses& sum, dist::Communicator& pp) {
 PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& pp, int64_t micro_batches,
                                      int64_t slots, float grad_scale, size_t loss_parts, PipelineReuse& reuse,
                                      const std::function<Step(int64_t)>& make_step) {
-  const int stages = pp.size(), me = pp.rank();
-  const bool first = me == 0, last = me == stages - 1;
-  const int held = stage.slots();
-  KILN_CHECK(held >= stages - me, "pipeline stage {} holds {} micro-batches, 1F1B needs {}", me, held, stages - me);
-  PipelineStepResult r;
-  r.sum.parts.assign(loss_parts, 0.0);
-  const std::array<int64_t, 3> layout{stages, me, micro_batches};
+  const int stages = pp.size(), me = pp.rank(), chunks = stage.chunks();
+  const int next = (me + 1) % stages, previous = (me + stages - 1) % stages;  // a ring when interleaved
+  const std::array<int64_t, 4> layout{stages, me, chunks, micro_batches};
   if (reuse.schedule_of != layout) {
-    reuse.schedule = one_f_one_b(stages, me, micro_batches);
+    reuse.schedule = interleaved_one_f_one_b(stages, me, chunks, micro_batches);
+    reuse.units = exchange_units(reuse.schedule);
+    reuse.in_flight = micro_batches_in_flight(reuse.schedule);
     reuse.schedule_of = layout;
   }
-  Pending& pending = reuse.pending;
-  if (pending.size() < size_t(held)) pending.resize(size_t(held));
-  // An op's result is sent with the next op's receive, in one group (Megatron's
-  // send_forward_recv_backward): on a transport whose sends wait for the matching receive in
-  // stream order (NCCL), a send queued ahead of a receive that the peer's send waits for would
-  // hang both stages. It goes alone, first, when the next op receives nothing or reuses its slot.
-  struct Unsent {
+  const int held = stage.slots();
+  KILN_CHECK(held >= reuse.in_flight, "pipeline stage {} holds {} micro-batches per chunk, its schedule needs {}", me,
+             held, reuse.in_flight);
+  PipelineStepResult r;
+  r.sum.parts.assign(loss_parts, 0.0);
+  Pending& pending = reuse.pending;  // per chunk and slot: chunk x held + slot
+  if (pending.size() < size_t(chunks * held)) pending.resize(size_t(chunks * held));
+  const auto flat = [&](const PipelineOp& op) { return op.chunk * held + int(op.micro % held); };
+  const auto is_first = [&](const PipelineOp& op) { return me == 0 && op.chunk == 0; };
+  const auto is_last = [&](const PipelineOp& op) { return me == stages - 1 && op.chunk == chunks - 1; };
+  struct Outgoing {
     Tensor tensor;
-    int peer = 0, slot = 0;
+    int peer = 0, flat = 0;
   };
-  std::optional<Unsent> unsent;
-  const auto send_unsent = [&] {
-    if (!unsent) return;
-    pending[size_t(unsent->slot)].push_back(pp.isend(unsent->tensor, unsent->peer));
-    unsent.reset();
+  std::vector<Outgoing> outgoing;  // the last unit's results
+  std::array<Tensor, 2> received;  // per op of a unit: the activation or gradient it receives
+  // Between units, one group: the last unit's results out, this unit's inputs in.
+  const auto exchange = [&](const ExchangeUnit& unit) {
+    std::array<int, 2> from{-1, -1};  // per op of the unit: the peer it receives from
+    for (size_t i = 0; i < unit.ops; ++i) {
+      const PipelineOp& op = reuse.schedule[unit.begin + i];
+      const bool forward = op.kind == PipelineOp::forward;
+      received[i] = Tensor{};
+      if (forward ? is_first(op) : is_last(op)) continue;
+      const int slot = int(op.micro % held);
+      const Step step = make_step(op.micro);
+      received[i] = forward ? stage.input_buffer(op.chunk, slot, step) : stage.output_grad_buffer(op.chunk, slot, step);
+      from[i] = forward ? previous : next;
+    }
+    if (outgoing.empty() && from[0] < 0 && from[1] < 0) return;
+    std::vector<std::unique_ptr<dist::Request>> receives;
+    pp.group_start();
+    for (const Outgoing& o : outgoing) pending[size_t(o.flat)].push_back(pp.isend(o.tensor, o.peer));
+    outgoing.clear();
+    for (size_t i = 0; i < unit.ops; ++i)
+      if (from[i] >= 0) receives.push_back(pp.irecv(received[i], from[i]));
+    pp.group_end();
+    wait_all(receives);
   };
-  for (const PipelineOp& op : reuse.schedule) {
-    const bool forward = op.kind == PipelineOp::forward, receives = forward ? !first : !last;
-    const int slot = int(op.micro % held);
-    const Step step = make_step(op.micro);
-    if (!receives || (unsent && unsent->slot == slot)) send_unsent();
-    wait_all(pending[size_t(slot)]);
-    if (forward) {
+  for (const ExchangeUnit& unit : reuse.units) {
+    for (size_t i = 0; i < unit.ops; ++i) {  // a forward's data first: its size sizes the receive
+      const PipelineOp& op = reuse.schedule[unit.begin + i];
+      if (op.kind != PipelineOp::forward) continue;
+      wait_all(pending[size_t(flat(op))]);
       Timer data_timer;
-      stage.load(slot, step);
+      stage.load(op.chunk, int(op.micro % held), make_step(op.micro));
       r.data_seconds += data_timer.seconds();
     }
-    Tensor received;  // the previous stage's activation, or the next stage's gradient
-    if (receives) {
-      received = forward ? stage.input_buffer(slot, step) : stage.output_grad_buffer(slot, step);
-      pp.group_start();
-      send_unsent();
-      const std::unique_ptr<dist::Request> receive = pp.irecv(received, forward ? me - 1 : me + 1);
-      pp.group_end();
-      receive->wait();
-    }
-    if (forward) {
-      MicroBatchLosses out;
-      const Tensor y = stage.forward(slot, step, received, last ? &out : nullptr);
-      if (last) r.sum.add(out, slots);
-      else unsent = Unsent{y, me + 1, slot};
-    } else {
-      const Tensor dx = stage.backward(slot, step, received, grad_scale);
-      if (!first) unsent = Unsent{dx, me - 1, slot};
+    exchange(unit);
+    for (size_t i = 0; i < unit.ops; ++i) {
+      const PipelineOp& op = reuse.schedule[unit.begin + i];
+      const int slot = int(op.micro % held);
+      wait_all(pending[size_t(flat(op))]);
+      const Step step = make_step(op.micro);
+      if (op.kind == PipelineOp::forward) {
+        MicroBatchLosses out;
+        const Tensor y = stage.forward(op.chunk, slot, step, received[i], is_last(op) ? &out : nullptr);
+        if (is_last(op)) r.sum.add(out, slots);
+        else outgoing.push_back({y, next, flat(op)});
+      } else {
+        const Tensor dx = stage.backward(op.chunk, slot, step, received[i], grad_scale);
+        if (!is_first(op)) outgoing.push_back({dx, previous, flat(op)});
+      }
     }
   }
-  send_unsent();
+  exchange(ExchangeUnit{reuse.schedule.size(), 0});
   for (auto& p : pending) wait_all(p);
   stage.finish_gradients();
   broadcast_losses(r.sum, pp);

@@ -273,6 +273,41 @@ TEST(BertConfig, RecomputationTakesMegatronsThreeFlags) {
             "config: --recompute-num-layers must be between 1 and the 4 layers of a pipeline stage, got 5");
 }
 
+// Megatron's --num-layers-per-virtual-pipeline-stage: V = layers of a stage / layers of a chunk.
+TEST(BertConfig, InterleavingSplitsEachStageIntoModelChunksOfWholeMicroBatchGroups) {
+  const std::vector<std::string> pp2 = {"--fake-data", "--dry-run", "--devices", "2", "--num-layers", "8",
+                                        "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), pp2.begin(), pp2.end());
+    return more;
+  };
+  Resolved interleaved;
+  resolve(interleaved, "", with({"--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "8"}));
+  EXPECT_EQ(interleaved.config.virtual_stages(), 2);
+  Resolved toml;
+  resolve(toml, "[parallel]\nnum_layers_per_virtual_pipeline_stage = 1\n", with({"--global-batch-size", "4"}));
+  EXPECT_EQ(toml.config.virtual_stages(), 4);
+  Resolved plain;
+  resolve(plain, "", pp2);
+  EXPECT_EQ(plain.config.virtual_stages(), 1);
+
+  const auto error = [&](std::vector<std::string> flags) {
+    Resolved r;
+    return testing::error_of([&] { resolve(r, "", flags); });
+  };
+  EXPECT_EQ(error(with({"--num-layers-per-virtual-pipeline-stage", "3", "--global-batch-size", "8"})),
+            "config: --num-layers-per-virtual-pipeline-stage 3: the 8 layers over 2 pipeline stages do not split "
+            "into model chunks of that many");
+  EXPECT_EQ(error(with({"--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "6"})),
+            "config: the interleaved pipeline schedule needs the micro-batches of a step per pipeline (3) to be a "
+            "multiple of --pipeline-model-parallel-size (2)");
+  EXPECT_EQ(error({"--fake-data", "--num-layers-per-virtual-pipeline-stage", "1"}),
+            "config: --num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 1");
+  EXPECT_EQ(error(with({"--num-layers-per-virtual-pipeline-stage", "2", "--global-batch-size", "8", "--recompute-granularity", "full",
+                        "--recompute-method", "block", "--recompute-num-layers", "3"})),
+            "config: --recompute-num-layers must be between 1 and the 2 layers of a model chunk, got 3");
+}
+
 TEST(BertConfig, GradientBucketsComeFromMegatronsFlagsOrToml) {
   Resolved a;
   resolve(a, "[parallel]\nddp_bucket_size = 5000\n", {"--fake-data", "--overlap-grad-reduce"});

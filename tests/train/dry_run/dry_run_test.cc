@@ -104,6 +104,23 @@ TEST(DryRun, PipelineStageCountsForTheTwentyBillionLayout) {
   EXPECT_DOUBLE_EQ(r.bytes_per_rank_weights_grads_optimizer, 18.0 * 1482266114.0);
 }
 
+// Interleaved 1F1B (PP4, 24 layers in chunks of 3, 8 micro-batches): the first stage holds
+// 2 (P - 1) + (V - 1) P + 1 = 11 micro-batch chunks at once (of 3 layers each) against 4 whole
+// stages (6 layers each) without interleaving, and the bubble is (P - 1) / (V M).
+TEST(DryRun, InterleavedStagesHoldMoreSmallerChunksAndShowTheirBubble) {
+  const models::BertConfig c = megatron_shape(24, 1024, 16);
+  const DryRunReport plain = bert_dry_run(c, 512, 4, 32, 1, 4, 1, DType::bf16);
+  const DryRunReport interleaved = bert_dry_run(c, 512, 4, 32, 1, 4, 1, DType::bf16, 0, false, false, 2);
+  EXPECT_EQ(interleaved.parameters_per_rank, plain.parameters_per_rank);
+  EXPECT_LT(interleaved.bytes_activations_per_microbatch, plain.bytes_activations_per_microbatch);
+  EXPECT_NE(plain.text.find("up to 4 in flight"), std::string::npos) << plain.text;
+  EXPECT_NE(interleaved.text.find("up to 11 in flight"), std::string::npos) << interleaved.text;
+  EXPECT_NE(plain.text.find("pipeline bubble: (P - 1) / M = 3 / 8 = 37.5%"), std::string::npos) << plain.text;
+  EXPECT_NE(interleaved.text.find("pipeline bubble: (P - 1) / (V M) = 3 / 16 = 18.8%"), std::string::npos)
+      << interleaved.text;
+  EXPECT_THROW(bert_dry_run(c, 512, 4, 32, 1, 4, 1, DType::bf16, 0, false, false, 4), Error);  // 6 layers / 4
+}
+
 TEST(DryRun, FlopsFollowMegatronsFormula) {
   const models::BertConfig c = megatron_shape(24, 1024, 16);
   const DryRunReport r = bert_dry_run(c, 512, 4, 32);

@@ -201,6 +201,13 @@ TEST(PerfModel, LayoutsSplitTheWorkAndAddTheirExchanges) {
   const StepModel piped = bert_step_model(r, h100);
   EXPECT_DOUBLE_EQ(find(piped, "layer.attention.query.forward").calls, 12 * 2);
   EXPECT_GT(find(piped, "pp.bubble").seconds, 0);
+  // Interleaved, 2 chunks: the bubble halves and the busiest stage's activations go round twice.
+  r.chunks = 2;
+  const StepModel interleaved = bert_step_model(r, h100);
+  // (A micro-batch's time on the busiest stage grows by its extra exchanges.)
+  EXPECT_NEAR(find(interleaved, "pp.bubble").seconds / find(piped, "pp.bubble").seconds, 0.5, 0.01);
+  EXPECT_DOUBLE_EQ(find(interleaved, "layer.attention.query.forward").calls, 12 * 2);
+  EXPECT_DOUBLE_EQ(find(interleaved, "pp.send_input_grad").calls, 2 * find(piped, "pp.send_input_grad").calls);
   EXPECT_THROW(bert_step_model({.model = r.model, .seq_length = 512, .micro_batch = 3, .global_batch = 16}, h100),
                Error);
 }

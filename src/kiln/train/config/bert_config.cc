@@ -69,10 +69,28 @@ void check_recompute(BertTrainConfig& c) {
   if (c.recompute_method != "uniform" && c.recompute_method != "block")
     throw Error("config: --recompute-granularity full needs --recompute-method uniform or block, got '{}'",
                 c.recompute_method);
-  const int64_t stage_layers = c.num_layers / c.pipeline_parallel;
+  const int64_t stage_layers = c.num_layers / (c.pipeline_parallel * c.virtual_stages());
   if (c.recompute_num_layers < 1 || c.recompute_num_layers > stage_layers)
-    throw Error("config: --recompute-num-layers must be between 1 and the {} layers of a pipeline stage, got {}",
-                stage_layers, c.recompute_num_layers);
+    throw Error("config: --recompute-num-layers must be between 1 and the {} layers of a {}, got {}", stage_layers,
+                c.virtual_stages() > 1 ? "model chunk" : "pipeline stage", c.recompute_num_layers);
+}
+
+// Megatron's interleaved schedule: V = layers of a stage / layers per virtual stage model chunks.
+void check_model_chunks(const BertTrainConfig& c) {
+  const int64_t n = c.layers_per_virtual_stage, p = c.pipeline_parallel;
+  if (n == 0) return;
+  if (n < 0) throw Error("config: --num-layers-per-virtual-pipeline-stage must be positive, got {}", n);
+  if (p == 1) throw Error("config: --num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 1");
+  if (c.num_layers % p != 0 || (c.num_layers / p) % n != 0)
+    throw Error("config: --num-layers-per-virtual-pipeline-stage {}: the {} layers over {} pipeline stages do not "
+                "split into model chunks of that many", n, c.num_layers, p);
+}
+
+// ... whose micro-batches come in groups of the pipeline's size.
+void check_interleaved_micro_batches(const BertTrainConfig& c) {
+  if (c.virtual_stages() > 1 && c.accumulation_steps() % c.pipeline_parallel != 0)
+    throw Error("config: the interleaved pipeline schedule needs the micro-batches of a step per pipeline ({}) to "
+                "be a multiple of --pipeline-model-parallel-size ({})", c.accumulation_steps(), c.pipeline_parallel);
 }
 
 // Tensor parallelism (Megatron's layout): what it needs of the model.
@@ -149,6 +167,10 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
             "tensor-parallel ranks (Megatron layout: ranks = TP x DP x PP)");
   r.add_int("parallel.pipeline_model_parallel_size", &c.pipeline_parallel, "", {"--pipeline-model-parallel-size"},
             "pipeline stages (1F1B schedule)");
+  r.add_int("parallel.num_layers_per_virtual_pipeline_stage", &c.layers_per_virtual_stage, "",
+            {"--num-layers-per-virtual-pipeline-stage"},
+            "layers of each model chunk of the interleaved 1F1B schedule (each stage holds its layers / this "
+            "many chunks)");
   r.add_bool("parallel.sequence_parallel", &c.sequence_parallel, "", {"--sequence-parallel"},
              "split the LayerNorm and dropout regions along the sequence over the tensor-parallel group "
              "(all-gather and reduce-scatter in place of all-reduce)");
@@ -286,6 +308,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   if (c.sequence_parallel && c.seq_length % c.tensor_parallel != 0)
     throw Error("config: --sequence-parallel: --seq-length {} is not divisible by --tensor-model-parallel-size {}",
                 c.seq_length, c.tensor_parallel);
+  check_model_chunks(c);
   check_recompute(c);
   if (!(c.dist_timeout >= 0)) throw Error("config: parallel.dist_timeout must be >= 0, got {}", c.dist_timeout);
   if (!(c.save_timeout >= 0)) throw Error("config: parallel.save_timeout must be >= 0, got {}", c.save_timeout);
@@ -297,6 +320,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   finalize_precision_config(c.precision, r, 2048.0);  // tinygrad BERT: LOSS_SCALER 2^11 with HALF
   derive_batches(c);
   derive_eval_schedule(c);
+  check_interleaved_micro_batches(c);
 
   if (c.lr == 0 && !r.was_set("optim.lr"))
     c.lr = 0.000175 * std::sqrt(double(c.global_batch_size) / 96.0);

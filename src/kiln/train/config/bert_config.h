@@ -49,6 +49,7 @@ struct BertTrainConfig {
   // [parallel] data parallel is the devices (GPUS, mpirun -np N) over TP x PP
   int64_t devices = 0;            // 0: the processes started (train/config/devices_config.h)
   int64_t tensor_parallel = 1, pipeline_parallel = 1;
+  int64_t layers_per_virtual_stage = 0;  // interleaved 1F1B: layers of each model chunk (0: off)
   bool sequence_parallel = false;  // Megatron's --sequence-parallel (with tensor parallelism)
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel ranks
   DdpConfig ddp;                  // --overlap-grad-reduce, --ddp-bucket-size
@@ -101,6 +102,10 @@ struct BertTrainConfig {
   }
 
   int64_t data_parallel() const { return devices / (tensor_parallel * pipeline_parallel); }
+  // Model chunks per pipeline stage: 1, or V of the interleaved schedule.
+  int64_t virtual_stages() const {
+    return layers_per_virtual_stage ? num_layers / (pipeline_parallel * layers_per_virtual_stage) : 1;
+  }
   // Micro-batches each data-parallel rank runs per step.
   int64_t accumulation_steps() const { return global_batch_size / (micro_batch_size * data_parallel()); }
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/train/pipeline_schedule.h"
 
 namespace kiln::train {
 namespace {
@@ -78,7 +79,7 @@ std::string recompute_name(const models::BertConfig& c) {
   if (c.recompute == models::BertConfig::Recompute::uniform)
     return fmt::format("full recompute, uniform groups of {} layers", c.recompute_layers);
   if (c.recompute == models::BertConfig::Recompute::block)
-    return fmt::format("full recompute of the first {} layers of a stage", c.recompute_layers);
+    return fmt::format("full recompute of the first {} layers of a stage or chunk", c.recompute_layers);
   return c.recompute_attention ? "attention core recomputed" : "no recompute";
 }
 
@@ -107,7 +108,7 @@ double megatron_bert_flops(const models::BertConfig& c, int64_t seq_length, int6
 
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
                           int64_t global_batch, int tp, int pp, int dp, DType compute, int64_t max_predictions,
-                          bool distributed_optimizer, bool split_master) {
+                          bool distributed_optimizer, bool split_master, int chunks) {
   const bool half = compute != DType::f32;
   require_positive(seq_length, "seq length");
   require_positive(micro_batch, "micro batch size");
@@ -121,6 +122,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   if (config.layers % pp != 0)
     throw Error("dry run: num layers ({}) is not divisible by pipeline model parallel size ({})",
                 config.layers, pp);
+  require_positive(chunks, "model chunks per pipeline stage");
+  if ((config.layers / pp) % chunks != 0)
+    throw Error("dry run: the {} layers of a pipeline stage do not split into {} model chunks", config.layers / pp,
+                chunks);
   if (config.heads % tp != 0 || config.intermediate % tp != 0)
     throw Error("dry run: attention heads ({}) and FFN size ({}) must be divisible by tensor model "
                 "parallel size ({})", config.heads, config.intermediate, tp);
@@ -162,23 +167,27 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
   const double attention_core = a * s * s * b * (2 * e + 1) / td;  // probs, dropped probs, mask
   // Recomputing the attention core keeps one (shared) copy of it instead of one per layer; full
   // recomputation keeps a group's input (2sbh in 16 bits) instead of each recomputed layer's.
-  const models::RecomputeLayout layout = models::recompute_layout(c, stage_layers);
+  // Per micro-batch in flight and model chunk (the stage's layers, or a chunk's when interleaved).
+  const int64_t chunk_layers = stage_layers / chunks;
+  const models::RecomputeLayout layout = models::recompute_layout(c, chunk_layers);
   const double recomputed = double(layout.recomputed());
-  r.bytes_megatron_activations = (double(stage_layers) - recomputed) * per_layer +
-                                 (c.recompute_attention ? 1.0 : double(stage_layers) - recomputed) * attention_core +
+  r.bytes_megatron_activations = (double(chunk_layers) - recomputed) * per_layer +
+                                 (c.recompute_attention ? 1.0 : double(chunk_layers) - recomputed) * attention_core +
                                  double(layout.groups.size()) * s * b * double(h) * e;
   const int64_t P = max_predictions > 0 ? max_predictions : (seq_length * 15 + 50) / 100;
   const KilnActivations k = kiln_activations(c, s, b, double(micro_batch * P), td, e);
   // The first stage holds the embeddings, the last the heads (one stage: both).
   const int64_t microbatches = global_batch / (micro_batch * dp);
-  const LayerMemory layers = layer_memory(c, stage_layers, k.per_layer, s * b * double(h) * e, 4.0 * double(layer),
+  const LayerMemory layers = layer_memory(c, chunk_layers, k.per_layer, s * b * double(h) * e, 4.0 * double(layer),
                                           pp == 1 && microbatches == 1);
   r.bytes_activations_per_microbatch =
       layers.kept + k.shared + (pp == 1 ? k.embeddings + k.heads : std::max(k.embeddings, k.heads));
   r.flops_per_step = megatron_bert_flops(c, seq_length, global_batch);
 
   const int64_t world = int64_t(tp) * pp * dp;
-  const double in_flight = double(std::min<int64_t>(pp, microbatches));
+  // The first stage keeps the most micro-batches in flight (each chunk's counted).
+  const double in_flight =
+      pp == 1 ? 1.0 : double(activations_in_flight(interleaved_one_f_one_b(pp, 0, chunks, microbatches)));
   r.bytes_lent_by_gradients = layers.lent;
   r.bytes_tensors_peak = r.bytes_per_rank_weights_grads_optimizer + in_flight * r.bytes_activations_per_microbatch -
                          r.bytes_lent_by_gradients;
@@ -198,9 +207,10 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                    : half       ? fmt::format("{} copy, fp32 master", dtype_name(compute))
                                 : "fp32 weight",
                    distributed_optimizer && dp > 1 ? fmt::format(" (m, v: a 1/{} shard)", dp) : "");
-  x += fmt::format("                   activations {} per micro-batch ({} activations, {}{}; {} masked "
+  x += fmt::format("                   activations {} per micro-batch{} ({} activations, {}{}; {} masked "
                    "positions per sample), up to {} in flight: {}\n",
-                   gib(r.bytes_activations_per_microbatch), half ? dtype_name(compute) : "fp32",
+                   gib(r.bytes_activations_per_microbatch), chunks > 1 ? " and model chunk" : "",
+                   half ? dtype_name(compute) : "fp32",
                    recompute_name(c), c.sequence_parallel && tp > 1 ? ", sequence parallel" : "", P, in_flight,
                    gib(in_flight * r.bytes_activations_per_microbatch));
   if (r.bytes_lent_by_gradients > 0)
@@ -212,6 +222,12 @@ DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, 
                    gib(r.bytes_megatron_activations));
   x += fmt::format("  tensors peak per rank (estimate; the console reports the measured 'tensors ... "
                    "(peak ...)'): {}\n", gib(r.bytes_tensors_peak));
+  if (pp > 1)
+    x += fmt::format("  pipeline bubble: (P - 1) / {} = {} / {} = {:.1f}% of the step's forwards and backwards "
+                     "(1F1B{})\n", chunks > 1 ? "(V M)" : "M", pp - 1, chunks * microbatches,
+                     100.0 * double(pp - 1) / double(chunks * microbatches),
+                     chunks > 1 ? fmt::format(", interleaved: {} model chunks of {} layer{} per stage", chunks, chunk_layers, chunk_layers == 1 ? "" : "s")
+                                : "");
   x += fmt::format("  FLOPs per step: {:.3e} (Megatron's formula; {:.3e} per sequence, {:.3e} per "
                    "rank)\n", r.flops_per_step, r.flops_per_step / double(global_batch),
                    r.flops_per_step / double(world));

@@ -74,6 +74,6 @@ double megatron_bert_flops(const models::BertConfig& config, int64_t seq_length,
 DryRunReport bert_dry_run(const models::BertConfig& config, int64_t seq_length, int64_t micro_batch,
                           int64_t global_batch, int tp = 1, int pp = 1, int dp = 1, DType compute = DType::f32,
                           int64_t max_predictions = 0, bool distributed_optimizer = false,
-                          bool split_master = false);
+                          bool split_master = false, int chunks = 1);
 
 }  // namespace kiln::train

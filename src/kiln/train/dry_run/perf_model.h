@@ -78,7 +78,7 @@ struct StepModel {
 struct BertPerfRun {
   models::BertConfig model;  // vocab_size: the padded size the run allocates
   int64_t seq_length = 512, micro_batch = 1, global_batch = 1, max_predictions = 76;
-  int tp = 1, pp = 1, dp = 1;
+  int tp = 1, pp = 1, chunks = 1, dp = 1;  // chunks: model chunks per stage (interleaved 1F1B)
   DType compute = DType::f32;
   bool lamb = true;  // else AdamW
   bool loss_scaling = false, distributed_optimizer = false;

@@ -78,7 +78,8 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
   if (first) perf::embeddings(s, st.ops, double(m), last);
   perf::layer_forward(s, st.ops, double(m * layers));
   perf::layer_backward(s, st.ops, double(m * layers));
-  if (const int64_t recomputed = models::recompute_layout(r.model, layers).recomputed(); recomputed > 0) {
+  const int64_t recomputed = r.chunks * models::recompute_layout(r.model, layers / r.chunks).recomputed();
+  if (recomputed > 0) {
     Ops again;  // full recomputation: the recomputed layers' forward once more
     perf::layer_forward(s, again, double(m * recomputed));
     for (OpCost& op : again) op.name = "recompute." + op.name, op.model_flops = false;
@@ -86,8 +87,11 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
   }
   if (last) perf::heads(s, st.ops, double(m));
   const std::string act = perf::dims({s.N, s.H}, s.dtype);
-  if (!last) st.ops.push_back(perf::send("pp.send_activations", double(m), act, double(s.N * s.H) * s.e));
-  if (!first) st.ops.push_back(perf::send("pp.send_input_grad", double(m), act, double(s.N * s.H) * s.e));
+  // Interleaved, every chunk but the last virtual stage sends on (V m sends; V m - m on the last
+  // rank), every chunk but the first receives.
+  const double sends = double(m) * (r.chunks - (last ? 1 : 0)), receives = double(m) * (r.chunks - (first ? 1 : 0));
+  if (sends > 0) st.ops.push_back(perf::send("pp.send_activations", sends, act, double(s.N * s.H) * s.e));
+  if (receives > 0) st.ops.push_back(perf::send("pp.send_input_grad", receives, act, double(s.N * s.H) * s.e));
   apply_roofline(st.ops, device);
   for (const OpCost& op : st.ops) st.micro_seconds += op.total_seconds() / double(m);
   const double params = stage_parameters(r, first, last);
@@ -104,7 +108,7 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
 void check_layout(const BertPerfRun& r) {
   // bert_dry_run refuses what kiln cannot lay out, naming the setting.
   (void)bert_dry_run(r.model, r.seq_length, r.micro_batch, r.global_batch, r.tp, r.pp, r.dp, r.compute,
-                     r.max_predictions);
+                     r.max_predictions, false, false, r.chunks);
   if (r.model.vocab_size % r.tp != 0)
     throw Error("performance model: vocab size {} is not divisible by tensor model parallel size {}",
                 r.model.vocab_size, r.tp);
@@ -148,9 +152,11 @@ StepModel bert_step_model(const BertPerfRun& r, const DeviceModel& device) {
   Stage& st = stages[size_t(busiest)];
   step.ops = std::move(st.ops);
   step.fused_attention = std::move(st.fused);
-  if (r.pp > 1) {  // 1F1B: pp - 1 micro-batch slots of forward and backward idle
-    OpCost bubble = perf::rows("pp.bubble", OpClass::bubble, 1, fmt::format("{} stages", r.pp), 0, 0);
-    bubble.seconds = double(r.pp - 1) * st.micro_seconds;
+  if (r.pp > 1) {  // 1F1B: pp - 1 micro-batch slots of forward and backward idle, 1 / chunks as long interleaved
+    OpCost bubble = perf::rows("pp.bubble", OpClass::bubble, 1,
+                               r.chunks > 1 ? fmt::format("{} stages x {} chunks", r.pp, r.chunks)
+                                            : fmt::format("{} stages", r.pp), 0, 0);
+    bubble.seconds = double(r.pp - 1) * st.micro_seconds / double(r.chunks);
     step.ops.push_back(bubble);
   }
   step.samples = r.global_batch;

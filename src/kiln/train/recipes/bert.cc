@@ -88,15 +88,16 @@ std::string recompute_summary(const BertTrainConfig& c) {
   if (c.recompute_method == "uniform")
     return fmt::format(", layers recomputed in backward (full, uniform: groups of {})", c.recompute_num_layers);
   if (c.recompute_method == "block")
-    return fmt::format(", layers recomputed in backward (full, block: the first {} of each stage)",
-                       c.recompute_num_layers);
+    return fmt::format(", layers recomputed in backward (full, block: the first {} of each {})",
+                       c.recompute_num_layers, c.virtual_stages() > 1 ? "model chunk" : "stage");
   return "";
 }
 
 // The tensor-parallel layout's part of the start line.
 std::string layout_summary(const BertTrainConfig& c) {
   if (c.tensor_parallel == 1 && c.pipeline_parallel == 1) return "";
-  return fmt::format("; TP {} x PP {}{}", c.tensor_parallel, c.pipeline_parallel,
+  return fmt::format("; TP {} x PP {}{}{}", c.tensor_parallel, c.pipeline_parallel,
+                     c.virtual_stages() > 1 ? fmt::format(" interleaved, {} chunks per stage", c.virtual_stages()) : "",
                      c.sequence_parallel ? ", sequence parallel" : "");
 }
 
@@ -341,7 +342,8 @@ class BertRecipe : public Recipe {
 BertPerfRun bert_perf_run(const BertTrainConfig& c) {
   return {.model = bert_model_config(c), .seq_length = c.seq_length, .micro_batch = c.micro_batch_size,
           .global_batch = c.global_batch_size, .max_predictions = c.max_predictions, .tp = int(c.tensor_parallel),
-          .pp = int(c.pipeline_parallel), .dp = int(c.data_parallel()), .compute = c.precision.dtype,
+          .pp = int(c.pipeline_parallel), .chunks = int(c.virtual_stages()), .dp = int(c.data_parallel()),
+          .compute = c.precision.dtype,
           .lamb = c.optimizer == "lamb", .loss_scaling = optim::LossScaler(c.precision.scaler).enabled(),
           .distributed_optimizer = c.distributed_optimizer};
 }
@@ -354,7 +356,7 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
     console << bert_dry_run(bert_model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
                             int(c.tensor_parallel), int(c.pipeline_parallel), int(c.data_parallel()),
                             c.precision.dtype, c.max_predictions, c.distributed_optimizer,
-                            c.precision.splits_master()).text;
+                            c.precision.splits_master(), int(c.virtual_stages())).text;
     console << "  " << precision_note(c.precision.dtype, cpu_features()) << "; loss scaling "
             << optim::LossScaler(c.precision.scaler).describe() << "\n";
     if (!c.device_model.empty()) {
@@ -417,7 +419,8 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
   std::optional<models::BertForPretraining> model;
   std::optional<BertPipeline> pipeline;
   if (c.pipeline_parallel > 1)
-    pipeline.emplace(model_config, groups, *data, c.micro_batch_size, !c.no_binary_head, store);
+    pipeline.emplace(model_config, groups, *data, c.micro_batch_size, c.accumulation_steps(), int(c.virtual_stages()),
+                     !c.no_binary_head, store);
   else
     model.emplace(model_config, store, cpu_context(), nn::TensorParallel::over(*groups.tp));  // moved below
   models::init_bert_weights(store, uint64_t(c.seed), model_config.init_std);
