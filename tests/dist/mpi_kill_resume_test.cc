@@ -118,7 +118,8 @@ int64_t kill_and_resume(const Reference& ref, const fs::path& root, const std::s
     }
     EXPECT_TRUE(read_file(file) == read_file(reference_file)) << file << " differs from " << reference_file;
   };
-  for (const char* rank : {"rank0.safetensors", "rank1.safetensors"}) same_bytes(dir / "params" / rank, ref.dir / "params" / rank);
+  for (const char* rank : {"rank0.safetensors", "rank1.safetensors"})
+    same_bytes(dir / "params" / rank, ref.dir / "params" / rank);
   const std::string last = fmt::format("iter_{:07d}", kTrainIters);
   for (const char* file : {"model.safetensors", "optimizer.safetensors"})
     same_bytes(dir / "ckpt" / last / file, ref.dir / "ckpt" / last / file);
@@ -153,8 +154,9 @@ TEST(MpiKillResume, Rank1KilledWhileRank0SavesThenTheTwoRankResumeIsBitwiseTheUn
   if (const std::string why = testing::mpi_missing(); !why.empty()) GTEST_SKIP() << why;
   const fs::path root = testing::unique_temp_dir("mpi_kill_during_save");
   const Reference ref = reference_run(root);
-  const int64_t resumed_at = kill_and_resume(ref, root, "killed", "KILN_TEST_RANK_FAILS=1:6:save KILN_TEST_SAVE_SECONDS=2",
-                                             "KILN_TEST_RANK_FAILS: rank 1 is killed in the save of step 6");
+  const int64_t resumed_at =
+      kill_and_resume(ref, root, "killed", "KILN_TEST_RANK_FAILS=1:6:save KILN_TEST_SAVE_SECONDS=2",
+                      "KILN_TEST_RANK_FAILS: rank 1 is killed in the save of step 6");
   EXPECT_TRUE(resumed_at == 3 || resumed_at == 6) << resumed_at;
 }
 

@@ -51,7 +51,8 @@ RankFailure test_rank_failure() {
 
 void RankFailure::at(int this_rank, int64_t step_starting) const {
   if (how == How::save || this_rank != rank || step_starting != step) return;
-  std::fprintf(stderr, "KILN_TEST_RANK_FAILS: rank %d %s at step %lld\n", rank, how == How::hang ? "hangs" : "is killed",
+  std::fprintf(stderr, "KILN_TEST_RANK_FAILS: rank %d %s at step %lld\n", rank,
+               how == How::hang ? "hangs" : "is killed",
                static_cast<long long>(step));
   std::fflush(stderr);
   if (how == How::kill) std::raise(SIGKILL);
