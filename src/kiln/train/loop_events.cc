@@ -165,6 +165,7 @@ void TrainingLoop::save(int64_t step) {
 // (MPI_Abort) in the middle of writing the checkpoint.
 void TrainingLoop::save_all(int64_t step) {
   const LongerWaits waits(communicators(), c_.save_timeout);
+  rank_failure_.at_save(dp_.rank(), step);
   hold_whole_state(sinks_.saves_checkpoints());
   save(step);
   hold_whole_state(false);

@@ -39,18 +39,32 @@ RankFailure test_rank_failure() {
   long long step = 0;
   char how[8] = {};
   if (std::sscanf(v, "%d:%lld:%7[a-z]%n", &rank, &step, how, &consumed) != 3 || v[consumed] != '\0' ||
-      rank < 0 || step < 1 || (std::strcmp(how, "kill") != 0 && std::strcmp(how, "hang") != 0))
-    throw Error("environment variable KILN_TEST_RANK_FAILS: expected RANK:STEP:kill or RANK:STEP:hang, got '{}'", v);
-  return {rank, step, std::strcmp(how, "hang") == 0};
+      rank < 0 || step < 1 ||
+      (std::strcmp(how, "kill") != 0 && std::strcmp(how, "hang") != 0 && std::strcmp(how, "save") != 0))
+    throw Error("environment variable KILN_TEST_RANK_FAILS: expected RANK:STEP:kill, RANK:STEP:hang or RANK:STEP:save, "
+                "got '{}'", v);
+  const RankFailure::How kind = std::strcmp(how, "kill") == 0   ? RankFailure::How::kill
+                                : std::strcmp(how, "hang") == 0 ? RankFailure::How::hang
+                                                                : RankFailure::How::save;
+  return {rank, step, kind};
 }
 
 void RankFailure::at(int this_rank, int64_t step_starting) const {
-  if (this_rank != rank || step_starting != step) return;
-  std::fprintf(stderr, "KILN_TEST_RANK_FAILS: rank %d %s at step %lld\n", rank, hang ? "hangs" : "is killed",
+  if (how == How::save || this_rank != rank || step_starting != step) return;
+  std::fprintf(stderr, "KILN_TEST_RANK_FAILS: rank %d %s at step %lld\n", rank,
+               how == How::hang ? "hangs" : "is killed",
                static_cast<long long>(step));
   std::fflush(stderr);
-  if (!hang) std::raise(SIGKILL);
+  if (how == How::kill) std::raise(SIGKILL);
   for (;;) ::pause();
+}
+
+void RankFailure::at_save(int this_rank, int64_t step_saved) const {
+  if (how != How::save || this_rank != rank || step_saved != step) return;
+  std::fprintf(stderr, "KILN_TEST_RANK_FAILS: rank %d is killed in the save of step %lld\n", rank,
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 void test_slow_save() {

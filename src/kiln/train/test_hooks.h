@@ -5,9 +5,11 @@
 //   KILN_TEST_LOSS_LOG=FILE  every step appends "STEP LOSS\n" to FILE, the loss in hexadecimal
 //                            floating point (exact), so the kill drills compare the losses of
 //                            killed and resumed runs bit for bit (tests/train/kill_drill_test.cc)
-//   KILN_TEST_RANK_FAILS=RANK:STEP:kill|hang  rank RANK, at the start of step STEP (1-based),
-//                            SIGKILLs itself or sleeps forever outside any collective
-//                            (tests/dist/mpi_failure_test.cc: --dist-timeout)
+//   KILN_TEST_RANK_FAILS=RANK:STEP:kill|hang|save  rank RANK, at the start of step STEP
+//                            (1-based), SIGKILLs itself or sleeps forever outside any collective
+//                            (tests/dist/mpi_failure_test.cc: --dist-timeout); save: SIGKILLs itself
+//                            as the save of checkpoint STEP begins, while the writing rank saves
+//                            (tests/dist/mpi_kill_resume_test.cc)
 //   KILN_TEST_PARAMS_DIR=DIR  at the end of a BERT run every rank writes its parameters (its
 //                            tensor-parallel parts, its pipeline stage's) to
 //                            DIR/rank<world rank>.safetensors, with metadata tp_rank and tp_size
@@ -33,11 +35,14 @@ struct NanInjection {
 NanInjection test_nan_injection();
 
 struct RankFailure {
+  enum class How { kill, hang, save };
   int rank = -1;  // -1: none
   int64_t step = 0;
-  bool hang = false;  // else kill
-  // Fails as configured when this is that rank at that step; returns otherwise.
+  How how = How::kill;
+  // kill or hang: fails as configured when this is that rank at that step; returns otherwise.
   void at(int this_rank, int64_t step_starting) const;
+  // save: the same as the save of checkpoint `step_saved` begins.
+  void at_save(int this_rank, int64_t step_saved) const;
 };
 // KILN_TEST_RANK_FAILS; throws kiln::Error naming the variable when its value is malformed.
 RankFailure test_rank_failure();

@@ -3,12 +3,18 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "kiln/backend/cuda/runtime.h"
 #include "kiln/core/error.h"
+#include "kiln/dist/collective_watch.h"
 #include "kiln/dist/nccl/nccl_library.h"
 #include "kiln/dist/pooled_request.h"
 
@@ -83,7 +89,26 @@ class EventRequest final : public Request, public PooledRequest<EventRequest> {
   cudaStream_t stream_;
 };
 
-class NcclCommunicator final : public Communicator {
+// The watch's marker (dist/collective_watch.h): an event recorded after a collective in its stream.
+class EventMarker final : public CollectiveWatch::Marker {
+ public:
+  EventMarker(EventPool& pool, cudaStream_t stream) : pool_(pool), event_(pool.take()) {
+    check(cudaEventRecord(event_, stream), "NCCL watch event");
+  }
+  ~EventMarker() override { pool_.give_back(event_); }
+  // cudaErrorNotReady while the stream has not reached it; any other error counts as passed (the
+  // stream's next call on the host reports it).
+  bool done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+
+ private:
+  EventPool& pool_;
+  cudaEvent_t event_;
+};
+
+// How often the watch polls the queued collectives and NCCL's asynchronous error.
+constexpr std::chrono::milliseconds kWatchInterval{100};
+
+class NcclCommunicator final : public Communicator, private CollectiveWatch::Transport {
  public:
   NcclCommunicator(Communicator& host, Device device) : host_(host), device_(device) { init(); }
   NcclCommunicator(std::unique_ptr<Communicator> owned, Device device)
@@ -91,6 +116,7 @@ class NcclCommunicator final : public Communicator {
     init();
   }
   ~NcclCommunicator() override {
+    watch_.reset();  // its thread polls comm_ and holds events of events_
     if (comm_) nccl().CommDestroy(comm_);
     if (overlap_stream_) cudaStreamDestroy(overlap_stream_);
   }
@@ -102,16 +128,23 @@ class NcclCommunicator final : public Communicator {
   bool can_overlap() const override { return true; }
   bool can_capture() const override { return true; }
   void barrier() override {
+    watch("barrier", stream_);
     check(cudaStreamSynchronize(stream_), "NCCL barrier");
     host_.barrier();
   }
-  void set_timeout(double seconds) override { host_.set_timeout(seconds); }
+  // The host communicator's watchdog for host tensors, the watch for what NCCL queues.
+  void set_timeout(double seconds) override {
+    host_.set_timeout(seconds);
+    watch_->set_limit(seconds);
+  }
+  double timeout() const override { return watch_->limit(); }
 
   void all_reduce_sum(Tensor& t) override {
     if (!on_device(t, "all_reduce_sum")) return host_.all_reduce_sum(t);
     check_nccl(nccl().AllReduce(t.data, t.data, size_t(t.numel()), nccl_type(t, "all_reduce_sum"), ncclSum, comm_,
                                 stream_),
                "all_reduce_sum");
+    watch("all_reduce_sum", stream_);
   }
 
   std::unique_ptr<Request> iall_reduce_sum(Tensor& t) override {
@@ -121,6 +154,7 @@ class NcclCommunicator final : public Communicator {
     check_nccl(nccl().AllReduce(t.data, t.data, size_t(t.numel()), nccl_type(t, "iall_reduce_sum"), ncclSum, comm_,
                                 overlap_stream_),
                "iall_reduce_sum");
+    watch("all_reduce_sum", overlap_stream_);
     return std::make_unique<EventRequest>(events_, overlap_stream_, stream_);
   }
 
@@ -128,12 +162,14 @@ class NcclCommunicator final : public Communicator {
     if (!on_device(t, "broadcast")) return host_.broadcast(t, root);
     check_nccl(nccl().Broadcast(t.data, t.data, size_t(t.numel()), nccl_type(t, "broadcast"), root, comm_, stream_),
                "broadcast");
+    watch("broadcast", stream_);
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
     if (!on_pair(in, out, "all_gather")) return host_.all_gather(in, out);
     check_nccl(nccl().AllGather(in.data, out.data, size_t(in.numel()), nccl_type(in, "all_gather"), comm_, stream_),
                "all_gather");
+    watch("all_gather", stream_);
   }
 
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override {
@@ -141,22 +177,36 @@ class NcclCommunicator final : public Communicator {
     check_nccl(nccl().ReduceScatter(in.data, out.data, size_t(out.numel()), nccl_type(in, "reduce_scatter_sum"),
                                     ncclSum, comm_, stream_),
                "reduce_scatter_sum");
+    watch("reduce_scatter_sum", stream_);
   }
 
   std::unique_ptr<Request> isend(const Tensor& t, int peer) override {
     if (!on_device(t, "send")) return host_.isend(t, peer);
     check_nccl(nccl().Send(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_), "send");
+    watch("send", stream_);
     return std::make_unique<EventRequest>(events_, stream_, stream_);
   }
 
   std::unique_ptr<Request> irecv(Tensor& t, int peer) override {
     if (!on_device(t, "receive")) return host_.irecv(t, peer);
     check_nccl(nccl().Recv(t.data, t.nbytes(), ncclUint8, peer, comm_, stream_), "receive");
+    watch("receive", stream_);
     return std::make_unique<EventRequest>(events_, stream_, stream_);
   }
 
-  void group_start() override { check_nccl(nccl().GroupStart(), "group start"); }
-  void group_end() override { check_nccl(nccl().GroupEnd(), "group end"); }
+  void group_start() override {
+    check_nccl(nccl().GroupStart(), "group start");
+    ++group_depth_;
+  }
+  // A group's calls reach their stream at the outermost group end: their markers follow them then.
+  void group_end() override {
+    check_nccl(nccl().GroupEnd(), "group end");
+    if (group_depth_ > 0 && --group_depth_ == 0) {
+      std::vector<std::pair<const char*, cudaStream_t>> grouped = std::move(grouped_);
+      grouped_.clear();
+      for (const auto& [op, stream] : grouped) watch(op, stream);
+    }
+  }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     return std::make_unique<NcclCommunicator>(host_.split(color, key), device_);
@@ -180,7 +230,39 @@ class NcclCommunicator final : public Communicator {
     host_.broadcast(shared, 0);
     std::memcpy(&id, words, sizeof(id));
     check_nccl(nccl().CommInitRank(&comm_, host_.size(), id, host_.rank()), "join the communicator");
+    watch_.emplace(
+        host_.rank(), static_cast<CollectiveWatch::Transport&>(*this),
+        [](const std::string& line) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+          std::fflush(stderr);
+        },
+        [] { std::_Exit(2); });  // as the MPI watchdog: mpirun then ends the other ranks
+    watch_->set_limit(host_.timeout());  // a split's inherits its parent's
+    watch_->start(kWatchInterval);
   }
+
+  // `op` was just queued on `stream`: the watch follows it there. Not inside a graph capture
+  // (the replays are not seen here; NCCL's asynchronous error still is), and inside a group only
+  // at its end, when NCCL queues it.
+  void watch(const char* op, cudaStream_t stream) {
+    if (group_depth_ > 0) {
+      grouped_.emplace_back(op, stream);
+      return;
+    }
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream, &capture), "NCCL watch");
+    if (capture != cudaStreamCaptureStatusNone) return;
+    watch_->queued(op, std::make_unique<EventMarker>(events_, stream));
+  }
+
+  // CollectiveWatch::Transport, called on the watch's thread.
+  std::string async_error() override {
+    ncclResult_t error = ncclSuccess;
+    if (const ncclResult_t r = nccl().CommGetAsyncError(comm_, &error); r != ncclSuccess) error = r;
+    return error == ncclSuccess || error == ncclInProgress ? std::string() : nccl().GetErrorString(error);
+  }
+  void abort() override { nccl().CommAbort(comm_); }
+  void enter_thread() override { cudaSetDevice(device_.index); }
 
   // True for a tensor on this communicator's GPU, false for a host tensor; throws for another device.
   bool on_device(const Tensor& t, const char* op) const {
@@ -202,7 +284,10 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;          // the GPU's op stream
   cudaStream_t overlap_stream_ = nullptr;  // iall_reduce_sum's
-  EventPool events_;                       // for this communicator's requests
+  EventPool events_;                       // for this communicator's requests and the watch's markers
+  int group_depth_ = 0;                    // group_start()s not yet ended
+  std::vector<std::pair<const char*, cudaStream_t>> grouped_;  // collectives of the open group
+  std::optional<CollectiveWatch> watch_;   // --dist-timeout; made once comm_ is
 };
 
 }  // namespace

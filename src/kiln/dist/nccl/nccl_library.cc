@@ -19,6 +19,8 @@ Nccl load() {
   bind(h, "ncclGetUniqueId", n.GetUniqueId);
   bind(h, "ncclCommInitRank", n.CommInitRank);
   bind(h, "ncclCommDestroy", n.CommDestroy);
+  bind(h, "ncclCommAbort", n.CommAbort);
+  bind(h, "ncclCommGetAsyncError", n.CommGetAsyncError);
   bind(h, "ncclGetErrorString", n.GetErrorString);
   bind(h, "ncclAllReduce", n.AllReduce);
   bind(h, "ncclBroadcast", n.Broadcast);

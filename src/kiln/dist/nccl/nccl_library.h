@@ -10,6 +10,8 @@ struct Nccl {
   decltype(&ncclGetUniqueId) GetUniqueId;
   decltype(&ncclCommInitRank) CommInitRank;
   decltype(&ncclCommDestroy) CommDestroy;
+  decltype(&ncclCommAbort) CommAbort;
+  decltype(&ncclCommGetAsyncError) CommGetAsyncError;
   decltype(&ncclGetErrorString) GetErrorString;
   decltype(&ncclAllReduce) AllReduce;
   decltype(&ncclBroadcast) Broadcast;
