@@ -1,7 +1,7 @@
 // The algorithm cache (backend/algo_cache.h) that the CUDA matmul and convolutions use for their
 // timed search: winners survive into the next process through the file, a damaged file is
-// replaced rather than fatal, the fastest candidate wins and a failing one never does, and the
-// file's place and the search follow the environment.
+// replaced rather than fatal, the fastest candidate wins and a failing one never does, no search
+// runs inside a graph capture, and the file's place and the search follow the environment.
 #include "kiln/backend/algo_cache.h"
 
 #include <gtest/gtest.h>
@@ -71,6 +71,33 @@ TEST(AlgoCache, TheFileAndTheSearchFollowTheEnvironment) {
   }
   const ScopedEnv search("KILN_SEARCH", nullptr);
   EXPECT_TRUE(algorithm_search_enabled());
+}
+
+// Inside a graph capture the search (cudaMalloc, event synchronisation) must not run: the first
+// candidate is taken and nothing recorded, so the first eager call searches and records; a
+// recorded winner serves captures too.
+TEST(AlgoCache, NoSearchRunsInsideAGraphCapture) {
+  AlgoCache cache(testing::unique_temp_dir("algo_cache_capture") / "algorithms.json");
+  int searches = 0;
+  const auto search = [&] {
+    ++searches;
+    return 2;
+  };
+  EXPECT_EQ(choose_candidate(cache, "k", 4, /*capturing=*/true, search), 0);
+  EXPECT_EQ(searches, 0);
+  EXPECT_FALSE(cache.find("k"));
+  EXPECT_EQ(choose_candidate(cache, "k", 4, false, search), 2);
+  EXPECT_EQ(searches, 1);
+  EXPECT_EQ(cache.find("k"), 2);
+  EXPECT_EQ(choose_candidate(cache, "k", 4, true, search), 2);
+  EXPECT_EQ(choose_candidate(cache, "k", 4, false, search), 2);
+  EXPECT_EQ(searches, 1) << "a recorded winner is not searched again";
+  EXPECT_EQ(choose_candidate(cache, "one", 1, false, search), 0);
+  EXPECT_EQ(choose_candidate(cache, "none ran", 3, false, [] { return -1; }), -1);
+  EXPECT_FALSE(cache.find("none ran"));
+  const ScopedEnv off("KILN_SEARCH", "0");
+  EXPECT_EQ(choose_candidate(cache, "k", 4, false, search), 0) << "KILN_SEARCH=0: the library's first";
+  EXPECT_EQ(searches, 1);
 }
 
 }  // namespace

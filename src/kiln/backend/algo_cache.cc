@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <mutex>
 
 #include "kiln/core/error.h"
 #include "kiln/core/file_util.h"
@@ -60,6 +61,23 @@ AlgoCache& AlgoCache::process() {
 bool algorithm_search_enabled() {
   const char* v = std::getenv("KILN_SEARCH");
   return !(v && std::string(v) == "0");
+}
+
+int choose_candidate(AlgoCache& cache, const std::string& key, int candidates, bool capturing,
+                     const std::function<int()>& search) {
+  if (candidates == 1 || !algorithm_search_enabled()) return 0;
+  if (const std::optional<int> known = cache.find(key); known && *known < candidates) return *known;
+  if (capturing) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      notice("{} was first met inside a graph capture, where no algorithm search runs: it takes the library's "
+             "first choice in this process", key);
+    });
+    return 0;
+  }
+  const int best = search();
+  if (best >= 0) cache.record(key, best);
+  return best;
 }
 
 int fastest_candidate(int candidates, const std::function<double(int)>& time_ms) {

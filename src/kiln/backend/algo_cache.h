@@ -41,6 +41,14 @@ class AlgoCache {
 // False when KILN_SEARCH=0.
 bool algorithm_search_enabled();
 
+// Which of a shape's `candidates` (ranked by the library's heuristic) runs it: the first when there
+// is one or KILN_SEARCH=0; else the cache's winner; else, inside a graph capture (`capturing`:
+// allocating and synchronising for a timed search are illegal there), the first, not recorded, so
+// an eager run searches later; else search() (the index of the fastest, -1 when none ran),
+// recorded. -1 only when the search found none.
+int choose_candidate(AlgoCache& cache, const std::string& key, int candidates, bool capturing,
+                     const std::function<int()>& search);
+
 // The index in [0, candidates) of the smallest time_ms(i); a candidate whose time is negative
 // (it failed to run) never wins. -1 when none ran.
 int fastest_candidate(int candidates, const std::function<double(int)>& time_ms);

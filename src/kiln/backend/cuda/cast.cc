@@ -85,9 +85,7 @@ void staged_copy(Context& ctx, const Tensor& host, Tensor& dst, HostStaging& sta
              dtype_name(dst.dtype));
   expect_same_numel(op, host, dst);
   const cudaStream_t s = stream_of(ctx);
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(s, &capturing), op);
-  KILN_CHECK(capturing == cudaStreamCaptureStatusNone,
+  KILN_CHECK(!capturing(s, op),
              "op {}: inside a graph capture; copies from the host run outside the captured ops", op);
   const size_t bytes = host.nbytes();
   if (bytes == 0) return;

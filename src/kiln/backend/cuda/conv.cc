@@ -162,7 +162,8 @@ std::string heuristics_answer(const Perf* perf, int count) {
 
 // The algorithm for `key`: cuDNN's heuristic choices (ranked) that run and are deterministic
 // (kiln's ops give bitwise-repeatable results; some cuDNN algorithms add with atomics), the
-// first of them, or with the search on the cache file's winner or the fastest timed now.
+// first of them, or with the search on the cache file's winner or the fastest timed now (never
+// inside a graph capture: backend/algo_cache.h's choose_candidate).
 // `workspace_size(algo, &bytes)` and `launch(algo, out, workspace, bytes)` (into a scratch output
 // of `out_bytes`) time a candidate. Remembered for the process.
 template <typename Perf, typename WorkspaceSize, typename Launch>
@@ -184,28 +185,22 @@ auto choose_algo(const char* op, const std::string& key, const Perf* perf, int c
       if (perf[i].status == CUDNN_STATUS_SUCCESS && known_deterministic(perf[i].algo)) usable.push_back(perf[i].algo);
   KILN_CHECK(!usable.empty(), "op {}: cuDNN has no deterministic algorithm for {} (heuristics: {})", op, key,
              heuristics_answer(perf, count));
-  int pick = 0;
-  if (usable.size() > 1 && algorithm_search_enabled()) {
-    AlgoCache& cache = AlgoCache::process();
-    if (const std::optional<int> known = cache.find(key); known && *known < int(usable.size())) {
-      pick = *known;
-    } else {
-      void* out = nullptr;
-      check(cudaMalloc(&out, out_bytes), "convolution search output");
-      pick = fastest_candidate(int(usable.size()), [&](int i) {
-        size_t bytes = 0;
-        if (workspace_size(usable[size_t(i)], &bytes) != CUDNN_STATUS_SUCCESS) bytes = 0;
-        void* ws = nullptr;
-        if (bytes > 0 && cudaMalloc(&ws, bytes) != cudaSuccess) return -1.0;
-        const double ms = time_runs(stream, [&] { return launch(usable[size_t(i)], out, ws, bytes); });
-        cudaFree(ws);
-        return ms;
-      });
-      cudaFree(out);
-      KILN_CHECK(pick >= 0, "op {}: none of cuDNN's {} deterministic algorithms ran", op, usable.size());
-      cache.record(key, pick);
-    }
-  }
+  const int pick = choose_candidate(AlgoCache::process(), key, int(usable.size()), capturing(stream, op), [&] {
+    void* out = nullptr;
+    check(cudaMalloc(&out, out_bytes), "convolution search output");
+    const int best = fastest_candidate(int(usable.size()), [&](int i) {
+      size_t bytes = 0;
+      if (workspace_size(usable[size_t(i)], &bytes) != CUDNN_STATUS_SUCCESS) bytes = 0;
+      void* ws = nullptr;
+      if (bytes > 0 && cudaMalloc(&ws, bytes) != cudaSuccess) return -1.0;
+      const double ms = time_runs(stream, [&] { return launch(usable[size_t(i)], out, ws, bytes); });
+      cudaFree(ws);
+      return ms;
+    });
+    cudaFree(out);
+    return best;
+  });
+  KILN_CHECK(pick >= 0, "op {}: none of cuDNN's {} deterministic algorithms ran", op, usable.size());
   const std::lock_guard lock(mu);
   return chosen.emplace(key, usable[size_t(pick)]).first->second;
 }

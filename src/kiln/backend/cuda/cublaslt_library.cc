@@ -19,6 +19,7 @@ CublasLt load() {
   CublasLt lt{};
   bind(h, "cublasLtCreate", lt.Create);
   bind(h, "cublasLtGetStatusString", lt.GetStatusString);
+  bind(h, "cublasLtGetVersion", lt.GetVersion);
   bind(h, "cublasLtMatmul", lt.Matmul);
   bind(h, "cublasLtMatmulAlgoGetHeuristic", lt.MatmulAlgoGetHeuristic);
   bind(h, "cublasLtMatmulDescCreate", lt.MatmulDescCreate);

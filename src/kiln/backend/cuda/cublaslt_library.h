@@ -10,6 +10,7 @@ namespace kiln::ops::cuda {
 struct CublasLt {
   decltype(&cublasLtCreate) Create;
   decltype(&cublasLtGetStatusString) GetStatusString;
+  decltype(&cublasLtGetVersion) GetVersion;
   decltype(&cublasLtMatmul) Matmul;
   decltype(&cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic;
   decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;

@@ -43,7 +43,7 @@ void check_lt(cublasStatus_t status, const char* what) {
 struct LtDevice {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
-  std::string gpu;  // describe_device: part of every algorithm key
+  std::string algo_prefix;  // the GPU and cuBLASLt's version: the start of every algorithm key
 };
 
 // The device's cuBLASLt handle and workspace, made on first use and kept for the process.
@@ -55,7 +55,7 @@ const LtDevice& lt_device(int index) {
   if (!d.handle) {
     check_lt(cublaslt().Create(&d.handle), "create");
     check(cudaMalloc(&d.workspace, kWorkspaceBytes), "matmul workspace");
-    d.gpu = describe_device(index);
+    d.algo_prefix = fmt::format("{}|cublasLt {}", describe_device(index), cublaslt().GetVersion());
   }
   return d;
 }
@@ -152,10 +152,11 @@ std::string view_key(const MatView& v) {
                      v.batch_stride[0], v.batch_stride[1], dtype_name(v.t.dtype));
 }
 
-// What the algorithm choice depends on: the GPU, the three views, the epilogue, beta, alignments.
-std::string product_key(const std::string& gpu, const MatView& a, const MatView& b, const MatView& c,
+// What the algorithm choice depends on: the GPU and cuBLASLt's version (`prefix`), the three views,
+// the epilogue, beta, alignments.
+std::string product_key(const std::string& prefix, const MatView& a, const MatView& b, const MatView& c,
                         const MatmulOpts& o, uint32_t align_a, uint32_t align_b, uint32_t align_c) {
-  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}|beta{}|align{},{},{}", gpu,
+  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}|beta{}|align{},{},{}", prefix,
                      view_key(a), view_key(b), view_key(c), int(o.act), o.bias ? dtype_name(o.bias->dtype) : "",
                      o.beta, align_a, align_b, align_c);
 }
@@ -208,7 +209,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView&
   p.c_tensor_bytes = c.t.nbytes();
   p.workspace = lt.workspace, p.workspace_bytes = kWorkspaceBytes;
   p.stream = stream_of(ctx);
-  plan->algo = matmul_algorithm(product_key(lt.gpu, a, b, c, opts, align_a, align_b, align_c), p);
+  plan->algo = matmul_algorithm(product_key(lt.algo_prefix, a, b, c, opts, align_a, align_b, align_c), p);
   return plan;
 }
 

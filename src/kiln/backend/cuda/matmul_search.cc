@@ -34,18 +34,13 @@ double time_candidate(const LtProduct& p, const cublasLtMatmulAlgo_t& algo, void
   return ok ? double(ms) / kTimedRuns : -1;
 }
 
-// The index of the winner among `found` candidates: the cache file's, or timed now and recorded.
-int winner(const std::string& key, const LtProduct& p, const cublasLtMatmulHeuristicResult_t* results, int found) {
-  AlgoCache& cache = AlgoCache::process();
-  if (const std::optional<int> known = cache.find(key); known && *known < found) return *known;
+// The fastest of `found` candidates, timed on a scratch copy of C's tensor; -1 when none ran.
+int search(const LtProduct& p, const cublasLtMatmulHeuristicResult_t* results, int found) {
   void* scratch = nullptr;
   check(cudaMalloc(&scratch, p.c_tensor_bytes), "matmul search output");
   void* out = static_cast<std::byte*>(scratch) + p.c_offset;
-  const int best =
-      fastest_candidate(found, [&](int i) { return time_candidate(p, results[i].algo, out); });
+  const int best = fastest_candidate(found, [&](int i) { return time_candidate(p, results[i].algo, out); });
   cudaFree(scratch);
-  KILN_CHECK(best >= 0, "op matmul: none of cuBLASLt's {} candidates ran ({})", found, key);
-  cache.record(key, best);
   return best;
 }
 
@@ -60,7 +55,10 @@ cublasLtMatmulAlgo_t matmul_algorithm(const std::string& key, const LtProduct& p
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error("op matmul: cuBLASLt heuristic: {} ({})", cublaslt().GetStatusString(status), key);
   KILN_CHECK(found > 0, "op matmul: cuBLASLt has no algorithm for {}", key);
-  return results[found == 1 ? 0 : winner(key, p, results, found)].algo;
+  const int pick = choose_candidate(AlgoCache::process(), key, found, capturing(p.stream, "matmul search"),
+                                    [&] { return search(p, results, found); });
+  KILN_CHECK(pick >= 0, "op matmul: none of cuBLASLt's {} candidates ran ({})", found, key);
+  return results[pick].algo;
 }
 
 }  // namespace kiln::ops::cuda

@@ -1,8 +1,9 @@
 // backend/cuda/matmul_search.h — which cuBLASLt algorithm runs a product, keyed by GPU, shapes,
 // layouts, dtypes and epilogue: the winner kept in the algorithm cache file
 // (backend/algo_cache.h), else with KILN_SEARCH on the fastest of cuBLASLt's first candidates
-// timed on a scratch output, else the heuristic's first. Called once per product: the matmul's
-// plans (matmul.cc) keep the choice for the process.
+// timed on a scratch output (never inside a graph capture), else the heuristic's first. Called
+// once per product: the matmul's plans (matmul.cc) keep the choice for the process. The key names
+// the cuBLASLt version, so a new library searches again.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

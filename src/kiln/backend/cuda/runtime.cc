@@ -37,6 +37,12 @@ void free_on(int index, void* p) {
 
 }  // namespace
 
+bool capturing(cudaStream_t stream, const char* what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &status), what);
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) throw Error("CUDA: {}: {}", what, cudaGetErrorString(err));
 }

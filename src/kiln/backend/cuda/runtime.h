@@ -24,6 +24,8 @@ std::string describe_device(int index);
 
 // The stream ops on ctx run on: ctx.stream, or the default stream when it is null.
 inline cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+// Whether `stream` is being captured into a graph (no allocation, synchronisation or host copy).
+bool capturing(cudaStream_t stream, const char* what);
 // The device's own stream, created on first use and kept for the process.
 cudaStream_t device_stream(int index);
 // The device's stream for copies from the host that overlap the ops (ops::staged_copy), made
