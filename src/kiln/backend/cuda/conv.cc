@@ -5,7 +5,8 @@
 // kiln's layout, added into dw when accumulating. f32 accumulation, only deterministic
 // algorithms: cuDNN's first heuristic choice, or with KILN_SEARCH on the fastest of its choices,
 // timed once per shape on scratch outputs and kept in the algorithm cache file
-// (backend/algo_cache.h); the workspace from the step's scratch. f32 convolutions use FMA math
+// (backend/algo_cache.h); descriptors, algorithm and workspace size made once per shape and
+// process (ConvPlan); the workspace from the step's scratch. f32 convolutions use FMA math
 // (no TF32, as on the CPU). For bf16 / f16 activations the weight gradient runs in f32 on
 // converted copies, since cuDNN's filter gradient has the activations' dtype; TF32 tensor cores
 // may multiply those copies, whose values TF32 holds exactly (CUDNN_DEFAULT_MATH).
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -165,17 +167,11 @@ std::string heuristics_answer(const Perf* perf, int count) {
 // first of them, or with the search on the cache file's winner or the fastest timed now (never
 // inside a graph capture: backend/algo_cache.h's choose_candidate).
 // `workspace_size(algo, &bytes)` and `launch(algo, out, workspace, bytes)` (into a scratch output
-// of `out_bytes`) time a candidate. Remembered for the process.
+// of `out_bytes`) time a candidate.
 template <typename Perf, typename WorkspaceSize, typename Launch>
 auto choose_algo(const char* op, const std::string& key, const Perf* perf, int count, size_t out_bytes,
                  cudaStream_t stream, WorkspaceSize workspace_size, Launch launch) {
   using Algo = decltype(perf[0].algo);
-  static std::mutex mu;
-  static std::map<std::string, Algo> chosen;
-  {
-    const std::lock_guard lock(mu);
-    if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
-  }
   std::vector<Algo> usable;
   for (int i = 0; i < count; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
@@ -201,18 +197,49 @@ auto choose_algo(const char* op, const std::string& key, const Perf* perf, int c
     return best;
   });
   KILN_CHECK(pick >= 0, "op {}: none of cuDNN's {} deterministic algorithms ran", op, usable.size());
-  const std::lock_guard lock(mu);
-  return chosen.emplace(key, usable[size_t(pick)]).first->second;
+  return usable[size_t(pick)];
 }
 
-// Runs the chosen `algo` into `out` with a workspace from the step's scratch.
-template <typename Algo, typename WorkspaceSize, typename Launch>
-void run_chosen(Context& ctx, const char* op, const char* what, Algo algo, WorkspaceSize workspace_size,
-                Launch launch, void* out) {
-  size_t bytes = 0;
-  check_dnn(workspace_size(algo, &bytes), op, "workspace size");
+// One convolution as the process runs it again and again: its descriptors, the algorithm chosen
+// for it (once, by the first call: `chosen`) and that algorithm's workspace, made the first time
+// the process meets its key (descriptors, heuristics and workspace queries cost the host more
+// than a small convolution's launch).
+template <typename Algo>
+struct ConvPlan {
+  ConvPlan(const char* op, const ConvShape& s, DType dtype, bool tf32_exact) : d(op, s, dtype, tf32_exact) {}
+  ConvDescs d;
+  std::once_flag chosen;
+  Algo algo{};
+  size_t workspace_bytes = 0;
+};
+
+// The plan for `key`, made with its descriptors the first time.
+template <typename Algo>
+ConvPlan<Algo>& conv_plan(const char* op, const std::string& key, const ConvShape& s, DType dtype,
+                          bool tf32_exact = false) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<ConvPlan<Algo>>> plans;
+  const std::lock_guard lock(mu);
+  std::unique_ptr<ConvPlan<Algo>>& plan = plans[key];
+  if (!plan) plan = std::make_unique<ConvPlan<Algo>>(op, s, dtype, tf32_exact);
+  return *plan;
+}
+
+// Runs the plan's algorithm into `out` with a workspace from the step's scratch.
+template <typename Algo, typename Launch>
+void run_planned(Context& ctx, const char* op, const char* what, const ConvPlan<Algo>& plan, Launch launch,
+                 void* out) {
+  const size_t bytes = plan.workspace_bytes;
   const Tensor holder = ctx.scratch_tensor({std::max<int64_t>(1, int64_t((bytes + 7) / 8))}, DType::i64);
-  check_dnn(launch(algo, out, holder.data, bytes), op, what);
+  check_dnn(launch(plan.algo, out, holder.data, bytes), op, what);
+}
+
+// Sets `plan`'s algorithm from cuDNN's heuristic answer and its workspace size.
+template <typename Algo, typename Perf, typename WorkspaceSize, typename Launch>
+void choose_into(ConvPlan<Algo>& plan, const char* op, const std::string& key, const Perf* perf, int found,
+                 size_t out_bytes, cudaStream_t stream, WorkspaceSize workspace_size, Launch launch) {
+  plan.algo = choose_algo(op, key, perf, found, out_bytes, stream, workspace_size, launch);
+  check_dnn(workspace_size(plan.algo, &plan.workspace_bytes), op, "workspace size");
 }
 
 cudnnHandle_t bound_handle(Context& ctx, const char* op) {
@@ -253,13 +280,10 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
 #ifdef KILN_HAVE_CUDNN
   const ScratchScope own_scratch(ctx);
   const cudnnHandle_t h = bound_handle(ctx, op);
-  const ConvDescs d(op, s, x.dtype);
+  const std::string key = conv_key(ctx.device.index, op, s, x.dtype);
+  ConvPlan<cudnnConvolutionFwdAlgo_t>& plan = conv_plan<cudnnConvolutionFwdAlgo_t>(op, key, s, x.dtype);
+  const ConvDescs& d = plan.d;
   const Tensor wk = filter_krsc(ctx, h, d, w, op);
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int found = 0;
-  check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
-                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
-            op, "heuristics");
   const float one = 1.0f, zero = 0.0f;
   const auto workspace_size = [&](cudnnConvolutionFwdAlgo_t a, size_t* n) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, a, n);
@@ -267,9 +291,15 @@ void conv2d_forward(Context& ctx, const ConvShape& s, const Tensor& x, const Ten
   const auto launch = [&](cudnnConvolutionFwdAlgo_t a, void* out, void* ws, size_t n) {
     return cudnnConvolutionForward(h, &one, d.x, x.data, d.w, wk.data, d.conv, a, ws, n, &zero, d.y, out);
   };
-  const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, y.nbytes(),
-                                stream_of(ctx), workspace_size, launch);
-  run_chosen(ctx, op, "forward", algo, workspace_size, launch, y.data);
+  std::call_once(plan.chosen, [&] {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    check_dnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                     &found, perf),
+              op, "heuristics");
+    choose_into(plan, op, key, perf, found, y.nbytes(), stream_of(ctx), workspace_size, launch);
+  });
+  run_planned(ctx, op, "forward", plan, launch, y.data);
 #else
   no_cudnn(op, ctx);
 #endif
@@ -284,13 +314,10 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
 #ifdef KILN_HAVE_CUDNN
   const ScratchScope own_scratch(ctx);
   const cudnnHandle_t h = bound_handle(ctx, op);
-  const ConvDescs d(op, s, dy.dtype);
+  const std::string key = conv_key(ctx.device.index, op, s, dy.dtype);
+  ConvPlan<cudnnConvolutionBwdDataAlgo_t>& plan = conv_plan<cudnnConvolutionBwdDataAlgo_t>(op, key, s, dy.dtype);
+  const ConvDescs& d = plan.d;
   const Tensor wk = filter_krsc(ctx, h, d, w, op);
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int found = 0;
-  check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
-            op, "heuristics");
   const float one = 1.0f, zero = 0.0f;
   const auto workspace_size = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* n) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, n);
@@ -298,9 +325,15 @@ void conv2d_backward_data(Context& ctx, const ConvShape& s, const Tensor& dy, co
   const auto launch = [&](cudnnConvolutionBwdDataAlgo_t a, void* out, void* ws, size_t n) {
     return cudnnConvolutionBackwardData(h, &one, d.w, wk.data, d.y, dy.data, d.conv, a, ws, n, &zero, d.x, out);
   };
-  const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, dy.dtype), perf, found, dx.nbytes(),
-                                stream_of(ctx), workspace_size, launch);
-  run_chosen(ctx, op, "backward data", algo, workspace_size, launch, dx.data);
+  std::call_once(plan.chosen, [&] {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int found = 0;
+    check_dnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
+              op, "heuristics");
+    choose_into(plan, op, key, perf, found, dx.nbytes(), stream_of(ctx), workspace_size, launch);
+  });
+  run_planned(ctx, op, "backward data", plan, launch, dx.data);
 #else
   no_cudnn(op, ctx);
 #endif
@@ -325,12 +358,10 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
     cast(ctx, dy, dyf);
   }
   const cudnnHandle_t h = bound_handle(ctx, op);
-  const ConvDescs d(op, s, DType::f32, /*tf32_exact=*/x.dtype != DType::f32);
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  int found = 0;
-  check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
-            op, "heuristics");
+  const std::string key = conv_key(ctx.device.index, op, s, x.dtype);
+  ConvPlan<cudnnConvolutionBwdFilterAlgo_t>& plan =
+      conv_plan<cudnnConvolutionBwdFilterAlgo_t>(op, key, s, DType::f32, /*tf32_exact=*/x.dtype != DType::f32);
+  const ConvDescs& d = plan.d;
   const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
   const auto workspace_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, n);
@@ -338,10 +369,16 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   const auto launch = [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
     return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &zero, d.w, out);
   };
-  const auto algo = choose_algo(op, conv_key(ctx.device.index, op, s, x.dtype), perf, found, dw.nbytes(),
-                                stream_of(ctx), workspace_size, launch);
+  std::call_once(plan.chosen, [&] {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int found = 0;
+    check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+              op, "heuristics");
+    choose_into(plan, op, key, perf, found, dw.nbytes(), stream_of(ctx), workspace_size, launch);
+  });
   const Tensor dwk = ctx.scratch_tensor(dw.shape, DType::f32);  // (K, R, S, C/groups)
-  run_chosen(ctx, op, "backward weights", algo, workspace_size, launch, dwk.data);
+  run_planned(ctx, op, "backward weights", plan, launch, dwk.data);
   check_dnn(cudnnTransformTensor(h, &one, d.w_krsc, dwk.data, &beta, d.w_kcrs, dw.data), op, "weights from KRSC");
 #else
   no_cudnn(op, ctx);
