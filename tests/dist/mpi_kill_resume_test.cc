@@ -12,13 +12,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include "kiln/core/file_util.h"
 #include "kiln/io/checkpoint.h"
 #include "kiln/io/checkpoint_meta.h"
 #include "tests/dist/mpi_test_util.h"
+#include "tests/testing/exact_losses.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
@@ -44,18 +44,6 @@ std::pair<int, std::string> two_ranks(const fs::path& dir, const std::string& lo
       " --save " + (dir / "ckpt").string() + " --load " + (dir / "ckpt").string() + " --output-dir " + dir.string());
 }
 
-// step -> loss (hexadecimal floating point, exact) of each whole line of a KILN_TEST_LOSS_LOG file.
-std::map<int64_t, std::string> read_losses(const fs::path& file) {
-  std::map<int64_t, std::string> losses;
-  if (!fs::exists(file)) return losses;
-  const std::string text = read_file(file);
-  std::istringstream in(text.substr(0, text.rfind('\n') + 1));  // a killed run's last line may be cut short
-  int64_t step = 0;
-  std::string loss;
-  while (in >> step >> loss) losses[step] = loss;
-  return losses;
-}
-
 int64_t latest_step(const fs::path& ckpt) {
   const auto latest = fs::exists(ckpt) ? io::latest_checkpoint(ckpt) : std::nullopt;
   return latest ? io::CheckpointMeta::read(*latest).integer("step") : 0;
@@ -70,7 +58,7 @@ Reference reference_run(const fs::path& root) {
   Reference r{root / "reference", {}};
   const auto [status, output] = two_ranks(r.dir, "losses.txt", "");
   EXPECT_EQ(status, 0) << output;
-  r.losses = read_losses(r.dir / "losses.txt");
+  r.losses = testing::read_exact_losses(r.dir / "losses.txt");
   EXPECT_EQ(r.losses.size(), size_t(kTrainIters)) << output;
   return r;
 }
@@ -90,7 +78,7 @@ int64_t kill_and_resume(const Reference& ref, const fs::path& root, const std::s
     EXPECT_NE(output.find(expected_message), std::string::npos) << output;
   }
   // The steps it completed before the kill gave the uninterrupted run's losses.
-  for (const auto& [step, loss] : read_losses(dir / "killed_losses.txt")) {
+  for (const auto& [step, loss] : testing::read_exact_losses(dir / "killed_losses.txt")) {
     const auto it = reference.find(step);
     EXPECT_TRUE(it != reference.end() && it->second == loss) << "step " << step << " of the killed run: " << loss;
   }
@@ -109,7 +97,7 @@ int64_t kill_and_resume(const Reference& ref, const fs::path& root, const std::s
   std::map<int64_t, std::string> expected;
   for (const auto& [step, loss] : reference)
     if (step > resumed_at) expected[step] = loss;
-  EXPECT_EQ(read_losses(dir / "resumed_losses.txt"), expected) << resumed_output;
+  EXPECT_EQ(testing::read_exact_losses(dir / "resumed_losses.txt"), expected) << resumed_output;
   // Every rank's final weights, and the final checkpoint's files, byte for byte.
   const auto same_bytes = [&](const fs::path& file, const fs::path& reference_file) {
     if (!fs::exists(file) || !fs::exists(reference_file)) {

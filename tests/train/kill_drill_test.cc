@@ -28,7 +28,6 @@
 #include <optional>
 #include <random>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +38,7 @@
 #include "kiln/io/checkpoint_meta.h"
 #include "kiln/io/safetensors.h"
 #include "tests/testing/config_flags.h"
+#include "tests/testing/exact_losses.h"
 #include "tests/testing/mllog_events.h"
 #include "tests/testing/mlperf_checker.h"
 #include "tests/testing/temp_dir.h"
@@ -97,18 +97,6 @@ Exit run_kiln(const std::string& model, const std::vector<std::string>& args, co
   }
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) return {true, 0};
   return {false, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
-}
-
-// step -> loss (hexadecimal floating point, exact) of each whole line of a KILN_TEST_LOSS_LOG file.
-std::map<int64_t, std::string> read_losses(const fs::path& file) {
-  std::map<int64_t, std::string> losses;
-  if (!fs::exists(file)) return losses;
-  const std::string text = read_file(file);
-  std::istringstream in(text.substr(0, text.rfind('\n') + 1));  // a killed run's last line may be cut short
-  int64_t step = 0;
-  std::string loss;
-  while (in >> step >> loss) losses[step] = loss;
-  return losses;
 }
 
 // Every checkpoint folder on disk is complete: meta.json of this format with the keys a resume
@@ -174,7 +162,7 @@ void run_drill(const Drill& d) {
                                  root / "reference.out", std::nullopt);
   const double ref_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_EQ(ref_exit.status, 0) << read_file(root / "reference.out");
-  const std::map<int64_t, std::string> ref_losses = read_losses(ref / "losses.txt");
+  const std::map<int64_t, std::string> ref_losses = testing::read_exact_losses(ref / "losses.txt");
   const int64_t final_step = latest_step(ref / "ckpt");
   ASSERT_EQ(int64_t(ref_losses.size()), final_step);
   const fs::path ref_final = ref / "ckpt" / fmt::format("iter_{:07d}", final_step);
@@ -206,7 +194,7 @@ void run_drill(const Drill& d) {
         }
       }
       const Exit e = run_kiln(d.name, args(dir, extra), env, dir.string() + ".out", kill_after);
-      segments.push_back(read_losses(losses));
+      segments.push_back(testing::read_exact_losses(losses));
       if (e.killed) {
         ++kills;
         (kill_after ? timed : in_save) += 1;
