@@ -236,7 +236,7 @@ struct VocabCombineBody {
 };
 
 // Item i = row i: lse_i from the global max and sumexp, and the row's loss term and hit for
-// XentTotalsBody (nothing for an ignored row).
+// the totals (XentChunkTotalsBody; nothing for an ignored row).
 struct VocabRowTotalsBody {
   const float* combined;
   const double* sumexp;
