@@ -223,6 +223,22 @@ TEST(CudaBodies, StepScalarBodiesMatchTheCpuBackend) {
   EXPECT_EQ(block[ops::kStepGradFactor], double(float(2.0 / std::sqrt(7.0))));
 }
 
+TEST(CudaBodies, StepNormSquaresOverManySegmentsAreTheCpuBackends) {
+  // 390 segments (BERT-large's), every third owned elsewhere.
+  const int64_t n = 390;
+  const std::vector<float> r = random_normal(n, 32, 100.0f);
+  std::vector<double> sums(static_cast<size_t>(n));
+  std::vector<int32_t> owners(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) sums[size_t(k)] = double(r[size_t(k)]) * r[size_t(k)] / 3.0, owners[size_t(k)] = k % 3 != 2;
+  std::vector<double> block = step_block(0.1), cpu_block = block;
+  run_all(1, StepNormSquaresBody{sums.data(), owners.data(), n, block.data()});
+  Tensor cpu_scalars = block_view(cpu_block);
+  ops::step_norm_squares(cpu_context(), Tensor::view(sums.data(), {n}, DType::i64),
+                         Tensor::view(owners.data(), {n}, DType::i32), cpu_scalars);
+  EXPECT_EQ(block[ops::kStepNormSquares], cpu_block[ops::kStepNormSquares]);
+  EXPECT_GT(block[ops::kStepNormSquares], 0.0);
+}
+
 TEST(CudaBodies, SkippedStepLeavesStateAlone) {
   int64_t n = 0;
   const auto segs = make_segments(n);
