@@ -57,7 +57,8 @@ template <typename Runner>
 std::vector<double> segment_totals(const ChunkPlan& plan, const std::vector<double>& partial, Runner run_on) {
   std::vector<double> group_sums(2 * plan.groups.size()), sums(2 * plan.segments.size());
   run_on(int64_t(plan.groups.size()), GroupTotalsBody{plan.groups.data(), partial.data(), group_sums.data()});
-  run_on(int64_t(plan.segments.size()), SegmentTotalsBody{plan.segments.data(), group_sums.data(), sums.data(), true});
+  run_on(int64_t(plan.segments.size()),
+         SegmentTotalsBody{plan.segments.data(), group_sums.data(), sums.data(), true});
   return sums;
 }
 const auto kLaunchGrid = [](int64_t n, const auto& body) { run_all(n, body); };
@@ -95,7 +96,8 @@ TEST(CudaBodies, SegmentSumSquaresDoNotDependOnTheGrid) {
   const std::vector<double> got = sum_squares(plan, a.data(), b.data(), kLaunchGrid);
   EXPECT_EQ(sum_squares(plan, a.data(), b.data(), [](int64_t m, const auto& body) { run_narrow(m, body); }), got);
   double sa = 0;
-  for (int64_t i = segs[1].offset; i < segs[1].offset + segs[1].numel; ++i) sa += double(a[size_t(i)]) * a[size_t(i)];
+  for (int64_t i = segs[1].offset; i < segs[1].offset + segs[1].numel; ++i)
+    sa += double(a[size_t(i)]) * a[size_t(i)];
   EXPECT_NEAR(got[2], sa, 1e-12 * sa);
   EXPECT_EQ(got[4], 0.0);  // the empty segment
 }
@@ -229,7 +231,10 @@ TEST(CudaBodies, StepNormSquaresOverManySegmentsAreTheCpuBackends) {
   const std::vector<float> r = random_normal(n, 32, 100.0f);
   std::vector<double> sums(static_cast<size_t>(n));
   std::vector<int32_t> owners(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) sums[size_t(k)] = double(r[size_t(k)]) * r[size_t(k)] / 3.0, owners[size_t(k)] = k % 3 != 2;
+  for (int64_t k = 0; k < n; ++k) {
+    sums[size_t(k)] = double(r[size_t(k)]) * r[size_t(k)] / 3.0;
+    owners[size_t(k)] = k % 3 != 2;
+  }
   std::vector<double> block = step_block(0.1), cpu_block = block;
   run_all(1, StepNormSquaresBody{sums.data(), owners.data(), n, block.data()});
   Tensor cpu_scalars = block_view(cpu_block);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kiln/backend/backend.h"
@@ -306,8 +307,9 @@ TEST(CudaBodies, ScatterAddIsTheCpuBackendsOnAnyGrid) {
       Tensor want = Tensor::empty({held, dim}, dtype_of<T>());
       std::memcpy(want.data, start.data(), want.nbytes());
       ops::scatter_add_rows(cpu_context(), dy_t, id_t, want, first);
-      EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(dtype_of<T>()) << " " << first;
-      EXPECT_EQ(std::memcmp(narrow.data(), got.data(), want.nbytes()), 0) << dtype_name(dtype_of<T>()) << " " << first;
+      const std::string what = std::string(dtype_name(dtype_of<T>())) + " from " + std::to_string(first);
+      EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << what;
+      EXPECT_EQ(std::memcmp(narrow.data(), got.data(), want.nbytes()), 0) << what;
     }
   });
 }
