@@ -43,10 +43,20 @@ void for_each_type(Fn fn) {
   fn(f16_t{});
 }
 
+// The grid a launch of n items uses on an H100 or H200.
+inline ops::cuda::Grid grid_of(int64_t n) { return ops::cuda::grid_for(n, ops::cuda::kH200Multiprocessors); }
+
 // A body over items 0 .. n-1, run on the host over the grid its launch uses.
 template <typename Body>
 void run_all(int64_t n, const Body& body) {
-  ops::cuda::run_on_host(ops::cuda::grid_for(n), n, body);
+  ops::cuda::run_on_host(grid_of(n), n, body);
+}
+
+// The second grid of the grid-independence tests: 3 blocks of 32 threads, so that each thread
+// takes many items, in another order than on the launch's grid.
+template <typename Body>
+void run_narrow(int64_t n, const Body& body) {
+  ops::cuda::run_on_host(ops::cuda::Grid{3, 32}, n, body);
 }
 
 template <typename T>

@@ -20,15 +20,22 @@ using namespace testing::cuda_bodies;
 using testing::max_rel_error;
 using testing::random_normal;
 
-// channel_pass of batchnorm.cc on the host.
-std::vector<double> channel_pass(BnPartialBody body) {
-  const int64_t chunk = bn_chunk_rows(body.rows), chunks = (body.rows + chunk - 1) / chunk;
+// channel_pass of batchnorm.cc on the host: runs, chunks, combine, each over `run_on`
+// (run_all: the launches' grid, or run_narrow).
+template <typename Runner>
+std::vector<double> channel_pass(BnRunBody body, Runner run_on) {
+  const BnCuts cuts = bn_cuts(body.rows);
   const int64_t width = bn_sums_per_channel(body.what) * body.C;
-  std::vector<double> partial(static_cast<size_t>(chunks * width)), out(static_cast<size_t>(width));
-  body.partial = partial.data();
-  run_all(chunks * body.C, body);
-  run_all(width, BnCombineBody{partial.data(), chunks, width, out.data()});
+  std::vector<float> runs(static_cast<size_t>(cuts.runs() * width));
+  std::vector<double> partial(static_cast<size_t>(cuts.chunks * width)), out(static_cast<size_t>(width));
+  body.runs = runs.data();
+  run_on(cuts.runs() * body.C, body);
+  run_on(cuts.chunks * width, BnChunkBody{runs.data(), cuts, width, partial.data()});
+  run_on(width, BnCombineBody{partial.data(), cuts.chunks, width, out.data()});
   return out;
+}
+std::vector<double> channel_pass(const BnRunBody& body) {
+  return channel_pass(body, [](int64_t n, const auto& b) { run_all(n, b); });
 }
 
 std::vector<float> host(const Tensor& t) {
@@ -58,11 +65,11 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
         const std::vector<T> x = stored<T>(xv), dy = stored<T>(random_normal(rows * C, 37));
         const std::vector<float> gamma = random_normal(C, 38), beta = random_normal(C, 39);
         // Forward, as batchnorm_train_forward launches it.
-        const BnPartialBody base{BnSum::x, ptr(x), {}, {}, nullptr, nullptr, rows, C, rows, false,
+        const BnRunBody base{BnSum::x, ptr(x), {}, {}, nullptr, nullptr, rows, C, rows, false,
                                  nullptr};
         std::vector<float> shift(static_cast<size_t>(C));
         run_all(C, BnShiftBody{ptr(x), rows, C, shift.data()});
-        BnPartialBody shifted = base;
+        BnRunBody shifted = base;
         shifted.what = BnSum::shifted, shifted.mean = shift.data();
         const std::vector<double> shifted_sums = channel_pass(shifted);
         std::vector<float> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C)), coef(static_cast<size_t>(2 * C));
@@ -72,7 +79,7 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
         std::vector<T> y(x.size());
         run_all(rows * C, BnNormalizeBody{ptr(x), ptr(y), {}, coef.data(), coef.data() + C, C, relu});
         // Backward.
-        BnPartialBody bw = base;
+        BnRunBody bw = base;
         bw.what = BnSum::backward, bw.y = ptr(y), bw.dy = ptr(dy), bw.mean = mean.data();
         bw.relu = relu;
         const std::vector<double> sums = channel_pass(bw);
@@ -106,7 +113,7 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
 
         // SyncBN's statistics: Σ x, then the squared deviations around the mean of every rank.
         const std::vector<double> sum = channel_pass(base);
-        BnPartialBody dev = base;
+        BnRunBody dev = base;
         dev.what = BnSum::deviations, dev.sum = sum.data();
         const std::vector<double> squares = channel_pass(dev);
         std::vector<float> sync_mean(static_cast<size_t>(C)), sync_var(static_cast<size_t>(C));
@@ -127,6 +134,36 @@ TEST(CudaBodies, BatchNormTrainingForwardAndBackwardMatchTheCpuBackend) {
         EXPECT_LE(max_rel_error(values(joined), tensor_values<T>(want_joined)), tolerance<T>()) << what;
         EXPECT_NE(values(joined), yd) << what;
       });
+}
+
+TEST(CudaBodies, BatchNormChannelSumsAreTheCpuBackendsOnAnyGrid) {
+  // 20000 rows: chunks of 79 rows, two runs each (64 + 15); 70000: chunks of 274, five runs each
+  // (the last of 18 rows), the last chunk shorter; 50: one run.
+  for (const int64_t rows : {int64_t(50), int64_t(20000), int64_t(70000)}) {
+    const int64_t C = 3;
+    std::vector<float> xv = random_normal(rows * C, 44, 2.0f);
+    for (float& v : xv) v += 1.5f;
+    const std::vector<float> yv = random_normal(rows * C, 45), dyv = random_normal(rows * C, 46);
+    const std::vector<bf16_t> x = stored<bf16_t>(xv), y = stored<bf16_t>(yv), dy = stored<bf16_t>(dyv);
+    const std::vector<float> mean = {1.5f, 1.25f, 1.75f};
+    BnRunBody sums{BnSum::x, ptr(x), {}, {}, nullptr, nullptr, rows, C, rows, false, nullptr};
+    BnRunBody backward = sums;
+    backward.what = BnSum::backward, backward.y = ptr(y), backward.dy = ptr(dy), backward.mean = mean.data();
+    backward.relu = true;
+    const Tensor xt = Tensor::view(const_cast<bf16_t*>(x.data()), {rows, C}, DType::bf16);
+    const Tensor yt = Tensor::view(const_cast<bf16_t*>(y.data()), {rows, C}, DType::bf16);
+    const Tensor dyt = Tensor::view(const_cast<bf16_t*>(dy.data()), {rows, C}, DType::bf16);
+    Tensor want_sum = Tensor::empty({C}, DType::f64), want_backward = Tensor::empty({2, C}, DType::f64);
+    ops::batchnorm_channel_sums(cpu_context(), xt, want_sum);
+    ops::batchnorm_backward_sums(cpu_context(), xt, yt, dyt, Tensor::view(const_cast<float*>(mean.data()), {C}),
+                                 true, want_backward);
+    const auto narrow = [](int64_t n, const auto& b) { run_narrow(n, b); };
+    for (const auto& [body, want] : {std::pair{sums, &want_sum}, std::pair{backward, &want_backward}}) {
+      const std::vector<double> got = channel_pass(body);
+      EXPECT_EQ(got, std::vector<double>(want->ptr<double>(), want->ptr<double>() + want->numel())) << rows;
+      EXPECT_EQ(channel_pass(body, narrow), got) << rows;
+    }
+  }
 }
 
 TEST(CudaBodies, BatchNormRunningStatisticsAreTheHostFormula) {

@@ -3,6 +3,7 @@
 // parts and their combination against the CPU backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -26,6 +27,21 @@ constexpr int64_t N = 9, V = 301;
 const std::vector<int32_t> kLabels = {3, -1, 300, 0, 17, -1, 150, 299, 42};
 const std::vector<float> kWeights = {1, 1, 0.5f, 1, 0, 1, 2, 1, 1};
 
+// xent_totals (xent_checks.h) on the host, over `run_on`.
+template <typename Runner>
+std::vector<double> xent_totals(const std::vector<int32_t>& labels, const float* weights,
+                                const std::vector<double>& loss, const std::vector<int64_t>& hit, Runner run_on) {
+  const int64_t n = int64_t(labels.size()), chunks = (n + kXentTotalRows - 1) / kXentTotalRows;
+  std::vector<double> partial(static_cast<size_t>(3 * chunks)), totals(3);
+  run_on(chunks, XentChunkTotalsBody{labels.data(), weights, loss.data(), hit.data(), n, partial.data()});
+  run_on(1, XentTotalsBody{partial.data(), chunks, totals.data()});
+  return totals;
+}
+std::vector<double> xent_totals(const std::vector<int32_t>& labels, const float* weights,
+                                const std::vector<double>& loss, const std::vector<int64_t>& hit) {
+  return xent_totals(labels, weights, loss, hit, [](int64_t n, const auto& b) { run_all(n, b); });
+}
+
 struct XentResult {
   std::vector<float> lse;
   double totals[3];
@@ -44,7 +60,8 @@ XentResult run_forward(const std::vector<T>& z, const std::vector<int32_t>& labe
   run_all(lanes, XentSumexpLaneBody{ptr(z), V, lane_max.data(), lane_at.data(), lane_sum.data()});
   run_all(N, XentRowBody{ptr(z), labels.data(), kWeights.data(), lane_max.data(), lane_at.data(), lane_zsum.data(),
                          lane_sum.data(), r.lse.data(), loss.data(), hit.data(), V, ls});
-  run_all(1, XentTotalsBody{labels.data(), kWeights.data(), loss.data(), hit.data(), N, r.totals});
+  const std::vector<double> totals = xent_totals(labels, kWeights.data(), loss, hit);
+  std::copy(totals.begin(), totals.end(), r.totals);
   return r;
 }
 
@@ -187,7 +204,7 @@ TEST(CudaBodies, VocabCombineAndTotalsAreTheCpuBackendsBitForBit) {
   std::vector<int64_t> row_hit(static_cast<size_t>(N));
   run_all(N, VocabRowTotalsBody{combined.data(), sumexp.data(), labels.data(), kWeights.data(), lse.data(),
                                 row_loss.data(), row_hit.data(), N});
-  run_all(1, XentTotalsBody{labels.data(), kWeights.data(), row_loss.data(), row_hit.data(), N, totals.data()});
+  totals = xent_totals(labels, kWeights.data(), row_loss, row_hit);
   Tensor want_lse = Tensor::empty({N}), want_totals = Tensor::empty({3}, DType::i64);
   ops::vocab_xent_totals(cpu_context(), Tensor::view(combined.data(), {3, N}), Tensor::view(sumexp.data(), {N}, DType::f64),
                          Tensor::view(labels.data(), {N}, DType::i32), Tensor::view(const_cast<float*>(kWeights.data()), {N}),
@@ -195,6 +212,30 @@ TEST(CudaBodies, VocabCombineAndTotalsAreTheCpuBackendsBitForBit) {
   EXPECT_EQ(std::memcmp(lse.data(), want_lse.data, want_lse.nbytes()), 0);
   EXPECT_EQ(std::memcmp(totals.data(), want_totals.data, want_totals.nbytes()), 0);
   EXPECT_GE(totals[2], 1.0);
+}
+
+TEST(CudaBodies, XentTotalsOverManyChunksMatchFloat64OnAnyGrid) {
+  // 1000 rows: 16 chunks, the last of 40 rows; a third of the labels ignored.
+  const int64_t n = 1000;
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  std::vector<double> loss(static_cast<size_t>(n));
+  std::vector<int64_t> hit(static_cast<size_t>(n));
+  const std::vector<float> w = random_normal(n, 51), l = random_normal(n, 52, 3.0f);
+  double want_loss = 0.0, want_weight = 0.0;
+  int64_t want_hits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    labels[size_t(i)] = i % 3 == 1 ? -1 : int32_t(i % 7);
+    loss[size_t(i)] = labels[size_t(i)] < 0 ? 0.0 : double(l[size_t(i)]);
+    hit[size_t(i)] = labels[size_t(i)] >= 0 && i % 5 == 0;
+    if (labels[size_t(i)] < 0) continue;
+    want_loss += loss[size_t(i)], want_weight += double(w[size_t(i)]), want_hits += hit[size_t(i)];
+  }
+  const std::vector<double> got = xent_totals(labels, w.data(), loss, hit);
+  EXPECT_NEAR(got[0], want_loss, 1e-12 * std::abs(want_loss) + 1e-12);
+  EXPECT_NEAR(got[1], want_weight, 1e-12 * std::abs(want_weight) + 1e-12);
+  EXPECT_EQ(got[2], double(want_hits));
+  EXPECT_EQ(xent_totals(labels, w.data(), loss, hit, [](int64_t m, const auto& b) { run_narrow(m, b); }), got);
+  EXPECT_EQ(xent_totals(labels, nullptr, loss, hit)[1], double(n - n / 3));
 }
 
 }  // namespace

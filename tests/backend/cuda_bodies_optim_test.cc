@@ -52,20 +52,30 @@ TEST(CudaBodies, ChunkPlanCoversEverySegmentElementOnce) {
   EXPECT_EQ(plan.segments[4].decay, 1);
 }
 
-// The lane pass and the per-segment totals, as optim_ops.cc launches them.
-std::vector<double> sum_squares(const ChunkPlan& plan, const float* a, const float* b) {
-  std::vector<double> partial(2 * plan.chunks.size() * kLanes), sums(2 * plan.segments.size());
-  run_all(int64_t(plan.chunks.size()) * kLanes, LaneSquaresBody{plan.chunks.data(), a, b, partial.data()});
-  run_all(int64_t(plan.segments.size()),
-          SegmentTotalsBody{plan.segments.data(), partial.data(), sums.data(), true});
+// The lane sums' tree, as optim_ops.cc's segment_totals launches it, over `run_on`.
+template <typename Runner>
+std::vector<double> segment_totals(const ChunkPlan& plan, const std::vector<double>& partial, Runner run_on) {
+  std::vector<double> group_sums(2 * plan.groups.size()), sums(2 * plan.segments.size());
+  run_on(int64_t(plan.groups.size()), GroupTotalsBody{plan.groups.data(), partial.data(), group_sums.data()});
+  run_on(int64_t(plan.segments.size()),
+         SegmentTotalsBody{plan.segments.data(), group_sums.data(), sums.data(), true});
   return sums;
+}
+const auto kLaunchGrid = [](int64_t n, const auto& body) { run_all(n, body); };
+
+// The lane pass and the per-segment totals, as optim_ops.cc launches them.
+template <typename Runner>
+std::vector<double> sum_squares(const ChunkPlan& plan, const float* a, const float* b, Runner run_on) {
+  std::vector<double> partial(2 * plan.chunks.size() * kLanes);
+  run_on(int64_t(plan.chunks.size()) * kLanes, LaneSquaresBody{plan.chunks.data(), a, b, partial.data()});
+  return segment_totals(plan, partial, run_on);
 }
 
 TEST(CudaBodies, SegmentSumSquaresMatchFloat64) {
   int64_t n = 0;
   const auto segs = make_segments(n);
   const std::vector<float> a = random_normal(n, 25), b = random_normal(n, 26, 0.1f);
-  const std::vector<double> got = sum_squares(plan_chunks(segs), a.data(), b.data());
+  const std::vector<double> got = sum_squares(plan_chunks(segs), a.data(), b.data(), kLaunchGrid);
   for (size_t k = 0; k < segs.size(); ++k) {
     double sa = 0, sb = 0;
     for (int64_t i = segs[k].offset; i < segs[k].offset + segs[k].numel; ++i)
@@ -73,6 +83,23 @@ TEST(CudaBodies, SegmentSumSquaresMatchFloat64) {
     EXPECT_NEAR(got[2 * k], sa, 1e-12 * sa) << k;
     EXPECT_NEAR(got[2 * k + 1], sb, 1e-12 * sb) << k;
   }
+}
+
+TEST(CudaBodies, SegmentSumSquaresDoNotDependOnTheGrid) {
+  // A segment of 20 chunks: three groups (8, 8, 4), beside the assorted ones.
+  int64_t n = 0;
+  const auto segs = testing::spaced_segments({5, 20 * ops::kSumChunk - 3, 0, 3 * ops::kSumChunk}, n);
+  const ChunkPlan plan = plan_chunks(segs);
+  EXPECT_EQ(plan.segments[1].groups, 3);
+  EXPECT_EQ(plan.groups[size_t(plan.segments[1].first_group) + 2].count, 4);
+  const std::vector<float> a = random_normal(n, 27), b = random_normal(n, 28, 0.1f);
+  const std::vector<double> got = sum_squares(plan, a.data(), b.data(), kLaunchGrid);
+  EXPECT_EQ(sum_squares(plan, a.data(), b.data(), [](int64_t m, const auto& body) { run_narrow(m, body); }), got);
+  double sa = 0;
+  for (int64_t i = segs[1].offset; i < segs[1].offset + segs[1].numel; ++i)
+    sa += double(a[size_t(i)]) * a[size_t(i)];
+  EXPECT_NEAR(got[2], sa, 1e-12 * sa);
+  EXPECT_EQ(got[4], 0.0);  // the empty segment
 }
 
 struct State {
@@ -135,8 +162,7 @@ TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   run_all(int64_t(plan.chunks.size()) * kLanes,
           LambMomentsBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
                           got.m.data(), got.v.data(), partial.data()});
-  run_all(int64_t(segs.size()),
-          SegmentTotalsBody{plan.segments.data(), partial.data(), norms.data(), true});
+  norms = segment_totals(plan, partial, kLaunchGrid);
   std::vector<double> want_norms(2 * segs.size());
   Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
   t = views(want);
@@ -158,7 +184,7 @@ TEST(CudaBodies, LarsUpdateMatchesTheCpuBackend) {
   const ops::LarsStep p{0.9f, 5e-5f, 0.001f, 1e-9f};
   std::vector<double> block = step_block(0.5);
   State got = make_state(n), want = make_state(n);
-  const std::vector<double> norms = sum_squares(plan, got.w.data(), got.g.data());
+  const std::vector<double> norms = sum_squares(plan, got.w.data(), got.g.data(), kLaunchGrid);
   std::vector<float> step(segs.size());
   run_all(int64_t(segs.size()), LarsRatioBody{plan.segments.data(), norms.data(), block.data(),
                                               p.weight_decay, p.eeta, p.epsilon, step.data()});
@@ -197,6 +223,25 @@ TEST(CudaBodies, StepScalarBodiesMatchTheCpuBackend) {
   EXPECT_EQ(block, cpu_block);
   EXPECT_EQ(block[ops::kStepNormSquares], 7.0);
   EXPECT_EQ(block[ops::kStepGradFactor], double(float(2.0 / std::sqrt(7.0))));
+}
+
+TEST(CudaBodies, StepNormSquaresOverManySegmentsAreTheCpuBackends) {
+  // 390 segments (BERT-large's), every third owned elsewhere.
+  const int64_t n = 390;
+  const std::vector<float> r = random_normal(n, 32, 100.0f);
+  std::vector<double> sums(static_cast<size_t>(n));
+  std::vector<int32_t> owners(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    sums[size_t(k)] = double(r[size_t(k)]) * r[size_t(k)] / 3.0;
+    owners[size_t(k)] = k % 3 != 2;
+  }
+  std::vector<double> block = step_block(0.1), cpu_block = block;
+  run_all(1, StepNormSquaresBody{sums.data(), owners.data(), n, block.data()});
+  Tensor cpu_scalars = block_view(cpu_block);
+  ops::step_norm_squares(cpu_context(), Tensor::view(sums.data(), {n}, DType::i64),
+                         Tensor::view(owners.data(), {n}, DType::i32), cpu_scalars);
+  EXPECT_EQ(block[ops::kStepNormSquares], cpu_block[ops::kStepNormSquares]);
+  EXPECT_GT(block[ops::kStepNormSquares], 0.0);
 }
 
 TEST(CudaBodies, SkippedStepLeavesStateAlone) {

@@ -4,8 +4,10 @@
 // order).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kiln/backend/backend.h"
@@ -252,6 +254,89 @@ TEST(CudaBodies, LayerNormBackwardMatchesFloat64AndTheCpuBackendsSums) {
   });
 }
 
+// scatter_add_rows's three launches (rows.cc) on the host, over `run_on`.
+template <typename Runner>
+void scatter_add(FloatPtr dy, const std::vector<int32_t>& ids, FloatPtr table, int64_t num, int64_t dim,
+                 int64_t first, Runner run_on) {
+  const int64_t n = int64_t(ids.size()), slices = (n + kRankSlice - 1) / kRankSlice;
+  std::vector<int32_t> parts(static_cast<size_t>(slices * n)), order(ids.size()), sorted_rows(ids.size());
+  run_on(slices * n, ScatterRankBody{ids.data(), n, num, first, parts.data()});
+  run_on(n, ScatterPlaceBody{ids.data(), parts.data(), n, num, first, slices, order.data(), sorted_rows.data()});
+  run_on(n * dim, ScatterRunBody{dy, table, order.data(), sorted_rows.data(), n, num, dim});
+}
+const auto kLaunchGrid = [](int64_t n, const auto& body) { run_all(n, body); };
+const auto kNarrowGrid = [](int64_t n, const auto& body) { run_narrow(n, body); };
+
+TEST(CudaBodies, ScatterAddSortsTheIdsStably) {
+  // 1100 ids over three slices, rows with long runs (id 2: every third) and ids outside the part.
+  const int64_t n = 1100, num = 40, first = 5;
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = i % 3 == 0 ? 7 : int32_t((i * 13) % 50);
+  const int64_t slices = (n + kRankSlice - 1) / kRankSlice;
+  std::vector<int32_t> parts(static_cast<size_t>(slices * n)), order(ids.size()), sorted_rows(ids.size());
+  run_all(slices * n, ScatterRankBody{ids.data(), n, num, first, parts.data()});
+  run_all(n, ScatterPlaceBody{ids.data(), parts.data(), n, num, first, slices, order.data(), sorted_rows.data()});
+  std::vector<int32_t> want(ids.size());
+  for (int64_t i = 0; i < n; ++i) want[size_t(i)] = int32_t(i);
+  const auto row = [&](int32_t i) {
+    const int64_t r = int64_t(ids[size_t(i)]) - first;
+    return r >= 0 && r < num ? r : num;
+  };
+  std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return row(a) < row(b); });
+  EXPECT_EQ(order, want);
+  for (int64_t p = 0; p < n; ++p) EXPECT_EQ(sorted_rows[size_t(p)], row(want[size_t(p)])) << p;
+}
+
+TEST(CudaBodies, ScatterAddIsTheCpuBackendsOnAnyGrid) {
+  // 1300 ids, a third of them one row (a long run over several batches of loads), into f32, bf16
+  // and f16 tables, whole and a part.
+  const int64_t n = 1300, dim = 40, num = 23;
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = i % 3 == 0 ? 5 : int32_t((i * 7 + i / 13) % num);
+  const Tensor id_t = Tensor::view(ids.data(), {n}, DType::i32);
+  const std::vector<bf16_t> dy = stored<bf16_t>(random_normal(n * dim, 22));
+  const Tensor dy_t = Tensor::view(const_cast<bf16_t*>(dy.data()), {n, dim}, DType::bf16);
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    for (const int64_t first : {int64_t(0), int64_t(4)}) {
+      const int64_t held = num - first;
+      const std::vector<T> start = stored<T>(random_normal(held * dim, 23));
+      std::vector<T> got = start, narrow = start;
+      scatter_add(ptr(dy), ids, ptr(got), held, dim, first, kLaunchGrid);
+      scatter_add(ptr(dy), ids, ptr(narrow), held, dim, first, kNarrowGrid);
+      Tensor want = Tensor::empty({held, dim}, dtype_of<T>());
+      std::memcpy(want.data, start.data(), want.nbytes());
+      ops::scatter_add_rows(cpu_context(), dy_t, id_t, want, first);
+      const std::string what = std::string(dtype_name(dtype_of<T>())) + " from " + std::to_string(first);
+      EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << what;
+      EXPECT_EQ(std::memcmp(narrow.data(), got.data(), want.nbytes()), 0) << what;
+    }
+  });
+}
+
+TEST(CudaBodies, BiasGradIsTheCpuBackendsOnAnyGrid) {
+  // 1000 rows: 16 chunks, the last of 40 rows.
+  const int64_t n = 1000, C = 33, chunks = (n + ops::kBiasGradRows - 1) / ops::kBiasGradRows;
+  const std::vector<bf16_t> dy = stored<bf16_t>(random_normal(n * C, 24));
+  std::vector<double> partial(static_cast<size_t>(chunks * C));
+  std::vector<float> got(size_t(C), 0.25f), narrow = got;
+  run_all(chunks * C, BiasGradChunkBody{ptr(dy), partial.data(), n, C});
+  run_all(C, BiasGradCombineBody{partial.data(), got.data(), chunks, C});
+  run_narrow(chunks * C, BiasGradChunkBody{ptr(dy), partial.data(), n, C});
+  run_narrow(C, BiasGradCombineBody{partial.data(), narrow.data(), chunks, C});
+  Tensor want = Tensor::empty({C}, DType::f32);
+  ops::fill(cpu_context(), want, 0.25f);
+  ops::bias_grad(cpu_context(), Tensor::view(const_cast<bf16_t*>(dy.data()), {n, C}, DType::bf16), want);
+  EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0);
+  EXPECT_EQ(got, narrow);
+  const std::vector<double> dyd = values(dy);
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0.25;
+    for (int64_t r = 0; r < n; ++r) sum += dyd[size_t(r * C + c)];
+    EXPECT_NEAR(got[size_t(c)], sum, 2e-5 * std::max(1.0, std::abs(sum))) << c;
+  }
+}
+
 TEST(CudaBodies, BiasGradGatherAndScatterAddAreTheCpuBackendsBitForBit) {
   const int64_t n = 300, dim = 70, num = 11;
   std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -286,19 +371,16 @@ TEST(CudaBodies, BiasGradGatherAndScatterAddAreTheCpuBackendsBitForBit) {
       ops::gather_rows(cpu_context(), part, id_t, want_rows, first);
       EXPECT_EQ(std::memcmp(rows.data(), want_rows.data, want_rows.nbytes()), 0) << dtype_name(dt) << " from " << first;
     }
-    // scatter-add into a table of the same dtype, for several row-class counts, whole and a part
-    for (const int64_t first : {int64_t(0), int64_t(4)})
-      for (int64_t classes : {int64_t(1), int64_t(3), num - first}) {
-        const int64_t rows_held = num - first;
-        std::vector<T> table_rows = stored<T>(random_normal(rows_held * dim, 21));
-        Tensor want = Tensor::empty({rows_held, dim}, dt);
-        std::memcpy(want.data, table_rows.data(), want.nbytes());
-        run_all(classes * dim,
-                ScatterAddBody{ptr(dy), ptr(table_rows), ids.data(), n, rows_held, dim, first, classes});
-        ops::scatter_add_rows(cpu_context(), dy_t, id_t, want, first);
-        EXPECT_EQ(std::memcmp(table_rows.data(), want.data, want.nbytes()), 0)
-            << dtype_name(dt) << " classes " << classes << " from " << first;
-      }
+    // scatter-add into a table of the same dtype, whole and a part
+    for (const int64_t first : {int64_t(0), int64_t(4)}) {
+      const int64_t rows_held = num - first;
+      std::vector<T> table_rows = stored<T>(random_normal(rows_held * dim, 21));
+      Tensor want = Tensor::empty({rows_held, dim}, dt);
+      std::memcpy(want.data, table_rows.data(), want.nbytes());
+      scatter_add(ptr(dy), ids, ptr(table_rows), rows_held, dim, first, kLaunchGrid);
+      ops::scatter_add_rows(cpu_context(), dy_t, id_t, want, first);
+      EXPECT_EQ(std::memcmp(table_rows.data(), want.data, want.nbytes()), 0) << dtype_name(dt) << " from " << first;
+    }
   });
 }
 

@@ -25,8 +25,8 @@ const int64_t kSizes[] = {1, 3, 255, 256, 257, 4099, 4096 * 256 + 5};
 
 TEST(CudaBodies, GridCoversEveryItemOnce) {
   for (int64_t n : kSizes) {
-    const Grid g = grid_for(n);
-    EXPECT_LE(g.blocks, 4096u);
+    const Grid g = grid_of(n);
+    EXPECT_LE(g.blocks, uint32_t(kBlocksPerMultiprocessor * kH200Multiprocessors));
     std::vector<int> hits(size_t(n), 0);
     run_on_host(g, n, [&](int64_t i) { ++hits[size_t(i)]; });
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)], 1) << "item " << i << " of " << n;
@@ -42,13 +42,13 @@ TEST(CudaBodies, CastAndFillRoundLikeTheCpuBackend) {
   for_each_type([&](auto tag) {
     using T = decltype(tag);
     std::vector<T> got(static_cast<size_t>(n));
-    run_on_host(grid_for(n), n, CastBody<float, T>{v.data(), got.data()});
+    run_on_host(grid_of(n), n, CastBody<float, T>{v.data(), got.data()});
     Tensor src = Tensor::view(v.data(), {n});
     Tensor want = Tensor::empty({n}, sizeof(T) == 4 ? DType::f32
                                      : std::is_same_v<T, bf16_t> ? DType::bf16 : DType::f16);
     ops::cast(cpu_context(), src, want);
     EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(want.dtype);
-    run_on_host(grid_for(n), n, FillBody<T>{got.data(), store<T>(0.5f)});
+    run_on_host(grid_of(n), n, FillBody<T>{got.data(), store<T>(0.5f)});
     for (const T& x : got) ASSERT_EQ(load(x), 0.5f);
   });
 }
@@ -60,8 +60,8 @@ TEST(CudaBodies, AddAndScaleMatchFloat64InMixedDtypes) {
     using T = decltype(tag);
     const std::vector<T> bs = stored<T>(b);
     std::vector<T> out(static_cast<size_t>(n)), scaled(static_cast<size_t>(n));
-    run_on_host(grid_for(n), n, AddBody<float, T, T>{a.data(), bs.data(), out.data()});
-    run_on_host(grid_for(n), n, ScaleBody<T, T>{out.data(), scaled.data(), 0.5f});
+    run_on_host(grid_of(n), n, AddBody<float, T, T>{a.data(), bs.data(), out.data()});
+    run_on_host(grid_of(n), n, ScaleBody<T, T>{out.data(), scaled.data(), 0.5f});
     std::vector<double> want(static_cast<size_t>(n));
     for (size_t i = 0; i < want.size(); ++i) want[i] = double(a[i]) + load(bs[i]);
     EXPECT_LE(max_rel_error(values(out), want), tolerance<T>());
@@ -78,8 +78,8 @@ TEST(CudaBodies, GeluForwardAndBackwardMatchFloat64) {
       const std::vector<T> x = stored<T>(random_normal(n, 2, 3.0f));
       const std::vector<T> dy = stored<T>(random_normal(n, 3));
       std::vector<T> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
-      run_on_host(grid_for(n), n, GeluForwardBody<T, T>{x.data(), y.data(), tanh_form});
-      run_on_host(grid_for(n), n, GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), tanh_form});
+      run_on_host(grid_of(n), n, GeluForwardBody<T, T>{x.data(), y.data(), tanh_form});
+      run_on_host(grid_of(n), n, GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), tanh_form});
       std::vector<double> want_y(static_cast<size_t>(n)), want_dx(static_cast<size_t>(n));
       for (size_t i = 0; i < size_t(n); ++i) {
         const double v = load(x[i]), g = load(dy[i]);
@@ -116,7 +116,7 @@ TEST(CudaBodies, DropoutMaskIsTheCpuBackendsBitForBit) {
       const int64_t first = element_offset / 4, blocks = (element_offset + per + 3) / 4 - first;
       const DropoutBody<T, T> body{xs.data(), got.data(), rng,    &offset, per, element_offset,
                                    first,     blocks,     p,      1.0f / (1.0f - p)};
-      run_on_host(grid_for(samples * blocks), samples * blocks, body);
+      run_on_host(grid_of(samples * blocks), samples * blocks, body);
       Tensor in = Tensor::view(xs.data(), {samples, per}, dt);
       Tensor want = Tensor::empty({samples, per}, dt);
       ops::dropout_forward(cpu_context(), in, {p, rng, offset_tensor, samples, element_offset}, want);

@@ -250,10 +250,11 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
 // state; double sums) ----
 // A multi-tensor op runs over segments of flat buffers: segment k covers elements
 // [offset, offset + numel) of every flat buffer the op takes (a parameter of a ParamStore;
-// padding between segments is not touched). Sums are taken in double, in one order on every
-// backend: a segment is cut into chunks of kSumChunk elements, lane l of a chunk sums its
-// elements l, l + kSumLanes, ..., and the lane sums of all chunks are added in chunk and lane
-// order. The result does not depend on the thread count or the launch size.
+// padding between segments is not touched). Sums are taken in double: a segment is cut into
+// chunks of kSumChunk elements, lane l of a chunk sums its elements l, l + kSumLanes, ..., and the
+// lane sums of all chunks are added in chunk and lane order (the CPU: one chain; CUDA: a fixed
+// tree, groups of chunks then the groups, backend/cuda/optim_bodies.h — equal up to the rounding
+// of double additions). The result does not depend on the thread count or the launch size.
 struct TensorSegment {
   int64_t offset = 0, numel = 0;
   bool decay = true;  // weight decay (and LARS's trust ratio) applies

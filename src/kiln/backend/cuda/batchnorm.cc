@@ -37,17 +37,20 @@ void check_sums(const char* op, const Tensor& x, int64_t per_channel,
   }
 }
 
-// One partial-sum pass over x and its combination into out (K * C doubles).
-void channel_pass(Context& ctx, const char* op, BnPartialBody body, double* out) {
-  const int64_t chunk = bn_chunk_rows(body.rows), chunks = (body.rows + chunk - 1) / chunk;
+// One channel pass over x (batchnorm_bodies.h: runs, chunks, combine) into out (K * C doubles).
+void channel_pass(Context& ctx, const char* op, BnRunBody body, double* out) {
+  const ScratchScope own_scratch(ctx);
+  const BnCuts cuts = bn_cuts(body.rows);
   const int64_t width = bn_sums_per_channel(body.what) * body.C;
-  Tensor partial = ctx.scratch_tensor({std::max<int64_t>(1, chunks * width)}, DType::f64);
-  body.partial = partial.ptr<double>();
-  run(ctx, op, chunks * body.C, body);
-  run(ctx, op, width, BnCombineBody{body.partial, chunks, width, out});
+  Tensor runs = ctx.scratch_tensor({std::max<int64_t>(1, cuts.runs() * width)}, DType::f32);
+  Tensor partial = ctx.scratch_tensor({std::max<int64_t>(1, cuts.chunks * width)}, DType::f64);
+  body.runs = runs.ptr<float>();
+  run(ctx, op, cuts.runs() * body.C, body);
+  run(ctx, op, cuts.chunks * width, BnChunkBody{runs.ptr<float>(), cuts, width, partial.ptr<double>()});
+  run(ctx, op, width, BnCombineBody{partial.ptr<double>(), cuts.chunks, width, out});
 }
 
-BnPartialBody pass(BnSum what, const char* op, const Tensor& x, int64_t rows) {
+BnRunBody pass(BnSum what, const char* op, const Tensor& x, int64_t rows) {
   return {what, float_ptr(op, "x", x), {}, {}, nullptr, nullptr, rows, x.dim(-1), rows, false,
           nullptr};
 }
@@ -94,7 +97,7 @@ void backward_from(Context& ctx, const char* op, const BackwardArgs& a, Tensor& 
 
 void backward_sums(Context& ctx, const char* op, const Tensor& x, const Tensor& y,
                    const Tensor& dy, const Tensor& mean, bool relu, int64_t rows, double* out) {
-  BnPartialBody body = pass(BnSum::backward, op, x, rows);
+  BnRunBody body = pass(BnSum::backward, op, x, rows);
   body.y = float_ptr(op, "y", y);
   body.dy = float_ptr(op, "dy", dy);
   body.mean = mean.ptr<float>();
@@ -114,7 +117,7 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
   const int64_t C = x.dim(-1);
   Tensor sums = ctx.scratch_tensor({2, C}, DType::f64), shift = ctx.scratch_tensor({C}, DType::f32);
   run(ctx, op, C, BnShiftBody{float_ptr(op, "x", x), rows, C, shift.ptr<float>()});
-  BnPartialBody shifted = pass(BnSum::shifted, op, x, rows);
+  BnRunBody shifted = pass(BnSum::shifted, op, x, rows);
   shifted.mean = shift.ptr<float>();
   channel_pass(ctx, op, shifted, sums.ptr<double>());
   run(ctx, op, C,
@@ -164,7 +167,7 @@ void batchnorm_channel_deviations(Context& ctx, const Tensor& x, const Tensor& s
   check_sums(op, x, 1, {&sum, &squares});
   KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows,
              rows);
-  BnPartialBody dev = pass(BnSum::deviations, op, x, rows);
+  BnRunBody dev = pass(BnSum::deviations, op, x, rows);
   dev.sum = sum.ptr<double>();
   dev.total_rows = total_rows;
   channel_pass(ctx, op, dev, squares.ptr<double>());

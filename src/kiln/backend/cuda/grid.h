@@ -14,10 +14,21 @@ struct Grid {
   uint32_t blocks = 1, threads = 256;
 };
 
-// Enough blocks of 256 threads for n items, at most 4096 blocks (the rest is grid-stride).
-inline Grid grid_for(int64_t n) {
-  constexpr int64_t kThreads = 256, kMaxBlocks = 4096;
-  const int64_t blocks = std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, kMaxBlocks);
+// Blocks of 256 threads a launch gives each multiprocessor: 8 x 256 = 2048 threads, what an
+// H100's or H200's multiprocessor holds at once, so that every multiprocessor has its full share
+// of warps to hide memory latency behind; more items than that are grid-stride. A body's result
+// never depends on the grid (each item is one thread's), only its speed.
+inline constexpr int64_t kBlocksPerMultiprocessor = 8;
+
+// Multiprocessors of an H100 SXM and of an H200 (132 each): the grid the host tests run on.
+inline constexpr int kH200Multiprocessors = 132;
+
+// Enough blocks of 256 threads for n items, at most kBlocksPerMultiprocessor per multiprocessor
+// of the device.
+inline Grid grid_for(int64_t n, int multiprocessors) {
+  constexpr int64_t kThreads = 256;
+  const int64_t most = kBlocksPerMultiprocessor * (multiprocessors > 0 ? multiprocessors : 1);
+  const int64_t blocks = std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, most);
   return {uint32_t(blocks), uint32_t(kThreads)};
 }
 

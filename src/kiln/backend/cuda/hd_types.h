@@ -53,6 +53,12 @@ struct FloatPtr {
     if (dtype == DType::f16) return load(static_cast<const f16_t*>(p)[i]);
     return static_cast<const float*>(p)[i];
   }
+  // v rounded to the storage type, as set() then operator[] would give it back.
+  KILN_HD float rounded(float v) const {
+    if (dtype == DType::bf16) return load(store<bf16_t>(v));
+    if (dtype == DType::f16) return load(store<f16_t>(v));
+    return v;
+  }
   KILN_HD void set(int64_t i, float v) const {
     if (dtype == DType::bf16) static_cast<bf16_t*>(p)[i] = store<bf16_t>(v);
     else if (dtype == DType::f16) static_cast<f16_t*>(p)[i] = store<f16_t>(v);

@@ -1,5 +1,6 @@
 // backend/cuda/kernels.h — how a CUDA op launches a kernel of its own: run_kernel, a body
-// (bodies*.h) over items 0 .. items-1 on grid_for(items) (grid.h) on `stream` (a cudaStream_t).
+// (bodies*.h) over items 0 .. items-1 on grid_for(items), sized for the device (grid.h), on
+// `stream` (a cudaStream_t).
 // Defined in launch.cuh; each .cu file (elementwise.cu, rows.cu, optim.cu, cnn.cu) instantiates it
 // for the bodies of its families. Callers (op_checks.h's run) have checked devices, dtypes and
 // shapes, and check the launch for errors.

@@ -36,9 +36,7 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
   run(ctx, op, N,
       XentRowBody{z, labels.ptr<int32_t>(), w, lane_max.ptr<float>(), lane_at, lane_zsum, lane_sum, lse.ptr<float>(),
                   row_loss, row_hit, V, label_smoothing});
-  run(ctx, op, 1,
-      XentTotalsBody{labels.ptr<int32_t>(), w, row_loss, row_hit, N,
-                     reinterpret_cast<double*>(totals.data)});
+  xent_totals(ctx, op, labels.ptr<int32_t>(), w, row_loss, row_hit, N, reinterpret_cast<double*>(totals.data));
 }
 
 void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,

@@ -8,6 +8,7 @@ namespace kiln::ops::cuda {
 
 template void run_kernel(int64_t, const LaneSquaresBody&, void*);
 template void run_kernel(int64_t, const LambMomentsBody&, void*);
+template void run_kernel(int64_t, const GroupTotalsBody&, void*);
 template void run_kernel(int64_t, const SegmentTotalsBody&, void*);
 template void run_kernel(int64_t, const LambRatioBody&, void*);
 template void run_kernel(int64_t, const LarsRatioBody&, void*);

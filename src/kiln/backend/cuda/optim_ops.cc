@@ -26,8 +26,28 @@ void expect_unsplit(const char* op, const Tensor& w) {
 struct DevicePlan {
   const Chunk* chunks = nullptr;
   const SegmentChunks* segments = nullptr;
-  int64_t chunk_count = 0;
+  const ChunkGroup* groups = nullptr;
+  int64_t chunk_count = 0, group_count = 0;
 };
+
+// The plan's three tables in one device allocation.
+DevicePlan upload(const ChunkPlan& plan) {
+  const size_t chunk_bytes = plan.chunks.size() * sizeof(Chunk);
+  const size_t segment_bytes = plan.segments.size() * sizeof(SegmentChunks);
+  const size_t group_bytes = plan.groups.size() * sizeof(ChunkGroup);
+  void* mem = nullptr;
+  check(cudaMalloc(&mem, chunk_bytes + segment_bytes + group_bytes + 1), "chunk table");
+  auto* bytes = static_cast<std::byte*>(mem);
+  check(cudaMemcpy(bytes, plan.chunks.data(), chunk_bytes, cudaMemcpyHostToDevice), "chunk table");
+  check(cudaMemcpy(bytes + chunk_bytes, plan.segments.data(), segment_bytes, cudaMemcpyHostToDevice),
+        "chunk table");
+  check(cudaMemcpy(bytes + chunk_bytes + segment_bytes, plan.groups.data(), group_bytes,
+                   cudaMemcpyHostToDevice),
+        "chunk table");
+  return {reinterpret_cast<const Chunk*>(bytes), reinterpret_cast<const SegmentChunks*>(bytes + chunk_bytes),
+          reinterpret_cast<const ChunkGroup*>(bytes + chunk_bytes + segment_bytes), int64_t(plan.chunks.size()),
+          int64_t(plan.groups.size())};
+}
 
 const DevicePlan& device_plan(const Context& ctx, std::span<const TensorSegment> segments) {
   static std::mutex mu;
@@ -37,20 +57,7 @@ const DevicePlan& device_plan(const Context& ctx, std::span<const TensorSegment>
   const std::lock_guard lock(mu);
   auto it = plans->find(key);
   if (it != plans->end()) return it->second;
-  const ChunkPlan plan = plan_chunks(segments);
-  const size_t chunk_bytes = plan.chunks.size() * sizeof(Chunk);
-  const size_t segment_bytes = plan.segments.size() * sizeof(SegmentChunks);
-  void* mem = nullptr;
-  check(cudaMalloc(&mem, chunk_bytes + segment_bytes + 1), "chunk table");
-  auto* bytes = static_cast<std::byte*>(mem);
-  check(cudaMemcpy(bytes, plan.chunks.data(), chunk_bytes, cudaMemcpyHostToDevice), "chunk table");
-  check(cudaMemcpy(bytes + chunk_bytes, plan.segments.data(), segment_bytes,
-                   cudaMemcpyHostToDevice),
-        "chunk table");
-  const DevicePlan d{reinterpret_cast<const Chunk*>(bytes),
-                     reinterpret_cast<const SegmentChunks*>(bytes + chunk_bytes),
-                     int64_t(plan.chunks.size())};
-  return plans->emplace(std::move(key), d).first->second;
+  return plans->emplace(std::move(key), upload(plan_chunks(segments))).first->second;
 }
 
 // Throws unless the defined flat buffers are f32 and hold every segment.
@@ -95,6 +102,15 @@ double* lane_partials(Context& ctx, Tensor& holder, const DevicePlan& plan) {
   return reinterpret_cast<double*>(holder.data);
 }
 
+// The lane sums' tree (optim_bodies.h): per group of chunks, then per segment into sums.
+void segment_totals(Context& ctx, const char* op, const DevicePlan& plan, const double* partial,
+                    size_t segments, double* sums, bool pairs) {
+  Tensor group_sums = ctx.scratch_tensor({std::max<int64_t>(1, 2 * plan.group_count)}, DType::i64);
+  double* g = reinterpret_cast<double*>(group_sums.data);
+  run(ctx, op, plan.group_count, GroupTotalsBody{plan.groups, partial, g});
+  run(ctx, op, int64_t(segments), SegmentTotalsBody{plan.segments, g, sums, pairs});
+}
+
 // Per-segment f32 step sizes in scratch.
 float* segment_steps(Context& ctx, Tensor& holder, size_t segments) {
   holder = ctx.scratch_tensor({std::max<int64_t>(1, int64_t(segments))}, DType::f32);
@@ -118,8 +134,7 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
   double* partial = lane_partials(ctx, holder, plan);
   const float* bp = b.defined() ? b.ptr<float>() : nullptr;
   run(ctx, op, plan.chunk_count * kLanes, LaneSquaresBody{plan.chunks, a.ptr<float>(), bp, partial});
-  run(ctx, op, n,
-      SegmentTotalsBody{plan.segments, partial, reinterpret_cast<double*>(sums.data), b.defined()});
+  segment_totals(ctx, op, plan, partial, segments.size(), reinterpret_cast<double*>(sums.data), b.defined());
 }
 
 void scale_all(Context& ctx, Tensor& x, float factor) {
@@ -179,8 +194,7 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
   run(ctx, op, plan.chunk_count * kLanes,
       LambMomentsBody{plan.chunks, plan.segments, adam_scalars(op, p, scalars), w.ptr<float>(), g.ptr<float>(),
                       m.ptr<float>(), v.ptr<float>(), partial});
-  run(ctx, op, int64_t(segments.size()),
-      SegmentTotalsBody{plan.segments, partial, reinterpret_cast<double*>(norms.data), true});
+  segment_totals(ctx, op, plan, partial, segments.size(), reinterpret_cast<double*>(norms.data), true);
 }
 
 void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,

@@ -74,6 +74,17 @@ std::string describe_device(int index) {
   return fmt::format("{}, {} GiB, sm_{}{}", p.name, p.totalGlobalMem >> 30, p.major, p.minor);
 }
 
+int multiprocessor_count() {
+  static std::mutex mu;
+  static std::vector<int> counts(size_t(device_count()), 0);
+  int index = 0;
+  check(cudaGetDevice(&index), "cudaGetDevice");
+  const std::lock_guard lock(mu);
+  int& n = counts.at(size_t(index));
+  if (n == 0) check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, index), "multiprocessor count");
+  return n;
+}
+
 namespace {
 
 // Stream `which` of device `index`, created on first use and kept for the process.

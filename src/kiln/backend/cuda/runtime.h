@@ -22,6 +22,10 @@ void require_device(const Device& device);
 // "NVIDIA H200, 140 GiB, sm_90" for device `index`.
 std::string describe_device(int index);
 
+// Multiprocessors of the current device (cudaGetDevice), asked once per device: what launches
+// size their grids by (grid.h).
+int multiprocessor_count();
+
 // The stream ops on ctx run on: ctx.stream, or the default stream when it is null.
 inline cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
 // Whether `stream` is being captured into a graph (no allocation, synchronisation or host copy).

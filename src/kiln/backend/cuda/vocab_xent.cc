@@ -64,7 +64,7 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
   run(ctx, op, N,
       VocabRowTotalsBody{combined.ptr<float>(), sumexp.ptr<double>(), labels.ptr<int32_t>(), w, lse.ptr<float>(),
                          row_loss, row_hit, N});
-  run(ctx, op, 1, XentTotalsBody{labels.ptr<int32_t>(), w, row_loss, row_hit, N, reinterpret_cast<double*>(totals.data)});
+  xent_totals(ctx, op, labels.ptr<int32_t>(), w, row_loss, row_hit, N, reinterpret_cast<double*>(totals.data));
 }
 
 void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,

@@ -17,14 +17,15 @@ OpCost gather(const BertShapes& s, std::string name, double calls, int64_t rows,
                     double(rows) * (copies_ids ? 12 : 4) + n * (s.e + out_bytes));
 }
 
-// table rows ids[i] += dy row i: dy (rows, H) and the ids read, `touched` rows of the table
-// (`table_bytes` per element: an f32 gradient, or a compute-dtype one) read and written, and `filled`
-// rows zeroed first (a gradient not yet written this step).
+// table rows ids[i] += dy row i: the ids sorted by row, dy (rows, H) and the ids read, `touched`
+// rows of the table (`table_bytes` per element: an f32 gradient, or a compute-dtype one) read and
+// written, and `filled` rows zeroed first (a gradient not yet written this step).
 OpCost scatter_add(const BertShapes& s, std::string name, double calls, int64_t rows, int64_t touched,
                    double filled, double table_bytes) {
   const double H = double(s.H);
   return perf::rows(std::move(name), OpClass::embedding, calls, dims({rows, s.H}, s.dtype) + " rows", double(rows) * H,
-                    double(rows) * (H * s.e + 4) + (2 * double(touched) + filled) * H * table_bytes);
+                    double(rows) * (H * s.e + 4) + scatter_sort_bytes(rows) +
+                        (2 * double(touched) + filled) * H * table_bytes);
 }
 
 }  // namespace

@@ -68,13 +68,15 @@ void Walk::conv_bn(const std::string& conv, const std::string& bn, const nn::Con
                                         o.kernel, o.stride);
   // y = conv(x, w); dx = conv^T(dy, w); dw (f32) = x * dy.
   fwd.push_back(conv_op(conv + ".forward", shape, flops, (x + w + y) * e_));
-  // x read twice (statistics, then normalisation), the shortcut read, y written.
+  // x read twice (statistics, then normalisation), the shortcut read, y written; the sums' partials.
+  const int64_t rows = N_ * s.P() * s.Q();
   fwd.push_back(perf::rows(bn + ".forward", OpClass::norm, 1, act(s.P(), s.Q(), o.out) + (join ? " + shortcut" : ""),
-                           y * kBnFlops, y * e_ * (3 + (join ? 1 : 0)) + double(o.out) * 16));
+                           y * kBnFlops,
+                           y * e_ * (3 + (join ? 1 : 0)) + double(o.out) * 16 + perf::bn_sum_partials(rows, o.out)));
   std::vector<OpCost> back;
   // Sums of dy and dy (x - mean) over x, dy (and y for the ReLU mask), then dx from them: two passes.
   back.push_back(perf::rows(bn + ".backward", OpClass::norm, 1, act(s.P(), s.Q(), o.out), y * kBnBackwardFlops,
-                            y * e_ * (5 + (relu ? 2 : 0)) + double(o.out) * 24));
+                            y * e_ * (5 + (relu ? 2 : 0)) + double(o.out) * 24 + perf::bn_sum_partials(rows, o.out)));
   back.push_back(conv_op(conv + ".backward_weights", shape, flops, (x + y) * e_ + w * 4));
   if (need_dx) back.push_back(conv_op(conv + ".backward_data", shape, flops, (y + w + x) * e_));
   bwd.push_back(std::move(back));

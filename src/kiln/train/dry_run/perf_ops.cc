@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/bn_sums.h"
+#include "kiln/backend/cuda/rows_bodies.h"
 
 namespace kiln::train::perf {
 
@@ -85,6 +87,17 @@ double bias_grad_partials(int64_t rows, int64_t columns) {
 double layernorm_grad_partials(int64_t rows, int64_t columns) {
   const int64_t chunks = (rows + ops::kLayerNormGradRows - 1) / ops::kLayerNormGradRows;
   return 2.0 * double(chunks * columns * 2) * 4;  // (Σ dy x̂, Σ dy) in f32, written then read
+}
+
+double bn_sum_partials(int64_t rows, int64_t channels) {
+  const int64_t chunk = ops::bn_chunk_rows(rows), chunks = (rows + chunk - 1) / chunk;
+  const int64_t runs = chunks * ((chunk + ops::kBnFloatRun - 1) / ops::kBnFloatRun);
+  return 2.0 * 2.0 * double(channels) * (double(runs) * 4 + double(chunks) * 8);
+}
+
+double scatter_sort_bytes(int64_t ids) {
+  const int64_t slices = (ids + ops::cuda::kRankSlice - 1) / ops::cuda::kRankSlice;
+  return 2.0 * double(slices * ids) * 4 + 4.0 * double(ids) * 4;
 }
 
 }  // namespace kiln::train::perf

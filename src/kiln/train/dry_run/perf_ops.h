@@ -51,5 +51,12 @@ inline Math matmul_math(DType t) { return t == DType::f32 ? Math::fp32 : Math::t
 // partials of `columns` sums per chunk are written and read back once.
 double bias_grad_partials(int64_t rows, int64_t columns);
 double layernorm_grad_partials(int64_t rows, int64_t columns);
+// A batch-norm channel pass of two sums per channel (the forward's Σ d, Σ d²; the backward's Σ g,
+// Σ g (x - mean)): f32 sums per run of kBnFloatRun rows, then f64 sums per chunk, each written and
+// read back once (backend/cuda/batchnorm_bodies.h).
+double bn_sum_partials(int64_t rows, int64_t channels);
+// scatter_add_rows's stable sort of its `ids` on the device (backend/cuda/rows_bodies.h): the rank
+// parts written and read, the order and sorted rows written and read.
+double scatter_sort_bytes(int64_t ids);
 
 }  // namespace kiln::train::perf
