@@ -9,9 +9,11 @@
 #include <regex>
 #include <string>
 
+#include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/core/error.h"
 #include "kiln/nn/conv2d.h"
 #include "kiln/train/dry_run/dry_run.h"
+#include "kiln/train/dry_run/perf_ops.h"
 #include "kiln/train/dry_run/resnet_dry_run.h"
 #include "tests/testing/run_command.h"
 
@@ -226,6 +228,9 @@ TEST(PerfModel, ResNet50ConvFlopsMatchTheDryRun) {
   EXPECT_EQ(convs, 53);
   EXPECT_THROW(find(step, "conv1.backward_data"), Error);
 }
+
+// The model's copy of a kernel's constant (train/ includes nothing of backend/cuda/).
+TEST(PerfModel, ScatterSortSlicesAreTheKernels) { EXPECT_EQ(perf::kScatterRankSlice, ops::cuda::kRankSlice); }
 
 TEST(PerfModel, UnknownDeviceIsRefusedNamingTheKnownOnes) {
   try {

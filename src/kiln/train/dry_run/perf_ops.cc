@@ -4,7 +4,6 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/bn_sums.h"
-#include "kiln/backend/cuda/rows_bodies.h"
 
 namespace kiln::train::perf {
 
@@ -96,7 +95,7 @@ double bn_sum_partials(int64_t rows, int64_t channels) {
 }
 
 double scatter_sort_bytes(int64_t ids) {
-  const int64_t slices = (ids + ops::cuda::kRankSlice - 1) / ops::cuda::kRankSlice;
+  const int64_t slices = (ids + kScatterRankSlice - 1) / kScatterRankSlice;
   return 2.0 * double(slices * ids) * 4 + 4.0 * double(ids) * 4;
 }
 

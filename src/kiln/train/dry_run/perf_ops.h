@@ -56,7 +56,9 @@ double layernorm_grad_partials(int64_t rows, int64_t columns);
 // read back once (backend/cuda/batchnorm_bodies.h).
 double bn_sum_partials(int64_t rows, int64_t channels);
 // scatter_add_rows's stable sort of its `ids` on the device (backend/cuda/rows_bodies.h): the rank
-// parts written and read, the order and sorted rows written and read.
+// parts written and read, the order and sorted rows written and read. The ids are ranked in
+// slices of kScatterRankSlice (rows_bodies.h's kRankSlice; a test keeps the two equal).
+inline constexpr int64_t kScatterRankSlice = 512;
 double scatter_sort_bytes(int64_t ids);
 
 }  // namespace kiln::train::perf
