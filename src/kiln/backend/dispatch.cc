@@ -71,12 +71,9 @@ namespace {
 }  // namespace
 #endif
 
-// Each op of the list: backend.h's declaration has the list's parameters, and the entry point
-// checks the arguments' devices, then the arguments (checks.h), and runs the CUDA or the CPU
-// implementation.
+// Each op of the list: the entry point checks the arguments' devices, then the arguments
+// (checks.h), and runs the CUDA or the CPU implementation.
 #define KILN_OP(name, params, args)                                                            \
-  static_assert(std::is_same_v<decltype(&name), void (*)(Context&, KILN_OP_PARAMS params)>,   \
-                "backend.h declares ops::" #name " with other parameters than backend/ops.def"); \
   void name(Context& ctx, KILN_OP_PARAMS params) {                                             \
     [&](const auto&... arg) { (check_arg_devices(ctx, #name, arg), ...); }(KILN_OP_PARAMS args); \
     check_args(check::name{}, KILN_OP_PARAMS args);                                            \

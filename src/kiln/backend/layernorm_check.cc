@@ -38,20 +38,19 @@ void check_forward(const char* op, const Tensor& x, const Tensor& residual, cons
 
 }  // namespace
 
-void check_args(check::layernorm_forward, const Tensor& x, const Tensor& w, const Tensor& b, float,
-                const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+void check_args(check::layernorm_forward, const Tensor& x, const Tensor& w, const Tensor& b, float eps,
+                Tensor& y, Tensor& mean, Tensor& rstd) {
   check_forward("layernorm_forward", x, Tensor{}, Tensor{}, w, b, y, mean, rstd);
 }
 
 void check_args(check::add_layernorm_forward, const Tensor& a, const Tensor& b, const Tensor& w,
-                const Tensor& bias, float, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                const Tensor& rstd) {
+                const Tensor& bias, float eps, Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd) {
   check_forward("add_layernorm_forward", a, b, sum, w, bias, y, mean, rstd);
 }
 
 void check_args(check::layernorm_backward, const Tensor& dy, const Tensor& x, const Tensor& w,
-                const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
-                bool) {
+                const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dw, Tensor& db,
+                bool accumulate_dx) {
   const char* op = "layernorm_backward";
   check_shapes(op, x, w, db, mean, rstd);
   expect_same_numel(op, x, dy);

@@ -1,5 +1,9 @@
+// backend/matmul_check.cc — matmul's argument check (backend/checks.h), made once in the dispatch
+// for both backends: views reaching outside their tensors, mismatched shapes, batches or dtypes,
+// unsupported option combinations.
 #include "kiln/backend/matmul_check.h"
 
+#include "kiln/backend/checks.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
 
@@ -25,8 +29,7 @@ void* element(const MatView& v) {
   return static_cast<std::byte*>(v.t.data) + v.offset * int64_t(dtype_size(v.t.dtype));
 }
 
-MatmulDims check_matmul(const MatView& a, const MatView& b, const MatView& c,
-                        const MatmulOpts& opts) {
+void check_args(check::matmul, const MatView& a, const MatView& b, const MatView& c, const MatmulOpts& opts) {
   check_view(a, "A");
   check_view(b, "B");
   check_view(c, "C");
@@ -55,7 +58,9 @@ MatmulDims check_matmul(const MatView& a, const MatView& b, const MatView& c,
   KILN_CHECK(!opts.bias || opts.alpha == 1.0f, "op matmul: alpha != 1 with a bias is not supported");
   KILN_CHECK(opts.act == Activation::none || opts.beta == 0.0f,
              "op matmul: an activation with beta != 0 is not defined");
-  return {M, N, K};
+  // With no products, neither backend adds a bias or applies an activation (c = beta c).
+  KILN_CHECK(M == 0 || N == 0 || K > 0 || (!opts.bias && opts.act == Activation::none),
+             "op matmul: K = 0 with bias or activation");
 }
 
 }  // namespace kiln::ops

@@ -1,4 +1,5 @@
-// backend/matmul_check.h — what every backend's matmul checks and computes about its views.
+// backend/matmul_check.h — what every backend's matmul computes about its views (the dispatch has
+// checked them: matmul_check.cc).
 #pragma once
 #include <cstdint>
 
@@ -15,9 +16,7 @@ void* element(const MatView& v);
 struct MatmulDims {
   int64_t M, N, K;
 };
-// Throws a kiln::Error naming what breaks matmul's contract (backend.h): views reaching outside
-// their tensors, mismatched shapes, batches or dtypes, unsupported option combinations.
-MatmulDims check_matmul(const MatView& a, const MatView& b, const MatView& c,
-                        const MatmulOpts& opts);
+// op(a) (M, K) times op(b) (K, N).
+inline MatmulDims matmul_dims(const MatView& a, const MatView& b) { return {op_rows(a), op_cols(b), op_cols(a)}; }
 
 }  // namespace kiln::ops

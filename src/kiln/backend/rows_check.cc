@@ -18,11 +18,11 @@ void check_rows(const char* op, const Tensor& table, const Tensor& ids, const Te
 
 }  // namespace
 
-void check_args(check::gather_rows, const Tensor& table, const Tensor& ids, const Tensor& out, int64_t) {
+void check_args(check::gather_rows, const Tensor& table, const Tensor& ids, Tensor& out, int64_t first) {
   check_rows("gather_rows", table, ids, out);
 }
 
-void check_args(check::scatter_add_rows, const Tensor& dy, const Tensor& ids, const Tensor& dtable, int64_t) {
+void check_args(check::scatter_add_rows, const Tensor& dy, const Tensor& ids, Tensor& dtable, int64_t first) {
   check_rows("scatter_add_rows", dtable, ids, dy);
 }
 

@@ -11,11 +11,9 @@
 #include <vector>
 
 #include "kiln/backend/bn_sums.h"
-#include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/route.h"
-#include "kiln/core/error.h"
 
 namespace kiln::ops::cpu {
 namespace {
@@ -207,33 +205,15 @@ void stats_from_sums(const double* sum, const double* squares, int64_t rows, int
   }
 }
 
-// Checks the shapes and dtypes shared by every batch-norm op; returns the number of rows.
-int64_t check_bn(const char* op, const Tensor& x, const Tensor& y,
-                 std::initializer_list<const Tensor*> channel_vectors) {
-  KILN_CHECK(x.rank() >= 1, "op {}: input has no channel dimension", op);
-  const int64_t C = x.dim(-1);
-  KILN_CHECK(y.shape == x.shape, "op {}: output {} does not match input {}", op,
-             shape_str(y.shape), shape_str(x.shape));
-  KILN_CHECK(y.dtype == x.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(x.dtype),
-             dtype_name(y.dtype));
-  for (const Tensor* t : channel_vectors) {
-    expect_dtype(op, "channel vector", *t, {DType::f32});
-    KILN_CHECK(t->numel() == C, "op {}: channel vector {} does not match {} channels", op,
-               shape_str(t->shape), C);
-  }
-  return C == 0 ? 0 : x.numel() / C;
-}
+// The rows of x (rows, C).
+int64_t rows_of(const Tensor& x) { return x.numel() / x.dim(-1); }
 
 const float* f32(const Tensor& t) { return t.ptr<float>(); }
 
-// The residual's elements, or null when it is undefined; it must match x.
+// The residual's elements, or null when it is undefined.
 template <typename T>
-const T* residual_of(const char* op, const Tensor& residual, const Tensor& x) {
-  if (!residual.defined()) return nullptr;
-  KILN_CHECK(residual.shape == x.shape && residual.dtype == x.dtype,
-             "op {}: residual {} {} does not match input {} {}", op, dtype_name(residual.dtype),
-             shape_str(residual.shape), dtype_name(x.dtype), shape_str(x.shape));
-  return residual.ptr<T>();
+const T* residual_of(const Tensor& residual) {
+  return residual.defined() ? residual.ptr<T>() : nullptr;
 }
 
 }  // namespace
@@ -243,37 +223,19 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              Tensor& var, const Tensor& residual) {
   const OpScope scope = expect_cpu(ctx, "batchnorm_train_forward",
                                    {&x, &gamma, &beta, &y, &mean, &var, &residual});
-  const int64_t rows =
-      check_bn("batchnorm_train_forward", x, y, {&gamma, &beta, &mean, &var});
-  const int64_t C = x.dim(-1);
-  KILN_CHECK(rows > 0, "op batchnorm_train_forward: input {} is empty", shape_str(x.shape));
+  const int64_t rows = rows_of(x), C = x.dim(-1);
   const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, "batchnorm_train_forward", [&]<typename T>(T) {
     train_statistics(ctx, x.ptr<T>(), rows, C, mean.ptr<float>(), var.ptr<float>());
     normalize(ctx, x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, C, eps, relu,
-              residual_of<T>("batchnorm_train_forward", residual, x), y.ptr<T>());
+              residual_of<T>(residual), y.ptr<T>());
   });
 }
-
-namespace {
-
-// Checks x and the f64 channel vectors of the SyncBN steps; returns the rows of x.
-int64_t check_sums(const char* op, const Tensor& x, std::initializer_list<const Tensor*> sums) {
-  KILN_CHECK(x.rank() >= 1 && x.numel() > 0, "op {}: input {} is empty", op, shape_str(x.shape));
-  const int64_t C = x.dim(-1);
-  for (const Tensor* t : sums) {
-    expect_dtype(op, "channel sums", *t, {DType::f64});
-    KILN_CHECK(t->numel() == C, "op {}: channel sums {} do not match {} channels", op, shape_str(t->shape), C);
-  }
-  return x.numel() / C;
-}
-
-}  // namespace
 
 void batchnorm_channel_sums(Context& ctx, const Tensor& x, Tensor& sum) {
   const char* op = "batchnorm_channel_sums";
   const OpScope scope = expect_cpu(ctx, op, {&x, &sum});
-  const int64_t rows = check_sums(op, x, {&sum});
+  const int64_t rows = rows_of(x);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) { sum_x(x.ptr<T>(), rows, x.dim(-1), sum.ptr<double>()); });
 }
 
@@ -281,8 +243,7 @@ void batchnorm_channel_deviations(Context& ctx, const Tensor& x, const Tensor& s
                                   Tensor& squares) {
   const char* op = "batchnorm_channel_deviations";
   const OpScope scope = expect_cpu(ctx, op, {&x, &sum, &squares});
-  const int64_t rows = check_sums(op, x, {&sum, &squares});
-  KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
+  const int64_t rows = rows_of(x);
   const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     sum_squared_deviations(ctx, x.ptr<T>(), rows, x.dim(-1), sum.ptr<double>(), total_rows, squares.ptr<double>());
@@ -293,15 +254,7 @@ void batchnorm_stats_from_sums(Context& ctx, const Tensor& sum, const Tensor& sq
                                Tensor& var) {
   const char* op = "batchnorm_stats_from_sums";
   const OpScope scope = expect_cpu(ctx, op, {&sum, &squares, &mean, &var});
-  expect_dtype(op, "sum", sum, {DType::f64});
-  expect_dtype(op, "squares", squares, {DType::f64});
-  expect_dtype(op, "mean", mean, {DType::f32});
-  expect_dtype(op, "var", var, {DType::f32});
-  const int64_t C = sum.numel();
-  KILN_CHECK(squares.numel() == C && mean.numel() == C && var.numel() == C && rows > 0,
-             "op {}: {} channels, {} rows: shapes {} {} {}", op, C, rows, shape_str(squares.shape),
-             shape_str(mean.shape), shape_str(var.shape));
-  stats_from_sums(sum.ptr<double>(), squares.ptr<double>(), rows, C, mean.ptr<float>(), var.ptr<float>());
+  stats_from_sums(sum.ptr<double>(), squares.ptr<double>(), rows, sum.numel(), mean.ptr<float>(), var.ptr<float>());
 }
 
 void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
@@ -309,11 +262,11 @@ void batchnorm_eval_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                             bool relu, Tensor& y, const Tensor& residual) {
   const OpScope scope = expect_cpu(ctx, "batchnorm_eval_forward",
                                    {&x, &gamma, &beta, &mean, &var, &y, &residual});
-  const int64_t rows = check_bn("batchnorm_eval_forward", x, y, {&gamma, &beta, &mean, &var});
+  const int64_t rows = rows_of(x);
   const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, "batchnorm_eval_forward", [&]<typename T>(T) {
     normalize(ctx, x.ptr<T>(), f32(gamma), f32(beta), f32(mean), f32(var), rows, x.dim(-1), eps, relu,
-              residual_of<T>("batchnorm_eval_forward", residual, x), y.ptr<T>());
+              residual_of<T>(residual), y.ptr<T>());
   });
 }
 
@@ -385,10 +338,7 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
                         bool relu, bool training, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const char* op = "batchnorm_backward";
   const OpScope scope = expect_cpu(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &dx, &dgamma, &dbeta});
-  const int64_t rows = check_bn(op, x, y, {&gamma, &mean, &var, &dgamma, &dbeta});
-  check_bn(op, x, dy, {});
-  check_bn(op, x, dx, {});
-  const int64_t C = x.dim(-1);
+  const int64_t rows = rows_of(x), C = x.dim(-1);
   const ScratchScope own_scratch(ctx);
   Tensor sums = ctx.scratch_tensor({2 * C}, DType::f64);
   double* const s = sums.ptr<double>();
@@ -407,11 +357,7 @@ void batchnorm_backward_sums(Context& ctx, const Tensor& x, const Tensor& y, con
                              bool relu, Tensor& sums) {
   const char* op = "batchnorm_backward_sums";
   const OpScope scope = expect_cpu(ctx, op, {&x, &y, &dy, &mean, &sums});
-  const int64_t rows = check_bn(op, x, y, {&mean});
-  check_bn(op, x, dy, {});
-  const int64_t C = x.dim(-1);
-  expect_dtype(op, "sums", sums, {DType::f64});
-  KILN_CHECK(sums.numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(sums.shape), C);
+  const int64_t rows = rows_of(x), C = x.dim(-1);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_flag(relu, [&](auto r) {
       constexpr bool Relu = decltype(r)::value;
@@ -427,15 +373,7 @@ void batchnorm_backward_from_sums(Context& ctx, const Tensor& x, const Tensor& y
   const char* op = "batchnorm_backward_from_sums";
   const OpScope scope =
       expect_cpu(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &local_sums, &global_sums, &dx, &dgamma, &dbeta});
-  const int64_t rows = check_bn(op, x, y, {&gamma, &mean, &var, &dgamma, &dbeta});
-  check_bn(op, x, dy, {});
-  check_bn(op, x, dx, {});
-  const int64_t C = x.dim(-1);
-  for (const Tensor* t : {&local_sums, &global_sums}) {
-    expect_dtype(op, "sums", *t, {DType::f64});
-    KILN_CHECK(t->numel() == 2 * C, "op {}: sums {} are not 2 x {} channels", op, shape_str(t->shape), C);
-  }
-  KILN_CHECK(total_rows >= rows, "op {}: {} total rows, fewer than the {} here", op, total_rows, rows);
+  const int64_t rows = rows_of(x), C = x.dim(-1);
   const ScratchScope own_scratch(ctx);
   cpu::dispatch_float(x.dtype, op, [&]<typename T>(T) {
     with_flag(relu, [&](auto r) {
@@ -452,7 +390,7 @@ void batchnorm_update_running(Context& ctx, const Tensor& mean, const Tensor& va
                               Tensor& num_batches_tracked) {
   const char* op = "batchnorm_update_running";
   const OpScope scope = expect_cpu(ctx, op, {&mean, &var, &running_mean, &running_var, &num_batches_tracked});
-  const int64_t C = check_running_update(op, mean, var, rows, running_mean, running_var, num_batches_tracked);
+  const int64_t C = mean.numel();
   const float unbias = float(double(rows) / double(rows - 1));
   const float *m = mean.ptr<float>(), *v = var.ptr<float>();
   float *rm = running_mean.ptr<float>(), *rv = running_var.ptr<float>();

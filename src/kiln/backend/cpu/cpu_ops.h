@@ -1,6 +1,5 @@
-// backend/cpu/cpu_ops.h — the CPU implementations of the op table (backend/backend.h has the
-// contracts, backend/ops.def the list); backend/dispatch.cc calls them for CPU
-// contexts.
+// backend/cpu/cpu_ops.h — the CPU implementations of the op table (backend/ops.def, the list with
+// the contracts); backend/dispatch.cc calls them for CPU contexts.
 #pragma once
 #include "kiln/backend/backend.h"
 

@@ -5,29 +5,16 @@
 #include <algorithm>
 #include <limits>
 
-#include "kiln/backend/cnn_check.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/pool_cover.h"
 #include "kiln/backend/route.h"
-#include "kiln/core/error.h"
 
 namespace kiln::ops::cpu {
 
 using cpu::load;
 
 namespace {
-
-void check_pool(const char* op, const PoolShape& s, const Tensor& x, const char* x_name,
-                const Tensor& y, const char* y_name) {
-  KILN_CHECK(s.P() > 0 && s.Q() > 0, "op {}: input {}x{} is too small for window {}x{}", op, s.H,
-             s.W, s.R, s.S);
-  const Shape xs{s.N, s.H, s.W, s.C}, ys{s.N, s.P(), s.Q(), s.C};
-  KILN_CHECK(x.shape == xs, "op {}: {} is {}, the pool takes {}", op, x_name, shape_str(x.shape),
-             shape_str(xs));
-  KILN_CHECK(y.shape == ys, "op {}: {} is {}, the pool makes {}", op, y_name, shape_str(y.shape),
-             shape_str(ys));
-}
 
 // The window's first valid tap starts the running max; a later tap replaces it only where it is
 // larger (so the first maximum in scan order wins, and a NaN that started it stays).
@@ -62,12 +49,6 @@ void maxpool_forward(Context& ctx, const PoolShape& s, const Tensor& x, Tensor& 
                      Tensor& argmax) {
   const char* op = "maxpool_forward";
   const OpScope scope = expect_cpu(ctx, op, {&x, &y, &argmax});
-  check_pool(op, s, x, "input", y, "output");
-  KILN_CHECK(x.dtype == y.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(x.dtype),
-             dtype_name(y.dtype));
-  expect_dtype(op, "argmax", argmax, {DType::i32});
-  KILN_CHECK(argmax.shape == y.shape, "op {}: argmax {} does not match output {}", op,
-             shape_str(argmax.shape), shape_str(y.shape));
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
   const ScratchScope own_scratch(ctx);
   Tensor running_max = ctx.scratch_tensor({s.N * P, C}, DType::f32);  // per output row
@@ -112,12 +93,6 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
                       Tensor& dx) {
   const char* op = "maxpool_backward";
   const OpScope scope = expect_cpu(ctx, op, {&dy, &argmax, &dx});
-  check_pool(op, s, dx, "input gradient", dy, "output gradient");
-  KILN_CHECK(dx.dtype == dy.dtype, "op {}: dtypes {} and {} differ", op, dtype_name(dy.dtype),
-             dtype_name(dx.dtype));
-  expect_dtype(op, "argmax", argmax, {DType::i32});
-  KILN_CHECK(argmax.shape == dy.shape, "op {}: argmax {} does not match gradient {}", op,
-             shape_str(argmax.shape), shape_str(dy.shape));
   const int64_t P = s.P(), Q = s.Q(), C = s.C;
   const ScratchScope own_scratch(ctx);
   Tensor pixel_sums = ctx.scratch_tensor({s.N * s.H, C}, DType::f32);  // per input row
@@ -160,7 +135,7 @@ void maxpool_backward(Context& ctx, const PoolShape& s, const Tensor& dy, const 
 void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y) {
   const char* op = "global_avgpool_forward";
   const OpScope scope = expect_cpu(ctx, op, {&x, &y});
-  const int64_t HW = check_avgpool(op, x, y);
+  const int64_t HW = x.dim(1) * x.dim(2);
   const int64_t N = x.dim(0), C = x.dim(3);
   const ScratchScope own_scratch(ctx);
   Tensor image_sums = ctx.scratch_tensor({N, C}, DType::f32);  // (N, C) in f32
@@ -189,7 +164,7 @@ void global_avgpool_forward(Context& ctx, const Tensor& x, Tensor& y) {
 void global_avgpool_backward(Context& ctx, const Tensor& dy, Tensor& dx) {
   const char* op = "global_avgpool_backward";
   const OpScope scope = expect_cpu(ctx, op, {&dy, &dx});
-  const int64_t HW = check_avgpool(op, dx, dy);
+  const int64_t HW = dx.dim(1) * dx.dim(2);
   const int64_t N = dx.dim(0), C = dx.dim(3);
   cpu::dispatch_float(dy.dtype, op, [&]<typename S>(S) {
     cpu::dispatch_float(dx.dtype, op, [&]<typename D>(D) {

@@ -9,31 +9,17 @@
 #include "kiln/backend/cpu/typed.h"
 #include "kiln/backend/cpu/xent_rows.h"
 #include "kiln/backend/route.h"
-#include "kiln/backend/vocab_xent_check.h"
-#include "kiln/core/error.h"
 
 namespace kiln::ops::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = 8192;
 
-void check_shard(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& rows,
-                 int64_t row_width) {
-  KILN_CHECK(logits.rank() == 2, "op {}: logits {} are not (N, V)", op, shape_str(logits.shape));
-  expect_dtype(op, "labels", labels, {DType::i32});
-  const int64_t N = logits.dim(0);
-  KILN_CHECK(labels.numel() == N && rows.numel() == N * row_width,
-             "op {}: logits {} need {} labels and {} x {} row values, got {} and {}", op,
-             shape_str(logits.shape), N, N, row_width, labels.numel(), rows.numel());
-}
-
 }  // namespace
 
 void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& labels, int64_t start,
                          Tensor& partials) {
   const OpScope scope = expect_cpu(ctx, "vocab_xent_partials", {&logits, &labels, &partials});
-  check_shard("vocab_xent_partials", logits, labels, partials, 3);
-  expect_dtype("vocab_xent_partials", "partials", partials, {DType::f32});
   const int64_t N = logits.dim(0), V = logits.dim(1);
   const int32_t* y = labels.ptr<int32_t>();
   float* out = partials.ptr<float>();
@@ -52,11 +38,6 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
 
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
   const OpScope scope = expect_cpu(ctx, "vocab_xent_sumexp", {&logits, &max, &sumexp});
-  KILN_CHECK(logits.rank() == 2 && max.numel() == logits.dim(0) && sumexp.numel() == logits.dim(0),
-             "op vocab_xent_sumexp: logits {}, max {}, sumexp {}", shape_str(logits.shape),
-             shape_str(max.shape), shape_str(sumexp.shape));
-  expect_dtype("vocab_xent_sumexp", "max", max, {DType::f32});
-  expect_dtype("vocab_xent_sumexp", "sumexp", sumexp, {DType::f64});
   const int64_t N = logits.dim(0), V = logits.dim(1);
   const float* m = max.ptr<float>();
   double* s = sumexp.ptr<double>();
@@ -70,7 +51,7 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
 
 void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {
   const OpScope scope = expect_cpu(ctx, "vocab_xent_combine", {&gathered, &combined});
-  const int64_t N = check_vocab_combine("vocab_xent_combine", gathered, combined), R = gathered.dim(0);
+  const int64_t N = combined.dim(1), R = gathered.dim(0);
   const float* g = gathered.ptr<float>();
   float *max = combined.ptr<float>(), *argmax = max + N, *target = max + 2 * N;
   for (int64_t i = 0; i < N; ++i) {
@@ -89,7 +70,7 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
                        const Tensor& weights, Tensor& lse, Tensor& totals) {
   const char* op = "vocab_xent_totals";
   const OpScope scope = expect_cpu(ctx, op, {&combined, &sumexp, &labels, &weights, &lse, &totals});
-  const int64_t N = check_vocab_totals(op, combined, sumexp, labels, weights, lse, totals);
+  const int64_t N = combined.dim(1);
   const float *max = combined.ptr<float>(), *argmax = max + N, *target = max + 2 * N;
   const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
   const int32_t* y = labels.ptr<int32_t>();
@@ -113,17 +94,7 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const OpScope scope =
       expect_cpu(ctx, "vocab_xent_backward", {&logits, &lse, &labels, &weights, &totals, &dlogits});
-  expect_xent_totals("vocab_xent_backward", totals);
-  check_shard("vocab_xent_backward", logits, labels, lse, 1);
-  expect_dtype("vocab_xent_backward", "lse", lse, {DType::f32});
-  KILN_CHECK(dlogits.shape == logits.shape, "op vocab_xent_backward: dlogits {} for logits {}",
-             shape_str(dlogits.shape), shape_str(logits.shape));
   const int64_t N = logits.dim(0), V = logits.dim(1);
-  if (weights.defined()) {
-    expect_dtype("vocab_xent_backward", "weights", weights, {DType::f32});
-    KILN_CHECK(weights.numel() == N, "op vocab_xent_backward: {} weights for {} rows",
-               weights.numel(), N);
-  }
   const int32_t* y = labels.ptr<int32_t>();
   const float* w = weights.defined() ? weights.ptr<float>() : nullptr;
   const float* l = lse.ptr<float>();

@@ -1,5 +1,5 @@
-// backend/cuda/cuda_ops.h — the CUDA backend's implementations of the op table (backend/backend.h
-// has the contracts, backend/ops.def the list); backend/dispatch.cc calls them for CUDA contexts.
+// backend/cuda/cuda_ops.h — the CUDA backend's implementations of the op table (backend/ops.def,
+// the list with the contracts); backend/dispatch.cc calls them for CUDA contexts.
 #pragma once
 #include "kiln/backend/backend.h"
 #include "kiln/backend/graph.h"

@@ -36,6 +36,12 @@ void run(Context& ctx, const char* op, int64_t items, const Body& body) {
   check_launch(op);
 }
 
+// An optional f32 tensor's elements for a body: null where it is undefined (the weights of a
+// cross-entropy's rows).
+inline const float* weights_of(const Tensor& weights) {
+  return weights.defined() ? weights.ptr<float>() : nullptr;
+}
+
 // A float tensor's elements for a body; throws unless its dtype is f32, bf16 or f16.
 inline FloatPtr float_ptr(const char* op, const char* what, const Tensor& t) {
   expect_dtype(op, what, t, kFloat);

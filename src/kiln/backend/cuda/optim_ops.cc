@@ -60,40 +60,19 @@ const DevicePlan& device_plan(const Context& ctx, std::span<const TensorSegment>
   return plans->emplace(std::move(key), upload(plan_chunks(segments))).first->second;
 }
 
-// Throws unless the defined flat buffers are f32 and hold every segment.
-void check_segments(const char* op, std::span<const TensorSegment> segments,
-                    std::initializer_list<const Tensor*> flat) {
-  for (const Tensor* t : flat) {
-    if (!t->defined()) continue;
-    expect_dtype(op, "flat buffer", *t, {DType::f32});
-    for (const TensorSegment& s : segments)
-      KILN_CHECK(s.offset >= 0 && s.numel >= 0 && s.offset + s.numel <= t->numel(),
-                 "op {}: segment [{}, {}) outside a buffer of {} elements", op, s.offset,
-                 s.offset + s.numel, t->numel());
-  }
-}
-
-void check_sums(const char* op, const Tensor& sums, int64_t want) {
-  expect_dtype(op, "sums", sums, {DType::i64});
-  KILN_CHECK(sums.numel() == want, "op {}: sums hold {} values, {} needed", op, sums.numel(), want);
-}
-
 // The bf16 / f16 weight copy to refresh, or a null FloatPtr.
-FloatPtr compute_copy(const char* op, const Tensor& w, const Tensor& w_compute) {
+FloatPtr compute_copy(const Tensor& w_compute) {
   if (!w_compute.defined()) return {};
-  expect_dtype(op, "w_compute", w_compute, {DType::bf16, DType::f16});
-  expect_same_numel(op, w, w_compute);
   return {w_compute.data, w_compute.dtype};
 }
 
-// The step's scalars block on the device, checked.
-double* step_scalars(const char* op, const Tensor& scalars) {
-  expect_step_scalars(op, scalars);
+// The step's scalars block on the device.
+double* step_scalars(const Tensor& scalars) {
   return reinterpret_cast<double*>(scalars.data);
 }
 
-AdamScalars adam_scalars(const char* op, const AdamStep& p, const Tensor& scalars) {
-  return {p.beta1, p.beta2, p.eps, p.weight_decay, step_scalars(op, scalars)};
+AdamScalars adam_scalars(const AdamStep& p, const Tensor& scalars) {
+  return {p.beta1, p.beta2, p.eps, p.weight_decay, step_scalars(scalars)};
 }
 
 // Scratch for the lane sums of a plan: two doubles per lane.
@@ -126,9 +105,7 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
   expect_unsplit(op, a);
   const OpScope scope = expect_cuda(ctx, op, {&a, &b, &sums});
   const ScratchScope own_scratch(ctx);
-  check_segments(op, segments, {&a, &b});
   const int64_t n = int64_t(segments.size());
-  check_sums(op, sums, b.defined() ? 2 * n : n);
   const DevicePlan& plan = device_plan(ctx, segments);
   Tensor holder;
   double* partial = lane_partials(ctx, holder, plan);
@@ -139,31 +116,27 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
 
 void scale_all(Context& ctx, Tensor& x, float factor) {
   const OpScope scope = expect_cuda(ctx, "scale_all", {&x});
-  expect_dtype("scale_all", "x", x, {DType::f32});
   run(ctx, "scale_all", x.numel(), ScaleBody<float, float>{x.ptr<float>(), x.ptr<float>(), factor});
 }
 
 void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot) {
   const char* op = "scale_by_step_scalar";
   const OpScope scope = expect_cuda(ctx, op, {&x, &scalars});
-  expect_dtype(op, "x", x, {DType::f32});
-  run(ctx, op, x.numel(), ScaleByScalarBody{x.ptr<float>(), step_scalars(op, scalars), int(slot)});
+  run(ctx, op, x.numel(), ScaleByScalarBody{x.ptr<float>(), step_scalars(scalars), int(slot)});
 }
 
 void step_norm_squares(Context& ctx, const Tensor& sums, const Tensor& owners, Tensor& scalars) {
   const char* op = "step_norm_squares";
   const OpScope scope = expect_cuda(ctx, op, {&sums, &owners, &scalars});
-  expect_dtype(op, "owners", owners, {DType::i32});
-  check_sums(op, sums, owners.numel());
   run(ctx, op, 1,
       StepNormSquaresBody{reinterpret_cast<const double*>(sums.data), owners.ptr<int32_t>(), owners.numel(),
-                          step_scalars(op, scalars)});
+                          step_scalars(scalars)});
 }
 
 void step_decide(Context& ctx, Tensor& scalars) {
   const char* op = "step_decide";
   const OpScope scope = expect_cuda(ctx, op, {&scalars});
-  run(ctx, op, 1, StepDecideBody{step_scalars(op, scalars)});
+  run(ctx, op, 1, StepDecideBody{step_scalars(scalars)});
 }
 
 void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
@@ -171,11 +144,10 @@ void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
   const char* op = "adamw_update";
   expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &w_compute});
-  check_segments(op, segments, {&w, &g, &m, &v});
-  const FloatPtr compute = compute_copy(op, w, w_compute);
+  const FloatPtr compute = compute_copy(w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
   run(ctx, op, plan.chunk_count * kSumChunk,
-      AdamWBody{plan.chunks, plan.segments, adam_scalars(op, p, scalars), w.ptr<float>(), g.ptr<float>(),
+      AdamWBody{plan.chunks, plan.segments, adam_scalars(p, scalars), w.ptr<float>(), g.ptr<float>(),
                 m.ptr<float>(), v.ptr<float>(), compute});
 }
 
@@ -186,13 +158,11 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
   expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &norms});
   const ScratchScope own_scratch(ctx);
-  check_segments(op, segments, {&w, &g, &m, &v});
-  check_sums(op, norms, 2 * int64_t(segments.size()));
   const DevicePlan& plan = device_plan(ctx, segments);
   Tensor holder;
   double* partial = lane_partials(ctx, holder, plan);
   run(ctx, op, plan.chunk_count * kLanes,
-      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(op, p, scalars), w.ptr<float>(), g.ptr<float>(),
+      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(p, scalars), w.ptr<float>(), g.ptr<float>(),
                       m.ptr<float>(), v.ptr<float>(), partial});
   segment_totals(ctx, op, plan, partial, segments.size(), reinterpret_cast<double*>(norms.data), true);
 }
@@ -203,11 +173,9 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
   expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &m, &v, &w_compute});
   const ScratchScope own_scratch(ctx);
-  check_segments(op, segments, {&w, &m, &v});
-  check_sums(op, norms, 2 * int64_t(segments.size()));
-  const FloatPtr compute = compute_copy(op, w, w_compute);
+  const FloatPtr compute = compute_copy(w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
-  const AdamScalars adam = adam_scalars(op, p, scalars);
+  const AdamScalars adam = adam_scalars(p, scalars);
   Tensor holder;
   float* step = segment_steps(ctx, holder, segments.size());
   run(ctx, op, int64_t(segments.size()),
@@ -223,11 +191,9 @@ void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::sp
   expect_unsplit(op, w);
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &norms, &w, &g, &momentum, &w_compute});
   const ScratchScope own_scratch(ctx);
-  check_segments(op, segments, {&w, &g, &momentum});
-  check_sums(op, norms, 2 * int64_t(segments.size()));
-  const FloatPtr compute = compute_copy(op, w, w_compute);
+  const FloatPtr compute = compute_copy(w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
-  const double* values = step_scalars(op, scalars);
+  const double* values = step_scalars(scalars);
   Tensor holder;
   float* step = segment_steps(ctx, holder, segments.size());
   run(ctx, op, int64_t(segments.size()),

@@ -5,8 +5,8 @@
 #include "kiln/backend/cuda/losses_bodies.h"
 #include "kiln/backend/cuda/rows_bodies.h"
 #include "kiln/backend/cuda/cuda_ops.h"
-#include "kiln/backend/cuda/xent_checks.h"
-#include "kiln/backend/vocab_xent_check.h"
+#include "kiln/backend/cuda/op_checks.h"
+#include "kiln/backend/cuda/xent_totals.h"
 
 namespace kiln::ops::cuda {
 
@@ -14,8 +14,7 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
                          Tensor& partials) {
   const char* op = "vocab_xent_partials";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &labels, &partials});
-  const int64_t N = check_xent_rows(op, logits, labels, Tensor{}, partials, 3);
-  expect_dtype(op, "partials", partials, {DType::f32});
+  const int64_t N = logits.dim(0);
   const ScratchScope own_scratch(ctx);
   const int64_t V = logits.dim(1), lanes = N * kRowLanes;
   // Held until the op returns: without an arena, scratch is device memory of its own.
@@ -31,12 +30,6 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
 void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Tensor& sumexp) {
   const char* op = "vocab_xent_sumexp";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &max, &sumexp});
-  KILN_CHECK(logits.rank() == 2 && max.numel() == logits.dim(0) &&
-                 sumexp.numel() == logits.dim(0),
-             "op {}: logits {}, max {}, sumexp {}", op, shape_str(logits.shape),
-             shape_str(max.shape), shape_str(sumexp.shape));
-  expect_dtype(op, "max", max, {DType::f32});
-  expect_dtype(op, "sumexp", sumexp, {DType::f64});
   const ScratchScope own_scratch(ctx);
   const int64_t N = logits.dim(0);
   Tensor lane_sum = ctx.scratch_tensor({N * kRowLanes}, DType::f64);  // held until the op returns
@@ -48,7 +41,7 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
 void vocab_xent_combine(Context& ctx, const Tensor& gathered, Tensor& combined) {
   const char* op = "vocab_xent_combine";
   const OpScope scope = expect_cuda(ctx, op, {&gathered, &combined});
-  const int64_t N = check_vocab_combine(op, gathered, combined);
+  const int64_t N = combined.dim(1);
   run(ctx, op, N, VocabCombineBody{gathered.ptr<float>(), combined.ptr<float>(), gathered.dim(0), N});
 }
 
@@ -56,7 +49,7 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
                        const Tensor& weights, Tensor& lse, Tensor& totals) {
   const char* op = "vocab_xent_totals";
   const OpScope scope = expect_cuda(ctx, op, {&combined, &sumexp, &labels, &weights, &lse, &totals});
-  const int64_t N = check_vocab_totals(op, combined, sumexp, labels, weights, lse, totals);
+  const int64_t N = combined.dim(1);
   Tensor rows = ctx.scratch_tensor({2, N}, DType::i64);  // per row: loss term (f64 bits), hit
   double* row_loss = reinterpret_cast<double*>(rows.data);
   int64_t* row_hit = rows.ptr<int64_t>() + N;
@@ -72,9 +65,6 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const char* op = "vocab_xent_backward";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &totals, &dlogits});
-  expect_xent_totals(op, totals);
-  check_xent_rows(op, logits, labels, weights, lse, 1);
-  check_grad(op, logits, lse, dlogits);
   run(ctx, op, logits.numel(),
       VocabGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
                     lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),

@@ -5,6 +5,7 @@
 #include "kiln/core/error.h"
 #include "kiln/core/notice.h"
 #include "kiln/train/config/devices_config.h"
+#include "kiln/train/config/shared_flags.h"
 #include "kiln/train/dry_run/device_model.h"
 
 namespace kiln::train {
@@ -174,22 +175,10 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
   r.add_bool("parallel.sequence_parallel", &c.sequence_parallel, "", {"--sequence-parallel"},
              "split the LayerNorm and dropout regions along the sequence over the tensor-parallel group "
              "(all-gather and reduce-scatter in place of all-reduce)");
-  r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
-             "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
-  register_ddp_config(r, c.ddp);
-  r.add_float("parallel.save_timeout", &c.save_timeout, "", {"--save-timeout"},
-              "seconds the ranks wait for each other across a checkpoint save or an evaluation, instead of "
-              "--dist-timeout (0: forever)");
-  r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
-              "seconds a collective waits for the other ranks before every rank ends (0: forever)");
+  register_data_parallel_flags(r, c);
   r.add_int("train.train_steps", &c.train_steps, "TRAIN_STEPS", {"--train-iters"},
             "optimizer steps (schedule length)");
-  r.add_int("train.benchmark", &c.benchmark, "BENCHMARK", {"--benchmark"},
-            "run N steps and print the estimated time to train");
-  r.add_int("train.exit_interval", &c.exit_interval, "", {"--exit-interval"},
-            "stop after this step, e.g. to resume later");
-  r.add_int("train.seed", &c.seed, "SEED", {"--seed"}, "seed for init, dropout and data order");
-  r.add_int("train.threads", &c.threads, "", {"--threads"}, "CPU threads (0: all cores)");
+  register_run_length_flags(r, c, "seed for init, dropout and data order", "CPU threads (0: all cores)");
   r.add_string("train.matmul_dtype", &c.matmul_dtype, "", {"--matmul-dtype"},
                "deprecated: bf16 = --bf16");
   register_precision_config(r, c.precision);
@@ -226,17 +215,7 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
 
   r.add_bool("eval.at_start", &c.eval_at_start, "", {"--eval-at-start"},
              "evaluate before the first step too");
-  r.add_int("run.log_interval", &c.log_interval, "", {"--log-interval"}, "steps per console line");
-  r.add_string("run.output_dir", &c.output_dir, "", {"--output-dir"},
-               "directory for result_bert_<seed>.log");
-  r.add_string("run.save_dir", &c.save_dir, "SAVE_CKPT_DIR", {"--save"}, "checkpoint directory");
-  r.add_int("run.save_interval", &c.save_interval, "SAVE_CKPT_FREQ", {"--save-interval"},
-            "steps between checkpoints");
-  r.add_int("run.keep_checkpoints", &c.keep_checkpoints, "KEEP_CKPT_AMOUNT", {"--keep-checkpoints"},
-            "newest checkpoints kept");
-  r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
-               "resume from the newest checkpoint in this directory");
-  register_resume_flags(r, c.resume);
+  register_output_flags(r, c, "directory for result_bert_<seed>.log", "SAVE_CKPT_FREQ", "steps between checkpoints");
   r.add_string("run.init_checkpoint", &c.init_checkpoint, "INIT_CKPT_DIR", {"--init-checkpoint"},
                "start from the weights of this TensorFlow BERT checkpoint (MLPerf's model.ckpt-28252: its "
                "directory or prefix); a checkpoint found in --load takes precedence");
@@ -244,16 +223,10 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
                "write TensorBoard event files here");
   r.add_string("run.log_format", &c.log_format, "", {"--log-format"},
                "console lines: kiln, megatron or auto");
-  r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
-             "print parameters, memory per rank and FLOPs per step, then exit");
-  r.add_string("run.device_model", &c.device_model, "", {"--device-model"},
-               "with --dry-run: the expected step on this device, by op class (h200, h100, a100)");
+  register_dry_run_flags(r, c);
   r.add_bool("run.init_random", &c.init_random, "", {"--init-random"},
              "MLPerf run phase: start from random weights instead of run.init_checkpoint");
-  r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
-  r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
-               "MLPerf submission_platform");
-  register_mlperf_phase(r, c.mlperf);
+  register_submission_flags(r, c);
 }
 
 void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {

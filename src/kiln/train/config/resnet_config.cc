@@ -5,6 +5,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/train/config/devices_config.h"
+#include "kiln/train/config/shared_flags.h"
 #include "kiln/train/dry_run/device_model.h"
 
 namespace kiln::train {
@@ -50,25 +51,13 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
   r.add_int("train.batch_size", &c.batch_size, "BS", {"--batch-size", "--global-batch-size"},
             "images per step");
   r.add_int("train.epochs", &c.epochs, "EPOCHS", {"--epochs"}, "epochs (schedule length)");
-  r.add_int("train.benchmark", &c.benchmark, "BENCHMARK", {"--benchmark"},
-            "run N steps and print the estimated time to train");
-  r.add_int("train.exit_interval", &c.exit_interval, "", {"--exit-interval"},
-            "stop after this step, e.g. to resume later");
-  r.add_int("train.seed", &c.seed, "SEED", {"--seed"}, "seed for init, augmentation and order");
-  r.add_int("train.threads", &c.threads, "", {"--threads"}, "compute threads (0: all cores)");
+  register_run_length_flags(r, c, "seed for init, augmentation and order", "compute threads (0: all cores)");
   register_precision_config(r, c.precision);
 
   register_devices_config(r, c.devices);
   r.add_bool("parallel.sync_bn", &c.sync_bn, "SYNCBN", {"--sync-bn"},
              "BatchNorm statistics over the images of every rank (default: per rank)");
-  r.add_bool("parallel.use_distributed_optimizer", &c.distributed_optimizer, "", {"--use-distributed-optimizer"},
-             "shard the optimizer state over the data-parallel ranks (ZeRO-1)");
-  register_ddp_config(r, c.ddp);
-  r.add_float("parallel.save_timeout", &c.save_timeout, "", {"--save-timeout"},
-              "seconds the ranks wait for each other across a checkpoint save or an evaluation, instead of "
-              "--dist-timeout (0: forever)");
-  r.add_float("parallel.dist_timeout", &c.dist_timeout, "", {"--dist-timeout"},
-              "seconds a collective waits for the other ranks before every rank ends (0: forever)");
+  register_data_parallel_flags(r, c);
   r.add_float("optim.lr", &c.lr, "LR", {"--lr"}, "peak learning rate (0: 7.2 * BS / 1536)");
   r.add_float("optim.end_lr", &c.end_lr, "", {"--end-lr"}, "learning rate at the end (MLPerf: 1e-4)");
   r.add_float("optim.warmup_epochs", &c.warmup_epochs, "WARMUP_EPOCHS", {"--warmup-epochs"},
@@ -87,24 +76,9 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
             "evaluate after every epoch from this one on (0: never)");
   r.add_float("eval.target", &c.target, "TARGET", {"--target"}, "top-1 accuracy that ends the run");
 
-  r.add_int("run.log_interval", &c.log_interval, "", {"--log-interval"}, "steps per console line");
-  r.add_string("run.output_dir", &c.output_dir, "", {"--output-dir"},
-               "directory for result_resnet_<seed>.log");
-  r.add_string("run.save_dir", &c.save_dir, "SAVE_CKPT_DIR", {"--save"}, "checkpoint directory");
-  r.add_int("run.save_interval", &c.save_interval, "", {"--save-interval"}, "epochs between checkpoints");
-  r.add_int("run.keep_checkpoints", &c.keep_checkpoints, "KEEP_CKPT_AMOUNT", {"--keep-checkpoints"},
-            "newest checkpoints kept");
-  r.add_string("run.load_dir", &c.load_dir, "RESUME", {"--load", "--resume"},
-               "resume from the newest checkpoint in this directory");
-  register_resume_flags(r, c.resume);
-  r.add_bool("run.dry_run", &c.dry_run, "", {"--dry-run"},
-             "print parameters, memory per rank and FLOPs per step, then exit");
-  r.add_string("run.device_model", &c.device_model, "", {"--device-model"},
-               "with --dry-run: the expected step on this device, by op class (h200, h100, a100)");
-  r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
-  r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
-               "MLPerf submission_platform");
-  register_mlperf_phase(r, c.mlperf);
+  register_output_flags(r, c, "directory for result_resnet_<seed>.log", "", "epochs between checkpoints");
+  register_dry_run_flags(r, c);
+  register_submission_flags(r, c);
 }
 
 void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
