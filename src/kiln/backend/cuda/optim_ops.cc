@@ -105,7 +105,6 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
   expect_unsplit(op, a);
   const OpScope scope = expect_cuda(ctx, op, {&a, &b, &sums});
   const ScratchScope own_scratch(ctx);
-  const int64_t n = int64_t(segments.size());
   const DevicePlan& plan = device_plan(ctx, segments);
   Tensor holder;
   double* partial = lane_partials(ctx, holder, plan);
