@@ -248,6 +248,8 @@ void register_bert_config(ConfigRegistry& r, BertTrainConfig& c) {
              "print parameters, memory per rank and FLOPs per step, then exit");
   r.add_string("run.device_model", &c.device_model, "", {"--device-model"},
                "with --dry-run: the expected step on this device, by op class (h200, h100, a100)");
+  r.add_bool("run.dry_run_json", &c.dry_run_json, "", {"--json"},
+             "with --dry-run --device-model: only the expected step, as one JSON object (tools/gpu_check.sh)");
   r.add_bool("run.init_random", &c.init_random, "", {"--init-random"},
              "MLPerf run phase: start from random weights instead of run.init_checkpoint");
   r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
@@ -279,7 +281,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   finalize_mlperf_phase(c.mlperf);
   check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
-  check_device_model_setting(c.device_model, c.dry_run);
+  check_device_model_setting(c.device_model, c.dry_run, c.dry_run_json);
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if ((c.dry_run || c.mlperf.phase == MlperfPhase::init) && c.seq_length == 0) c.seq_length = 512;
   if (c.megatron_data()) {

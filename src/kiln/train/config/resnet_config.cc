@@ -101,6 +101,8 @@ void register_resnet_config(ConfigRegistry& r, ResNetTrainConfig& c) {
              "print parameters, memory per rank and FLOPs per step, then exit");
   r.add_string("run.device_model", &c.device_model, "", {"--device-model"},
                "with --dry-run: the expected step on this device, by op class (h200, h100, a100)");
+  r.add_bool("run.dry_run_json", &c.dry_run_json, "", {"--json"},
+             "with --dry-run --device-model: only the expected step, as one JSON object (tools/gpu_check.sh)");
   r.add_string("run.submission_org", &c.submission_org, "SUBMISSION_ORG", {}, "MLPerf submission_org");
   r.add_string("run.submission_platform", &c.submission_platform, "SUBMISSION_PLATFORM", {},
                "MLPerf submission_platform");
@@ -120,7 +122,7 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
   if (c.dry_run && c.num_classes == 0 && !c.data_dir.empty()) c.num_classes = class_folders(c.data_dir);
-  check_device_model_setting(c.device_model, c.dry_run);
+  check_device_model_setting(c.device_model, c.dry_run, c.dry_run_json);
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if (!c.fake_data && c.data_dir.empty())
     throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");
