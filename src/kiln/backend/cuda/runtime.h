@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "kiln/core/context.h"
 
@@ -21,6 +22,10 @@ std::string unavailable_reason();
 void require_device(const Device& device);
 // "NVIDIA H200, 140 GiB, sm_90" for device `index`.
 std::string describe_device(int index);
+
+// "CUDA driver: 12.8 (runtime 12.6, built with 12.6)", "cuBLASLt: 12.6.4", "cuDNN: 9.1.0": what
+// this process loads (a library that cannot be loaded says why); never throws for a missing driver.
+std::vector<std::string> library_versions();
 
 // The stream ops on ctx run on: ctx.stream, or the default stream when it is null.
 inline cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
