@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, OpTotal>> by_op(const std::map<ShapeKey, OpTo
   return rows;
 }
 
-// Per (op, shape): calls and ms per step, and what the op achieved (blank where it has no FLOPs or
+// Per (op, shape): calls and ms per step, and what the op achieved ("-" where it has no FLOPs or
 // bytes noted).
 std::string shape_rows(const std::map<ShapeKey, OpTotal>& totals, double per_step) {
   std::vector<std::pair<ShapeKey, OpTotal>> rows(totals.begin(), totals.end());
