@@ -375,9 +375,9 @@ if built; then
   step model-resnet model model-resnet "${resnet50[@]}" --benchmark 3
   step bert-tiny train bert-tiny 1e-3 "${bert_tiny[@]}"
   step resnet-small train resnet-small 1e-3 "${resnet_small[@]}"
-  cap=$(((end - SECONDS) / 2))
-  ((cap > ${KILN_PARITY_TIMEOUT:-300})) && cap=${KILN_PARITY_TIMEOUT:-300}
-  cap=$cap step parity limited env KILN_PARITY_DEVICE="$parity_device" "$build/kiln_tests" --gtest_filter='Parity*'
+  parity_cap=$(((end - SECONDS) / 2))
+  ((parity_cap > ${KILN_PARITY_TIMEOUT:-300})) && parity_cap=${KILN_PARITY_TIMEOUT:-300}
+  cap=$parity_cap step parity limited env KILN_PARITY_DEVICE="$parity_device" "$build/kiln_tests" --gtest_filter='Parity*'
   step unit limited "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*:OpGraph.*:GraphedRegion.*:NcclOneRank.*'
   step bert-graph graph_same bert-graph "${bert_tiny[@]}" --micro-batch-size 16 --fp16 --initial-loss-scale 1e9 \
     --loss-scale-window 4 --clip-grad 1.0
