@@ -13,8 +13,9 @@
 #     from the GPU's name: h200, h100, a100).
 #  3. correctness: bert-tiny and a small ResNet, 20 steps on the GPU against the CPU's losses
 #     (within 1e-3 relative; the dropout masks are the parity suite's bitwise check); the CPU's
-#     losses come from --references DIR where --prepare-references DIR computed them beforehand on
-#     a CPU machine for the same command lines, else they are computed here. Then the op parity
+#     losses come from --references DIR (default: the build directory's references/, where
+#     tools/gpu_bundle.sh puts them) where --prepare-references DIR computed them beforehand on a
+#     CPU machine for the same command lines and kiln version, else they are computed here. Then the op parity
 #     suite (KILN_PARITY_DEVICE=cuda:0: every op of backend.h against float64 references; an op the
 #     CUDA backend lacks fails with "not implemented" and is listed apart), capped at
 #     KILN_PARITY_TIMEOUT (default 300 s) and at half the time left, so that it cannot eat the rest.
@@ -69,6 +70,7 @@ deadline=${deadline:-420}
 end=$((SECONDS + deadline))
 log_dir=${1:-$root/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
 build=${KILN_GPU_BUILD_DIR:-$root/$default_build}
+references=${references:-$build/references}
 jobs=${KILN_GPU_JOBS:-$(nproc)}
 rows=()
 failed=0
