@@ -21,6 +21,7 @@ OpShape conv_shape(const ConvShape& s, DType dtype, std::initializer_list<const 
 }  // namespace
 
 void add_operand(OpShape& shape, const Tensor& t) {
+  if (!t.defined()) return;  // an optional operand left out
   if (!shape.text.empty()) shape.text += ' ';
   shape.text += fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(t.shape.begin(), t.shape.end(), ","));
   shape.bytes += double(t.nbytes());

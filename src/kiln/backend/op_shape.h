@@ -8,7 +8,7 @@
 
 namespace kiln::ops {
 
-// Adds a tensor operand's "bf16[8192,1024]" and its bytes; other arguments add nothing.
+// Adds a defined tensor operand's "bf16[8192,1024]" and its bytes; other arguments add nothing.
 void add_operand(OpShape& shape, const Tensor& t);
 template <typename T>
 void add_operand(OpShape&, const T&) {}
