@@ -148,13 +148,13 @@ def per_shape(log_dir, title, prof, top=15):
         return ""
     body = [(op, f"`{shape}`", f"{calls:.1f}", f"{ms:.3f}", tflops, gbs) for op, shape, calls, ms, tflops, gbs in rows[:top]]
     return (f"### {title} ({min(top, len(rows))} longest of {len(rows)})\n\n" +
-            table(("op", "shape", "calls/step", "ms/step", "TFLOP/s", "GB/s"), body) + "\n")
+            table(("op", "shape", "calls/step", "ms/step", "TFLOP/s", "GB/s"), body) + "\n\n")
 
 
 def peer_profile(log_dir, name):
     log = read(log_dir / f"{name}.log")
     at = log.find("phases (median")
-    return f"### {name}\n\n```\n{log[at:].rstrip()}\n```\n" if at >= 0 else ""
+    return f"### {name}\n\n```\n{log[at:].rstrip()}\n```\n\n" if at >= 0 else ""
 
 
 def parity_lists(log_dir):
