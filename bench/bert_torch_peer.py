@@ -5,8 +5,12 @@ the masked positions, NSP head), the same batch shapes, forward + backward + glo
 On a GPU (--device cuda): fused attention (scaled_dot_product_attention, where this torch has it)
 and CUDA autocast to bf16 with fp32 weights and LAMB; the step is timed to its last kernel.
 
+--profile: also forward + backward apart from the optimizer step (the clip, the per-tensor LAMB loop
+and the bf16 copies), and torch.profiler's top ops (bench/peer_profile.py).
+
 Usage: bert_torch_peer.py --layers 2 --hidden 128 --heads 2 --intermediate 512 --batch 32
        --seq 128 --pred 20 [--threads 2] [--steps 7] [--warmup 2] [--dtype f32|bf16] [--device cpu|cuda]
+       [--profile]
 """
 import argparse
 import contextlib
@@ -19,6 +23,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from peer_profile import StepPhases
 
 # Debian's torch 1.13 rejects this model under CPU autocast (LayerNorm: "expected scalar type
 # BFloat16 but found Float"), so bf16 is explicit: a bf16 copy of the model computes, its
@@ -103,6 +109,7 @@ def main():
         a.add_argument("--" + k, type=int, default=v)
     a.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     a.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    a.add_argument("--profile", action="store_true", help="phases and torch.profiler's top ops")
     args = a.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -121,27 +128,31 @@ def main():
     mids, mw = torch.randint(0, args.vocab, (B, P), **on), torch.ones(B, P, **on)
     labels = torch.randint(0, 2, (B,), **on)
     times = []
+    phases = StepPhases(args.profile, cuda, args.warmup, args.steps)
     for step in range(args.warmup + args.steps):
         if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        model.zero_grad(set_to_none=True)
-        compute.zero_grad(set_to_none=True)
-        autocast = cuda and args.dtype == "bf16"
-        with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
-            loss = compute(ids, seg, mask, pos, mids, mw, labels)
-        loss.backward()
-        if compute is not model:
-            for (_, p), c in zip(params, compute.parameters()):
-                p.grad = c.grad.float()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        lamb_step(params, state, 1e-4)
-        if compute is not model:
-            with torch.no_grad():
-                for (_, p), c in zip(params, compute.parameters()):
-                    c.copy_(p)
-        if cuda:
-            torch.cuda.synchronize()
+        with phases.step(step):
+            with phases.phase("forward+backward"):
+                model.zero_grad(set_to_none=True)
+                compute.zero_grad(set_to_none=True)
+                autocast = cuda and args.dtype == "bf16"
+                with torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+                    loss = compute(ids, seg, mask, pos, mids, mw, labels)
+                loss.backward()
+            with phases.phase("optimizer"):
+                if compute is not model:
+                    for (_, p), c in zip(params, compute.parameters()):
+                        p.grad = c.grad.float()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                lamb_step(params, state, 1e-4)
+                if compute is not model:
+                    with torch.no_grad():
+                        for (_, p), c in zip(params, compute.parameters()):
+                            c.copy_(p)
+            if cuda:
+                torch.cuda.synchronize()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -149,6 +160,7 @@ def main():
     mode = (CUDA_MODE if cuda else MODE)[args.dtype]
     print(f"torch {torch.__version__} {where} {args.dtype} ({mode}): "
           f"median {1e3 * statistics.median(times):.1f} ms/step, peak RSS {rss:.2f} GiB")
+    phases.report()
 
 
 if __name__ == "__main__":

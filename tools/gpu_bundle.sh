@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # tools/gpu_bundle.sh [BUILD_DIR] [BUNDLE] — packs a CUDA build of kiln made here (kiln, kiln_tests and
 # the libraries they link that a bare CUDA image lacks: oneDNN, OpenMPI, toml++, ...) into one
-# archive that travels to a GPU machine without kiln's build dependencies.
+# archive that travels to a GPU machine without kiln's build dependencies, with the CPU's reference
+# losses of the check's correctness steps computed here (`tools/gpu_check.sh --prepare-references`
+# into references/, which the check reads from its build directory), so that the GPU's minutes do
+# not go to CPU runs.
 # There: `tar xzf BUNDLE -C DIR`, then `KILN_GPU_BUILD_DIR=DIR tools/gpu_check.sh --prebuilt`.
 # DIR/kiln and DIR/kiln_tests are wrappers that put the bundled libraries, and the directories where
 # that machine keeps cuDNN, cuBLASLt and NCCL (its CUDA toolkit, or PyTorch's wheels), on the
@@ -42,6 +45,8 @@ chmod +x "$stage/wrapper"
 ln "$stage/wrapper" "$stage/kiln"
 ln "$stage/wrapper" "$stage/kiln_tests"
 rm "$stage/wrapper"
+
+KILN_GPU_BUILD_DIR=$build "$root/tools/gpu_check.sh" --prepare-references "$stage/references"
 
 tar czf "$bundle" -C "$stage" .
 echo "$bundle: $(du -h "$bundle" | cut -f1) ($(ls "$stage/lib" | wc -l) libraries)"

@@ -1,8 +1,11 @@
-// KILN_PROFILE's table: every op type that ran while recording, with its calls; an op inside
-// another counts only for the outer one; nothing is added while recording is off.
+// KILN_PROFILE's tables: every op type that ran while recording, with its calls; an op inside
+// another counts only for the outer one; nothing is added while recording is off; per (op, shape)
+// rows with the achieved rates of the ops whose FLOPs or bytes the dispatch noted.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/profile.h"
@@ -38,6 +41,64 @@ TEST(OpProfile, CountsOutermostOpsWhileRecording) {
   EXPECT_NE(report.find("(outside ops)"), std::string::npos) << report;
   reset_profile();
   EXPECT_EQ(row_of(profile_report(1.0, 1), "fill"), "");
+}
+
+// The per-(op, shape) row of `op` whose shape is `shape`: its fields after the shape, or {} when absent.
+std::vector<std::string> shape_row(const std::string& report, const std::string& op, const std::string& shape) {
+  const size_t at = report.find("  " + op + " | " + shape + " | ");
+  if (at == std::string::npos) return {};
+  std::vector<std::string> fields;
+  std::istringstream line(report.substr(at, report.find('\n', at) - at));
+  for (std::string field; std::getline(line, field, '|');) fields.push_back(field.substr(1, field.find_last_not_of(' ')));
+  return {fields.begin() + 2, fields.end()};
+}
+
+TEST(OpProfile, RowsPerOpAndShapeWithWhatTheyAchieved) {
+  Context& ctx = cpu_context();
+  Tensor a = Tensor::empty({64, 16}, DType::f32, ctx.device), b = Tensor::empty({16, 32}, DType::f32, ctx.device);
+  Tensor c = Tensor::empty({64, 32}, DType::f32, ctx.device), d = Tensor::empty({8}, DType::f32, ctx.device);
+  Tensor e = Tensor::empty({32, 16}, DType::f32, ctx.device);
+  fill(ctx, a, 1.0f);
+  fill(ctx, b, 1.0f);
+  fill(ctx, c, 1.0f);
+  reset_profile();
+  set_profile_recording(true);
+  for (int i = 0; i < 3; ++i) matmul(ctx, mat(a), mat(b), mat(c), {});
+  matmul(ctx, mat(c, true), mat(a), mat(e), {});  // (32, 64) x (64, 16)
+  fill(ctx, d, 2.0f);
+  { const OpScope unnoted("outer_op"); }
+  set_profile_recording(false);
+  fill(ctx, c, 1.0f);  // not recording: no row
+  const std::string report = profile_report(1.0, 1);
+  EXPECT_NE(row_of(report, "matmul"), "") << report;  // the op-type summary stays
+  const auto mm = shape_row(report, "matmul", "64x32x16 f32->f32");
+  ASSERT_EQ(mm.size(), 4u) << report;
+  EXPECT_EQ(mm[0], "3.0") << report;
+  EXPECT_NE(mm[2], "-") << report;  // 2 x 64 x 32 x 16 FLOPs a call: a rate
+  EXPECT_EQ(shape_row(report, "matmul", "32x16x64 f32->f32").size(), 4u) << report;
+  const auto fill_row = shape_row(report, "fill", "f32[8]");
+  ASSERT_EQ(fill_row.size(), 4u) << report;
+  EXPECT_EQ(fill_row[2], "-") << report;  // no FLOPs noted
+  EXPECT_NE(fill_row[3], "-") << report;  // 32 bytes
+  EXPECT_EQ(shape_row(report, "fill", "f32[64,32]"), std::vector<std::string>{}) << report;
+  EXPECT_EQ(shape_row(report, "outer_op", "-").size(), 4u) << report;
+  reset_profile();
+}
+
+TEST(OpProfile, NotesShapesOnlyWhileAnOpWouldBeRecorded) {
+  set_profile_recording(false);
+  EXPECT_FALSE(profile_noting());
+  set_profile_recording(true);
+  EXPECT_TRUE(profile_noting());
+  {
+    const OpScope outer("outer_op");
+    EXPECT_FALSE(profile_noting());  // an op inside another is not recorded
+  }
+  set_profile_recording(false);
+  int described = 0;
+  const ShapeNote note([&] { return ++described, OpShape{}; });
+  EXPECT_EQ(described, 0);
+  reset_profile();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// `kiln devices` / `kiln --version` list the backends and devices; `--device` for a device that
-// cannot run the step is one line on stderr naming it, exit code 2.
+// `kiln devices` / `kiln --version` list the backends and devices (`--versions`: and the GPU
+// libraries' versions); `--device` for a device that cannot run the step is one line on stderr
+// naming it, exit code 2.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -18,6 +19,19 @@ TEST(DevicesCommand, ListsBackendsAndDevices) {
     EXPECT_NE(out.find("backends: cpu"), std::string::npos) << out;
     EXPECT_NE(out.find("devices:\n  cpu"), std::string::npos) << out;
   }
+}
+
+TEST(DevicesCommand, VersionsListsTheGpuLibraries) {
+  const auto [code, out] = run_command(std::string(KILN_BINARY) + " devices --versions", Capture::combined);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("devices:\n  cpu"), std::string::npos) << out;
+  const size_t libraries = out.find("libraries:\n  ");
+  ASSERT_NE(libraries, std::string::npos) << out;
+  // A CPU-only kiln says CUDA is not built in; a CUDA one names each library, loaded or not.
+  const bool cuda = out.find("backends: cpu, cuda") != std::string::npos;
+  for (const char* library : {"cuBLASLt: ", "cuDNN: ", "CUDA driver: "})
+    EXPECT_EQ(out.find(library, libraries) != std::string::npos, cuda) << out;
+  EXPECT_NE(out.find("  NCCL: ", libraries), std::string::npos) << out;
 }
 
 const std::string kTrain = std::string(KILN_BINARY) + " train bert --config " KILN_SOURCE_DIR

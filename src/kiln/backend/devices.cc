@@ -30,6 +30,14 @@ std::vector<std::string> device_lines() {
   return lines;
 }
 
+std::vector<std::string> library_lines() {
+#ifdef KILN_HAVE_CUDA
+  return ops::cuda::library_versions();
+#else
+  return {"CUDA: not built in"};
+#endif
+}
+
 int gpu_count() {
 #ifdef KILN_HAVE_CUDA
   return ops::cuda::device_count();

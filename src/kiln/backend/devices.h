@@ -9,6 +9,9 @@
 
 namespace kiln {
 
+// The GPU libraries' versions, one line each (backend/cuda/runtime.h's library_versions), or
+// "CUDA: not built in".
+std::vector<std::string> library_lines();
 // "cpu" or "cpu, cuda".
 std::string compiled_backends();
 // One line per device kind: "cpu", "sim: ..." (core/device.h), then

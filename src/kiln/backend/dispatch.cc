@@ -10,6 +10,7 @@
 #include "kiln/backend/checks.h"
 #include "kiln/backend/cpu/cpu_ops.h"
 #include "kiln/backend/dispatch_cuda.h"
+#include "kiln/backend/op_shape.h"
 #include "kiln/core/error.h"
 
 namespace kiln::ops {
@@ -72,11 +73,13 @@ namespace {
 #endif
 
 // Each op of the list: the entry point checks the arguments' devices, then the arguments
-// (checks.h), and runs the CUDA or the CPU implementation.
+// (checks.h), notes the op's shape for the profile (op_shape.h; only while it records), and runs
+// the CUDA or the CPU implementation.
 #define KILN_OP(name, params, args)                                                            \
   void name(Context& ctx, KILN_OP_PARAMS params) {                                             \
     [&](const auto&... arg) { (check_arg_devices(ctx, #name, arg), ...); }(KILN_OP_PARAMS args); \
     check_args(check::name{}, KILN_OP_PARAMS args);                                            \
+    const ShapeNote note([&] { return describe(check::name{}, KILN_OP_PARAMS args); });         \
     if (on_cuda(ctx)) return KILN_ON_CUDA(ctx, #name, name(ctx, KILN_OP_PARAMS args));        \
     run_cpu_op(ctx, &cpu::name, KILN_OP_PARAMS args);                                          \
   }

@@ -1,5 +1,7 @@
 #include "kiln/dist/run_world.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -8,9 +10,25 @@
 #include "kiln/dist/world.h"
 #ifdef KILN_HAVE_NCCL
 #include "kiln/dist/nccl/nccl_communicator.h"
+#include "kiln/dist/nccl/nccl_library.h"
 #endif
 
 namespace kiln::dist {
+
+std::string nccl_version_line() {
+#ifdef KILN_HAVE_NCCL
+  try {
+    int v = 0;
+    if (nccl().GetVersion(&v) != ncclSuccess) return "NCCL: ncclGetVersion failed";
+    // NCCL 2.9+: major * 10000 + minor * 100 + patch.
+    return fmt::format("NCCL: {}.{}.{}", v / 10000, v % 10000 / 100, v % 100);
+  } catch (const Error& e) {
+    return fmt::format("NCCL: not loaded ({})", e.what());
+  }
+#else
+  return "NCCL: not built in";
+#endif
+}
 
 RunWorld::RunWorld(const Device& device) {
   if (device.is_cpu()) return;

@@ -6,12 +6,17 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "kiln/core/device.h"
 #include "kiln/dist/communicator.h"
 #include "kiln/dist/staged_communicator.h"
 
 namespace kiln::dist {
+
+// "NCCL: 2.21.5" (the library a run would open), or why there is none: "NCCL: not built in", the
+// load's error.
+std::string nccl_version_line();
 
 class RunWorld {
  public:

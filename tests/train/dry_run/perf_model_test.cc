@@ -1,9 +1,11 @@
 // The performance model (train/dry_run/perf_model.h): a tiny BERT layer's costs worked by hand, the
 // table's sums, BERT-large's matrix-product FLOPs against Megatron's formula, ResNet-50's
-// convolution FLOPs against the dry run's, layouts, the device names, and the CLI.
+// convolution FLOPs against the dry run's, layouts, the device names, the JSON, and the CLI.
 #include "kiln/train/dry_run/perf_model.h"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <regex>
@@ -239,9 +241,11 @@ TEST(PerfModel, UnknownDeviceIsRefusedNamingTheKnownOnes) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("known: h200, h100, a100"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(check_device_model_setting("h300", true), Error);
-  EXPECT_THROW(check_device_model_setting("h200", false), Error);  // only with a dry run
-  EXPECT_NO_THROW(check_device_model_setting("", false));
+  EXPECT_THROW(check_device_model_setting("h300", true, false), Error);
+  EXPECT_THROW(check_device_model_setting("h200", false, false), Error);  // only with a dry run
+  EXPECT_THROW(check_device_model_setting("", true, true), Error);         // --json needs a device model
+  EXPECT_NO_THROW(check_device_model_setting("", false, false));
+  EXPECT_NO_THROW(check_device_model_setting("h100", true, true));
   EXPECT_EQ(device_model("a100").hbm, 2.039e12);
 }
 
@@ -262,6 +266,37 @@ TEST(PerfModel, CliPrintsTheTableAfterTheDryRun) {
   EXPECT_NE(bad_status, 0);
   EXPECT_NE(bad.find("known: h200, h100, a100"), std::string::npos) << bad;
   EXPECT_EQ(std::count(bad.begin(), bad.end(), '\n'), 1) << bad;
+}
+
+TEST(PerfModel, JsonHoldsTheTablesStepClassesAndOps) {
+  const DeviceModel& h200 = device_model("h200");
+  const StepModel step = bert_step_model(bert_large(16), h200);
+  const auto j = nlohmann::json::parse(format_step_json(step, h200));
+  EXPECT_EQ(j["device"], "h200");
+  EXPECT_NEAR(j["step_ms"].get<double>(), step.seconds() * 1e3, 1e-9);
+  double classes = 0;
+  for (const auto& [key, ms] : j["classes"].items()) classes += ms.get<double>();
+  EXPECT_NEAR(classes, step.seconds() * 1e3, 1e-6);
+  EXPECT_GT(j["classes"]["gemm"].get<double>(), 0.0);
+  EXPECT_GT(j["classes"]["attention"].get<double>(), 0.0);
+  ASSERT_EQ(j["ops"].size(), step.ops.size());
+  EXPECT_EQ(j["ops"][0]["name"], step.ops[0].name);
+  EXPECT_EQ(j["ops"][0]["class"], op_class_key(step.ops[0].cls));
+}
+
+TEST(PerfModel, CliPrintsOnlyTheJsonWithJson) {
+  const std::string kiln = std::string(KILN_BINARY) + " train ";
+  const auto [status, out] = testing::run_command(  // stdout alone: the JSON
+      "{ " + kiln + "resnet --config " KILN_SOURCE_DIR "/configs/resnet50.toml --dry-run --device-model h100 "
+      "--bf16 --batch-size 128 --json 2>/dev/null; }");
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["device"], "h100");
+  EXPECT_GT(j["classes"]["gemm"].get<double>(), 0.0);
+  const auto [bad_status, bad] = testing::run_command(kiln + "bert --config " KILN_SOURCE_DIR
+                                                      "/configs/bert-large.toml --dry-run --json");
+  EXPECT_NE(bad_status, 0);
+  EXPECT_NE(bad.find("--json"), std::string::npos) << bad;
 }
 
 }  // namespace

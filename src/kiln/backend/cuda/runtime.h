@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "kiln/core/context.h"
 
@@ -25,6 +26,9 @@ std::string describe_device(int index);
 // Multiprocessors of the current device (cudaGetDevice), asked once per device: what launches
 // size their grids by (grid.h).
 int multiprocessor_count();
+// "CUDA driver: 12.8 (runtime 12.6, built with 12.6)", "cuBLASLt: 12.6.4", "cuDNN: 9.1.0": what
+// this process loads (a library that cannot be loaded says why); never throws for a missing driver.
+std::vector<std::string> library_versions();
 
 // The stream ops on ctx run on: ctx.stream, or the default stream when it is null.
 inline cudaStream_t stream_of(const Context& ctx) { return static_cast<cudaStream_t>(ctx.stream); }

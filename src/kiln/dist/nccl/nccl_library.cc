@@ -30,6 +30,7 @@ Nccl load() {
   bind(h, "ncclRecv", n.Recv);
   bind(h, "ncclGroupStart", n.GroupStart);
   bind(h, "ncclGroupEnd", n.GroupEnd);
+  bind(h, "ncclGetVersion", n.GetVersion);
   return n;
 }
 

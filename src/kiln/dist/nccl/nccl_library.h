@@ -21,6 +21,7 @@ struct Nccl {
   decltype(&ncclRecv) Recv;
   decltype(&ncclGroupStart) GroupStart;
   decltype(&ncclGroupEnd) GroupEnd;
+  decltype(&ncclGetVersion) GetVersion;
 };
 
 // The library kiln was built against (its soname, then the file CMake found), opened once;

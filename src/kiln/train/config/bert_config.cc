@@ -252,7 +252,7 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   finalize_mlperf_phase(c.mlperf);
   check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
-  check_device_model_setting(c.device_model, c.dry_run);
+  check_device_model_setting(c.device_model, c.dry_run, c.dry_run_json);
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if ((c.dry_run || c.mlperf.phase == MlperfPhase::init) && c.seq_length == 0) c.seq_length = 512;
   if (c.megatron_data()) {

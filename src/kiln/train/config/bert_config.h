@@ -89,6 +89,7 @@ struct BertTrainConfig {
   std::string tensorboard_dir;    // Megatron's scalars as TensorBoard event files
   std::string log_format = "auto";  // kiln | megatron | auto (megatron with --data-path)
   bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
+  bool dry_run_json = false;      // with device_model: only the expected step, as JSON (format_step_json)
   std::string device_model;      // with dry_run: also the expected step on this device (train/dry_run/device_model.h)
   bool is_rank0 = true;           // console, logs and checkpoints are written by rank 0 only
   bool progress = false;          // progress line with ETA between console lines (a terminal)

@@ -94,7 +94,7 @@ void finalize_resnet_config(ResNetTrainConfig& c, const ConfigRegistry& r) {
   check_ddp_config(c.ddp);
   if (c.mlperf.phase == MlperfPhase::init && c.benchmark == 0) c.benchmark = 10;
   if (c.dry_run && c.num_classes == 0 && !c.data_dir.empty()) c.num_classes = class_folders(c.data_dir);
-  check_device_model_setting(c.device_model, c.dry_run);
+  check_device_model_setting(c.device_model, c.dry_run, c.dry_run_json);
   if (c.benchmark > 0 || c.dry_run) c.fake_data = true;
   if (!c.fake_data && c.data_dir.empty())
     throw Error("config: data.dir is not set (use --data DIR, or --fake-data / BENCHMARK=N)");

@@ -68,6 +68,7 @@ struct ResNetTrainConfig {
   std::string load_dir;
   ResumeFlags resume;             // --no-load-optim, --no-load-rng, --finetune
   bool dry_run = false;           // print parameters, memory and FLOPs per step, then exit
+  bool dry_run_json = false;      // with device_model: only the expected step, as JSON (format_step_json)
   std::string device_model;      // with dry_run: also the expected step on this device (train/dry_run/device_model.h)
   std::string submission_org = "kiln";
   std::string submission_platform = "kiln-cpu";

@@ -62,6 +62,8 @@ void register_dry_run_flags(ConfigRegistry& r, Config& c) {
              "print parameters, memory per rank and FLOPs per step, then exit");
   r.add_string("run.device_model", &c.device_model, "", {"--device-model"},
                "with --dry-run: the expected step on this device, by op class (h200, h100, a100)");
+  r.add_bool("run.dry_run_json", &c.dry_run_json, "", {"--json"},
+             "with --dry-run --device-model: only the expected step, as one JSON object (tools/gpu_check.sh)");
 }
 
 // run.submission_org, run.submission_platform and the MLPerf phase's keys.

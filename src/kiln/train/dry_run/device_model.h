@@ -70,9 +70,11 @@ inline const DeviceModel& device_model(std::string_view name) {
   throw Error("unknown device model '{}' (known: {})", name, known_device_models());
 }
 
-// The configs' check of run.device_model (--device-model): empty, or a known model with a dry run.
-// Throws kiln::Error naming the key and the known models.
-inline void check_device_model_setting(const std::string& name, bool dry_run) {
+// The configs' check of run.device_model (--device-model): empty, or a known model with a dry run;
+// and of run.dry_run_json (--json), which needs the model. Throws kiln::Error naming the key.
+inline void check_device_model_setting(const std::string& name, bool dry_run, bool json) {
+  if (json && name.empty())
+    throw Error("config: run.dry_run_json (--json) prints the expected step as JSON; add --dry-run --device-model");
   if (name.empty()) return;
   if (!find_device_model(name))
     throw Error("config: run.device_model (--device-model) '{}' is unknown; known: {}", name, known_device_models());

@@ -1,6 +1,7 @@
 #include "kiln/train/dry_run/perf_model.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -19,6 +20,22 @@ const char* op_class_name(OpClass c) {
     case OpClass::exchange: return "tensor / pipeline exchange";
     case OpClass::all_reduce: return "gradient all-reduce (DP)";
     case OpClass::bubble: return "pipeline bubble (1F1B)";
+  }
+  return "?";
+}
+
+const char* op_class_key(OpClass c) {
+  switch (c) {
+    case OpClass::gemm: return "gemm";
+    case OpClass::attention: return "attention";
+    case OpClass::norm: return "norm";
+    case OpClass::elementwise: return "elementwise";
+    case OpClass::loss: return "loss";
+    case OpClass::embedding: return "embedding";
+    case OpClass::optimizer: return "optimizer";
+    case OpClass::exchange: return "exchange";
+    case OpClass::all_reduce: return "all_reduce";
+    case OpClass::bubble: return "bubble";
   }
   return "?";
 }
@@ -61,12 +78,16 @@ std::string row(const std::string& label, const ClassSum& s, double step) {
 
 const char* math_name(Math m) { return m == Math::tensor16 ? "bf16/f16 dense" : m == Math::tf32 ? "TF32 dense" : "f32"; }
 
+double mfu(const StepModel& step, const DeviceModel& d, double seconds) {
+  return step.model_flops / (double(step.world) * d.peak(step.mfu_math) * seconds);
+}
+
 std::string summary(const StepModel& step, const DeviceModel& d, double seconds) {
   const double peak = d.peak(step.mfu_math);
   return fmt::format("{:.2f} ms, {:.1f} samples/s (global batch {}), MFU {:.1f}% ({:.3e} model FLOPs over {} "
                      "rank{} at {:.0f} TFLOP/s {})",
                      seconds * 1e3, double(step.samples) / seconds, step.samples,
-                     100 * step.model_flops / (double(step.world) * peak * seconds), step.model_flops, step.world,
+                     100 * mfu(step, d, seconds), step.model_flops, step.world,
                      step.world == 1 ? "" : "s", peak / 1e12, math_name(step.mfu_math));
 }
 
@@ -93,6 +114,24 @@ std::string format_step_table(const StepModel& step, const DeviceModel& d) {
   }
   for (const std::string& note : step.notes) x += "  note: " + note + "\n";
   return x;
+}
+
+std::string format_step_json(const StepModel& step, const DeviceModel& d) {
+  const double seconds = step.seconds();
+  nlohmann::ordered_json j{{"device", d.name},
+                           {"step_ms", seconds * 1e3},
+                           {"mfu", mfu(step, d, seconds)},
+                           {"samples_per_s", double(step.samples) / seconds}};
+  nlohmann::ordered_json& classes = j["classes"] = nlohmann::ordered_json::object();
+  for (const OpCost& op : step.ops) {
+    nlohmann::ordered_json& ms = classes[op_class_key(op.cls)];
+    ms = (ms.is_null() ? 0.0 : ms.get<double>()) + op.total_seconds() * 1e3;
+  }
+  nlohmann::ordered_json& ops = j["ops"] = nlohmann::ordered_json::array();
+  for (const OpCost& op : step.ops)
+    ops.push_back({{"name", op.name}, {"shape", op.shape}, {"class", op_class_key(op.cls)}, {"calls", op.calls},
+                   {"gflop", op.flops / 1e9}, {"gb", (op.bytes + op.link_bytes) / 1e9}, {"ms", op.seconds * 1e3}});
+  return j.dump() + "\n";
 }
 
 std::string format_op_list(const StepModel& step) {

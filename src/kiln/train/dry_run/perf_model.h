@@ -44,6 +44,8 @@ enum class OpClass : unsigned char {
 };
 inline constexpr int kOpClasses = int(OpClass::bubble) + 1;
 const char* op_class_name(OpClass c);
+// The class as one word, the JSON's key: "gemm", "attention", ..., "all_reduce", "bubble".
+const char* op_class_key(OpClass c);
 
 // One op (or several identical ones: `calls` per step), costs per call.
 struct OpCost {
@@ -101,6 +103,10 @@ void apply_roofline(std::vector<OpCost>& ops, const DeviceModel& device);
 // The table by op class (ops, GFLOP, GB moved, ms, share), the step total, samples/s and MFU,
 // the fused-attention line and the notes; several lines ending in '\n'.
 std::string format_step_table(const StepModel& step, const DeviceModel& device);
+// The same expected step as one JSON object (--dry-run --device-model NAME --json), for scripts
+// (tools/gpu_check.sh): {"device", "step_ms", "mfu", "samples_per_s", "classes": {key: ms per step},
+// "ops": [{"name", "shape", "class", "calls", "gflop", "gb", "ms"}]} (ms per call for an op).
+std::string format_step_json(const StepModel& step, const DeviceModel& device);
 // One line per op: name, shape, calls, GFLOP, GB and ms per call, total ms.
 std::string format_op_list(const StepModel& step);
 

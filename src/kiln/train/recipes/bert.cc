@@ -353,6 +353,11 @@ BertPerfRun bert_perf_run(const BertTrainConfig& c) {
 BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   if (c.dry_run) {
     if (!c.is_rank0) return {};
+    if (c.dry_run_json) {
+      const DeviceModel& device = device_model(c.device_model);
+      console << format_step_json(bert_step_model(bert_perf_run(c), device), device);
+      return {};
+    }
     console << bert_dry_run(bert_model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
                             int(c.tensor_parallel), int(c.pipeline_parallel), int(c.data_parallel()),
                             c.precision.dtype, c.max_predictions, c.distributed_optimizer,

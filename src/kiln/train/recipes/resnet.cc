@@ -213,12 +213,25 @@ class ResNetRecipe : public Recipe {
   data::ImageBatch batch_;
 };
 
+// The performance model's run: one micro-batch of batch_size / devices per rank.
+ResNetPerfRun resnet_perf_run(const ResNetTrainConfig& c, int devices) {
+  return {.model = model_config(c, c.num_classes), .image = c.image_size, .batch = c.batch_size / devices,
+          .dp = devices, .compute = c.precision.dtype,
+          .loss_scaling = optim::LossScaler(c.precision.scaler).enabled(),
+          .distributed_optimizer = c.distributed_optimizer};
+}
+
 }  // namespace
 
 ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& resolved, std::ostream& console) {
   if (c.dry_run) {
     const int devices = int(c.devices);
     check_batch_splits(c, devices);
+    if (dist::world().rank() == 0 && c.dry_run_json) {
+      const DeviceModel& device = device_model(c.device_model);
+      console << format_step_json(resnet_step_model(resnet_perf_run(c, devices), device), device);
+      return {};
+    }
     if (dist::world().rank() == 0)
       console << resnet_dry_run(model_config(c, c.num_classes), c.arch, c.image_size, c.batch_size / devices,
                                 eval_batch_per_rank(c, devices), devices, c.distributed_optimizer,
@@ -226,11 +239,7 @@ ResNetRunResult train_resnet(const ResNetTrainConfig& c, const ResolvedConfig& r
               << "  " << precision_note(c.precision.dtype, cpu_features()) << "\n";
     if (dist::world().rank() == 0 && !c.device_model.empty()) {
       const DeviceModel& device = device_model(c.device_model);
-      const ResNetPerfRun run{.model = model_config(c, c.num_classes), .image = c.image_size,
-                              .batch = c.batch_size / devices, .dp = devices, .compute = c.precision.dtype,
-                              .loss_scaling = optim::LossScaler(c.precision.scaler).enabled(),
-                              .distributed_optimizer = c.distributed_optimizer};
-      console << format_step_table(resnet_step_model(run, device), device);
+      console << format_step_table(resnet_step_model(resnet_perf_run(c, devices), device), device);
     }
     return {};
   }
