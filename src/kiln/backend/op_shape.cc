@@ -1,7 +1,6 @@
 #include "kiln/backend/op_shape.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "kiln/backend/matmul_check.h"
 
@@ -23,7 +22,12 @@ OpShape conv_shape(const ConvShape& s, DType dtype, std::initializer_list<const 
 void add_operand(OpShape& shape, const Tensor& t) {
   if (!t.defined()) return;  // an optional operand left out
   if (!shape.text.empty()) shape.text += ' ';
-  shape.text += fmt::format("{}[{}]", dtype_name(t.dtype), fmt::join(t.shape.begin(), t.shape.end(), ","));
+  shape.text += dtype_name(t.dtype);
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    shape.text += d ? ',' : '[';
+    shape.text += std::to_string(t.shape[d]);
+  }
+  shape.text += t.shape.empty() ? "[]" : "]";
   shape.bytes += double(t.nbytes());
 }
 
