@@ -1,6 +1,6 @@
 // Host allocations of a training step under mpirun, in every parallel layout: data parallel (with
 // and without buckets reduced during backward), tensor parallel, the distributed optimizer
-// (ZeRO-1), the 1F1B pipeline, and ResNet data parallel with SyncBN. kiln runs under
+// (ZeRO-1), the 1F1B pipeline plain and interleaved, and ResNet data parallel with SyncBN. kiln runs under
 // libkiln_alloc_count.so (tools/alloc_count/), which counts each rank's operator new calls by the
 // caller's library. Runs of 6 and 12 steps then differ by what steps 7..12 allocate; kiln's share
 // must not change. bert-tiny reads data through its loader (`kiln prepare bert` output). A control
@@ -85,7 +85,7 @@ class MpiHostAllocations : public ::testing::Test {
   static std::string bert_flags(const std::string& layout, int log_interval = 1000) {
     return "bert --config " KILN_SOURCE_DIR "/configs/bert-tiny.toml --data " + corpus().string() + " --vocab " +
            testing::test_vocab().string() +
-           " --num-layers 2 --global-batch-size 8 --micro-batch-size 2 --eval-interval 1000 --eval-iters 1"
+           " --global-batch-size 8 --micro-batch-size 2 --eval-interval 1000 --eval-iters 1"
            " --eval-batch-size 8 --log-interval " + std::to_string(log_interval) + " " + layout;
   }
   const fs::path tmp_ = testing::unique_temp_path(
@@ -94,11 +94,13 @@ class MpiHostAllocations : public ::testing::Test {
 
 TEST_F(MpiHostAllocations, BertStepsAllocateNothingInEveryLayout) {
   const std::vector<std::pair<std::string, std::string>> layouts = {
-      {"data parallel", ""},
-      {"data parallel, buckets during backward", "--overlap-grad-reduce"},
-      {"tensor parallel", "--tensor-model-parallel-size 2"},
-      {"distributed optimizer", "--use-distributed-optimizer"},
-      {"pipeline", "--pipeline-model-parallel-size 2"},
+      {"data parallel", "--num-layers 2"},
+      {"data parallel, buckets during backward", "--num-layers 2 --overlap-grad-reduce"},
+      {"tensor parallel", "--num-layers 2 --tensor-model-parallel-size 2"},
+      {"distributed optimizer", "--num-layers 2 --use-distributed-optimizer"},
+      {"pipeline", "--num-layers 2 --pipeline-model-parallel-size 2"},
+      {"interleaved pipeline",
+       "--num-layers 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"},
   };
   for (size_t i = 0; i < layouts.size(); ++i)
     expect_steps_allocate_nothing(
@@ -117,7 +119,7 @@ TEST_F(MpiHostAllocations, ResNetSyncBnStepsAllocateNothing) {
 
 // The comparison sees a per-step allocation: a console line every step formats its text.
 TEST_F(MpiHostAllocations, ConsoleLineEveryStepIsSeen) {
-  const Growth g = count_6_and_12_steps(tmp_ / "run", bert_flags("", /*log_interval=*/1), "--train-iters");
+  const Growth g = count_6_and_12_steps(tmp_ / "run", bert_flags("--num-layers 2", /*log_interval=*/1), "--train-iters");
   EXPECT_GT(g.long_run[0].kiln, g.short_run[0].kiln) << "rank 0 prints the lines";
 }
 

@@ -124,11 +124,8 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
   const auto flat = [&](const PipelineOp& op) { return op.chunk * held + int(op.micro % held); };
   const auto is_first = [&](const PipelineOp& op) { return me == 0 && op.chunk == 0; };
   const auto is_last = [&](const PipelineOp& op) { return me == stages - 1 && op.chunk == chunks - 1; };
-  struct Outgoing {
-    Tensor tensor;
-    int peer = 0, flat = 0;
-  };
-  std::vector<Outgoing> outgoing;  // the last unit's results
+  std::vector<PipelineOutgoing>& outgoing = reuse.outgoing;  // the last unit's results
+  outgoing.clear();
   std::array<Tensor, 2> received;  // per op of a unit: the activation or gradient it receives
   // Between units, one group: the last unit's results out, this unit's inputs in.
   const auto exchange = [&](const ExchangeUnit& unit) {
@@ -144,9 +141,9 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
       from[i] = forward ? previous : next;
     }
     if (outgoing.empty() && from[0] < 0 && from[1] < 0) return;
-    std::vector<std::unique_ptr<dist::Request>> receives;
+    std::vector<std::unique_ptr<dist::Request>>& receives = reuse.receives;
     pp.group_start();
-    for (const Outgoing& o : outgoing) pending[size_t(o.flat)].push_back(pp.isend(o.tensor, o.peer));
+    for (const PipelineOutgoing& o : outgoing) pending[size_t(o.flat)].push_back(pp.isend(o.tensor, o.peer));
     outgoing.clear();
     for (size_t i = 0; i < unit.ops; ++i)
       if (from[i] >= 0) receives.push_back(pp.irecv(received[i], from[i]));

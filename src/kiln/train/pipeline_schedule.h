@@ -99,9 +99,15 @@ class PipelineStage {
 // What run_pipeline_step keeps from one step to the next, so that a step allocates nothing once
 // these are sized: the schedule (made again only for another layout) and, per chunk and slot, the
 // sends still in flight. The caller owns it; destroying it waits for any send left in flight.
+struct PipelineOutgoing {
+  Tensor tensor;
+  int peer = 0, flat = 0;  // flat: the sending slot, chunk x slots + slot
+};
 struct PipelineReuse {
   std::vector<PipelineOp> schedule;
   std::vector<ExchangeUnit> units;
+  std::vector<PipelineOutgoing> outgoing;                  // a unit's results, sent at the next exchange
+  std::vector<std::unique_ptr<dist::Request>> receives;  // an exchange's receives
   int64_t in_flight = 0;                                 // micro_batches_in_flight(schedule)
   std::array<int64_t, 4> schedule_of{-1, -1, -1, -1};  // stages, stage, chunks, micro-batches
   std::vector<std::vector<std::unique_ptr<dist::Request>>> pending;
