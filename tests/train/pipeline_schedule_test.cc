@@ -101,18 +101,20 @@ TEST(PipelineSchedule, InterleavedWithOneChunkIsOneFOneBAndNeedsWholeGroupsOfMic
   EXPECT_EQ(micro_batches_in_flight(one_f_one_b(4, 1, 8)), 3);
 }
 
-// Warm-up forwards alone, then forward + backward pairs, then the cooldown's backwards alone.
+// Paired: warm-up forwards alone, then forward + backward pairs, then the cooldown's backwards
+// alone. Unpaired: every op alone.
 TEST(PipelineSchedule, ExchangeUnitsPairTheSteadyStateOnly) {
   using Units = std::vector<std::pair<size_t, size_t>>;
-  const auto units = [](const std::vector<PipelineOp>& ops) {
+  const auto units = [](const std::vector<PipelineOp>& ops, bool paired) {
     Units u;
-    for (const ExchangeUnit& e : exchange_units(ops)) u.push_back({e.begin, e.ops});
+    for (const ExchangeUnit& e : exchange_units(ops, paired)) u.push_back({e.begin, e.ops});
     return u;
   };
-  EXPECT_EQ(units(one_f_one_b(2, 0, 4)), (Units{{0, 1}, {1, 2}, {3, 2}, {5, 2}, {7, 1}}));
-  EXPECT_EQ(units(one_f_one_b(2, 1, 2)), (Units{{0, 2}, {2, 2}}));
-  EXPECT_EQ(units(interleaved_one_f_one_b(2, 0, 2, 2)),  // all forwards first
+  EXPECT_EQ(units(one_f_one_b(2, 0, 4), true), (Units{{0, 1}, {1, 2}, {3, 2}, {5, 2}, {7, 1}}));
+  EXPECT_EQ(units(one_f_one_b(2, 1, 2), true), (Units{{0, 2}, {2, 2}}));
+  EXPECT_EQ(units(interleaved_one_f_one_b(2, 0, 2, 2), true),  // all forwards first
             (Units{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}}));
+  EXPECT_EQ(units(one_f_one_b(2, 1, 2), false), (Units{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
 }
 
 // Each chunk's micro-batches forward in order, then backward in order, each once, so a chunk's

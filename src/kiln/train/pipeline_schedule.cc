@@ -53,7 +53,12 @@ std::vector<PipelineOp> interleaved_one_f_one_b(int stages, int stage, int chunk
   return ops;
 }
 
-std::vector<ExchangeUnit> exchange_units(const std::vector<PipelineOp>& ops) {
+std::vector<ExchangeUnit> exchange_units(const std::vector<PipelineOp>& ops, bool pair_steady_state) {
+  if (!pair_steady_state) {
+    std::vector<ExchangeUnit> units;
+    for (size_t i = 0; i < ops.size(); ++i) units.push_back({i, 1});
+    return units;
+  }
   size_t leading = 0;
   while (leading < ops.size() && ops[leading].kind == PipelineOp::forward) ++leading;
   const size_t warmup = 2 * leading == ops.size() ? leading : leading - 1;
@@ -110,7 +115,7 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
   const std::array<int64_t, 4> layout{stages, me, chunks, micro_batches};
   if (reuse.schedule_of != layout) {
     reuse.schedule = interleaved_one_f_one_b(stages, me, chunks, micro_batches);
-    reuse.units = exchange_units(reuse.schedule);
+    reuse.units = exchange_units(reuse.schedule, chunks > 1);
     reuse.in_flight = micro_batches_in_flight(reuse.schedule);
     reuse.schedule_of = layout;
   }

@@ -20,11 +20,12 @@
 // A chunk's micro-batches in flight are consecutive, so a chunk keeps that many slots of saved
 // state (PipelineStage::slots; micro-batch m uses slot m mod slots).
 // Activations (B*S, H) travel to the next stage and their gradients back, point to point over
-// the pipeline group in the compute dtype. The schedule runs in exchange units — each warm-up
-// forward, each steady forward + backward pair, each cooldown backward — and between two units one
-// group of calls sends the last unit's results and receives this unit's inputs (Megatron's
-// send_forward_backward_recv_forward_backward), so stages never wait on each other in a cycle even
-// where a send waits for its receive in stream order (NCCL). Sends are non-blocking (a slot's
+// the pipeline group in the compute dtype. The schedule runs in exchange units and between two
+// units one group of calls sends the last unit's results and receives this unit's inputs, so
+// stages never wait on each other in a cycle even where a send waits for its receive in stream
+// order (NCCL): plain, each op is a unit (Megatron's send_forward_recv_backward); interleaved, where
+// that would hang, each warm-up forward, each steady forward + backward pair and each cooldown
+// backward (Megatron's send_forward_backward_recv_forward_backward). Sends are non-blocking (a slot's
 // buffers are not touched again before the sends that read them are done), receives are waited
 // for before the unit runs. Between two ranks, messages arrive in the order they were sent; both
 // schedules send and receive each direction's messages in the same order
@@ -62,9 +63,11 @@ std::vector<PipelineOp> interleaved_one_f_one_b(int stages, int stage, int chunk
 struct ExchangeUnit {
   size_t begin = 0, ops = 0;
 };
-// The warm-up forwards one by one, the steady state's forward + backward pairs, the cooldown's
-// backwards one by one.
-std::vector<ExchangeUnit> exchange_units(const std::vector<PipelineOp>& ops);
+// With pair_steady_state (the interleaved schedule): the warm-up forwards one by one, the steady
+// state's forward + backward pairs, the cooldown's backwards one by one. Without (the plain one):
+// every op alone, so that each result goes out with the next op's receive, before the next op
+// runs (pairs would hold a forward's activation back for a backward, idling the next stage).
+std::vector<ExchangeUnit> exchange_units(const std::vector<PipelineOp>& ops, bool pair_steady_state);
 // The most micro-batches that any one chunk of `ops` has in flight at once.
 int64_t micro_batches_in_flight(const std::vector<PipelineOp>& ops);
 // The most forwards of `ops` whose backward has not run yet, over all chunks: the saved
