@@ -132,6 +132,7 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
   std::vector<PipelineOutgoing>& outgoing = reuse.outgoing;  // the last unit's results
   outgoing.clear();
   std::array<Tensor, 2> received;  // per op of a unit: the activation or gradient it receives
+  std::array<Step, 2> steps;       // per op of a unit: its micro-batch's step
   // Between units, one group: the last unit's results out, this unit's inputs in.
   const auto exchange = [&](const ExchangeUnit& unit) {
     std::array<int, 2> from{-1, -1};  // per op of the unit: the peer it receives from
@@ -141,8 +142,8 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
       received[i] = Tensor{};
       if (forward ? is_first(op) : is_last(op)) continue;
       const int slot = int(op.micro % held);
-      const Step step = make_step(op.micro);
-      received[i] = forward ? stage.input_buffer(op.chunk, slot, step) : stage.output_grad_buffer(op.chunk, slot, step);
+      received[i] = forward ? stage.input_buffer(op.chunk, slot, steps[i])
+                            : stage.output_grad_buffer(op.chunk, slot, steps[i]);
       from[i] = forward ? previous : next;
     }
     if (outgoing.empty() && from[0] < 0 && from[1] < 0) return;
@@ -158,10 +159,11 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
   for (const ExchangeUnit& unit : reuse.units) {
     for (size_t i = 0; i < unit.ops; ++i) {  // a forward's data first: its size sizes the receive
       const PipelineOp& op = reuse.schedule[unit.begin + i];
+      steps[i] = make_step(op.micro);
       if (op.kind != PipelineOp::forward) continue;
       wait_all(pending[size_t(flat(op))]);
       Timer data_timer;
-      stage.load(op.chunk, int(op.micro % held), make_step(op.micro));
+      stage.load(op.chunk, int(op.micro % held), steps[i]);
       r.data_seconds += data_timer.seconds();
     }
     exchange(unit);
@@ -169,7 +171,7 @@ PipelineStepResult run_pipeline_step(PipelineStage& stage, dist::Communicator& p
       const PipelineOp& op = reuse.schedule[unit.begin + i];
       const int slot = int(op.micro % held);
       wait_all(pending[size_t(flat(op))]);
-      const Step step = make_step(op.micro);
+      const Step step = i == 0 ? steps[0] : make_step(op.micro);  // a fresh scratch for the pair's second op
       if (op.kind == PipelineOp::forward) {
         MicroBatchLosses out;
         const Tensor y = stage.forward(op.chunk, slot, step, received[i], is_last(op) ? &out : nullptr);
