@@ -86,13 +86,15 @@ TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
       changed.push_back(plan_key(0, v[0], v[1], v[2], opts, align));
     }
   }
-  ops::MatmulOpts with_bias, f16_bias, relu, accumulate;
+  ops::MatmulOpts with_bias, f16_bias, relu, accumulate, bias_grad;
   const Tensor bias16 = Tensor::zeros({5}, DType::f16);
+  Tensor db = Tensor::zeros({4});
   with_bias.bias = &bias;
   f16_bias.bias = &bias16;
   relu.act = ops::Activation::relu;
   accumulate.beta = 1.0f;
-  for (const ops::MatmulOpts* o : {&with_bias, &f16_bias, &relu, &accumulate})
+  bias_grad.bias_grad = &db;
+  for (const ops::MatmulOpts* o : {&with_bias, &f16_bias, &relu, &accumulate, &bias_grad})
     changed.push_back(plan_key(0, a, b, c, *o, align));
   changed.push_back(plan_key(1, a, b, c, opts, align));
   for (int i = 0; i < 3; ++i) {
@@ -104,6 +106,28 @@ TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
     EXPECT_FALSE(changed[i] == base) << "change " << i;
     for (size_t j = 0; j < i; ++j) EXPECT_FALSE(changed[i] == changed[j]) << "changes " << i << " and " << j;
   }
+}
+
+// kiln's a is cuBLASLt's B: a weight gradient's dy (a, read transposed) is reduced by BGRADB.
+TEST(CudaMatmulPlan, EpilogueFollowsTheOptions) {
+  const Tensor bias = Tensor::zeros({5});
+  Tensor db = Tensor::zeros({4});
+  ops::MatmulOpts o;
+  EXPECT_EQ(epilogue_for(o), Epilogue::none);
+  o.act = ops::Activation::gelu_erf;  // a kernel after the product
+  EXPECT_EQ(epilogue_for(o), Epilogue::none);
+  o.act = ops::Activation::gelu_tanh;
+  EXPECT_EQ(epilogue_for(o), Epilogue::gelu);
+  o.bias = &bias;
+  EXPECT_EQ(epilogue_for(o), Epilogue::gelu_bias);
+  o.act = ops::Activation::relu;
+  EXPECT_EQ(epilogue_for(o), Epilogue::relu_bias);
+  o.act = ops::Activation::none;
+  EXPECT_EQ(epilogue_for(o), Epilogue::bias);
+  ops::MatmulOpts g;
+  g.bias_grad = &db;
+  g.beta = 1.0f;
+  EXPECT_EQ(epilogue_for(g), Epilogue::bias_grad_b);
 }
 
 TEST(CudaMatmulPlan, KeyIgnoresPointersAndAlpha) {
@@ -119,6 +143,12 @@ TEST(CudaMatmulPlan, KeyIgnoresPointersAndAlpha) {
   const PlanKey k2 = plan_key(0, ops::mat(x2), ops::mat(w), ops::mat(y2), o2, align);
   EXPECT_TRUE(k1 == k2);
   EXPECT_EQ(PlanKeyHash{}(k1), PlanKeyHash{}(k2));
+  Tensor db1 = Tensor::zeros({4}), db2 = Tensor::zeros({4});
+  ops::MatmulOpts g1, g2;
+  g1.bias_grad = &db1;
+  g2.bias_grad = &db2;
+  EXPECT_TRUE(plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), g1, align) ==
+              plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), g2, align));
   ops::MatmulOpts scaled;
   scaled.alpha = 0.5f;  // passed with the call
   EXPECT_TRUE(plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), scaled, align) ==

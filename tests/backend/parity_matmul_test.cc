@@ -129,6 +129,54 @@ TEST(ParityMatmul, WeightGradientProductsWrittenOrAdded) {
       }
 }
 
+// A linear layer's weight gradient with its bias gradient in the same op: dW as without it, and db
+// the separate bias_grad's (bit for bit on the CPU; to f32 rounding where cuBLASLt's epilogue sums).
+TEST(ParityMatmul, BiasGradientRidesTheWeightGradient) {
+  Parity p;
+  const int64_t cases[][3] = {{1, 1, 1}, {48, 64, 33}, {70, 40, 200}, {5, 300, 130}};  // out, in, tokens
+  uint32_t id = 700;
+  for (DType dt : testing::float_dtypes())
+    for (const auto& cs : cases)
+      for (float beta : {0.0f, 1.0f}) {
+        const int64_t M = cs[0], N = cs[1], K = cs[2];
+        const Tensor dy = p.random({K, M}, dt, ++id), x = p.random({K, N}, dt, ++id);
+        const Tensor dw0 = p.random({M, N}, DType::f32, ++id), db0 = p.random({M}, DType::f32, ++id);
+        Tensor dw = p.zeros({M, N}, DType::f32), db = p.zeros({M}, DType::f32);
+        Tensor dw_apart = p.zeros({M, N}, DType::f32), db_apart = p.zeros({M}, DType::f32);
+        for (Tensor* t : {&dw, &dw_apart}) ops::copy(p.ctx, dw0, *t);
+        for (Tensor* t : {&db, &db_apart}) ops::copy(p.ctx, db0, *t);
+        ops::MatmulOpts o;
+        o.beta = beta;
+        ops::matmul(p.ctx, ops::mat(dy, true), ops::mat(x), ops::mat(dw_apart), o);
+        ops::bias_grad(p.ctx, dy, db_apart);
+        o.bias_grad = &db;
+        ops::matmul(p.ctx, ops::mat(dy, true), ops::mat(x), ops::mat(dw), o);
+        const std::string what = fmt::format("{} {}x{}x{} beta {}", dtype_name(dt), M, N, K, beta);
+        EXPECT_EQ(p.host(dw), p.host(dw_apart)) << what;
+        if (p.ctx.device.is_cpu()) EXPECT_EQ(p.host(db), p.host(db_apart)) << what;
+        else p.expect_close(db, p.host(db_apart), what, 1e-5);
+      }
+}
+
+TEST(ParityMatmul, BiasGradientNeedsAWholeTransposedDy) {
+  Parity p;
+  const Tensor dy = p.random({6, 4}, DType::f32, 800), x = p.random({6, 3}, DType::f32, 801);
+  const Tensor bias = p.random({3}, DType::f32, 802), dyt = p.random({4, 6}, DType::f32, 803);
+  Tensor dw = p.zeros({4, 3}, DType::f32), db = p.zeros({4}, DType::f32), db3 = p.zeros({3}, DType::f32);
+  ops::MatmulOpts o;
+  o.bias_grad = &db3;
+  ops::MatView part = ops::mat(dy, true);
+  part.rows = 6, part.cols = 3, part.ld = 4;  // three of dy's four columns
+  Tensor dw3 = p.zeros({3, 3}, DType::f32);
+  EXPECT_THROW(ops::matmul(p.ctx, part, ops::mat(x), ops::mat(dw3), o), Error);
+  EXPECT_THROW(ops::matmul(p.ctx, ops::mat(dy, true), ops::mat(x), ops::mat(dw), o), Error);  // db (3), 4 rows
+  o.bias_grad = &db;
+  EXPECT_THROW(ops::matmul(p.ctx, ops::mat(dyt), ops::mat(x), ops::mat(dw), o), Error);  // A not read transposed
+  o.bias = &bias;
+  EXPECT_THROW(ops::matmul(p.ctx, ops::mat(dy, true), ops::mat(x), ops::mat(dw), o), Error);
+  EXPECT_EQ(p.host(db), std::vector<double>(4, 0.0));  // nothing ran
+}
+
 // Attention's layout: q, k, v (B*S, H) read per head without copies; scores (B, heads, S, S).
 TEST(ParityMatmul, PerHeadViewsOfRowMajorActivations) {
   Parity p;

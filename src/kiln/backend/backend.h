@@ -84,6 +84,9 @@ struct MatmulOpts {
   float beta = 0.0f;          // 1: accumulate into c (f32 weight gradients from bf16 operands)
   const Tensor* bias = nullptr;  // (N) added to every row of the product; f32 or a's dtype
   Activation act = Activation::none;  // needs beta == 0
+  // A weight gradient's bias gradient from the same dy (ops.def, matmul): (M) f32 += the row sums
+  // of op(a), i.e. the column sums of dy with a = mat(dy, true). No bias or activation with it.
+  Tensor* bias_grad = nullptr;
 };
 
 // ---- elementwise ----

@@ -26,9 +26,11 @@ std::decay_t<T> kept(const T& v) {
 std::vector<TensorSegment> kept(std::span<const TensorSegment> s) { return {s.begin(), s.end()}; }
 struct KeptMatmulOpts {
   MatmulOpts opts;
-  Tensor bias;
+  Tensor bias, bias_grad;
 };
-KeptMatmulOpts kept(const MatmulOpts& o) { return {o, o.bias ? *o.bias : Tensor{}}; }
+KeptMatmulOpts kept(const MatmulOpts& o) {
+  return {o, o.bias ? *o.bias : Tensor{}, o.bias_grad ? *o.bias_grad : Tensor{}};
+}
 
 template <typename T>
 T& passed(T& v) {
@@ -37,6 +39,7 @@ T& passed(T& v) {
 std::span<const TensorSegment> passed(std::vector<TensorSegment>& s) { return s; }
 const MatmulOpts& passed(KeptMatmulOpts& k) {
   if (k.opts.bias) k.opts.bias = &k.bias;
+  if (k.opts.bias_grad) k.opts.bias_grad = &k.bias_grad;
   return k.opts;
 }
 
@@ -48,6 +51,7 @@ void check_arg_devices(const Context& ctx, const char* op, const DropoutMask& m)
 }
 void check_arg_devices(const Context& ctx, const char* op, const MatmulOpts& o) {
   if (o.bias) check_devices(ctx, op, {o.bias});
+  if (o.bias_grad) check_devices(ctx, op, {o.bias_grad});
 }
 template <typename T>
 void check_arg_devices(const Context&, const char*, const T&) {}

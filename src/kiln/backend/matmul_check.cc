@@ -23,6 +23,19 @@ void check_view(const MatView& v, const char* what) {
              last, shape_str(v.t.shape));
 }
 
+// The bias gradient rides a linear layer's weight-gradient product: a is dy (K, M) read
+// transposed, whole, so that its column sums are the bias gradient's.
+void check_bias_grad(const MatView& a, const MatView& c, const MatmulOpts& opts) {
+  const Tensor& db = *opts.bias_grad;
+  KILN_CHECK(a.trans && a.offset == 0 && a.ld == a.cols && a.rows * a.cols == a.t.numel() && c.batch[0] == 1 &&
+                 c.batch[1] == 1,
+             "op matmul: a bias gradient needs A = a whole (K, M) dy read transposed, unbatched");
+  KILN_CHECK(db.dtype == DType::f32 && db.numel() == a.cols, "op matmul: bias gradient {} {} for {} rows",
+             dtype_name(db.dtype), shape_str(db.shape), a.cols);
+  KILN_CHECK(!opts.bias && opts.act == Activation::none && opts.alpha == 1.0f,
+             "op matmul: a bias gradient with a bias, an activation or alpha != 1 is not supported");
+}
+
 }  // namespace
 
 void* element(const MatView& v) {
@@ -58,6 +71,7 @@ void check_args(check::matmul, const MatView& a, const MatView& b, const MatView
   KILN_CHECK(!opts.bias || opts.alpha == 1.0f, "op matmul: alpha != 1 with a bias is not supported");
   KILN_CHECK(opts.act == Activation::none || opts.beta == 0.0f,
              "op matmul: an activation with beta != 0 is not defined");
+  if (opts.bias_grad) check_bias_grad(a, c, opts);
   // With no products, neither backend adds a bias or applies an activation (c = beta c).
   KILN_CHECK(M == 0 || N == 0 || K > 0 || (!opts.bias && opts.act == Activation::none),
              "op matmul: K = 0 with bias or activation");

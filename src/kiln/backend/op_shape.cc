@@ -37,6 +37,7 @@ OpShape describe(check::matmul, const MatView& a, const MatView& b, const MatVie
   if (batch != 1) shape.text = fmt::format("[{}x{}] ", c.batch[0], c.batch[1]);
   shape.text += fmt::format("{}x{}x{} {}->{}", M, N, K, dtype_name(a.t.dtype), dtype_name(c.t.dtype));
   if (opts.bias) shape.text += " +bias";
+  if (opts.bias_grad) shape.text += " +bias_grad";
   shape.flops = 2.0 * double(batch) * double(M) * double(N) * double(K);
   const double c_passes = opts.beta != 0.0f ? 2.0 : 1.0;
   shape.bytes = double(batch) * (double(M * K + K * N) * double(dtype_size(a.t.dtype)) +

@@ -248,13 +248,13 @@ Tensor BertStage::heads_backward(const Step& step, float loss_scale) {
   const int64_t H = config_.hidden, N = B_ * P_, BS = B_ * S_;
   const DType dt = transformed_.dtype;
   // MLM decoder: logits = t W^T + bias. The loss writes dlogits (N, V) in the operands' dtype
-  // (computed in f32); the bias gradient sums it in double.
+  // (computed in f32); the weight gradient's product also sums it for the bias gradient.
   const Tensor dlogits = tp_.split() ? vocab_mlm_loss_.backward(loss_scale, dt) : mlm_loss_.backward(loss_scale, dt);
   Tensor db = decoder_bias_.grad();
-  ops::bias_grad(ctx, dlogits, db);
   const Param::GradTarget dw = decoder_weight_.grad_for_write();  // the word embedding or its copy
   ops::MatmulOpts dw_opts;
   dw_opts.beta = dw.accumulate ? 1.0f : 0.0f;
+  dw_opts.bias_grad = &db;
   ops::matmul(ctx, ops::mat(dlogits, true), ops::mat(transformed_), ops::mat(dw.grad), dw_opts);
   Tensor dt_ = dtransformed_.get(*step.ctx, {N, H}, dt);
   ops::matmul(ctx, ops::mat(dlogits), ops::mat(decoder_weight_.compute()), ops::mat(dt_));

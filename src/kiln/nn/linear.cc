@@ -77,15 +77,13 @@ void Linear::backward_into(const Step& step, const Tensor& dy_in, Tensor& dx, bo
   KILN_CHECK(dx.numel() == N * in, "Linear {}: input gradient {} is not ({}, {})",
              weight.spec().name, shape_str(dx.shape), N, in);
   Context& ctx = *step.ctx;
-  // dW (out, in) (+)= dy^T x in f32;  db += column sums of dy;  dx (N, in) (+)= dy W.
+  // dW (out, in) (+)= dy^T x in f32;  db += column sums of dy (in the same op);  dx (N, in) (+)= dy W.
   const Param::GradTarget dw = weight.grad_for_write();
   ops::MatmulOpts dw_opts;
   dw_opts.beta = dw.accumulate ? 1.0f : 0.0f;
+  Tensor db = bias.id >= 0 ? bias.grad() : Tensor{};
+  if (bias.id >= 0) dw_opts.bias_grad = &db;
   ops::matmul(ctx, ops::mat(dy, true), ops::mat(x_), ops::mat(dw.grad), dw_opts);
-  if (bias.id >= 0) {
-    Tensor db = bias.grad();
-    ops::bias_grad(ctx, dy, db);
-  }
   ops::MatmulOpts o;
   const Tensor w = weights_for(weight, dy.dtype);
   if (split_ == Split::column && tp_.split() && reduce_input_grad) {  // this rank's share of dx, summed over the group

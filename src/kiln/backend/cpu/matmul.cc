@@ -201,6 +201,13 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   static const Tensor no_bias;
   const OpScope scope = expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
   const auto [M, N, K] = matmul_dims(a, b);
+  if (opts.bias_grad) {  // a is dy (K, M), whole (ops.def)
+    cpu::bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);
+    MatmulOpts product = opts;
+    product.bias_grad = nullptr;
+    cpu::matmul(ctx, a, b, c, product);
+    return;
+  }
   if (M == 0 || N == 0) return;
   if (K == 0) {  // no products: c = beta c
     if (opts.beta == 1.0f) return;

@@ -4,8 +4,9 @@
 // CUBLAS_COMPUTE_32F: f32 operands multiply in f32 (TF32 would need _FAST_TF32; none, as on the
 // CPU); bf16 / f16 ones on tensor cores, accumulating in f32 (under _PEDANTIC, BERT-large ran at
 // 2% of an H200's bf16 peak). Bias, ReLU and tanh-GELU are cuBLASLt epilogues; erf-GELU, which
-// cuBLASLt lacks, runs as a kernel after it. cuBLASLt takes a bias of D's dtype or f32 (for
-// 16-bit D); any other goes in as an f32 copy.
+// cuBLASLt lacks, runs as a kernel after it; a weight gradient's bias gradient is the BGRADB
+// epilogue (matmul_plan.h), written to scratch and added. cuBLASLt takes a bias of D's dtype or
+// f32 (for 16-bit D); any other goes in as an f32 copy.
 #include <cublasLt.h>
 
 #include <fmt/format.h>
@@ -94,18 +95,25 @@ void make_layout(Layout& l, const MatView& v, const Batch& batch) {
            "batch stride");
 }
 
-cublasLtEpilogue_t epilogue(const MatmulOpts& o) {
-  const bool bias = o.bias != nullptr;
-  switch (o.act) {
-    case Activation::relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    case Activation::gelu_tanh: return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::relu: return CUBLASLT_EPILOGUE_RELU;
+    case Epilogue::relu_bias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::gelu: return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::gelu_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::bias_grad_b: return CUBLASLT_EPILOGUE_BGRADB;
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
 
+// The epilogue's vector: the bias it reads or the bias gradient it writes.
+const Tensor* epilogue_vector(const MatmulOpts& o) { return o.bias_grad ? o.bias_grad : o.bias; }
+
 void set_bias_pointer(const Desc& desc, const MatmulOpts& o) {
-  if (!o.bias) return;
-  const void* bias = o.bias->data;
+  const Tensor* v = epilogue_vector(o);
+  if (!v) return;
+  const void* bias = v->data;
   check_lt(cublaslt().MatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
            "bias");
 }
@@ -119,12 +127,12 @@ void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o)
            "transa");
   check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
            "transb");
-  const cublasLtEpilogue_t ep = epilogue(o);
+  const cublasLtEpilogue_t ep = lt_epilogue(epilogue_for(o));
   check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)),
            "epilogue");
-  if (!o.bias) return;
+  if (!epilogue_vector(o)) return;
   set_bias_pointer(d, o);
-  const cudaDataType_t bias_type = cuda_type(o.bias->dtype);
+  const cudaDataType_t bias_type = cuda_type(epilogue_vector(o)->dtype);
   check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                           sizeof(bias_type)),
            "bias type");
@@ -156,9 +164,9 @@ std::string view_key(const MatView& v) {
 // the epilogue, beta, alignments.
 std::string product_key(const std::string& prefix, const MatView& a, const MatView& b, const MatView& c,
                         const MatmulOpts& o, uint32_t align_a, uint32_t align_b, uint32_t align_c) {
-  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}|beta{}|align{},{},{}", prefix,
+  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}|beta{}|align{},{},{}", prefix,
                      view_key(a), view_key(b), view_key(c), int(o.act), o.bias ? dtype_name(o.bias->dtype) : "",
-                     o.beta, align_a, align_b, align_c);
+                     o.bias_grad ? "bgradb" : "", o.beta, align_a, align_b, align_c);
 }
 
 // A product's cuBLASLt objects and algorithm, made on its first call and kept for the process:
@@ -169,6 +177,7 @@ struct Plan {
   Desc desc;          // the bias pointer is set per call
   int64_t outer = 1;  // calls per product (batch[0] when the batches do not merge)
   cublasLtMatmulAlgo_t algo{};
+  bool bias_grad_apart = false;  // cuBLASLt has no bias-gradient epilogue for it: bias_grad runs after
 };
 
 // Every outer batch's pointers share the first one's alignment when the batch stride keeps it.
@@ -225,7 +234,17 @@ const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatVi
                                          view_alignment(c, outer)};  // cuBLASLt's order
   const PlanKey key = plan_key(ctx.device.index, a, b, c, opts, align);
   if (const auto it = plans.find(key); it != plans.end()) return *it->second;
-  return *plans.emplace(key, make_plan(ctx, lt, a, b, c, opts, merged, align)).first->second;
+  std::unique_ptr<Plan> plan;
+  try {
+    plan = make_plan(ctx, lt, a, b, c, opts, merged, align);
+  } catch (const Error&) {
+    if (!opts.bias_grad) throw;
+    MatmulOpts product = opts;  // the heuristic found no algorithm with the epilogue
+    product.bias_grad = nullptr;
+    plan = make_plan(ctx, lt, a, b, c, product, merged, align);
+    plan->bias_grad_apart = true;
+  }
+  return *plans.emplace(key, std::move(plan)).first->second;
 }
 
 }  // namespace
@@ -233,11 +252,15 @@ const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatVi
 void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
             const MatmulOpts& opts) {
   static const Tensor no_bias;
-  check_devices(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
+  check_devices(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias,
+                                 opts.bias_grad ? opts.bias_grad : &no_bias});
   require_device(ctx.device);
   const OpScope scope = profiled_scope("matmul", ctx.stream);
   const auto [M, N, K] = matmul_dims(a, b);
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0) {
+    if (opts.bias_grad && K > 0) bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);  // the sums alone
+    return;
+  }
   KILN_CHECK(K > 0 || opts.beta == 1.0f,
              "op matmul: K = 0 on {} is only supported as a no-op accumulate", ctx.device.str());
   if (K == 0) return;
@@ -254,18 +277,27 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     cast(ctx, *opts.bias, bias_f32);
     opts_lt.bias = &bias_f32;
   }
+  Tensor column_sums;  // the epilogue writes the bias gradient; the op's contract adds it
+  if (opts.bias_grad) {
+    column_sums = ctx.scratch_tensor({M}, DType::f32);
+    opts_lt.bias_grad = &column_sums;
+  }
+  bool bias_grad_apart = false;
   {
     static std::mutex mu;  // guards the plans, and a plan's bias pointer from being set until launched
     static auto* plans = new Plans();
     const std::lock_guard lock(mu);
     const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt);
-    set_bias_pointer(plan.desc, opts_lt);
+    bias_grad_apart = plan.bias_grad_apart;
+    if (!bias_grad_apart) set_bias_pointer(plan.desc, opts_lt);
     for (int64_t b0 = 0; b0 < plan.outer; ++b0)
       check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, at(b, b0), plan.la.h, at(a, b0), plan.lb.h,
                                  &opts.beta, at(c, b0), plan.lc.h, at(c, b0), plan.lc.h, &plan.algo, lt.workspace,
                                  kWorkspaceBytes, stream_of(ctx)),
                "matmul");
   }
+  if (opts.bias_grad && bias_grad_apart) bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);
+  else if (opts.bias_grad) add(ctx, *opts.bias_grad, column_sums, *opts.bias_grad);
   if (opts.act == Activation::gelu_erf) {
     Tensor out = c.t;
     with_float_type(out.dtype, [&](auto tag) {

@@ -37,12 +37,28 @@ inline bool covers_tensor(const MatView& v) {
          v.batch[0] * v.batch[1] * matrix == v.t.numel();
 }
 
+// The cuBLASLt epilogue a product's options ask for (matmul.cc maps it to cuBLASLt's enum).
+// kiln's a goes in as cuBLASLt's B, so the bias gradient, a reduction of op(a) over k, is
+// cuBLASLt's BGRADB (its sums have D's column count: kiln's M).
+enum class Epilogue { none, bias, relu, relu_bias, gelu, gelu_bias, bias_grad_b };
+
+inline Epilogue epilogue_for(const MatmulOpts& o) {
+  if (o.bias_grad) return Epilogue::bias_grad_b;
+  const bool bias = o.bias != nullptr;
+  switch (o.act) {
+    case Activation::relu: return bias ? Epilogue::relu_bias : Epilogue::relu;
+    case Activation::gelu_tanh: return bias ? Epilogue::gelu_bias : Epilogue::gelu;
+    default: return bias ? Epilogue::bias : Epilogue::none;  // erf-GELU: a kernel after the product
+  }
+}
+
 // Everything a cuBLASLt plan (layouts, descriptor, algorithm) depends on, as integers: the
-// device, each view's shape, layout, batches and dtype, the epilogue, beta and the operands'
-// alignments. Pointers and alpha are not part of it: they are passed with every call.
+// device, each view's shape, layout, batches and dtype, the epilogue (and whether it sums a
+// bias gradient), beta and the operands' alignments. Pointers and alpha are not part of it: they
+// are passed with every call.
 struct PlanKey {
   static constexpr int kViewFields = 9;
-  std::array<int64_t, 3 * kViewFields + 5> fields{};
+  std::array<int64_t, 3 * kViewFields + 6> fields{};
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -65,7 +81,8 @@ inline PlanKey plan_key(int device, const MatView& a, const MatView& b, const Ma
       k.fields[i++] = f;
   const int64_t bias = o.bias ? int64_t(o.bias->dtype) : -1;
   const int64_t align_bits = int64_t(align[0]) | int64_t(align[1]) << 16 | int64_t(align[2]) << 32;
-  for (int64_t f : {int64_t(device), int64_t(o.act), bias, int64_t(std::bit_cast<uint32_t>(o.beta)), align_bits})
+  for (int64_t f : {int64_t(device), int64_t(o.act), bias, int64_t(o.bias_grad != nullptr),
+                    int64_t(std::bit_cast<uint32_t>(o.beta)), align_bits})
     k.fields[i++] = f;
   return k;
 }
