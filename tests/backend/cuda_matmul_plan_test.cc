@@ -86,7 +86,7 @@ TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
       changed.push_back(plan_key(0, v[0], v[1], v[2], opts, align));
     }
   }
-  ops::MatmulOpts with_bias, f16_bias, relu, accumulate, bias_grad;
+  ops::MatmulOpts with_bias, f16_bias, relu, accumulate, bias_grad, strided_bias;
   const Tensor bias16 = Tensor::zeros({5}, DType::f16);
   Tensor db = Tensor::zeros({4});
   with_bias.bias = &bias;
@@ -94,7 +94,9 @@ TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
   relu.act = ops::Activation::relu;
   accumulate.beta = 1.0f;
   bias_grad.bias_grad = &db;
-  for (const ops::MatmulOpts* o : {&with_bias, &f16_bias, &relu, &accumulate, &bias_grad})
+  strided_bias.bias = &bias;
+  strided_bias.bias_batch_stride = 16;
+  for (const ops::MatmulOpts* o : {&with_bias, &f16_bias, &relu, &accumulate, &bias_grad, &strided_bias})
     changed.push_back(plan_key(0, a, b, c, *o, align));
   changed.push_back(plan_key(1, a, b, c, opts, align));
   for (int i = 0; i < 3; ++i) {

@@ -158,6 +158,44 @@ TEST(ParityMatmul, BiasGradientRidesTheWeightGradient) {
       }
 }
 
+// Three products of one input with weights and biases at one stride (attention's q, k and v
+// projections from the flat parameter buffers) in one call: each as its unbatched product with
+// its bias (bit for bit on the CPU, which runs them one by one).
+TEST(ParityMatmul, BatchesWithBiasesOfTheirOwn) {
+  Parity p;
+  const int64_t N = 37, in = 24, out = 20, stride = 16 * 32;  // weight (out, in) then bias, 16-aligned
+  uint32_t id = 900;
+  for (DType dt : testing::float_dtypes()) {
+    const Tensor x = p.random({N, in}, dt, ++id), flat = p.random({3 * stride}, dt, ++id);
+    const auto at = [&](int64_t element, Shape shape) {
+      return Tensor::view(static_cast<std::byte*>(flat.data) + element * int64_t(dtype_size(dt)), shape, dt,
+                          flat.device);
+    };
+    Tensor y = p.zeros({3 * N, out}, dt), want = p.zeros({3 * N, out}, dt);
+    for (int64_t i = 0; i < 3; ++i) {
+      ops::MatmulOpts o;
+      const Tensor bias = at(i * stride + out * in, {out});
+      o.bias = &bias;
+      Tensor rows = want.slice_rows(i * N, (i + 1) * N);
+      ops::matmul(p.ctx, ops::mat(x), ops::mat(at(i * stride, {out, in}), true), ops::mat(rows), o);
+    }
+    ops::MatView a = ops::mat(x), w = ops::mat(at(0, {out, in}), true), c = ops::mat(y);
+    w.t = at(0, {2 * stride + out * in});
+    a.batch[0] = w.batch[0] = c.batch[0] = 3;
+    w.batch_stride[0] = stride;
+    c.rows = N, c.batch_stride[0] = N * out;
+    const Tensor biases = at(out * in, {2 * stride + out});
+    ops::MatmulOpts o;
+    o.bias = &biases;
+    o.bias_batch_stride = stride;
+    ops::matmul(p.ctx, a, w, c, o);
+    if (p.ctx.device.is_cpu()) EXPECT_EQ(p.host(y), p.host(want)) << dtype_name(dt);
+    else p.expect_close(y, p.host(want), std::string(dtype_name(dt)), tolerance(dt));
+    o.bias_batch_stride = out - 1;  // the biases would overlap
+    EXPECT_THROW(ops::matmul(p.ctx, a, w, c, o), Error);
+  }
+}
+
 TEST(ParityMatmul, BiasGradientNeedsAWholeTransposedDy) {
   Parity p;
   const Tensor dy = p.random({6, 4}, DType::f32, 800), x = p.random({6, 3}, DType::f32, 801);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "grad_check.h"
+#include "kiln/backend/profile.h"
 #include "kiln/nn/attention.h"
 
 namespace kiln {
@@ -62,6 +63,27 @@ TEST(SelfAttention, ForwardMatchesFloat64ReferenceWithPadding) {
         }
       }
   EXPECT_LT(max_rel_error(ctx.ptr<float>(), want), 1e-5);
+}
+
+// q, k and v register their weights and biases one after another, at one stride in the flat
+// buffers: the three projections run as one batched product (the test above checks its values).
+TEST(SelfAttention, ProjectsQueryKeyAndValueInOneProduct) {
+  const int64_t B = 2, S = 6, H = 8, heads = 2;
+  ParamStore store;
+  nn::SelfAttention attn(store, "layer", H, heads, 0.0f, 1);
+  store.allocate();
+  randomize_params(store, 32, 0.5f);
+  const Tensor x = random_tensor({B * S, H}, 33);
+  const std::vector<int32_t> mask(size_t(B * S), 1);
+  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
+  ops::reset_profile();
+  ops::set_profile_recording(true);
+  attn.forward(Step{}, x, mask_t);
+  ops::set_profile_recording(false);
+  const std::string report = ops::profile_report(1.0, 1);
+  ops::reset_profile();
+  EXPECT_NE(report.find("  matmul | [3x1] 12x8x8 f32->f32 +bias | "), std::string::npos) << report;
+  EXPECT_EQ(report.find("  matmul | 12x8x8 f32->f32 +bias | "), std::string::npos) << report;
 }
 
 TEST(SelfAttention, GradientMatchesFiniteDifferencesWithPaddingAndDropout) {

@@ -60,13 +60,21 @@ void check_args(check::matmul, const MatView& a, const MatView& b, const MatView
   KILN_CHECK(c.t.dtype == DType::f32 || c.t.dtype == a.t.dtype,
              "op matmul: output {} is neither f32 nor the operands' {}", dtype_name(c.t.dtype),
              dtype_name(a.t.dtype));
-  if (opts.bias) {
+  if (opts.bias && opts.bias_batch_stride != 0) {
+    const int64_t span = (c.batch[0] - 1) * opts.bias_batch_stride + N;
+    KILN_CHECK(c.batch[1] == 1 && opts.bias_batch_stride >= N && opts.bias->numel() == span &&
+                   (opts.bias->dtype == DType::f32 || opts.bias->dtype == c.t.dtype),
+               "op matmul: biases {} {} at stride {} for {} batches of {} columns into {}",
+               dtype_name(opts.bias->dtype), shape_str(opts.bias->shape), opts.bias_batch_stride, c.batch[0], N,
+               dtype_name(c.t.dtype));
+  } else if (opts.bias) {
     KILN_CHECK(opts.bias->numel() == N &&
                    (opts.bias->dtype == DType::f32 || opts.bias->dtype == a.t.dtype),
                "op matmul: bias {} {} for {} columns of {} operands",
                dtype_name(opts.bias->dtype), shape_str(opts.bias->shape), N,
                dtype_name(a.t.dtype));
   }
+  KILN_CHECK(opts.bias_batch_stride == 0 || opts.bias, "op matmul: a bias batch stride without a bias");
   // No caller scales a biased product (oneDNN 2.x would scale the bias with it).
   KILN_CHECK(!opts.bias || opts.alpha == 1.0f, "op matmul: alpha != 1 with a bias is not supported");
   KILN_CHECK(opts.act == Activation::none || opts.beta == 0.0f,

@@ -1,12 +1,31 @@
 #include "kiln/nn/attention.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kiln/backend/backend.h"
 #include "kiln/nn/sequence_parallel.h"
 #include "kiln/core/error.h"
 
 namespace kiln::nn {
+namespace {
+
+// The stride, in elements, at which t[1] and t[2] follow t[0] in memory (the flat parameter
+// buffers: q, k and v register their weights, and their biases, one after another), else 0.
+int64_t stride_of(const Tensor (&t)[3]) {
+  if (!t[0].defined() || !t[1].defined() || !t[2].defined() || t[0].dtype != t[1].dtype || t[1].dtype != t[2].dtype)
+    return 0;
+  const auto at = [&](int i) { return reinterpret_cast<uintptr_t>(t[i].data); };
+  const uintptr_t bytes = at(1) - at(0), size = dtype_size(t[0].dtype);
+  const bool uniform = at(1) > at(0) && at(2) - at(1) == bytes && bytes % size == 0 &&
+                       int64_t(bytes / size) >= t[0].numel();
+  return uniform ? int64_t(bytes / size) : 0;
+}
+
+// n elements from t's first on (the memory after t: the caller knows it is there).
+Tensor span_from(const Tensor& t, int64_t n) { return Tensor::view(t.data, {n}, t.dtype, t.device); }
+
+}  // namespace
 
 SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden,
                              int64_t heads, float attn_dropout, uint32_t layer_id,
@@ -43,15 +62,40 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   mask_ = mask;
   x_rows_ = x;
   const Tensor whole = tp_.sequence ? tp_.sequence->gather(ctx, x, gathered_.buffer()) : x;  // (B*S, hidden)
-  q_ = query.forward(step, whole);
-  k_ = key.forward(step, whole);
-  v_ = value.forward(step, whole);
+  if (!project_together(step, whole)) {
+    q_ = query.forward(step, whole);
+    k_ = key.forward(step, whole);
+    v_ = value.forward(step, whole);
+  }
   core_forward(step, true);
 
   Tensor context = ctx_.get(*step.ctx, {B * S, width}, x.dtype);  // dropped probs v, head by head
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
               ops::heads_view(context, B, S, heads));
   return context;
+}
+
+bool SelfAttention::project_together(const Step& step, const Tensor& x) {
+  const DType dt = x.dtype;
+  const Tensor w[3] = {query.weight_for(dt), key.weight_for(dt), value.weight_for(dt)};  // (width, hidden)
+  const Tensor b[3] = {query.bias_for(dt), key.bias_for(dt), value.bias_for(dt)};        // (width)
+  const int64_t w_stride = stride_of(w), b_stride = stride_of(b);
+  if (w_stride == 0 || b_stride == 0) return false;
+  const int64_t N = x.dim(0);
+  Tensor qkv = qkv_.get(*step.ctx, {3 * N, width}, dt);
+  ops::MatView a = ops::mat(x), wt = ops::mat(w[0], true), c = ops::mat(qkv);
+  a.batch[0] = 3;  // batch stride 0: the same x for each
+  wt.t = span_from(w[0], 2 * w_stride + w[0].numel());
+  wt.batch[0] = 3, wt.batch_stride[0] = w_stride;
+  c.rows = N, c.batch[0] = 3, c.batch_stride[0] = N * width;
+  const Tensor biases = span_from(b[0], 2 * b_stride + width);
+  ops::MatmulOpts o;
+  o.bias = &biases;
+  o.bias_batch_stride = b_stride;
+  ops::matmul(*step.ctx, a, wt, c, o);
+  q_ = qkv.slice_rows(0, N), k_ = qkv.slice_rows(N, 2 * N), v_ = qkv.slice_rows(2 * N, 3 * N);
+  for (Linear* l : {&query, &key, &value}) l->keep_input(x);
+  return true;
 }
 
 void SelfAttention::core_forward(const Step& step, bool with_dropped) {
@@ -90,7 +134,7 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
   mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dq.share(theirs.dq);
   mine.dk.share(theirs.dk), mine.dv.share(theirs.dv), mine.dx.share(theirs.dx);
-  ctx_.share(owner.ctx_), partial_dx_.share_own(owner.partial_dx_);
+  ctx_.share(owner.ctx_), partial_dx_.share_own(owner.partial_dx_), qkv_.share(owner.qkv_);
   gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
 }
 

@@ -86,6 +86,10 @@ class SelfAttention {
   // dropped_ (probs_ itself without dropout). The probabilities and the mask key are the same
   // either way.
   void core_forward(const Step& step, bool with_dropped);
+  // q_, k_, v_ = x Wq^T + bq, ... as one batched product (x read for each, the weights and biases
+  // at one stride in the flat parameter buffers, where the layers register them one after
+  // another) into qkv_ (3*B*S, width): false, with nothing run, where they are not at one stride.
+  bool project_together(const Step& step, const Tensor& x);
 
   Dropout dropout_;
   AttentionBuffers own_;
@@ -96,7 +100,8 @@ class SelfAttention {
   int64_t first_head_;
   TensorParallel tp_;
   int64_t B_ = 0, S_ = 0;
-  Tensor q_, k_, v_;        // (B*S, hidden), the projections' buffers
+  Tensor q_, k_, v_;        // (B*S, width): rows of qkv_, or the projections' buffers
+  Buffer qkv_;              // (3*B*S, width): q, k, v one after another
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
   bool dropout_on_ = false;

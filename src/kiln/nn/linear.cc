@@ -39,6 +39,10 @@ Linear::Linear(ParamStore& store, const std::string& prefix, int64_t in, int64_t
   bias = store.add(prefix + ".bias", {out}, false);
 }
 
+Tensor Linear::weight_for(DType dtype) const { return weights_for(weight, dtype); }
+
+Tensor Linear::bias_for(DType dtype) const { return bias.id >= 0 ? weights_for(bias, dtype) : Tensor{}; }
+
 Tensor Linear::forward(const Step& step, const Tensor& x) {
   KILN_CHECK(x.rank() == 2 && x.dim(1) == in, "Linear {}: input {} does not match in={}",
              weight.spec().name, shape_str(x.shape), in);

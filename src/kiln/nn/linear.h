@@ -44,6 +44,13 @@ class Linear {
   void use_partial_grad_buffer(Buffer& part) { partial_dx_.use(part); }
   // Row-parallel under sequence parallelism: this rank's rows of the output and the whole dy in these.
   void use_sequence_buffers(Buffer& rows, Buffer& whole_dy) { reduced_.use(rows), gathered_dy_.use(whole_dy); }
+  // The weights and bias as forward reads them for an input of `dtype` (the compute copy, or the
+  // f32 master weights for an f32 input); the bias undefined without one.
+  Tensor weight_for(DType dtype) const;
+  Tensor bias_for(DType dtype) const;
+  // For a product run outside forward (the attention's q, k, v in one call, nn/attention.cc): the
+  // input x (N, in) that backward reads, as forward would have kept it.
+  void keep_input(const Tensor& x) { x_ = x; }
   // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
   void share_storage(Linear& owner) {
     y_.share_own(owner.y_), dx_.share_own(owner.dx_), partial_dx_.share_own(owner.partial_dx_);

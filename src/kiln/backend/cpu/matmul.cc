@@ -170,6 +170,31 @@ void matmul_f32_fallback(Context& ctx, const MatView& a, const MatView& b, const
   from_f32(c32, c);
 }
 
+// Batch b of the view, as an unbatched view (one batch level).
+MatView batch_of(const MatView& v, int64_t b) {
+  MatView one = v;
+  one.offset += b * v.batch_stride[0];
+  one.batch[0] = 1;
+  one.batch_stride[0] = 0;
+  return one;
+}
+
+// Products with a bias each (MatmulOpts::bias_batch_stride), one by one: each as the unbatched
+// product with its bias, bit for bit.
+void matmul_biased_batches(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
+                           const MatmulOpts& opts) {
+  const int64_t N = op_cols(b);
+  MatmulOpts one = opts;
+  one.bias_batch_stride = 0;
+  for (int64_t i = 0; i < c.batch[0]; ++i) {
+    const Tensor bias = Tensor::view(static_cast<std::byte*>(opts.bias->data) +
+                                         i * opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype)),
+                                     {N}, opts.bias->dtype, opts.bias->device);
+    one.bias = &bias;
+    cpu::matmul(ctx, batch_of(a, i), batch_of(b, i), batch_of(c, i), one);
+  }
+}
+
 }  // namespace
 
 dnnl::engine& cpu_engine() {
@@ -201,6 +226,10 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   static const Tensor no_bias;
   const OpScope scope = expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
   const auto [M, N, K] = matmul_dims(a, b);
+  if (opts.bias_batch_stride != 0) {
+    matmul_biased_batches(ctx, a, b, c, opts);
+    return;
+  }
   if (opts.bias_grad) {  // a is dy (K, M), whole (ops.def)
     cpu::bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);
     MatmulOpts product = opts;

@@ -136,6 +136,10 @@ void make_desc(Desc& d, const MatView& a, const MatView& b, const MatmulOpts& o)
   check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                           sizeof(bias_type)),
            "bias type");
+  if (o.bias_batch_stride == 0) return;
+  check_lt(cublaslt().MatmulDescSetAttribute(d.h, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &o.bias_batch_stride,
+                                             sizeof(o.bias_batch_stride)),
+           "bias batch stride");
 }
 
 // The first element of outer batch `batch0` of the view.
@@ -164,9 +168,10 @@ std::string view_key(const MatView& v) {
 // the epilogue, beta, alignments.
 std::string product_key(const std::string& prefix, const MatView& a, const MatView& b, const MatView& c,
                         const MatmulOpts& o, uint32_t align_a, uint32_t align_b, uint32_t align_c) {
-  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}|beta{}|align{},{},{}", prefix,
+  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}{}|beta{}|align{},{},{}", prefix,
                      view_key(a), view_key(b), view_key(c), int(o.act), o.bias ? dtype_name(o.bias->dtype) : "",
-                     o.bias_grad ? "bgradb" : "", o.beta, align_a, align_b, align_c);
+                     o.bias_batch_stride ? fmt::format("s{}", o.bias_batch_stride) : "", o.bias_grad ? "bgradb" : "",
+                     o.beta, align_a, align_b, align_c);
 }
 
 // A product's cuBLASLt objects and algorithm, made on its first call and kept for the process:

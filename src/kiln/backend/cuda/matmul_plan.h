@@ -53,12 +53,12 @@ inline Epilogue epilogue_for(const MatmulOpts& o) {
 }
 
 // Everything a cuBLASLt plan (layouts, descriptor, algorithm) depends on, as integers: the
-// device, each view's shape, layout, batches and dtype, the epilogue (and whether it sums a
-// bias gradient), beta and the operands' alignments. Pointers and alpha are not part of it: they
-// are passed with every call.
+// device, each view's shape, layout, batches and dtype, the epilogue (with its bias's batch
+// stride and whether it sums a bias gradient), beta and the operands' alignments. Pointers and
+// alpha are not part of it: they are passed with every call.
 struct PlanKey {
   static constexpr int kViewFields = 9;
-  std::array<int64_t, 3 * kViewFields + 6> fields{};
+  std::array<int64_t, 3 * kViewFields + 7> fields{};
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -81,7 +81,7 @@ inline PlanKey plan_key(int device, const MatView& a, const MatView& b, const Ma
       k.fields[i++] = f;
   const int64_t bias = o.bias ? int64_t(o.bias->dtype) : -1;
   const int64_t align_bits = int64_t(align[0]) | int64_t(align[1]) << 16 | int64_t(align[2]) << 32;
-  for (int64_t f : {int64_t(device), int64_t(o.act), bias, int64_t(o.bias_grad != nullptr),
+  for (int64_t f : {int64_t(device), int64_t(o.act), bias, o.bias_batch_stride, int64_t(o.bias_grad != nullptr),
                     int64_t(std::bit_cast<uint32_t>(o.beta)), align_bits})
     k.fields[i++] = f;
   return k;
