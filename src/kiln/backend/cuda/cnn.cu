@@ -1,6 +1,7 @@
-// backend/cuda/cnn.cu — the pooling and batch-norm kernels that pool.cc and batchnorm.cc
-// run: the bodies of pool_bodies.h and batchnorm_bodies.h.
+// backend/cuda/cnn.cu — the pooling, batch-norm and convolution kernels that pool.cc,
+// batchnorm.cc and conv.cc run: the bodies of pool_bodies.h, batchnorm_bodies.h and conv_bodies.h.
 #include "kiln/backend/cuda/batchnorm_bodies.h"
+#include "kiln/backend/cuda/conv_bodies.h"
 #include "kiln/backend/cuda/pool_bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
@@ -22,5 +23,6 @@ template void run_kernel(int64_t, const BnNormalizeBody&, void*);
 template void run_kernel(int64_t, const BnBackwardCoefBody&, void*);
 template void run_kernel(int64_t, const BnBackwardDxBody&, void*);
 template void run_kernel(int64_t, const BnRunningBody&, void*);
+template void run_kernel(int64_t, const WgradToKcrsBody&, void*);
 
 }  // namespace kiln::ops::cuda

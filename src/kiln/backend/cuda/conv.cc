@@ -7,10 +7,14 @@
 // timed once per shape on scratch outputs and kept in the algorithm cache file
 // (backend/algo_cache.h); descriptors, algorithm and workspace size made once per shape and
 // process (ConvPlan); the workspace from the step's scratch. f32 convolutions use FMA math
-// (no TF32, as on the CPU). For bf16 / f16 activations the weight gradient runs in f32 on
-// converted copies, since cuDNN's filter gradient has the activations' dtype; TF32 tensor cores
-// may multiply those copies, whose values TF32 holds exactly (CUDNN_DEFAULT_MATH).
+// (no TF32, as on the CPU). cuDNN's filter gradient has the activations' dtype: for bf16 it is
+// taken in bf16 (f32 accumulation) and widened into the f32 gradient by a kernel of kiln's
+// (conv_plan.h, conv_bodies.h); for f16, or bf16 shapes without a deterministic bf16 algorithm,
+// it runs in f32 on converted copies, which TF32 tensor cores may multiply (TF32 holds their
+// values exactly: CUDNN_DEFAULT_MATH).
 // Built only where CMake found cuDNN (KILN_HAVE_CUDNN); elsewhere the ops say so.
+#include "kiln/backend/cuda/conv_bodies.h"
+#include "kiln/backend/cuda/conv_plan.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
 #include "kiln/core/error.h"
@@ -198,6 +202,7 @@ struct ConvPlan {
   std::once_flag chosen;
   Algo algo{};
   size_t workspace_bytes = 0;
+  bool unusable = false;  // no deterministic algorithm for a path that has a fallback
 };
 
 // The plan for `key`, made with its descriptors the first time.
@@ -241,6 +246,57 @@ Tensor filter_krsc(Context& ctx, cudnnHandle_t h, const ConvDescs& d, const Tens
   const float one = 1.0f, zero = 0.0f;
   check_dnn(cudnnTransformTensor(h, &one, d.w_kcrs, w.data, &zero, d.w_krsc, krsc.data), op, "weights to KRSC");
   return krsc;
+}
+
+// One weight gradient on `path` (conv_plan.h): dw (K, C/groups, R, S) f32 (+)= the gradient.
+// False, with nothing run, when cuDNN has no deterministic algorithm for the path's native 16-bit
+// descriptors (the caller falls back to the f32 copies; the plan remembers the answer).
+bool run_wgrad(Context& ctx, const ConvShape& s, const Tensor& x, const Tensor& dy, Tensor& dw, bool accumulate,
+               const WgradPath& path) {
+  const char* op = "conv2d_backward_weights";
+  const ScratchScope own_scratch(ctx);
+  const cudnnHandle_t h = bound_handle(ctx, op);
+  const std::string key = conv_key(ctx.device.index, path.label, s, x.dtype);
+  ConvPlan<cudnnConvolutionBwdFilterAlgo_t>& plan =
+      conv_plan<cudnnConvolutionBwdFilterAlgo_t>(op, key, s, path.descriptors, path.tf32_exact);
+  const ConvDescs& d = plan.d;
+  Tensor xf = x, dyf = dy;
+  if (path.f32_copies) {
+    xf = ctx.scratch_tensor(x.shape, DType::f32);
+    dyf = ctx.scratch_tensor(dy.shape, DType::f32);
+    cast(ctx, x, xf);
+    cast(ctx, dy, dyf);
+  }
+  const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+  const auto workspace_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, n);
+  };
+  const auto launch = [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
+    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &zero, d.w, out);
+  };
+  std::call_once(plan.chosen, [&] {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int found = 0;
+    check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+              op, "heuristics");
+    try {
+      choose_into(plan, op, key, perf, found, dw.nbytes(), stream_of(ctx), workspace_size, launch);
+    } catch (const Error&) {
+      if (path.descriptors == DType::f32) throw;  // the last path: nothing to fall back to
+      plan.unusable = true;
+    }
+  });
+  if (plan.unusable) return false;
+  const Tensor dwk = ctx.scratch_tensor(dw.shape, path.descriptors);  // (K, R, S, C/groups)
+  run_planned(ctx, op, "backward weights", plan, launch, dwk.data);
+  if (path.descriptors == DType::f32) {
+    check_dnn(cudnnTransformTensor(h, &one, d.w_krsc, dwk.data, &beta, d.w_kcrs, dw.data), op, "weights from KRSC");
+    return true;
+  }
+  run(ctx, op, dw.numel(),
+      WgradToKcrsBody{float_ptr(op, "dw", dwk), dw.ptr<float>(), s.C / s.groups, s.R * s.S, accumulate});
+  return true;
 }
 
 #endif
@@ -320,37 +376,8 @@ void conv2d_backward_weights(Context& ctx, const ConvShape& s, const Tensor& x, 
   const char* op = "conv2d_backward_weights";
   const OpScope scope = expect_cuda(ctx, op, {&x, &dy, &dw});
 #ifdef KILN_HAVE_CUDNN
-  const ScratchScope own_scratch(ctx);
-  Tensor xf = x, dyf = dy;
-  if (x.dtype != DType::f32) {
-    xf = ctx.scratch_tensor(x.shape, DType::f32);
-    dyf = ctx.scratch_tensor(dy.shape, DType::f32);
-    cast(ctx, x, xf);
-    cast(ctx, dy, dyf);
-  }
-  const cudnnHandle_t h = bound_handle(ctx, op);
-  const std::string key = conv_key(ctx.device.index, op, s, x.dtype);
-  ConvPlan<cudnnConvolutionBwdFilterAlgo_t>& plan =
-      conv_plan<cudnnConvolutionBwdFilterAlgo_t>(op, key, s, DType::f32, /*tf32_exact=*/x.dtype != DType::f32);
-  const ConvDescs& d = plan.d;
-  const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
-  const auto workspace_size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* n) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, n);
-  };
-  const auto launch = [&](cudnnConvolutionBwdFilterAlgo_t a, void* out, void* ws, size_t n) {
-    return cudnnConvolutionBackwardFilter(h, &one, d.x, xf.data, d.y, dyf.data, d.conv, a, ws, n, &zero, d.w, out);
-  };
-  std::call_once(plan.chosen, [&] {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int found = 0;
-    check_dnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w,
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
-              op, "heuristics");
-    choose_into(plan, op, key, perf, found, dw.nbytes(), stream_of(ctx), workspace_size, launch);
-  });
-  const Tensor dwk = ctx.scratch_tensor(dw.shape, DType::f32);  // (K, R, S, C/groups)
-  run_planned(ctx, op, "backward weights", plan, launch, dwk.data);
-  check_dnn(cudnnTransformTensor(h, &one, d.w_krsc, dwk.data, &beta, d.w_kcrs, dw.data), op, "weights from KRSC");
+  if (!run_wgrad(ctx, s, x, dy, dw, accumulate, wgrad_path(x.dtype, false)))
+    run_wgrad(ctx, s, x, dy, dw, accumulate, wgrad_path(x.dtype, true));
 #else
   no_cudnn(op, ctx);
 #endif

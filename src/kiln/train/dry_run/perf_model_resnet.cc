@@ -1,8 +1,9 @@
 // resnet_step_model (train/dry_run/perf_model.h): a ResNet step on one data-parallel rank, op for op as
 // models/resnet.cc runs it: stem, blocks (each conv's batch norm with its ReLU, the last one with the
 // shortcut join), head in f32, loss, backward in reverse, LARS. Where kiln's CUDA backend does more
-// than this counts today (issue 47): bf16 / f16 weight gradients run on f32 copies of both operands
-// (TF32), batch-norm sums make more passes, and each convolution makes its descriptors again.
+// than this counts today (issue 47): f16 weight gradients (and bf16 ones where cuDNN has no
+// deterministic bf16 algorithm) run on f32 copies of both operands (TF32), batch-norm sums make more
+// passes, and each convolution makes its descriptors again.
 #include <fmt/format.h>
 
 #include <algorithm>
