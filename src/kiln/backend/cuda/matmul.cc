@@ -110,10 +110,11 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 // The epilogue's vector: the bias it reads or the bias gradient it writes.
 const Tensor* epilogue_vector(const MatmulOpts& o) { return o.bias_grad ? o.bias_grad : o.bias; }
 
-void set_bias_pointer(const Desc& desc, const MatmulOpts& o) {
+// The epilogue's vector from `offset` bytes on (a batch's bias, called batch by batch).
+void set_bias_pointer(const Desc& desc, const MatmulOpts& o, int64_t offset = 0) {
   const Tensor* v = epilogue_vector(o);
   if (!v) return;
-  const void* bias = v->data;
+  const void* bias = static_cast<const std::byte*>(v->data) + offset;
   check_lt(cublaslt().MatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
            "bias");
 }
@@ -182,7 +183,10 @@ struct Plan {
   Desc desc;          // the bias pointer is set per call
   int64_t outer = 1;  // calls per product (batch[0] when the batches do not merge)
   cublasLtMatmulAlgo_t algo{};
-  bool bias_grad_apart = false;  // cuBLASLt has no bias-gradient epilogue for it: bias_grad runs after
+  // Where the heuristic has no algorithm with the bias-gradient epilogue or the bias batch stride:
+  // bias_grad runs after the product; the bias pointer moves by bias_step bytes per (batch) call.
+  bool bias_grad_apart = false;
+  int64_t bias_step = 0;
 };
 
 // Every outer batch's pointers share the first one's alignment when the batch stride keeps it.
@@ -243,11 +247,17 @@ const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatVi
   try {
     plan = make_plan(ctx, lt, a, b, c, opts, merged, align);
   } catch (const Error&) {
-    if (!opts.bias_grad) throw;
-    MatmulOpts product = opts;  // the heuristic found no algorithm with the epilogue
+    if (!opts.bias_grad && opts.bias_batch_stride == 0) throw;
+    MatmulOpts product = opts;
     product.bias_grad = nullptr;
-    plan = make_plan(ctx, lt, a, b, c, product, merged, align);
-    plan->bias_grad_apart = true;
+    product.bias_batch_stride = 0;
+    const bool per_batch = opts.bias_batch_stride != 0;  // one call per batch, each with its bias
+    const int64_t calls = per_batch ? c.batch[0] : outer;
+    const std::array<uint32_t, 3> align_each = {view_alignment(b, calls), view_alignment(a, calls),
+                                                view_alignment(c, calls)};
+    plan = make_plan(ctx, lt, a, b, c, product, merged && !per_batch, per_batch ? align_each : align);
+    plan->bias_grad_apart = opts.bias_grad != nullptr;
+    if (per_batch) plan->bias_step = opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype));
   }
   return *plans.emplace(key, std::move(plan)).first->second;
 }
@@ -295,11 +305,13 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt);
     bias_grad_apart = plan.bias_grad_apart;
     if (!bias_grad_apart) set_bias_pointer(plan.desc, opts_lt);
-    for (int64_t b0 = 0; b0 < plan.outer; ++b0)
+    for (int64_t b0 = 0; b0 < plan.outer; ++b0) {
+      if (plan.bias_step != 0) set_bias_pointer(plan.desc, opts_lt, b0 * plan.bias_step);
       check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, at(b, b0), plan.la.h, at(a, b0), plan.lb.h,
                                  &opts.beta, at(c, b0), plan.lc.h, at(c, b0), plan.lc.h, &plan.algo, lt.workspace,
                                  kWorkspaceBytes, stream_of(ctx)),
                "matmul");
+    }
   }
   if (opts.bias_grad && bias_grad_apart) bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);
   else if (opts.bias_grad) add(ctx, *opts.bias_grad, column_sums, *opts.bias_grad);
