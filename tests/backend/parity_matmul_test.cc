@@ -152,9 +152,13 @@ TEST(ParityMatmul, BiasGradientRidesTheWeightGradient) {
         o.bias_grad = &db;
         ops::matmul(p.ctx, ops::mat(dy, true), ops::mat(x), ops::mat(dw), o);
         const std::string what = fmt::format("{} {}x{}x{} beta {}", dtype_name(dt), M, N, K, beta);
-        EXPECT_EQ(p.host(dw), p.host(dw_apart)) << what;
-        if (p.ctx.device.is_cpu()) EXPECT_EQ(p.host(db), p.host(db_apart)) << what;
-        else p.expect_close(db, p.host(db_apart), what, 1e-5);
+        if (p.ctx.device.is_cpu()) {
+          EXPECT_EQ(p.host(dw), p.host(dw_apart)) << what;
+          EXPECT_EQ(p.host(db), p.host(db_apart)) << what;
+        } else {  // the epilogue's algorithm may sum the products in another order
+          p.expect_close(dw, p.host(dw_apart), what, tolerance(DType::f32));
+          p.expect_close(db, p.host(db_apart), what, 1e-5);
+        }
       }
 }
 
