@@ -46,12 +46,42 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
   q_ = query.forward(step, whole);
   k_ = key.forward(step, whole);
   v_ = value.forward(step, whole);
-  core_forward(step, true);
-
   Tensor context = ctx_.get(*step.ctx, {B * S, width}, x.dtype);  // dropped probs v, head by head
+  fused_ = takes_fused(ctx, x.dtype);
+  if (fused_) {
+    fused_forward(step, context);
+    return context;
+  }
+  core_forward(step, true);
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
               ops::heads_view(context, B, S, heads));
   return context;
+}
+
+bool SelfAttention::takes_fused(const Context& ctx, DType dtype) const {
+  if (core != AttentionCore::automatic) return core == AttentionCore::fused;
+  return ctx.device.kind == DeviceKind::cuda && (dtype == DType::bf16 || dtype == DType::f16) &&
+         head_dim % 16 == 0 && head_dim <= 64;
+}
+
+void SelfAttention::fused_forward(const Step& step, Tensor& context) {
+  const int64_t B = B_, S = S_;
+  dropout_.element_offset = first_head_ * S * S;
+  dropout_on_ = dropout_.arm(step, B);
+  context_ = context;
+  lse_ = own_lse_.get(*step.ctx, {B, heads, S}, DType::f32);
+  ops::flash_attention_forward(*step.ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads),
+                               ops::heads_view(v_, B, S, heads), mask_, probs_dropout(),
+                               1.0f / std::sqrt(float(head_dim)), ops::heads_view(context, B, S, heads), lse_);
+}
+
+void SelfAttention::fused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const int64_t B = B_, S = S_;
+  const auto heads_of = [&](const Tensor& t) { return ops::heads_view(t, B, S, heads); };
+  dropout_on_ = dropout_.arm(step, B);  // the forward's mask again, as a recomputing backward keys it
+  ops::flash_attention_backward(*step.ctx, heads_of(q_), heads_of(k_), heads_of(v_), heads_of(context_),
+                                heads_of(dctx), mask_, probs_dropout(), 1.0f / std::sqrt(float(head_dim)), lse_,
+                                heads_of(dq), heads_of(dk), heads_of(dv));
 }
 
 void SelfAttention::core_forward(const Step& step, bool with_dropped) {
@@ -90,7 +120,7 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
   mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dq.share(theirs.dq);
   mine.dk.share(theirs.dk), mine.dv.share(theirs.dv), mine.dx.share(theirs.dx);
-  ctx_.share(owner.ctx_), partial_dx_.share_own(owner.partial_dx_);
+  ctx_.share(owner.ctx_), own_lse_.share(owner.own_lse_), partial_dx_.share_own(owner.partial_dx_);
   gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
 }
 
@@ -108,6 +138,32 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
                  dctx.dtype == q_.dtype,
              "SelfAttention {}: gradient {} {} is not ({}, {}) {}", query.weight.spec().name,
              dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, width, dtype_name(q_.dtype));
+  Context& ctx = *step.ctx;
+  const DType dt = dctx.dtype;
+  Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
+  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
+  if (fused_) fused_backward(step, dctx, dq, dk, dv);
+  else unfused_backward(step, dctx, dq, dk, dv);
+  if (!tp_.split()) {
+    query.backward_into(step, dq, dx, accumulate);
+    key.backward_into(step, dk, dx, true);
+    value.backward_into(step, dv, dx, true);
+    return;
+  }
+  // Sequence parallel: the whole input again, where q, k and v's weight gradients read it.
+  if (tp_.sequence) tp_.sequence->gather(ctx, x_rows_, gathered_.buffer());
+  Tensor part = partial_dx_.get(*step.ctx, {B * S, hidden}, dt);
+  query.backward_into(step, dq, part, false);
+  key.backward_into(step, dk, part, true);
+  value.backward_into(step, dv, part, true);
+  if (tp_.sequence) part = tp_.sequence->scatter_sum(ctx, part, scattered_.buffer());  // this rank's rows of the sum
+  else tp_.all_reduce(part);
+  if (accumulate) ops::add(ctx, dx, part, dx);
+  else ops::copy(ctx, part, dx);
+}
+
+void SelfAttention::unfused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const int64_t B = B_, S = S_;
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
   if (recompute_) core_forward(step, false);  // the shared buffers hold another layer's core
@@ -132,28 +188,9 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
     ops::softmax_backward(ctx, probs_, dprobs, scale, dscores);
   }
   // dv = dropped^T dctx
-  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
-
-  if (!tp_.split()) {
-    query.backward_into(step, dq, dx, accumulate);
-    key.backward_into(step, dk, dx, true);
-    value.backward_into(step, dv, dx, true);
-    return;
-  }
-  // Sequence parallel: the whole input again, where q, k and v's weight gradients read it.
-  if (tp_.sequence) tp_.sequence->gather(ctx, x_rows_, gathered_.buffer());
-  Tensor part = partial_dx_.get(*step.ctx, {B * S, hidden}, dt);
-  query.backward_into(step, dq, part, false);
-  key.backward_into(step, dk, part, true);
-  value.backward_into(step, dv, part, true);
-  if (tp_.sequence) part = tp_.sequence->scatter_sum(ctx, part, scattered_.buffer());  // this rank's rows of the sum
-  else tp_.all_reduce(part);
-  if (accumulate) ops::add(ctx, dx, part, dx);
-  else ops::copy(ctx, part, dx);
 }
 
 }  // namespace kiln::nn

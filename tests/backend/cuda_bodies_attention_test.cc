@@ -1,0 +1,103 @@
+// The fused attention kernel's tile functions (attention_tiles.h) on the CPU: the host policy's
+// tile products against float64, the tiles' dropout against the CPU dropout op's mask bit for bit,
+// and the shared memory each pass carves (what the kernel asks the device for). The block
+// algorithms themselves: ParityFlashAttention.*.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/attention_tiles.h"
+#include "kiln/core/context.h"
+#include "cuda_bodies.h"
+#include "random_fill.h"
+
+namespace kiln {
+namespace {
+
+using namespace ops::cuda;
+using namespace testing::cuda_bodies;
+using testing::max_rel_error;
+using testing::random_normal;
+
+// op(a) (m, k) op(b) (k, n) of tiles stored with padded rows, plus c when accumulating.
+TEST(CudaBodiesAttention, HostTileProductsMatchFloat64InEveryLayout) {
+  const int m = 32, n = 48, k = 64;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const int lda = tile_ld<T>(k + 16), ldb = tile_ld<T>(n + 16), ldc = tile_ld<float>(n);
+    const std::vector<T> a = stored<T>(random_normal(int64_t(k + 16) * lda, 3));
+    const std::vector<T> b = stored<T>(random_normal(int64_t(n + 16) * ldb, 4));
+    const std::vector<double> av = values(a), bv = values(b);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool accumulate : {false, true}) {
+          std::vector<float> c = random_normal(int64_t(m) * ldc, 5);
+          std::vector<double> want(c.size());
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+              double s = accumulate ? c[size_t(i * ldc + j)] : 0.0;
+              for (int l = 0; l < k; ++l)
+                s += av[size_t(ta ? l * lda + i : i * lda + l)] * bv[size_t(tb ? j * ldb + l : l * ldb + j)];
+              want[size_t(i * ldc + j)] = s;
+            }
+          for (int i = 0; i < m; ++i)  // the padding is left as it was
+            for (int j = n; j < ldc; ++j) want[size_t(i * ldc + j)] = c[size_t(i * ldc + j)];
+          HostTiles{}.gemm(TileRef<T>{a.data(), lda, ta}, TileRef<T>{b.data(), ldb, tb}, c.data(), ldc, m, n, k,
+                           accumulate);
+          EXPECT_LT(max_rel_error(c, want), 1e-5) << ta << tb << accumulate;
+        }
+  });
+}
+
+// What flash_keep_row4 keeps is what ops::dropout_forward keeps of the (B, heads, S, S)
+// probabilities, for heads that start anywhere in a sample and rows that straddle Philox blocks.
+TEST(CudaBodiesAttention, TileDropoutIsTheDropoutOpsMaskBitForBit) {
+  Context cpu = cpu_context();
+  for (const int64_t S : {7, 13, 64}) {
+    const int64_t B = 3, heads = 2, first_head = 1, n = B * heads * S * S;
+    int64_t first_sample = 1000;
+    const Tensor offset = Tensor::view(&first_sample, {1}, DType::i64);
+    const ops::DropoutMask mask{0.3f, RngStream{17, rng_stream(RngPurpose::dropout, 5, 0)}, offset, B,
+                                first_head * S * S};
+    std::vector<float> ones(static_cast<size_t>(n), 1.0f), kept(static_cast<size_t>(n));
+    Tensor x = Tensor::view(ones.data(), {B, heads, S, S}), y = Tensor::view(kept.data(), {B, heads, S, S});
+    ops::dropout_forward(cpu, x, mask, y);
+
+    const FlashDropout d{mask.rng, &first_sample, mask.element_offset, mask.p, 1.0f / (1.0f - mask.p)};
+    FlashShape s;
+    s.B = B, s.heads = heads, s.S = S;
+    int64_t dropped = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; j += 4) {
+            float keep[4];
+            flash_keep_row4(d, s, b, h, i, j, keep);
+            for (int64_t u = 0; u < 4 && j + u < S; ++u) {
+              const float want = kept[size_t(((b * heads + h) * S + i) * S + j + u)];
+              ASSERT_EQ(keep[u] != 0.0f, want != 0.0f) << "S " << S << " b " << b << " h " << h << " i " << i;
+              dropped += want == 0.0f;
+            }
+          }
+    EXPECT_GT(dropped, n / 5);
+    EXPECT_LT(dropped, n * 2 / 5);
+  }
+}
+
+// The passes' shared memory for each head dim: what the host policy carves is what a block of the
+// kernel asks for, and a head dim of 64 fits every GPU the backend is built for (99 KiB on sm_89).
+TEST(CudaBodiesAttention, PassesFitTheSharedMemoryOfTheirGpus) {
+  for (int d : {16, 32, 64, 128}) {
+    const int64_t forward = flash_forward_smem_bytes<bf16_t>(d), backward = flash_backward_smem_bytes<bf16_t>(d);
+    EXPECT_LE(forward, 227 * 1024) << d;                               // sm_90's most per block
+    EXPECT_LE(backward, 227 * 1024) << d;
+    if (d <= 64) {
+      EXPECT_LE(forward, 99 * 1024) << d;
+      EXPECT_LE(backward, 99 * 1024) << d;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln
