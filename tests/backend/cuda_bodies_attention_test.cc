@@ -4,6 +4,7 @@
 // algorithms themselves: ParityFlashAttention.*.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kiln/backend/backend.h"
@@ -21,7 +22,7 @@ using testing::max_rel_error;
 using testing::random_normal;
 
 // op(a) (m, k) op(b) (k, n) of tiles stored with padded rows, plus c when accumulating.
-TEST(CudaBodiesAttention, HostTileProductsMatchFloat64InEveryLayout) {
+TEST(CudaBodies, AttentionHostTileProductsMatchFloat64InEveryLayout) {
   const int m = 32, n = 48, k = 64;
   for_each_type([&](auto tag) {
     using T = decltype(tag);
@@ -52,7 +53,7 @@ TEST(CudaBodiesAttention, HostTileProductsMatchFloat64InEveryLayout) {
 
 // What flash_keep_row4 keeps is what ops::dropout_forward keeps of the (B, heads, S, S)
 // probabilities, for heads that start anywhere in a sample and rows that straddle Philox blocks.
-TEST(CudaBodiesAttention, TileDropoutIsTheDropoutOpsMaskBitForBit) {
+TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
   Context cpu = cpu_context();
   for (const int64_t S : {7, 13, 64}) {
     const int64_t B = 3, heads = 2, first_head = 1, n = B * heads * S * S;
@@ -87,7 +88,7 @@ TEST(CudaBodiesAttention, TileDropoutIsTheDropoutOpsMaskBitForBit) {
 
 // The passes' shared memory for each head dim: what the host policy carves is what a block of the
 // kernel asks for, and a head dim of 64 fits every GPU the backend is built for (99 KiB on sm_89).
-TEST(CudaBodiesAttention, PassesFitTheSharedMemoryOfTheirGpus) {
+TEST(CudaBodies, AttentionPassesFitTheSharedMemoryOfTheirGpus) {
   for (int d : {16, 32, 64, 128}) {
     const int64_t forward = flash_forward_smem_bytes<bf16_t>(d), backward = flash_backward_smem_bytes<bf16_t>(d);
     EXPECT_LE(forward, 227 * 1024) << d;                               // sm_90's most per block
@@ -97,6 +98,63 @@ TEST(CudaBodiesAttention, PassesFitTheSharedMemoryOfTheirGpus) {
       EXPECT_LE(backward, 99 * 1024) << d;
     }
   }
+}
+
+// HostTiles with each phase's items in reverse order: a phase whose items read what another item
+// of the same phase writes (a race between the kernel's threads, which no barrier orders) gives
+// other results than in order.
+struct ReversedHostTiles : HostTiles {
+  template <typename F>
+  void for_each(int n, F&& f) const {
+    for (int i = n - 1; i >= 0; --i) f(i);
+  }
+};
+
+// Every block of every pass of (B 2, heads 2, S 75, d 32) in bf16 with padding and dropout under
+// `tiles`: the context, the lse, dq, dk, dv.
+template <typename Tiles>
+std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vector<float>& lse) {
+  const int64_t B = 2, heads = 2, S = 75, d = 32, width = heads * d, n = B * S * width;
+  static int64_t first_sample = 40;
+  static const std::vector<int32_t> mask = [] {
+    std::vector<int32_t> m(2 * 75, 1);
+    for (int64_t j = 60; j < 75; ++j) m[size_t(75 + j)] = 0;
+    return m;
+  }();
+  std::vector<std::vector<bf16_t>> t = {stored<bf16_t>(random_normal(n, 61)), stored<bf16_t>(random_normal(n, 62)),
+                                        stored<bf16_t>(random_normal(n, 63)), std::vector<bf16_t>(size_t(n)),
+                                        stored<bf16_t>(random_normal(n, 64)), std::vector<bf16_t>(size_t(n)),
+                                        std::vector<bf16_t>(size_t(n)), std::vector<bf16_t>(size_t(n))};
+  const auto heads_of = [&](std::vector<bf16_t>& v) { return FlashHeads<bf16_t>{v.data(), width, S * width, d}; };
+  const auto in = [&](std::vector<bf16_t>& v) { return FlashHeads<const bf16_t>{v.data(), width, S * width, d}; };
+  const FlashShape shape{B, heads, S, d, 0.17f, mask.data()};
+  const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f};
+  lse.assign(size_t(B * heads * S), 0.0f);
+  const FlashForwardArgs<bf16_t> fa{shape, in(t[0]), in(t[1]), in(t[2]), heads_of(t[3]), lse.data(), drop};
+  const FlashBackwardArgs<bf16_t> ba{shape, in(t[0]), in(t[1]), in(t[2]), in(t[3]), in(t[4]), heads_of(t[5]),
+                                     heads_of(t[6]), heads_of(t[7]), lse.data(), drop};
+  std::vector<char> smem(size_t(std::max(flash_forward_smem_bytes<bf16_t>(d), flash_backward_smem_bytes<bf16_t>(d))));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t q0 = 0; q0 < S; q0 += kFlashForward.outer) flash_forward_block(tiles, fa, b, h, q0, smem.data());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t k0 = 0; k0 < S; k0 += kFlashKeyPass.outer) flash_backward_key_block(tiles, ba, b, h, k0, smem.data());
+      for (int64_t q0 = 0; q0 < S; q0 += kFlashQueryPass.outer)
+        flash_backward_query_block(tiles, ba, b, h, q0, smem.data());
+    }
+  return {t[3], t[5], t[6], t[7]};
+}
+
+TEST(CudaBodies, AttentionBlocksHaveNoRacesWithinAPhase) {
+  std::vector<float> lse, lse_reversed;
+  const auto in_order = attention_blocks(HostTiles{}, lse);
+  const auto reversed = attention_blocks(ReversedHostTiles{}, lse_reversed);
+  EXPECT_EQ(lse_reversed, lse);
+  const char* names[] = {"context", "dq", "dk", "dv"};
+  for (size_t t = 0; t < in_order.size(); ++t)
+    EXPECT_EQ(values(reversed[t]), values(in_order[t])) << names[t];
+  EXPECT_GT(*std::max_element(lse.begin(), lse.end()), 0.0f);  // the blocks ran
 }
 
 }  // namespace
