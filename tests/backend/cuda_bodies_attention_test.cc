@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "kiln/backend/backend.h"
@@ -110,6 +112,53 @@ struct ReversedHostTiles : HostTiles {
   }
 };
 
+// The kernel's thread block on one CPU thread as its threads could run between two barriers: an
+// item of a phase goes to thread i % kFlashThreads, a product's 16x16 tiles to their warp's first
+// lane (warp w: tiles w, w + kFlashWarps, ...), and at each sync the threads run, the last one
+// first, each all of its work since the last sync. A phase that reads what an earlier phase
+// writes with no sync between them reads it before other threads have written it.
+class ThreadMajorTiles {
+ public:
+  template <typename F>
+  void for_each(int n, F f) const {
+    work_->push_back([n, f](int thread) {
+      for (int i = thread; i < n; i += kFlashThreads) f(i);
+    });
+  }
+  void sync() const {
+    for (int thread = kFlashThreads - 1; thread >= 0; --thread)
+      for (const auto& w : *work_) w(thread);
+    work_->clear();
+  }
+  template <typename T>
+  void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
+    work_->push_back([=](int thread) {
+      if (thread % 32 != 0) return;
+      for (int tile = thread / 32; tile < m / 16 * (n / 16); tile += kFlashWarps) {
+        const int i0 = tile / (n / 16) * 16, j0 = tile % (n / 16) * 16;
+        HostTiles{}.gemm(TileRef<T>{element(a, i0, 0), a.ld, a.trans}, TileRef<T>{element(b, 0, j0), b.ld, b.trans},
+                         c + i0 * ldc + j0, ldc, 16, 16, k, accumulate);
+      }
+    });
+  }
+  void flush() const { sync(); }
+
+ private:
+  // Element (r, col) of an operand as a tile starting there.
+  template <typename T>
+  static const T* element(const TileRef<T>& t, int r, int col) {
+    return t.trans ? t.p + col * t.ld + r : t.p + r * t.ld + col;
+  }
+  std::shared_ptr<std::vector<std::function<void(int)>>> work_ =
+      std::make_shared<std::vector<std::function<void(int)>>>();
+};
+
+// The end of a thread block: what a policy deferred runs.
+template <typename Tiles>
+void finish(const Tiles& tiles) {
+  if constexpr (requires { tiles.flush(); }) tiles.flush();
+}
+
 // Every block of every pass of (B 2, heads 2, S 75, d 32) in bf16 with padding and dropout under
 // `tiles`: the context, the lse, dq, dk, dv.
 template <typename Tiles>
@@ -136,12 +185,20 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
   std::vector<char> smem(size_t(std::max(flash_forward_smem_bytes<bf16_t>(d), flash_backward_smem_bytes<bf16_t>(d))));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t q0 = 0; q0 < S; q0 += kFlashForward.outer) flash_forward_block(tiles, fa, b, h, q0, smem.data());
+      for (int64_t q0 = 0; q0 < S; q0 += kFlashForward.outer) {
+        flash_forward_block(tiles, fa, b, h, q0, smem.data());
+        finish(tiles);
+      }
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t k0 = 0; k0 < S; k0 += kFlashKeyPass.outer) flash_backward_key_block(tiles, ba, b, h, k0, smem.data());
-      for (int64_t q0 = 0; q0 < S; q0 += kFlashQueryPass.outer)
+      for (int64_t k0 = 0; k0 < S; k0 += kFlashKeyPass.outer) {
+        flash_backward_key_block(tiles, ba, b, h, k0, smem.data());
+        finish(tiles);
+      }
+      for (int64_t q0 = 0; q0 < S; q0 += kFlashQueryPass.outer) {
         flash_backward_query_block(tiles, ba, b, h, q0, smem.data());
+        finish(tiles);
+      }
     }
   return {t[3], t[5], t[6], t[7]};
 }
@@ -155,6 +212,16 @@ TEST(CudaBodies, AttentionBlocksHaveNoRacesWithinAPhase) {
   for (size_t t = 0; t < in_order.size(); ++t)
     EXPECT_EQ(values(reversed[t]), values(in_order[t])) << names[t];
   EXPECT_GT(*std::max_element(lse.begin(), lse.end()), 0.0f);  // the blocks ran
+}
+
+TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
+  std::vector<float> lse, lse_threads;
+  const auto in_order = attention_blocks(HostTiles{}, lse);
+  const auto threads = attention_blocks(ThreadMajorTiles{}, lse_threads);
+  EXPECT_EQ(lse_threads, lse);
+  const char* names[] = {"context", "dq", "dk", "dv"};
+  for (size_t t = 0; t < in_order.size(); ++t)
+    EXPECT_EQ(values(threads[t]), values(in_order[t])) << names[t];
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 // with P recomputed from the saved lse, in two passes without atomics (key blocks: dk, dv; query
 // blocks: dq), each summing in a fixed order. Z is the CPU's dropout mask bit for bit: element
 // (b, h, i, j) is element element_offset + (h S + i) S + j of global sample sample_offset + b.
+// A tile policy has for_each(n, f): f(i) for each item i < n of a phase, in any order, on any of
+// the block's threads, at any time before the next sync() (so the lambdas of a helper that returns
+// first capture by value); sync(): the end of a phase; gemm(a, b, c, ...): a tile product.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -142,7 +145,7 @@ template <typename Tiles, typename T>
 KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const FlashShape& s, int64_t b,
                              int64_t h, int64_t first, int rows, T* tile, int ld) {
   const int d = int(s.d);
-  t.for_each(rows * d, [&](int e) {
+  t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
     tile[r * ld + c] = first + r < s.S ? x.row(b, h, first + r)[c] : store<T>(0.0f);
   });
@@ -153,7 +156,7 @@ template <typename Tiles, typename T>
 KILN_HD void flash_store_rows(const Tiles& t, const float* tile, int ld, const float* mul, const FlashShape& s,
                               int64_t b, int64_t h, int64_t first, int rows, const FlashHeads<T>& x) {
   const int d = int(s.d);
-  t.for_each(rows * d, [&](int e) {
+  t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
     if (first + r < s.S) x.row(b, h, first + r)[c] = store<T>(tile[r * ld + c] * (mul ? mul[r] : 1.0f));
   });
@@ -349,7 +352,7 @@ template <typename Tiles, typename T>
 KILN_HD void flash_load_row_stats(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
                                   int rows, float* lse, float* dot) {
   const FlashShape& s = a.shape;
-  t.for_each(rows, [&](int r) {
+  t.for_each(rows, [=](int r) {
     const int64_t i = q0 + r;
     lse[r] = i < s.S ? a.lse[(b * s.heads + h) * s.S + i] : INFINITY;
     dot[r] = i < s.S ? flash_row_dot(a, b, h, i) : 0.0f;
