@@ -237,26 +237,32 @@ KILN_HD void flash_forward_block(const Tiles& t, const FlashForwardArgs<T>& a, i
     t.sync();
     t.gemm(TileRef<T>{m.q, ldt, false}, TileRef<T>{m.k, ldt, true}, m.s, lds, R, C, d, false);
     t.sync();
-    t.for_each(R, [&](int r) {  // the online softmax: new running max, rescale, row sum
+    t.for_each(R, [&](int r) {  // the online softmax: the scores, the new running max, the rescale
       float* row = m.s + r * lds;
       float mx = m.max[r];
       for (int j = 0; j < C; ++j) mx = fmaxf(mx, row[j] = row[j] * s.scale + m.bias[j]);
-      float sum = 0.0f;
-      for (int j = 0; j < C; ++j) sum += (row[j] = expf(row[j] - mx));
       m.rescale[r] = expf(m.max[r] - mx);
-      m.sum[r] = m.sum[r] * m.rescale[r] + sum;
       m.max[r] = mx;
     });
     t.sync();
     t.for_each(R * d, [&](int e) { m.o[e / d * ldo + e % d] *= m.rescale[e / d]; });
-    t.for_each(R * C / 4, [&](int g) {
+    t.for_each(R * C / 4, [&](int g) {  // exp(s - max) in f32 for the sums, dropped in T for the product
       const int r = g / (C / 4), j = g % (C / 4) * 4;
       float keep[4];
       flash_keep_row4(a.drop, s, b, h, q0 + r, k0 + j, keep);
-      for (int u = 0; u < 4; ++u) m.p[r * ldp + j + u] = store<T>(m.s[r * lds + j + u] * keep[u] * a.drop.scale);
+      for (int u = 0; u < 4; ++u) {
+        float& x = m.s[r * lds + j + u];
+        x = expf(x - m.max[r]);
+        m.p[r * ldp + j + u] = store<T>(x * keep[u] * a.drop.scale);
+      }
     });
     t.sync();
     t.gemm(TileRef<T>{m.p, ldp, false}, TileRef<T>{m.v, ldt, false}, m.o, ldo, R, d, C, true);
+    t.for_each(R, [&](int r) {
+      float sum = 0.0f;
+      for (int j = 0; j < C; ++j) sum += m.s[r * lds + j];
+      m.sum[r] = m.sum[r] * m.rescale[r] + sum;
+    });
   }
   t.sync();
   t.for_each(R, [&](int r) {
