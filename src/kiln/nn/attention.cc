@@ -124,6 +124,37 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
 }
 
+void SelfAttention::unfused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const int64_t B = B_, S = S_;
+  Context& ctx = *step.ctx;
+  const DType dt = dctx.dtype;
+  if (recompute_) core_forward(step, false);  // the shared buffers hold another layer's core
+  const auto heads_of = [&](const Tensor& t, bool trans = false) {
+    return ops::heads_view(t, B, S, heads, trans);
+  };
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+
+  // d(dropped) = dctx v^T (f32), then d(q k^T) = softmax'(dropout'(d(dropped))) / sqrt(d) in the
+  // compute dtype: over d(dropped) when that is f32. Else, with dropout, over the probabilities,
+  // which nothing reads after this (the same op remakes the dropped ones for dv); without, dv
+  // still reads them: over the dropout's scratch.
+  Tensor dprobs = scratch_->f32.get(*step.ctx, {B, heads, S, S}, DType::f32);
+  ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
+  Tensor dscores = dt == DType::f32 ? dprobs
+                   : dropout_on_      ? probs_
+                                      : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
+  if (dropout_on_) {
+    dropped_ = scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
+    ops::attention_probs_backward(ctx, probs_, dprobs, dropout_.mask(), scale, dscores, dropped_);
+  } else {
+    ops::softmax_backward(ctx, probs_, dprobs, scale, dscores);
+  }
+  // dv = dropped^T dctx
+  ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
+  ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
+  ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
+}
+
 Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
   const int64_t rows = tp_.sequence ? tp_.sequence->local_rows() : B_ * S_;
   Tensor dx = scratch_->dx.get(*step.ctx, {rows, hidden}, dctx.dtype);
@@ -160,37 +191,6 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
   else tp_.all_reduce(part);
   if (accumulate) ops::add(ctx, dx, part, dx);
   else ops::copy(ctx, part, dx);
-}
-
-void SelfAttention::unfused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const int64_t B = B_, S = S_;
-  Context& ctx = *step.ctx;
-  const DType dt = dctx.dtype;
-  if (recompute_) core_forward(step, false);  // the shared buffers hold another layer's core
-  const auto heads_of = [&](const Tensor& t, bool trans = false) {
-    return ops::heads_view(t, B, S, heads, trans);
-  };
-  const float scale = 1.0f / std::sqrt(float(head_dim));
-
-  // d(dropped) = dctx v^T (f32), then d(q k^T) = softmax'(dropout'(d(dropped))) / sqrt(d) in the
-  // compute dtype: over d(dropped) when that is f32. Else, with dropout, over the probabilities,
-  // which nothing reads after this (the same op remakes the dropped ones for dv); without, dv
-  // still reads them: over the dropout's scratch.
-  Tensor dprobs = scratch_->f32.get(*step.ctx, {B, heads, S, S}, DType::f32);
-  ops::matmul(ctx, heads_of(dctx), heads_of(v_, true), ops::per_head(dprobs));
-  Tensor dscores = dt == DType::f32 ? dprobs
-                   : dropout_on_      ? probs_
-                                      : scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
-  if (dropout_on_) {
-    dropped_ = scratch_->dropped.get(*step.ctx, {B, heads, S, S}, dt);
-    ops::attention_probs_backward(ctx, probs_, dprobs, dropout_.mask(), scale, dscores, dropped_);
-  } else {
-    ops::softmax_backward(ctx, probs_, dprobs, scale, dscores);
-  }
-  // dv = dropped^T dctx
-  ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
-  ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
 }
 
 }  // namespace kiln::nn
