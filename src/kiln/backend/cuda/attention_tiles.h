@@ -16,6 +16,7 @@
 // the block's threads, at any time before the next sync() (so the lambdas of a helper that returns
 // first capture by value); sync(): the end of a phase; gemm(a, b, c, ...): a tile product.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -107,19 +108,24 @@ struct SmemCarver {
   }
 };
 
+// Word i (< 4) of a Philox block, by selects rather than an index (which would put the block in
+// local memory on the device).
+KILN_HD inline uint32_t philox_word(const std::array<uint32_t, 4>& w, int64_t i) {
+  return i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
+}
+
 // keep[t] = 0 where element first + t of global sample `sample` is dropped, else 1 (t < 4): the
-// words of its Philox blocks at counter (sample << 32) | (element / 4), as the CPU's dropout.
+// words of its Philox blocks at counter (sample << 32) | (element / 4), as the CPU's dropout. The
+// four lie in block first / 4 and, unless first is a multiple of 4, the next one.
 KILN_HD inline void flash_keep4(const FlashDropout& d, uint64_t sample, int64_t first, float keep[4]) {
-  int64_t block = -1;
-  uint32_t words[4] = {0, 0, 0, 0};
-  for (int t = 0; t < 4; ++t) {
-    const int64_t e = first + t;
-    if (e >> 2 != block) {
-      block = e >> 2;
-      const auto w = d.rng.block((sample << 32) | uint64_t(uint32_t(block)));
-      for (int u = 0; u < 4; ++u) words[u] = w[u];
-    }
-    keep[t] = u32_to_unit_float(words[e & 3]) < d.p ? 0.0f : 1.0f;
+  const uint64_t hi = sample << 32;
+  const int64_t shift = first & 3;
+  const auto a = d.rng.block(hi | uint64_t(uint32_t(first >> 2)));
+  const auto b = shift ? d.rng.block(hi | uint64_t(uint32_t((first >> 2) + 1))) : a;
+  for (int64_t t = 0; t < 4; ++t) {
+    const int64_t i = shift + t;
+    const uint32_t word = i < 4 ? philox_word(a, i) : philox_word(b, i - 4);
+    keep[t] = u32_to_unit_float(word) < d.p ? 0.0f : 1.0f;
   }
 }
 
