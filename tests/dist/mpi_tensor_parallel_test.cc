@@ -224,10 +224,12 @@ TEST_F(MpiTensorParallel, Tp2TimesPp2OnTheSimulatedDeviceIsTheHostRunAcrossAResu
 // rank's half of the positions, all-gathers and reduce-scatters in place of all-reduces. TP2, TP2
 // with full recomputation, and TP2 x PP2 (the stages exchange each rank's rows) train like one
 // process to fp32 rounding (the LayerNorms' gradients are summed over the halves); the same run on
-// the simulated device (gathers and scatters through device memory) is bitwise the host's.
+// the simulated device (gathers and scatters through device memory) is bitwise the host's. The
+// fused attention core (each rank's heads, their dropout keyed by the global head) trains so too.
 TEST_F(MpiTensorParallel, SequenceParallelTrainsBertLikeOneProcess) {
   const TrainRun sp = expect_tp2_like_one_process(2, "tp2sp", "--sequence-parallel");
   EXPECT_NE(sp.output.find("TP 2 x PP 1, sequence parallel"), std::string::npos) << sp.output;
+  expect_tp2_like_one_process(2, "tp2sp_flash", "--sequence-parallel --attention-backend flash");
   expect_tp2_like_one_process(2, "tp2sp_recompute",
                               "--sequence-parallel --recompute-granularity full --recompute-method uniform");
   expect_tp2_like_one_process(4, "tp2pp2sp", "--sequence-parallel --pipeline-model-parallel-size 2");

@@ -146,43 +146,48 @@ void expect_parts_of(const ParamStore& whole_store, const RankResult (&ranks)[2]
   }
 }
 
+// With either attention core (fused: head dim 16, its dropout keyed by the rank's global heads).
 TEST(BertTensorParallel, TwoRanksComputeTheWholeModelsLossAndGradients) {
-  for (bool pre_ln : {false, true}) {
-    const BertConfig c = tiny(pre_ln);
-    const data::BertBatch b = batch(3, 16, 4, int(c.vocab_size));
-    const Step step{7, 0, true, 5};
-    ParamStore whole_store;
-    BertForPretraining whole(c, whole_store);
-    whole.init_mlperf(3);
-    const BertOutputs want = whole.forward(step, b);
-    whole.backward(step, 1.0f);
+  for (bool pre_ln : {false, true})
+    for (nn::AttentionCore core : {nn::AttentionCore::unfused, nn::AttentionCore::fused}) {
+      BertConfig c = tiny(pre_ln);
+      c.attention_core = core;
+      if (core == nn::AttentionCore::fused) c.hidden = 64, c.intermediate = 128;
+      const data::BertBatch b = batch(3, 16, 4, int(c.vocab_size));
+      const Step step{7, 0, true, 5};
+      ParamStore whole_store;
+      BertForPretraining whole(c, whole_store);
+      whole.init_mlperf(3);
+      const BertOutputs want = whole.forward(step, b);
+      whole.backward(step, 1.0f);
 
-    ThreadPair pair;
-    RankResult ranks[2];
-    auto run = [&](int r) {
-      ThreadRank comm(pair, r);
-      Arena scratch;  // each rank's own, as each process has
-      Context ctx{Device::cpu(), nullptr, &scratch};
-      BertForPretraining model(c, ranks[r].store, ctx, nn::TensorParallel::over(comm));
-      model.init_mlperf(3);
-      ranks[r].initial = ranks[r].store.values_vector();
-      Step s = step;
-      s.ctx = &ctx;
-      ranks[r].out = model.forward(s, b);
-      model.backward(s, 1.0f);
-    };
-    std::thread other(run, 1);
-    run(0);
-    other.join();
+      ThreadPair pair;
+      RankResult ranks[2];
+      auto run = [&](int r) {
+        ThreadRank comm(pair, r);
+        Arena scratch;  // each rank's own, as each process has
+        Context ctx{Device::cpu(), nullptr, &scratch};
+        BertForPretraining model(c, ranks[r].store, ctx, nn::TensorParallel::over(comm));
+        model.init_mlperf(3);
+        ranks[r].initial = ranks[r].store.values_vector();
+        Step s = step;
+        s.ctx = &ctx;
+        ranks[r].out = model.forward(s, b);
+        model.backward(s, 1.0f);
+      };
+      std::thread other(run, 1);
+      run(0);
+      other.join();
 
-    for (const RankResult& r : ranks) {
-      EXPECT_NEAR(r.out.loss, want.loss, 1e-5 * want.loss) << "pre_ln " << pre_ln;
-      EXPECT_NEAR(r.out.mlm_loss, want.mlm_loss, 1e-5 * want.mlm_loss);
-      EXPECT_EQ(r.out.mlm_correct, want.mlm_correct);
-      EXPECT_EQ(r.out.nsp_correct, want.nsp_correct);
+      for (const RankResult& r : ranks) {
+        EXPECT_NEAR(r.out.loss, want.loss, 1e-5 * want.loss) << "pre_ln " << pre_ln;
+        EXPECT_NEAR(r.out.mlm_loss, want.mlm_loss, 1e-5 * want.mlm_loss);
+        EXPECT_EQ(r.out.mlm_correct, want.mlm_correct);
+        EXPECT_EQ(r.out.nsp_correct, want.nsp_correct);
+      }
+      expect_parts_of(whole_store, ranks, std::string(pre_ln ? "pre-LN" : "post-LN") +
+                                              (core == nn::AttentionCore::fused ? " fused" : ""));
     }
-    expect_parts_of(whole_store, ranks, pre_ln ? "pre-LN" : "post-LN");
-  }
 }
 
 // The last of two pipeline stages over two tensor-parallel ranks: its own vocab-parallel copy of

@@ -326,6 +326,38 @@ TEST(Bert, RecomputedAttentionGivesBitwiseTheSameGradientsInLessMemory) {
   }
 }
 
+// The fused attention core (--attention-backend flash) keeps no (B, heads, S, S) tensor: the
+// model takes at least the unfused core's probabilities (one f32 buffer per layer) less memory,
+// and gives its loss and gradients up to f32 rounding, dropout on (the same masks).
+TEST(Bert, FusedAttentionGivesTheUnfusedGradientsWithoutScoresInMemory) {
+  std::vector<float> grads;
+  double loss[2];
+  size_t bytes[2];
+  for (nn::AttentionCore core : {nn::AttentionCore::unfused, nn::AttentionCore::fused}) {
+    const bool fused = core == nn::AttentionCore::fused;
+    BertConfig c = tiny_config();
+    c.hidden = 64, c.intermediate = 128;  // head dim 16
+    c.layers = 4;
+    c.init_std = 0.2f;
+    c.hidden_dropout = c.attention_dropout = 0.1f;
+    c.attention_core = core;
+    const size_t before = host_bytes_in_use();
+    ParamStore store;
+    BertForPretraining model(c, store);
+    model.init_mlperf(5);
+    const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, 9);
+    const Step step{3, 7, true};
+    loss[fused] = model.forward(step, batch).loss;
+    model.backward(step, 1.0f);
+    bytes[fused] = host_bytes_in_use() - before;
+    if (!fused) grads = store.grads_vector();
+    else expect_grads_close(store, grads, 1e-4, "fused");
+  }
+  EXPECT_NEAR(loss[1], loss[0], 1e-5 * loss[0]);
+  const size_t core = size_t(8 * 4 * 32 * 32) * 4;  // B*heads*S*S f32
+  EXPECT_LE(bytes[1] + 4 * core, bytes[0]) << bytes[1] << " vs " << bytes[0];
+}
+
 // Full recomputation (--recompute-granularity full) recomputes whole layers in backward from the
 // saved input of their group: over two steps with dropout, post- and pre-LN, uniform groups of 1
 // and of 3 (the last group shorter) and block 2 give bitwise the losses and gradients of the model

@@ -115,5 +115,67 @@ TEST(SelfAttention, GradientMatchesFiniteDifferencesWithPaddingAndDropout) {
   EXPECT_LT(max_grad_error(loss, targets, 1e-2f, 24, &worst), 2e-2) << worst;
 }
 
+// The fused core (ops::flash_attention_*) through the layer: its gradients against central
+// differences, with padding and dropout (head dim 16, the tiles' smallest).
+TEST(SelfAttention, FusedGradientMatchesFiniteDifferencesWithPaddingAndDropout) {
+  const int64_t B = 2, S = 5, H = 32, heads = 2;
+  ParamStore store;
+  nn::SelfAttention attn(store, "a", H, heads, 0.2f, 3);
+  attn.core = nn::AttentionCore::fused;
+  store.allocate();
+  randomize_params(store, 40, 0.5f);
+  Tensor x = random_tensor({B * S, H}, 41);
+  const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
+  const Step step{5, 2, true};
+  const auto r = random_normal(B * S * H, 42);
+  Tensor dy = Tensor::empty({B * S, H});
+  std::copy(r.begin(), r.end(), dy.ptr<float>());
+  attn.forward(step, x, mask_t);
+  Tensor dx = attn.backward(step, dy);
+  std::vector<GradTarget> targets = {tensor_target("x", x, dx)};
+  for (const auto* l : {&attn.query, &attn.value}) {  // the key bias: no gradient (above)
+    targets.push_back(param_target(l->weight));
+    targets.push_back(param_target(l->bias));
+  }
+  targets.push_back(param_target(attn.key.weight));
+  for (int64_t i = 0; i < H; ++i) EXPECT_LT(std::abs(attn.key.bias.g()[i]), 1e-4f);  // f32 sums of 0
+  auto loss = [&] { return weighted_sum(attn.forward(step, x, mask_t), r); };
+  std::string worst;
+  EXPECT_LT(max_grad_error(loss, targets, 1e-2f, 24, &worst), 2e-2) << worst;
+}
+
+// The fused and the unfused core of one layer give one result: the context, the input gradient
+// and every weight gradient, with padding and dropout (the same dropped set, or a context row
+// would move by a probability's share of v), with and without recomputation.
+TEST(SelfAttention, FusedCoreMatchesTheUnfusedOne) {
+  const int64_t B = 2, S = 70, H = 64, heads = 2;
+  std::vector<int32_t> mask(size_t(B * S), 1);
+  for (int64_t s = 50; s < S; ++s) mask[size_t(S + s)] = 0;
+  const Tensor mask_t = Tensor::view(mask.data(), {B, S}, DType::i32);
+  const Tensor x = random_tensor({B * S, H}, 51);
+  Tensor dy = random_tensor({B * S, H}, 52);
+  const Step step{9, 4, true};
+  for (bool recompute : {false, true}) {
+    std::vector<float> results[2][3];  // per core: context, dx, the weights' gradients
+    for (nn::AttentionCore core : {nn::AttentionCore::unfused, nn::AttentionCore::fused}) {
+      ParamStore store;
+      nn::AttentionBuffers shared;
+      nn::SelfAttention attn(store, "a", H, heads, 0.3f, 7, recompute ? &shared : nullptr);
+      attn.core = core;
+      store.allocate();
+      randomize_params(store, 50, 0.5f);
+      const Tensor ctx = attn.forward(step, x, mask_t);
+      const Tensor dx = attn.backward(step, dy);
+      std::vector<float>* out = results[core == nn::AttentionCore::fused];
+      out[0].assign(ctx.ptr<float>(), ctx.ptr<float>() + ctx.numel());
+      out[1].assign(dx.ptr<float>(), dx.ptr<float>() + dx.numel());
+      for (const auto* l : {&attn.query, &attn.key, &attn.value})
+        out[2].insert(out[2].end(), l->weight.g(), l->weight.g() + l->weight.numel());
+    }
+    for (int r = 0; r < 3; ++r) EXPECT_LT(max_rel_error(results[1][r], results[0][r]), 1e-5) << recompute << r;
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -21,6 +21,7 @@ TEST(MemoryEstimate, DryRunPredictsTheMeasuredTensorsPeak) {
                             "/configs/bert-tiny.toml --fake-data --seq-length 512 --max-predictions 76 "
                             "--global-batch-size 16 --output-dir " + dir + " ";
   for (const std::string flags : {"", "--bf16", "--pre-ln", "--pre-ln --bf16 --recompute-activations",
+                                  "--bf16 --attention-backend flash",
                                   "--bf16 --recompute-granularity full --recompute-method block --recompute-num-layers 1"})
     testing::expect_dry_run_estimate(train + flags,
                                      "--benchmark 1 --log-interval 1 --eval-iters 1 --eval-batch-size 16");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/data/bert/bert_batch.h"
+#include "kiln/nn/attention_core.h"
 #include "kiln/nn/params.h"
 
 namespace kiln::models {
@@ -30,6 +31,8 @@ struct BertConfig {
   int64_t recompute_layers = 1;
   // Megatron's sequence parallelism with tensor parallelism (models/bert_stage.h).
   bool sequence_parallel = false;
+  // --attention-backend: the unfused core, fused attention, or automatic (nn/attention_core.h).
+  nn::AttentionCore attention_core = nn::AttentionCore::automatic;
 };
 
 // Full recomputation over a stage's `layers` layers (stage-local indices): the groups [first, end)

@@ -64,6 +64,7 @@ BertStage::BertStage(const BertConfig& config, const StageRange& range, ParamSto
     // The layers take eps from their own defaults; BERT's is 1e-12, the config may differ.
     layers_.back()->attention_norm.eps = c.layer_norm_eps;
     layers_.back()->output_norm.eps = c.layer_norm_eps;
+    layers_.back()->attention.core = c.attention_core;
     layers_.back()->share_buffers(shared_layers_, int(layers_.size() % 2));
   }
   recompute_ = recompute_layout(c, int64_t(layers_.size()));

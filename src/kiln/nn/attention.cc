@@ -67,9 +67,13 @@ Tensor SelfAttention::forward(const Step& step, const Tensor& x, const Tensor& m
     k_ = key.forward(step, whole);
     v_ = value.forward(step, whole);
   }
-  core_forward(step, true);
-
   Tensor context = ctx_.get(*step.ctx, {B * S, width}, x.dtype);  // dropped probs v, head by head
+  fused_ = takes_fused(ctx, x.dtype);
+  if (fused_) {
+    fused_forward(step, context);
+    return context;
+  }
+  core_forward(step, true);
   ops::matmul(ctx, ops::per_head(dropped_), ops::heads_view(v_, B, S, heads),
               ops::heads_view(context, B, S, heads));
   return context;
@@ -96,6 +100,32 @@ bool SelfAttention::project_together(const Step& step, const Tensor& x) {
   q_ = qkv.slice_rows(0, N), k_ = qkv.slice_rows(N, 2 * N), v_ = qkv.slice_rows(2 * N, 3 * N);
   for (Linear* l : {&query, &key, &value}) l->keep_input(x);
   return true;
+}
+
+bool SelfAttention::takes_fused(const Context& ctx, DType dtype) const {
+  if (core != AttentionCore::automatic) return core == AttentionCore::fused;
+  return ctx.device.kind == DeviceKind::cuda && (dtype == DType::bf16 || dtype == DType::f16) &&
+         head_dim % 16 == 0 && head_dim <= 64;
+}
+
+void SelfAttention::fused_forward(const Step& step, Tensor& context) {
+  const int64_t B = B_, S = S_;
+  dropout_.element_offset = first_head_ * S * S;
+  dropout_on_ = dropout_.arm(step, B);
+  context_ = context;
+  lse_ = own_lse_.get(*step.ctx, {B, heads, S}, DType::f32);
+  ops::flash_attention_forward(*step.ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads),
+                               ops::heads_view(v_, B, S, heads), mask_, probs_dropout(),
+                               1.0f / std::sqrt(float(head_dim)), ops::heads_view(context, B, S, heads), lse_);
+}
+
+void SelfAttention::fused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const int64_t B = B_, S = S_;
+  const auto heads_of = [&](const Tensor& t) { return ops::heads_view(t, B, S, heads); };
+  dropout_on_ = dropout_.arm(step, B);  // the forward's mask again, as a recomputing backward keys it
+  ops::flash_attention_backward(*step.ctx, heads_of(q_), heads_of(k_), heads_of(v_), heads_of(context_),
+                                heads_of(dctx), mask_, probs_dropout(), 1.0f / std::sqrt(float(head_dim)), lse_,
+                                heads_of(dq), heads_of(dk), heads_of(dv));
 }
 
 void SelfAttention::core_forward(const Step& step, bool with_dropped) {
@@ -134,24 +164,13 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
   mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dq.share(theirs.dq);
   mine.dk.share(theirs.dk), mine.dv.share(theirs.dv), mine.dx.share(theirs.dx);
-  ctx_.share(owner.ctx_), partial_dx_.share_own(owner.partial_dx_), qkv_.share(owner.qkv_);
+  ctx_.share(owner.ctx_), own_lse_.share(owner.own_lse_), partial_dx_.share_own(owner.partial_dx_);
+  qkv_.share(owner.qkv_);
   gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
 }
 
-Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
-  const int64_t rows = tp_.sequence ? tp_.sequence->local_rows() : B_ * S_;
-  Tensor dx = scratch_->dx.get(*step.ctx, {rows, hidden}, dctx.dtype);
-  backward_into(step, dctx, dx, false);
-  return dx;
-}
-
-void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& dx,
-                                  bool accumulate) {
+void SelfAttention::unfused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int64_t B = B_, S = S_;
-  KILN_CHECK(dctx.rank() == 2 && dctx.dim(0) == B * S && dctx.dim(1) == width &&
-                 dctx.dtype == q_.dtype,
-             "SelfAttention {}: gradient {} {} is not ({}, {}) {}", query.weight.spec().name,
-             dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, width, dtype_name(q_.dtype));
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
   if (recompute_) core_forward(step, false);  // the shared buffers hold another layer's core
@@ -176,12 +195,31 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
     ops::softmax_backward(ctx, probs_, dprobs, scale, dscores);
   }
   // dv = dropped^T dctx
-  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dropped_, true), heads_of(dctx), heads_of(dv));
-  Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
   ops::matmul(ctx, ops::per_head(dscores), heads_of(k_), heads_of(dq));
   ops::matmul(ctx, ops::per_head(dscores, true), heads_of(q_), heads_of(dk));
+}
 
+Tensor SelfAttention::backward(const Step& step, const Tensor& dctx) {
+  const int64_t rows = tp_.sequence ? tp_.sequence->local_rows() : B_ * S_;
+  Tensor dx = scratch_->dx.get(*step.ctx, {rows, hidden}, dctx.dtype);
+  backward_into(step, dctx, dx, false);
+  return dx;
+}
+
+void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& dx,
+                                  bool accumulate) {
+  const int64_t B = B_, S = S_;
+  KILN_CHECK(dctx.rank() == 2 && dctx.dim(0) == B * S && dctx.dim(1) == width &&
+                 dctx.dtype == q_.dtype,
+             "SelfAttention {}: gradient {} {} is not ({}, {}) {}", query.weight.spec().name,
+             dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, width, dtype_name(q_.dtype));
+  Context& ctx = *step.ctx;
+  const DType dt = dctx.dtype;
+  Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
+  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
+  if (fused_) fused_backward(step, dctx, dq, dk, dv);
+  else unfused_backward(step, dctx, dq, dk, dv);
   if (!tp_.split()) {
     query.backward_into(step, dq, dx, accumulate);
     key.backward_into(step, dk, dx, true);

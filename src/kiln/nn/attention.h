@@ -16,9 +16,15 @@
 // Tensor parallel: q, k, v column-parallel, split by heads; rank r computes heads
 // [r*heads/TP, ...) and their context columns; its probs dropout masks are the whole layer's
 // (keyed by the global head).
+// The fused core (`core`, nn/attention_core.h; decided at each forward from the device and dtype)
+// computes the same in ops::flash_attention_forward / _backward: it keeps no (B, heads, S, S)
+// tensor and no AttentionBuffers, saves the context and the rows' log-sum-exp (B, heads, S) f32
+// besides q, k, v, and with recomputation has nothing to recompute; its dropout masks are the
+// unfused path's, bit for bit. f32 on the CPU keeps the unfused path unless `core` says fused.
 #pragma once
 #include <string>
 
+#include "kiln/nn/attention_core.h"
 #include "kiln/nn/params.h"
 #include "kiln/core/step.h"
 #include "kiln/core/tensor.h"
@@ -61,7 +67,7 @@ class SelfAttention {
   // rows, nn/sequence_parallel.h, as is backward's dx); mask: (B, S) i32 with
   // 1 = token, 0 = padding (read again by a recomputing backward) -> context: (B*S, width).
   // Saves q, k, v (B*S, hidden), and unless recomputing, probs
-  // (B, heads, S, S) in the compute dtype.
+  // (B, heads, S, S) in the compute dtype (fused: the context and the rows' lse instead).
   Tensor forward(const Step& step, const Tensor& x, const Tensor& mask);
   // dctx: (B*S, hidden) -> dx: (B*S, hidden); accumulates q/k/v weight and bias grads.
   Tensor backward(const Step& step, const Tensor& dctx);
@@ -80,6 +86,7 @@ class SelfAttention {
   Linear query, key, value;
   int64_t hidden, heads, head_dim;  // heads: this rank's
   int64_t width;                    // heads x head_dim: this rank's context columns
+  AttentionCore core = AttentionCore::automatic;
 
  private:
   // probs_ (B, heads, S, S) from q_, k_ and mask_, the dropout mask keyed, and with_dropped:
@@ -90,6 +97,15 @@ class SelfAttention {
   // at one stride in the flat parameter buffers, where the layers register them one after
   // another) into qkv_ (3*B*S, width): false, with nothing run, where they are not at one stride.
   bool project_together(const Step& step, const Tensor& x);
+  // Whether this forward takes the fused core.
+  bool takes_fused(const Context& ctx, DType dtype) const;
+  // The fused core: context_ and lse_ from q_, k_, v_; dq, dk, dv from dctx.
+  void fused_forward(const Step& step, Tensor& context);
+  void fused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv);
+  // The unfused core's backward: dq, dk, dv from dctx over the (B, heads, S, S) buffers.
+  void unfused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv);
+  // The probabilities' dropout for the ops: its mask, or none (p = 0) when inactive.
+  ops::DropoutMask probs_dropout() const { return dropout_on_ ? dropout_.mask() : ops::DropoutMask{}; }
 
   Dropout dropout_;
   AttentionBuffers own_;
@@ -105,7 +121,9 @@ class SelfAttention {
   Tensor mask_;             // (B, S) i32, the caller's
   Tensor probs_, dropped_;  // (B, heads, S, S); dropped_ == probs_ when dropout is inactive
   bool dropout_on_ = false;
-  Buffer ctx_;
+  bool fused_ = false;      // this forward took the fused core
+  Tensor context_, lse_;    // fused: the context (B*S, width) and (B, heads, S) f32
+  Buffer ctx_, own_lse_;
   BufferSlot partial_dx_;
   Tensor x_rows_;                  // sequence parallel: the input, this rank's rows
   BufferSlot gathered_, scattered_;  // sequence parallel: the whole input, this rank's rows of dx

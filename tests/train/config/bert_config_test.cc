@@ -8,6 +8,7 @@
 
 #include "kiln/core/error.h"
 #include "kiln/train/config/bert_config.h"
+#include "kiln/train/recipes/bert.h"
 #include "tests/testing/config_flags.h"
 #include "tests/testing/error_of.h"
 #include "tests/testing/scoped_env.h"
@@ -225,20 +226,21 @@ TEST(BertConfig, InconsistentValuesAreRejected) {
   EXPECT_THROW(resolve(c, "", {}), Error);  // no data and no fake data
 }
 
-// Megatron's --attention-backend: kiln's one attention is Megatron's local, unfused core; asking
-// for a fused kernel is refused rather than ignored.
-TEST(BertConfig, AttentionBackendsKilnDoesNotHaveAreRefused) {
-  for (const char* kept : {"auto", "local", "unfused"}) {
+// Megatron's --attention-backend: local and unfused are the unfused core, fused and flash fused
+// attention, auto picks per device (nn/attention_core.h); anything else is refused.
+TEST(BertConfig, AttentionBackendsAreMegatronsNames) {
+  const std::pair<const char*, nn::AttentionCore> backends[] = {
+      {"auto", nn::AttentionCore::automatic}, {"local", nn::AttentionCore::unfused},
+      {"unfused", nn::AttentionCore::unfused}, {"fused", nn::AttentionCore::fused}, {"flash", nn::AttentionCore::fused}};
+  for (const auto& [name, core] : backends) {
     Resolved r;
-    resolve(r, "", {"--fake-data", "--attention-backend", kept});
-    EXPECT_EQ(r.config.attention_backend, kept);
+    resolve(r, "", {"--fake-data", "--attention-backend", name});
+    EXPECT_EQ(r.config.attention_backend, name);
+    EXPECT_EQ(train::bert_model_config(r.config).attention_core, core) << name;
   }
-  for (const char* refused : {"fused", "flash"}) {
-    Resolved r;
-    EXPECT_EQ(testing::error_of([&] { resolve(r, "", {"--fake-data", "--attention-backend", refused}); }),
-              fmt::format("config: --attention-backend {}: kiln has no fused attention kernel; use auto, local or "
-                          "unfused (kiln's one attention, Megatron's unfused core)", refused));
-  }
+  Resolved r;
+  EXPECT_EQ(testing::error_of([&] { resolve(r, "", {"--fake-data", "--attention-backend", "cudnn"}); }),
+            "config: --attention-backend must be auto, local, unfused, fused or flash, got 'cudnn'");
 }
 
 // Megatron's recomputation flags: selective is --recompute-activations; full needs uniform or block

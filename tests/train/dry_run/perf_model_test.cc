@@ -102,10 +102,12 @@ TEST(PerfModel, RooflineTakesTheSlowerOfArithmeticMemoryAndLink) {
   EXPECT_DOUBLE_EQ(ops[2].seconds, 10e-3);
 }
 
+// The unfused attention core's rows, which the tests below count (--attention-backend unfused).
 BertPerfRun bert_large(int64_t batch) {
   BertPerfRun r;  // BertConfig's defaults are BERT-large: 24 x 1024, 16 heads, FFN 4096, vocab 30522
   r.seq_length = 512, r.micro_batch = batch, r.global_batch = batch, r.max_predictions = 76;
   r.compute = DType::bf16;
+  r.model.attention_core = nn::AttentionCore::unfused;
   return r;
 }
 
@@ -182,7 +184,39 @@ TEST(PerfModel, FusedAttentionMovesNoScoresSoItsBytesGrowLinearlyInS) {
   };
   EXPECT_NEAR(bytes(512, true) / bytes(256, true), 2.0, 1e-12);
   EXPECT_GT(bytes(512, false) / bytes(256, false), 3.5);  // S x S tensors: 4x
-  EXPECT_LT(bytes(512, true) * 10, bytes(512, false));
+  EXPECT_LT(bytes(512, true) * 8, bytes(512, false));  // the fused backward: two passes over q, k, v, o, dO
+}
+
+// Where the run takes the fused core (auto in bf16 with head dim 64, or asked for), its rows
+// replace the unfused ones: no S x S bytes, the same model FLOPs (4 d Z forward, 8 d Z backward),
+// backward's recomputation (6 d Z) outside them, and nothing for selective recomputation to redo.
+TEST(PerfModel, ChosenFusedAttentionReplacesTheUnfusedRows) {
+  const DeviceModel& h100 = device_model("h100");
+  const StepModel unfused = bert_step_model(bert_large(16), h100);
+  for (nn::AttentionCore core : {nn::AttentionCore::automatic, nn::AttentionCore::fused}) {
+    BertPerfRun r = bert_large(16);
+    r.model.attention_core = core;
+    const StepModel fused = bert_step_model(r, h100);
+    EXPECT_THROW(find(fused, "layer.attention.scores"), Error);
+    EXPECT_TRUE(fused.fused_attention.empty());
+    EXPECT_DOUBLE_EQ(fused.model_flops, unfused.model_flops);
+    const double Z = 16.0 * 16 * 512 * 512, d = 64, layers = 24;
+    EXPECT_DOUBLE_EQ(find(fused, "layer.attention.fused_forward").flops * layers, 4 * Z * d * layers);
+    EXPECT_DOUBLE_EQ(find(fused, "layer.attention.fused_backward.recompute").flops, 6 * Z * d);
+    double bytes = 0;
+    for (const OpCost& op : fused.ops)
+      if (op.cls == OpClass::attention) bytes += op.calls * op.bytes;
+    // Per layer: forward q, k, v, context; backward's key pass k, v, q, dO, context, dk, dv and query
+    // pass q, dO, context, k, v, dq: 17 (N, H) bf16 tensors; the lse thrice, the mask thrice.
+    const double qkv = 16.0 * 512 * 1024 * 2, lse = 16.0 * 16 * 512 * 4, mask = 16.0 * 512 * 4;
+    EXPECT_DOUBLE_EQ(bytes, layers * (17 * qkv + 3 * lse + 3 * mask));
+    r.model.recompute_attention = true;
+    EXPECT_DOUBLE_EQ(bert_step_model(r, h100).seconds(), fused.seconds());
+  }
+  BertPerfRun f32 = bert_large(16);
+  f32.compute = DType::f32;
+  f32.model.attention_core = nn::AttentionCore::automatic;
+  EXPECT_NO_THROW(find(bert_step_model(f32, h100), "layer.attention.scores"));  // auto: f32 stays unfused
 }
 
 TEST(PerfModel, LayoutsSplitTheWorkAndAddTheirExchanges) {

@@ -242,11 +242,9 @@ void finalize_bert_config(BertTrainConfig& c, const ConfigRegistry& r) {
   for (double p : {c.hidden_dropout, c.attention_dropout})
     if (p < 0 || p >= 1) throw Error("config: dropout must be in [0, 1), got {}", p);
 
-  // kiln has one attention: Megatron's local, unfused core (the start line names it).
-  if (c.attention_backend == "fused" || c.attention_backend == "flash")
-    throw Error("config: --attention-backend {}: kiln has no fused attention kernel; use auto, local or unfused "
-                "(kiln's one attention, Megatron's unfused core)", c.attention_backend);
-  if (c.attention_backend != "auto" && c.attention_backend != "local" && c.attention_backend != "unfused")
+  // local and unfused: Megatron's unfused core; fused and flash: fused attention (nn/attention_core.h).
+  if (c.attention_backend != "auto" && c.attention_backend != "local" && c.attention_backend != "unfused" &&
+      c.attention_backend != "fused" && c.attention_backend != "flash")
     throw Error("config: --attention-backend must be auto, local, unfused, fused or flash, got '{}'",
                 c.attention_backend);
   finalize_mlperf_phase(c.mlperf);

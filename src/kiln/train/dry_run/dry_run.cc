@@ -22,6 +22,9 @@ struct KilnActivations {
 KilnActivations kiln_activations(const models::BertConfig& c, double s, double b, double m, double t, double e) {
   const double N = s * b, H = double(c.hidden), Ht = H / t, It = double(c.intermediate) / t,
                core = double(c.heads) / t * s * s * b, V = double(c.vocab_size) / t;
+  // The fused core (asked for: auto decides by the device) keeps the rows' lse, no (B, heads, S, S).
+  const bool fused = c.attention_core == nn::AttentionCore::fused;
+  const double lse = double(c.heads) / t * s * b * 4;
   KilnActivations k;
   // sum1, sum2, both LayerNorm outputs; q, k, v, context; FC1 and GELU outputs; LN statistics;
   // the probabilities (f32: the scores' buffer).
@@ -29,15 +32,15 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // whole inputs are gathered again in backward).
   const double rows = c.sequence_parallel ? N / t : N;  // (B*S, H) rows a rank holds between the products
   k.per_layer = rows * H * e * 4 + N * Ht * e * 4 + N * It * e * 2 + 16 * rows +
-                (c.recompute_attention ? 0 : core * e);
+                (fused ? lse : c.recompute_attention ? 0 : core * e);
   // Forward: both projections' and dropouts' outputs; backward: the residual gradient and two
   // results, projection / dropout / FC / GELU gradients, q k v gradients. The core's two scratch
   // buffers (nn::AttentionScratch): f32 scores or their gradient, and the dropped probabilities
   // or the compute-dtype score gradient.
   // (Pre-LN: the attention's and FC1's input gradients instead of a residual gradient.) With
   // recomputation the core's probabilities are shared too.
-  k.shared = N * H * e * (c.pre_ln ? 10 : 9) + N * Ht * e * 4 + N * It * e * 2 + core * (4 + e) +
-             (c.recompute_attention ? core * e : 0);
+  k.shared = N * H * e * (c.pre_ln ? 10 : 9) + N * Ht * e * 4 + N * It * e * 2 +
+             (fused ? 0 : core * (4 + e) + (c.recompute_attention ? core * e : 0));
   // Tensor parallel: an input gradient before the group sums it. Sequence parallel: a product's
   // whole input, a row-parallel one's output rows and whole gradient, an input gradient's rows.
   if (t > 1) k.shared += N * H * e;

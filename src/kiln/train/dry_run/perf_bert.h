@@ -61,7 +61,8 @@ OpCost gelu_backward(const BertShapes& s, std::string name, double calls, int64_
 // The encoder layers, `calls` = layers x micro-batches (nn/transformer.cc).
 void layer_forward(const BertShapes& s, Ops& ops, double calls);
 void layer_backward(const BertShapes& s, Ops& ops, double calls);
-// The fused attention core that would replace the attention rows: forward and backward.
+// The fused attention core in place of the unfused core's rows: forward, backward and backward's
+// recomputation.
 Ops fused_attention(const BertShapes& s, double calls);
 
 // The first stage's embeddings and the last stage's heads and losses, `calls` = micro-batches

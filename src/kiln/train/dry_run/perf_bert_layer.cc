@@ -3,7 +3,7 @@
 // Q, K and V are three GEMMs (one QKV GEMM would read x once); each batched attention product runs
 // as one cuBLASLt call per batch entry of its view; the row kernels make several passes where the
 // model counts one (softmax and LayerNorm statistics through scratch), and the attention core keeps
-// S x S scores and probabilities in HBM, which the fused rows (fused_attention) would not.
+// S x S scores and probabilities in HBM, which the fused core's rows (fused_attention) do not.
 #include "kiln/train/dry_run/perf_bert.h"
 
 namespace kiln::train::perf {
@@ -113,18 +113,24 @@ void layer_backward(const BertShapes& s, Ops& ops, double calls) {
   if (s.pre_ln) ops.push_back(layernorm_backward(s, "layer.attention_norm.backward", calls, N, true));
 }
 
-// FlashAttention-2's passes: forward reads q, k, v and writes the context and row statistics (4 d Z
-// FLOPs); backward computes D = rowsum(dO o), then recomputes the scores and makes dv, dprobs, dq,
-// dk (10 d Z FLOPs) reading q, k, v, o, dO and the statistics, writing dq, dk, dv. Dropout inline.
+// kiln's fused core (backend/cuda/attention_tiles.h): forward reads q, k, v and writes the context
+// and the rows' lse (4 d Z FLOPs); backward runs a key pass (dk, dv: the scores, dp, dv, dk) and a
+// query pass (dq: the scores and dp again, dq), each reading q, k, v, the context, dO, the lse and
+// the mask, and writes dq, dk, dv: 8 d Z FLOPs of products, plus 6 d Z recomputed (the scores
+// twice, dp once more), which are not model work. Dropout inline; nothing of size S x S in HBM.
+// The bytes are each tensor once a pass (re-reads of a block's rows by other blocks hit in L2).
 Ops fused_attention(const BertShapes& s, double calls) {
   const double Z = double(s.Z()), d = double(s.d), qkv = double(s.N * s.w) * s.e,
                stats = double(s.B * s.heads * s.S) * 4, mask = double(s.B * s.S) * 4;
   OpCost fwd = rows("layer.attention.fused_forward", OpClass::attention, calls, dims({s.N, s.w}, s.dtype) + " x 4",
                     4 * Z * d, 4 * qkv + stats + mask);
   OpCost bwd = rows("layer.attention.fused_backward", OpClass::attention, calls, dims({s.N, s.w}, s.dtype) + " x 8",
-                    10 * Z * d, 10 * qkv + 3 * stats + mask);
-  fwd.math = bwd.math = s.math();
-  return {fwd, bwd};
+                    8 * Z * d, 13 * qkv + 2 * stats + 2 * mask);
+  OpCost again = rows("layer.attention.fused_backward.recompute", OpClass::attention, calls,
+                      dims({s.B, s.heads, s.S, s.S}, DType::f32) + " in SRAM", 6 * Z * d, 0);
+  fwd.math = bwd.math = again.math = s.math();
+  fwd.model_flops = bwd.model_flops = true;
+  return {fwd, bwd, again};
 }
 
 }  // namespace kiln::train::perf

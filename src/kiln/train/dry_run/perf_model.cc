@@ -11,7 +11,7 @@ namespace kiln::train {
 const char* op_class_name(OpClass c) {
   switch (c) {
     case OpClass::gemm: return "GEMMs / convolutions";
-    case OpClass::attention: return "attention core (unfused, S x S in HBM)";
+    case OpClass::attention: return "attention core (unfused or fused: see the notes)";
     case OpClass::norm: return "LayerNorm / batch norm";
     case OpClass::elementwise: return "elementwise (GELU, dropout, bias, residual, ReLU)";
     case OpClass::loss: return "softmax / losses";

@@ -66,8 +66,8 @@ struct OpCost {
 // A step on the rank that takes longest (the busiest pipeline stage), at one device's peaks.
 struct StepModel {
   std::vector<OpCost> ops;
-  // BERT: the fused attention core (issue 47, point 2) that would replace the attention rows,
-  // timed on the same device; empty for ResNet.
+  // BERT with the unfused attention core: the fused core's rows that would replace its rows,
+  // timed on the same device; empty for ResNet and where the run takes the fused core.
   std::vector<OpCost> fused_attention;
   double model_flops = 0;  // matrix-product FLOPs of the whole step over every rank
   int64_t samples = 0;     // global batch

@@ -70,6 +70,25 @@ struct Stage {
   }
 };
 
+// Whether the run's layers take the fused attention core on a GPU (nn/attention_core.h).
+bool takes_fused(const BertPerfRun& r) {
+  const int64_t d = r.model.hidden / r.model.heads;
+  if (r.model.attention_core != nn::AttentionCore::automatic) return r.model.attention_core == nn::AttentionCore::fused;
+  return r.compute != DType::f32 && d % 16 == 0 && d <= 64;
+}
+
+// The unfused core's rows (forward, backward, recomputations) replaced by the fused core's for
+// `calls` layers, with the forward again for `recomputed` layers (full recomputation).
+void use_fused_core(const BertShapes& s, Ops& ops, double calls, double recomputed) {
+  std::erase_if(ops, [](const OpCost& op) { return op.cls == OpClass::attention; });
+  const Ops fused = perf::fused_attention(s, calls);
+  ops.insert(ops.end(), fused.begin(), fused.end());
+  if (recomputed == 0) return;
+  OpCost again = perf::fused_attention(s, recomputed).front();
+  again.name = "recompute." + again.name, again.model_flops = false;
+  ops.push_back(again);
+}
+
 Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
   const int64_t m = r.global_batch / (r.micro_batch * r.dp), layers = r.model.layers / r.pp;
   const bool first = stage == 0, last = stage == r.pp - 1;
@@ -85,6 +104,8 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
     for (OpCost& op : again) op.name = "recompute." + op.name, op.model_flops = false;
     st.ops.insert(st.ops.end(), again.begin(), again.end());
   }
+  const bool fused = takes_fused(r);
+  if (fused) use_fused_core(s, st.ops, double(m * layers), double(m * recomputed));
   if (last) perf::heads(s, st.ops, double(m));
   const std::string act = perf::dims({s.N, s.H}, s.dtype);
   // Interleaved, every chunk but the last virtual stage sends on (V m sends; V m - m on the last
@@ -100,8 +121,10 @@ Stage stage_ops(const BertPerfRun& r, int stage, const DeviceModel& device) {
   perf::data_parallel(tail, params, r.dp, r.distributed_optimizer, int64_t(r.tp) * r.dp > device.node_gpus);
   apply_roofline(tail, device);
   st.ops.insert(st.ops.end(), tail.begin(), tail.end());
-  st.fused = perf::fused_attention(s, double(m * layers));
-  apply_roofline(st.fused, device);
+  if (!fused) {  // what the fused core would take instead, for the report
+    st.fused = perf::fused_attention(s, double(m * layers));
+    apply_roofline(st.fused, device);
+  }
   return st;
 }
 
@@ -123,10 +146,11 @@ double model_flops(const Ops& ops) {
 
 std::vector<std::string> notes(const BertPerfRun& r, const DeviceModel& d, int busiest) {
   std::vector<std::string> n;
-  n.push_back(fmt::format("per rank: TP {} x PP {} x DP {}{}; attention unfused as kiln runs it today: f32 S x S "
-                          "scores and {} probabilities in HBM, Q, K, V three GEMMs",
-                          r.tp, r.pp, r.dp, r.pp > 1 ? fmt::format(", the busiest stage ({})", busiest) : "",
-                          dtype_name(r.compute)));
+  const std::string core = takes_fused(r) ? "attention fused: no S x S in HBM"
+                                           : fmt::format("attention unfused: f32 S x S scores and {} probabilities in HBM",
+                                                         dtype_name(r.compute));
+  n.push_back(fmt::format("per rank: TP {} x PP {} x DP {}{}; {}, Q, K, V three GEMMs", r.tp, r.pp, r.dp,
+                          r.pp > 1 ? fmt::format(", the busiest stage ({})", busiest) : "", core));
   if (r.tp * r.pp * r.dp > 1)
     n.push_back(fmt::format("collectives: rings over NVLink at {:.0f} GB/s per direction (the data-parallel one at {:.0f} "
                             "GB/s per GPU over the network beyond {} GPUs), pipeline sends over NVLink; not "

@@ -58,6 +58,8 @@ models::BertConfig bert_model_config(const BertTrainConfig& c) {
   if (c.recompute_method == "block") m.recompute = models::BertConfig::Recompute::block;
   m.recompute_layers = c.recompute_num_layers;
   m.sequence_parallel = c.sequence_parallel;
+  if (c.attention_backend == "local" || c.attention_backend == "unfused") m.attention_core = nn::AttentionCore::unfused;
+  if (c.attention_backend == "fused" || c.attention_backend == "flash") m.attention_core = nn::AttentionCore::fused;
   return m;
 }
 
@@ -81,6 +83,13 @@ RunSettings bert_run_settings(const BertTrainConfig& c, int seq_len) {
 }
 
 namespace {
+
+// The start line's attention: which core --attention-backend gives.
+std::string attention_summary(const std::string& backend) {
+  if (backend == "fused" || backend == "flash") return "fused (no S x S in memory)";
+  if (backend == "auto") return "auto (fused on CUDA in bf16 / f16, else unfused)";
+  return "unfused (scores in memory)";
+}
 
 // What backward recomputes, for the start line.
 std::string recompute_summary(const BertTrainConfig& c) {
@@ -315,7 +324,7 @@ class BertRecipe : public Recipe {
            fmt::format("  data {}; {} lr {} ({} decay, {} warmup steps); attention {}{}; logs in {}, checkpoints {}\n",
                        c_.fake_data ? std::string("generated (fake)")
                                     : c_.megatron_data() ? "Megatron " + c_.data_path : c_.data_dir,
-                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, "unfused (scores in memory)",
+                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, attention_summary(c_.attention_backend),
                        recompute_summary(c_), c_.output_dir,
                        c_.save_dir.empty() ? std::string("not saved") : c_.save_dir);
   }

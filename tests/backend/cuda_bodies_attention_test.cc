@@ -1,0 +1,228 @@
+// The fused attention kernel's tile functions (attention_tiles.h) on the CPU: the host policy's
+// tile products against float64, the tiles' dropout against the CPU dropout op's mask bit for bit,
+// and the shared memory each pass carves (what the kernel asks the device for). The block
+// algorithms themselves: ParityFlashAttention.*.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/attention_tiles.h"
+#include "kiln/core/context.h"
+#include "cuda_bodies.h"
+#include "random_fill.h"
+
+namespace kiln {
+namespace {
+
+using namespace ops::cuda;
+using namespace testing::cuda_bodies;
+using testing::max_rel_error;
+using testing::random_normal;
+
+// op(a) (m, k) op(b) (k, n) of tiles stored with padded rows, plus c when accumulating.
+TEST(CudaBodies, AttentionHostTileProductsMatchFloat64InEveryLayout) {
+  const int m = 32, n = 48, k = 64;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const int lda = tile_ld<T>(k + 16), ldb = tile_ld<T>(n + 16), ldc = tile_ld<float>(n);
+    const std::vector<T> a = stored<T>(random_normal(int64_t(k + 16) * lda, 3));
+    const std::vector<T> b = stored<T>(random_normal(int64_t(n + 16) * ldb, 4));
+    const std::vector<double> av = values(a), bv = values(b);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool accumulate : {false, true}) {
+          std::vector<float> c = random_normal(int64_t(m) * ldc, 5);
+          std::vector<double> want(c.size());
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+              double s = accumulate ? c[size_t(i * ldc + j)] : 0.0;
+              for (int l = 0; l < k; ++l)
+                s += av[size_t(ta ? l * lda + i : i * lda + l)] * bv[size_t(tb ? j * ldb + l : l * ldb + j)];
+              want[size_t(i * ldc + j)] = s;
+            }
+          for (int i = 0; i < m; ++i)  // the padding is left as it was
+            for (int j = n; j < ldc; ++j) want[size_t(i * ldc + j)] = c[size_t(i * ldc + j)];
+          HostTiles{}.gemm(TileRef<T>{a.data(), lda, ta}, TileRef<T>{b.data(), ldb, tb}, c.data(), ldc, m, n, k,
+                           accumulate);
+          EXPECT_LT(max_rel_error(c, want), 1e-5) << ta << tb << accumulate;
+        }
+  });
+}
+
+// What flash_keep_row4 keeps is what ops::dropout_forward keeps of the (B, heads, S, S)
+// probabilities, for heads that start anywhere in a sample and rows that straddle Philox blocks.
+TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
+  Context cpu = cpu_context();
+  for (const int64_t S : {7, 13, 64}) {
+    const int64_t B = 3, heads = 2, first_head = 1, n = B * heads * S * S;
+    int64_t first_sample = 1000;
+    const Tensor offset = Tensor::view(&first_sample, {1}, DType::i64);
+    const ops::DropoutMask mask{0.3f, RngStream{17, rng_stream(RngPurpose::dropout, 5, 0)}, offset, B,
+                                first_head * S * S};
+    std::vector<float> ones(static_cast<size_t>(n), 1.0f), kept(static_cast<size_t>(n));
+    Tensor x = Tensor::view(ones.data(), {B, heads, S, S}), y = Tensor::view(kept.data(), {B, heads, S, S});
+    ops::dropout_forward(cpu, x, mask, y);
+
+    const FlashDropout d{mask.rng, &first_sample, mask.element_offset, mask.p, 1.0f / (1.0f - mask.p)};
+    FlashShape s;
+    s.B = B, s.heads = heads, s.S = S;
+    int64_t dropped = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; j += 4) {
+            float keep[4];
+            flash_keep_row4(d, s, b, h, i, j, keep);
+            for (int64_t u = 0; u < 4 && j + u < S; ++u) {
+              const float want = kept[size_t(((b * heads + h) * S + i) * S + j + u)];
+              ASSERT_EQ(keep[u] != 0.0f, want != 0.0f) << "S " << S << " b " << b << " h " << h << " i " << i;
+              dropped += want == 0.0f;
+            }
+          }
+    EXPECT_GT(dropped, n / 5);
+    EXPECT_LT(dropped, n * 2 / 5);
+  }
+}
+
+// The passes' shared memory for each head dim: what the host policy carves is what a block of the
+// kernel asks for, and a head dim of 64 fits every GPU the backend is built for (99 KiB on sm_89).
+TEST(CudaBodies, AttentionPassesFitTheSharedMemoryOfTheirGpus) {
+  for (int d : {16, 32, 64, 128}) {
+    const int64_t forward = flash_forward_smem_bytes<bf16_t>(d), backward = flash_backward_smem_bytes<bf16_t>(d);
+    EXPECT_LE(forward, 227 * 1024) << d;                               // sm_90's most per block
+    EXPECT_LE(backward, 227 * 1024) << d;
+    if (d <= 64) {
+      EXPECT_LE(forward, 99 * 1024) << d;
+      EXPECT_LE(backward, 99 * 1024) << d;
+    }
+  }
+}
+
+// HostTiles with each phase's items in reverse order: a phase whose items read what another item
+// of the same phase writes (a race between the kernel's threads, which no barrier orders) gives
+// other results than in order.
+struct ReversedHostTiles : HostTiles {
+  template <typename F>
+  void for_each(int n, F&& f) const {
+    for (int i = n - 1; i >= 0; --i) f(i);
+  }
+};
+
+// The kernel's thread block on one CPU thread as its threads could run between two barriers: an
+// item of a phase goes to thread i % kFlashThreads, a product's 16x16 tiles to their warp's first
+// lane (warp w: tiles w, w + kFlashWarps, ...), and at each sync the threads run, the last one
+// first, each all of its work since the last sync. A phase that reads what an earlier phase
+// writes with no sync between them reads it before other threads have written it.
+class ThreadMajorTiles {
+ public:
+  template <typename F>
+  void for_each(int n, F f) const {
+    work_->push_back([n, f](int thread) {
+      for (int i = thread; i < n; i += kFlashThreads) f(i);
+    });
+  }
+  void sync() const {
+    for (int thread = kFlashThreads - 1; thread >= 0; --thread)
+      for (const auto& w : *work_) w(thread);
+    work_->clear();
+  }
+  template <typename T>
+  void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
+    work_->push_back([=](int thread) {
+      if (thread % 32 != 0) return;
+      for (int tile = thread / 32; tile < m / 16 * (n / 16); tile += kFlashWarps) {
+        const int i0 = tile / (n / 16) * 16, j0 = tile % (n / 16) * 16;
+        HostTiles{}.gemm(TileRef<T>{element(a, i0, 0), a.ld, a.trans}, TileRef<T>{element(b, 0, j0), b.ld, b.trans},
+                         c + i0 * ldc + j0, ldc, 16, 16, k, accumulate);
+      }
+    });
+  }
+  void flush() const { sync(); }
+
+ private:
+  // Element (r, col) of an operand as a tile starting there.
+  template <typename T>
+  static const T* element(const TileRef<T>& t, int r, int col) {
+    return t.trans ? t.p + col * t.ld + r : t.p + r * t.ld + col;
+  }
+  std::shared_ptr<std::vector<std::function<void(int)>>> work_ =
+      std::make_shared<std::vector<std::function<void(int)>>>();
+};
+
+// The end of a thread block: what a policy deferred runs.
+template <typename Tiles>
+void finish(const Tiles& tiles) {
+  if constexpr (requires { tiles.flush(); }) tiles.flush();
+}
+
+// Every block of every pass of (B 2, heads 2, S 75, d 32) in bf16 with padding and dropout under
+// `tiles`: the context, the lse, dq, dk, dv.
+template <typename Tiles>
+std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vector<float>& lse) {
+  const int64_t B = 2, heads = 2, S = 75, d = 32, width = heads * d, n = B * S * width;
+  static int64_t first_sample = 40;
+  static const std::vector<int32_t> mask = [] {
+    std::vector<int32_t> m(2 * 75, 1);
+    for (int64_t j = 60; j < 75; ++j) m[size_t(75 + j)] = 0;
+    return m;
+  }();
+  std::vector<std::vector<bf16_t>> t = {stored<bf16_t>(random_normal(n, 61)), stored<bf16_t>(random_normal(n, 62)),
+                                        stored<bf16_t>(random_normal(n, 63)), std::vector<bf16_t>(size_t(n)),
+                                        stored<bf16_t>(random_normal(n, 64)), std::vector<bf16_t>(size_t(n)),
+                                        std::vector<bf16_t>(size_t(n)), std::vector<bf16_t>(size_t(n))};
+  const auto heads_of = [&](std::vector<bf16_t>& v) { return FlashHeads<bf16_t>{v.data(), width, S * width, d}; };
+  const auto in = [&](std::vector<bf16_t>& v) { return FlashHeads<const bf16_t>{v.data(), width, S * width, d}; };
+  const FlashShape shape{B, heads, S, d, 0.17f, mask.data()};
+  const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f};
+  lse.assign(size_t(B * heads * S), 0.0f);
+  const FlashForwardArgs<bf16_t> fa{shape, in(t[0]), in(t[1]), in(t[2]), heads_of(t[3]), lse.data(), drop};
+  const FlashBackwardArgs<bf16_t> ba{shape, in(t[0]), in(t[1]), in(t[2]), in(t[3]), in(t[4]), heads_of(t[5]),
+                                     heads_of(t[6]), heads_of(t[7]), lse.data(), drop};
+  std::vector<char> smem(size_t(std::max(flash_forward_smem_bytes<bf16_t>(d), flash_backward_smem_bytes<bf16_t>(d))));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t q0 = 0; q0 < S; q0 += kFlashForward.outer) {
+        flash_forward_block(tiles, fa, b, h, q0, smem.data());
+        finish(tiles);
+      }
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t k0 = 0; k0 < S; k0 += kFlashKeyPass.outer) {
+        flash_backward_key_block(tiles, ba, b, h, k0, smem.data());
+        finish(tiles);
+      }
+      for (int64_t q0 = 0; q0 < S; q0 += kFlashQueryPass.outer) {
+        flash_backward_query_block(tiles, ba, b, h, q0, smem.data());
+        finish(tiles);
+      }
+    }
+  return {t[3], t[5], t[6], t[7]};
+}
+
+TEST(CudaBodies, AttentionBlocksHaveNoRacesWithinAPhase) {
+  std::vector<float> lse, lse_reversed;
+  const auto in_order = attention_blocks(HostTiles{}, lse);
+  const auto reversed = attention_blocks(ReversedHostTiles{}, lse_reversed);
+  EXPECT_EQ(lse_reversed, lse);
+  const char* names[] = {"context", "dq", "dk", "dv"};
+  for (size_t t = 0; t < in_order.size(); ++t)
+    EXPECT_EQ(values(reversed[t]), values(in_order[t])) << names[t];
+  EXPECT_GT(*std::max_element(lse.begin(), lse.end()), 0.0f);  // the blocks ran
+}
+
+TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
+  std::vector<float> lse, lse_threads;
+  const auto in_order = attention_blocks(HostTiles{}, lse);
+  const auto threads = attention_blocks(ThreadMajorTiles{}, lse_threads);
+  EXPECT_EQ(lse_threads, lse);
+  const char* names[] = {"context", "dq", "dk", "dv"};
+  for (size_t t = 0; t < in_order.size(); ++t)
+    EXPECT_EQ(values(threads[t]), values(in_order[t])) << names[t];
+}
+
+}  // namespace
+}  // namespace kiln
