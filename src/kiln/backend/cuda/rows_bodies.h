@@ -138,12 +138,20 @@ struct SoftmaxSpanScores {
   const T* x;
   const int32_t* mask;  // nullptr: a plain softmax
   int64_t per_batch, cols;
-  // The span of row r at column c (a multiple of W).
-  KILN_HD void load(int64_t r, int64_t c, float (&v)[W]) const {
-    load_packs<W>(x + r * cols + c, v);
-    if (!mask) return;
+  // Row r's scores and its mask row (null without a mask), found once per row.
+  struct Row {
+    const T* x;
+    const int32_t* keep;
+  };
+  KILN_HD Row row(int64_t r) const {
+    return {x + r * cols, mask ? mask + divide(r, per_batch).q * cols : nullptr};
+  }
+  // The span of a row at column c (a multiple of W).
+  KILN_HD static void load(const Row& row, int64_t c, float (&v)[W]) {
+    load_packs<W>(row.x + c, v);
+    if (!row.keep) return;
     int32_t keep[W];
-    load_keep<W>(mask + (r / per_batch) * cols + c, keep);
+    load_keep<W>(row.keep + c, keep);
     for (int j = 0; j < W; ++j) v[j] = keep[j] ? v[j] : v[j] - 10000.0f;
   }
 };
@@ -155,15 +163,16 @@ struct SoftmaxLaneSpanBody {
   SoftmaxSpanScores<T> scores;
   float* partial;  // 2 per lane
   KILN_HD void operator()(int64_t item) const {
-    const int64_t r = item / kGroups, c0 = (item % kGroups) * W;
+    const auto row = scores.row(item / kGroups);
+    const int64_t c0 = (item % kGroups) * W;
     float mx[W], sum[W], v[W];
     for (int j = 0; j < W; ++j) mx[j] = -INFINITY, sum[j] = 0.0f;
     for (int64_t c = c0; c < scores.cols; c += kRowLanes) {
-      scores.load(r, c, v);
+      scores.load(row, c, v);
       for (int j = 0; j < W; ++j) mx[j] = fmaxf(mx[j], v[j]);
     }
     for (int64_t c = c0; c < scores.cols; c += kRowLanes) {
-      scores.load(r, c, v);
+      scores.load(row, c, v);
       for (int j = 0; j < W; ++j) sum[j] += expf(v[j] - mx[j]);
     }
     for (int j = 0; j < W; ++j) {
@@ -183,7 +192,7 @@ struct SoftmaxApplySpanBody {
   KILN_HD void operator()(int64_t k) const {
     const QuotRem rc = divide(k * W, scores.cols);
     float v[W];
-    scores.load(rc.q, rc.r, v);
+    scores.load(scores.row(rc.q), rc.r, v);
     for (int j = 0; j < W; ++j) v[j] = expf(v[j] - stats[2 * rc.q]) * stats[2 * rc.q + 1];
     store_packs<W>(y + k * W, v);
   }
