@@ -22,7 +22,7 @@ using namespace testing::cuda_bodies;
 using testing::max_rel_error;
 using testing::random_normal;
 
-const int64_t kRows = 37;
+const int64_t kRows = 37;  // parameter-gradient chunks of 32 and 5 rows
 const int64_t kWidths[] = {8, 24, 40, 264, 1024};  // multiples of 8 (a bf16 span)
 
 template <typename T>
@@ -127,6 +127,22 @@ TEST(CudaSpans, LayerNormBackwardDxIsTheLaneBodiesBitForBit) {
                                               means.data(), C, false});
         EXPECT_TRUE(same_bits(in_place, fresh)) << "C " << C;
       });
+}
+
+TEST(CudaSpans, LayerNormParameterChunksAreTheColumnBodiesBitForBit) {
+  for (int64_t C : kWidths)
+    for_each_type([&](auto tag) {
+      using T = decltype(tag);
+      const int64_t N = kRows, chunks = (N + ops::kLayerNormGradRows - 1) / ops::kLayerNormGradRows;
+      const std::vector<T> x = stored<T>(random_normal(N * C, 44, 2.0f)), dy = stored<T>(random_normal(N * C, 45));
+      const std::vector<T> w = stored<T>(random_normal(C, 46)), b = stored<T>(random_normal(C, 47));
+      const Forward<T> f = forward_by_lanes(x, static_cast<const std::vector<T>*>(nullptr), w, b, C);
+      std::vector<float> want(size_t(2 * chunks * C)), got(want.size());
+      run_all(chunks * C, LayerNormParamChunkBody{ptr(x), ptr(dy), f.mean.data(), f.rstd.data(), N, C, want.data()});
+      using Body = LayerNormParamChunkSpanBody<T>;
+      run_all(chunks * C / Body::W, Body{x.data(), dy.data(), f.mean.data(), f.rstd.data(), N, C, got.data()});
+      EXPECT_TRUE(same_bits(got, want)) << "C " << C;
+    });
 }
 
 // Plain rows and BERT's masked attention rows (per_batch rows share a mask row).

@@ -100,14 +100,22 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   // Parameter gradients first: dx may alias dy.
   const int64_t chunks = (N + kLayerNormGradRows - 1) / kLayerNormGradRows;
   Tensor chunk_sums = ctx.scratch_tensor({std::max<int64_t>(1, chunks * C * 2)}, DType::f32);
-  run(ctx, op, chunks * C, LayerNormParamChunkBody{xs, dys, m, s, N, C, chunk_sums.ptr<float>()});
+  const bool spans = spans_fit(C, {&x, &dy, &w, &dx});
+  if (spans) {
+    with_float_type(x.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, chunks * C / kSpanWidth<T>,
+          LayerNormParamChunkSpanBody<T>{x.ptr<T>(), dy.ptr<T>(), m, s, N, C, chunk_sums.ptr<float>()});
+    });
+  } else {
+    run(ctx, op, chunks * C, LayerNormParamChunkBody{xs, dys, m, s, N, C, chunk_sums.ptr<float>()});
+  }
   run(ctx, op, C, LayerNormParamSumBody{chunk_sums.ptr<float>(), chunks, C, dw.ptr<float>(), db.ptr<float>()});
   Tensor lanes = ctx.scratch_tensor({N * kRowLanes * 2}, DType::i64);
   Tensor means = ctx.scratch_tensor({N * 2}, DType::f32);
   double* partial = reinterpret_cast<double*>(lanes.data);
   const FloatPtr dxs = float_ptr(op, "dx", dx);
-  if (spans_fit(C, {&x, &dy, &w, &dx}))
-    return backward_dx_spans(ctx, op, dy, x, w, m, s, dx, partial, means.ptr<float>(), accumulate_dx);
+  if (spans) return backward_dx_spans(ctx, op, dy, x, w, m, s, dx, partial, means.ptr<float>(), accumulate_dx);
   run(ctx, op, N * kRowLanes, LayerNormGradLaneBody{xs, dys, ws, m, s, C, partial});
   run(ctx, op, N, LayerNormGradStatsBody{partial, C, means.ptr<float>()});
   run(ctx, op, N * C, LayerNormGradApplyBody{xs, dys, ws, dxs, m, s, means.ptr<float>(), C, accumulate_dx});

@@ -6,15 +6,16 @@
 // per column over the chunks in double, in order: the CPU backend's sums, bit for bit.
 //
 // Where x, y (sum, dy, dx) and the weights share a dtype T, C is a multiple of the span width W
-// (vec_access.h: 8 bf16 / f16, 4 f32) and every operand is 16-byte aligned, the row passes run
-// as span bodies (*SpanBody): a lane-group item does the work of W neighbouring lanes (W
+// (vec_access.h: 8 bf16 / f16, 4 f32) and every operand is 16-byte aligned, the passes run as
+// span bodies (*SpanBody): a lane-group item does the work of W neighbouring lanes (W
 // accumulators, the same elements in the same order: the same partial sums, bit for bit) reading
 // a span of W elements per step, and the element passes take a span per item, its row and
 // column from one division. HBM traffic per element in bf16 (f32: twice; mean, rstd, weights
 // and partials are per row or per column, in cache): forward 2 B (moments) + 4 B (apply) = 6 B,
-// with the residual join 6 B + 4 B = 10 B; backward's dx part 4 B (lanes) + 6 B (apply, 8 B
-// with accumulate). BERT-large S512 batch 16, (8192, 1024) bf16: the add + LayerNorm forward moves
-// 84 MB, 25 / 18 us at 100% of an H100's / H200's HBM, 36 / 25 us at the 70% target. A row's
+// with the residual join 6 B + 4 B = 10 B; backward 4 B (parameter chunks: a span of W columns
+// per item) + 4 B (dx lanes) + 6 B (dx apply, 8 B with accumulate) = 14 B. BERT-large S512
+// batch 16, (8192, 1024) bf16: the add + LayerNorm forward moves 84 MB, 25 / 18 us at 100% of an
+// H100's / H200's HBM, 36 / 25 us at the 70% target; the backward 117 MB, 50 / 35 us at 70%. A row's
 // lane-group pass has 32 / W items per row (4 in bf16: 32768 threads for 8192 rows, each with 32
 // independent 16-byte loads): enough loads in flight to cover HBM latency, not a full GPU.
 #pragma once
@@ -273,6 +274,40 @@ struct LayerNormParamChunkBody {
     }
     partial[2 * item] = chunk_w;
     partial[2 * item + 1] = chunk_b;
+  }
+};
+
+// LayerNormParamChunkBody for W neighbouring columns per item (item = k (C / W) + q: columns
+// qW .. qW + W - 1 of chunk k), each summed over the chunk's rows in row order as there: the same
+// partials, the rows' elements read as spans.
+template <typename T>
+struct LayerNormParamChunkSpanBody {
+  static constexpr int W = kSpanWidth<T>;
+  const T* x;
+  const T* dy;
+  const float* mean;
+  const float* rstd;
+  int64_t N, C;
+  float* partial;  // 2 per (chunk, column)
+  KILN_HD void operator()(int64_t item) const {
+    const QuotRem kq = divide(item, C / W);
+    const int64_t c0 = kq.r * W, r0 = kq.q * kLayerNormGradRows;
+    const int64_t r1 = r0 + kLayerNormGradRows < N ? r0 + kLayerNormGradRows : N;
+    float chunk_w[W] = {}, chunk_b[W] = {};
+    for (int64_t r = r0; r < r1; ++r) {
+      float g[W], v[W];
+      load_packs<W>(dy + r * C + c0, g);
+      load_packs<W>(x + r * C + c0, v);
+      const float m = mean[r], s = rstd[r];
+      for (int j = 0; j < W; ++j) {
+        chunk_w[j] += g[j] * ((v[j] - m) * s);
+        chunk_b[j] += g[j];
+      }
+    }
+    for (int j = 0; j < W; ++j) {
+      partial[2 * (kq.q * C + c0 + j)] = chunk_w[j];
+      partial[2 * (kq.q * C + c0 + j) + 1] = chunk_b[j];
+    }
   }
 };
 

@@ -33,6 +33,7 @@ KILN_RUN_SPANS(RowMomentsSpanBody)
 KILN_RUN_SPANS(LayerNormApplySpanBody)
 KILN_RUN_SPANS(LayerNormGradSpanBody)
 KILN_RUN_SPANS(LayerNormGradApplySpanBody)
+KILN_RUN_SPANS(LayerNormParamChunkSpanBody)
 template void run_kernel(int64_t, const LayerNormParamSumBody&, void*);
 template void run_kernel(int64_t, const BiasGradChunkBody&, void*);
 template void run_kernel(int64_t, const BiasGradCombineBody&, void*);
