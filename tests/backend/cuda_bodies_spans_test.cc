@@ -124,6 +124,9 @@ TEST(CudaSpans, UnaryBodiesAreTheScalarBodiesBitForBit) {
     std::vector<T> old(static_cast<size_t>(n));
     run_all(n, TanhForwardBody{ptr(xs), ptr(old)});
     EXPECT_TRUE(same_bits(y.elements(), old)) << "tanh n " << n;
+    run_spans(ReluForwardSpanBody<T>{x.data(), y.data(), n, aligned});
+    run_all(n, ReluForwardBody{ptr(xs), ptr(old)});
+    EXPECT_TRUE(same_bits(y.elements(), old)) << "relu n " << n;
   });
 }
 
@@ -151,6 +154,13 @@ TEST(CudaSpans, BinaryBodiesAreTheScalarBodiesBitForBit) {
     run_spans(TanhBackwardSpanBody<T>{a.data(), b.data(), out.data(), n, aligned});
     run_all(n, TanhBackwardBody{ptr(as), ptr(bs), ptr(old)});
     EXPECT_TRUE(same_bits(out.elements(), old)) << "tanh_backward n " << n;
+    for (bool join : {false, true}) {  // relu_backward with a join's second gradient (af, rounded)
+      Operand<T> second(afs, offset);
+      const std::vector<T> seconds = second.elements();
+      run_spans(ReluBackwardSpanBody<T>{a.data(), b.data(), out.data(), join ? second.data() : nullptr, n, aligned});
+      run_all(n, ReluBackwardBody{ptr(as), ptr(bs), ptr(old), join ? ptr(seconds) : FloatPtr{}});
+      EXPECT_TRUE(same_bits(out.elements(), old)) << "relu_backward n " << n << " join " << join;
+    }
     std::vector<T> joined = bs;
     run_spans(AccumulateSpanBody<T>{a.data(), b.data(), n, aligned});
     run_all(n, AccumulateBody{ptr(as), ptr(joined)});

@@ -9,7 +9,8 @@
 // 16-byte packs. HBM bytes per element in bf16 (f32: twice), and the time for BERT-large's (8192,
 // 4096) GELU activation (33.5M elements) at the 70% target (H100 3.35 TB/s / H200 4.8 TB/s):
 //   cast f32 -> bf16 6 B; add, residual_add, gelu_backward, tanh_backward 6 B: ~86 / ~60 us
-//   scale, gelu_forward, tanh_forward, bias_add, dropout 4 B: ~57 / ~40 us
+//   scale, gelu_forward, tanh_forward, relu_forward, bias_add, dropout 4 B: ~57 / ~40 us
+//   relu_backward 6 B (8 B with a join's second gradient)
 // The arithmetic must fit beside: an H100 issues ~10 f32 instructions per HBM byte (132 x 128
 // lanes x 1.98 GHz / 3.35 TB/s), an H200 ~7, so ~40 / ~28 per bf16 element of a 4 B op. GELU's
 // erff / tanhf (~20-30) fits on the H100 and is at the edge on the H200; dropout's
@@ -181,6 +182,50 @@ struct TanhBackwardSpanBody {
   }
 };
 
+// max(v, 0) as std::max(v, 0.0f) computes it: NaN and -0 pass through, as on the CPU.
+KILN_HD inline float relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+template <typename T>
+struct ReluForwardSpanBody {
+  static constexpr int W = kSpanWidth<T>;
+  const T* x;
+  T* y;
+  int64_t n;
+  bool aligned;
+  KILN_HD void operator()(int64_t k) const {
+    const Span s = span_of(k, W, n, aligned);
+    float v[W];
+    load_span(x, s, v);
+    for (int j = 0; j < W; ++j) v[j] = relu(v[j]);
+    store_span(y, s, v);
+  }
+};
+
+// dx = dy (+ dy2 where not null) where y > 0, else 0.
+template <typename T>
+struct ReluBackwardSpanBody {
+  static constexpr int W = kSpanWidth<T>;
+  const T* y;
+  const T* dy;
+  T* dx;
+  const T* dy2;
+  int64_t n;
+  bool aligned;
+  KILN_HD void operator()(int64_t k) const {
+    const Span s = span_of(k, W, n, aligned);
+    float v[W], g[W];
+    load_span(y, s, v);
+    load_span(dy, s, g);
+    if (dy2) {
+      float g2[W];
+      load_span(dy2, s, g2);
+      for (int j = 0; j < W; ++j) g[j] += g2[j];
+    }
+    for (int j = 0; j < W; ++j) g[j] = v[j] > 0.0f ? g[j] : 0.0f;
+    store_span(dx, s, g);
+  }
+};
+
 // y += x (residual_add).
 template <typename T>
 struct AccumulateSpanBody {
@@ -223,8 +268,8 @@ struct BiasAddSpanBody {
   }
 };
 
-// ---- item i = element i; operands as FloatPtr (hd_types.h): ReLU, and the dtype combinations
-// the span bodies above are not instantiated for ----
+// ---- item i = element i; operands as FloatPtr (hd_types.h): the dtype combinations the span
+// bodies above are not instantiated for ----
 
 struct TanhForwardBody {
   FloatPtr x, y;
@@ -239,9 +284,6 @@ struct TanhBackwardBody {
     dx.set(i, dy[i] * (1.0f - v * v));
   }
 };
-
-// max(v, 0) as std::max(v, 0.0f) computes it: NaN and -0 pass through, as on the CPU.
-KILN_HD inline float relu(float v) { return v < 0.0f ? 0.0f : v; }
 
 struct ReluForwardBody {
   FloatPtr x, y;
