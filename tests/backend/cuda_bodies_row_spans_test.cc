@@ -1,5 +1,6 @@
-// The row kernels' span bodies (LayerNorm's, backend/cuda/layernorm_bodies.h, and softmax's,
-// rows_bodies.h: W lanes per lane-group item, a span per element item) run on the CPU over their
+// The row kernels' span bodies (LayerNorm's, backend/cuda/layernorm_bodies.h, softmax's,
+// rows_bodies.h, and the cross-entropies', losses_bodies.h: W lanes per lane-group item, a span
+// per element item) run on the CPU over their
 // launch's grid, bitwise against the lane and element bodies they replace (the same partial
 // sums, the same outputs) and against float64 references, in every storage type, for rows
 // shorter and longer than the 32 lanes and not a multiple of them.
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kiln/backend/cuda/layernorm_bodies.h"
+#include "kiln/backend/cuda/losses_bodies.h"
 #include "kiln/backend/cuda/rows_bodies.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"
@@ -205,6 +207,61 @@ TEST(CudaSpans, SoftmaxBackwardIsTheLaneBodiesBitForBit) {
       run_all(n / Lanes::W, SoftmaxBackwardApplySpanBody<T>{y.data(), got.data(), got.data(), span_dot.data(), cols, 0.125f});
       EXPECT_TRUE(same_bits(span_partial, partial)) << "cols " << cols;
       EXPECT_TRUE(same_bits(got, want)) << "cols " << cols;
+    });
+}
+
+// Logits with repeated maxima (the first argmax is each lane's and the row's), rows ignored
+// (label -1), label smoothing and per-row weights; the vocab-parallel parts of a shard at 3 V.
+TEST(CudaSpans, CrossEntropyIsTheLaneBodiesBitForBit) {
+  for (int64_t V : kWidths)
+    for_each_type([&](auto tag) {
+      using T = decltype(tag);
+      using Lanes = XentMaxLaneSpanBody<T>;
+      const int64_t N = 13, lanes = N * kRowLanes, start = 3 * V;
+      std::vector<float> raw = random_normal(N * V, 48, 3.0f);
+      for (int64_t i = 0; i < N; ++i) raw[size_t(i * V + (7 * i) % V)] = raw[size_t(i * V + V - 1)] = 9.0f;
+      const std::vector<T> z = stored<T>(raw);
+      std::vector<int32_t> labels(static_cast<size_t>(N));
+      std::vector<float> weights(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i) {
+        labels[size_t(i)] = i % 4 == 3 ? -1 : int32_t((5 * i + 1) % V);
+        weights[size_t(i)] = 0.5f + 0.1f * float(i);
+      }
+      std::vector<float> lane_max(static_cast<size_t>(lanes)), span_max(lane_max.size());
+      std::vector<int64_t> lane_at(static_cast<size_t>(lanes)), span_at(lane_at.size());
+      std::vector<double> zsum(static_cast<size_t>(lanes)), span_zsum(zsum.size()), sum(static_cast<size_t>(lanes)), span_sum(sum.size());
+      run_all(lanes, XentMaxLaneBody{ptr(z), V, lane_max.data(), lane_at.data(), zsum.data()});
+      run_all(lanes, XentSumexpLaneBody{ptr(z), V, lane_max.data(), lane_at.data(), sum.data()});
+      run_all(N * Lanes::kGroups, Lanes{z.data(), V, span_max.data(), span_at.data(), span_zsum.data()});
+      run_all(N * Lanes::kGroups,
+              XentSumexpLaneSpanBody<T>{z.data(), V, span_max.data(), span_at.data(), span_sum.data()});
+      EXPECT_TRUE(same_bits(span_max, lane_max) && same_bits(span_at, lane_at)) << "V " << V;
+      EXPECT_TRUE(same_bits(span_zsum, zsum) && same_bits(span_sum, sum)) << "V " << V;
+      std::vector<float> max(static_cast<size_t>(N)), lse(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i) {
+        max[size_t(i)] = lanes_max(lane_max.data(), lane_at.data(), i).value;
+        lse[size_t(i)] = max[size_t(i)] + 2.5f;
+      }
+      run_all(lanes, VocabSumexpLaneBody{ptr(z), max.data(), sum.data(), V});
+      run_all(N * Lanes::kGroups, VocabSumexpLaneSpanBody<T>{z.data(), max.data(), span_sum.data(), V});
+      EXPECT_TRUE(same_bits(span_sum, sum)) << "vocab V " << V;
+
+      const std::vector<double> totals = {0.0, 7.5, 0.0};
+      const ops::XentNorm norm{0.0, 1.0};
+      std::vector<T> want(z.size()), got = z;  // got: over the logits (dlogits may alias them)
+      run_all(N * V, XentGradBody{ptr(z), ptr(want), lse.data(), labels.data(), weights.data(), V, 0.1f, 0.25f,
+                                  totals.data(), norm});
+      run_all(N * V / Lanes::W, XentGradSpanBody<T>{got.data(), got.data(), lse.data(), labels.data(), weights.data(),
+                                                    V, 0.1f, 0.25f, totals.data(), norm});
+      EXPECT_TRUE(same_bits(got, want)) << "grad V " << V;
+      for (int64_t first : {int64_t(0), start}) {  // the shard holding the labels, and one past them
+        std::vector<T> vocab_want(z.size()), vocab_got(z.size());
+        run_all(N * V, VocabGradBody{ptr(z), ptr(vocab_want), lse.data(), labels.data(), nullptr, V, first, 0.25f,
+                                     totals.data(), norm});
+        run_all(N * V / Lanes::W, VocabGradSpanBody<T>{z.data(), vocab_got.data(), lse.data(), labels.data(), nullptr,
+                                                       V, first, 0.25f, totals.data(), norm});
+        EXPECT_TRUE(same_bits(vocab_got, vocab_want)) << "vocab grad V " << V << " start " << first;
+      }
     });
 }
 

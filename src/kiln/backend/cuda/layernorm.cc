@@ -10,17 +10,6 @@
 namespace kiln::ops::cuda {
 namespace {
 
-// Whether the span bodies (layernorm_bodies.h) run: every operand of one float dtype (checked
-// before) and 16-byte aligned, and rows whole spans.
-bool spans_fit(int64_t C, std::initializer_list<const Tensor*> ts) {
-  const DType dtype = (*ts.begin())->dtype;
-  bool fit = true;
-  for (const Tensor* t : ts) fit = fit && (!t->defined() || (t->dtype == dtype && packs_aligned(t->data)));
-  bool whole = false;
-  with_float_type(dtype, [&](auto t) { whole = C % kSpanWidth<decltype(t)> == 0; });
-  return fit && whole;
-}
-
 // The moments' and apply passes as span bodies; `residual` and `sum` may be undefined.
 void forward_spans(Context& ctx, const char* op, const Tensor& x, const Tensor& residual, Tensor& sum,
                    const Tensor& w, const Tensor& b, Tensor& y, double* partial, float* mean, float* rstd,
@@ -51,7 +40,7 @@ void forward_layernorm(const char* op, Context& ctx, const Tensor& x, const Tens
   RowMomentsLaneBody moments{float_ptr(op, "x", x), C, partial};
   if (join) moments.residual = float_ptr(op, "residual", residual), moments.sum = float_ptr(op, "sum", sum);
   const FloatPtr ws = float_ptr(op, "weight", w), bs = float_ptr(op, "bias", b), ys = float_ptr(op, "y", y);
-  if (spans_fit(C, {&x, &residual, &sum, &w, &b, &y}))
+  if (rows_fit_spans(C, {&x, &residual, &sum, &w, &b, &y}))
     return forward_spans(ctx, op, x, residual, sum, w, b, y, partial, mean.ptr<float>(), rstd.ptr<float>(), eps);
   run(ctx, op, N * kRowLanes, moments);
   run(ctx, op, N, LayerNormStatsBody{partial, C, eps, mean.ptr<float>(), rstd.ptr<float>()});
@@ -100,7 +89,7 @@ void layernorm_backward(Context& ctx, const Tensor& dy, const Tensor& x, const T
   // Parameter gradients first: dx may alias dy.
   const int64_t chunks = (N + kLayerNormGradRows - 1) / kLayerNormGradRows;
   Tensor chunk_sums = ctx.scratch_tensor({std::max<int64_t>(1, chunks * C * 2)}, DType::f32);
-  const bool spans = spans_fit(C, {&x, &dy, &w, &dx});
+  const bool spans = rows_fit_spans(C, {&x, &dy, &w, &dx});
   if (spans) {
     with_float_type(x.dtype, [&](auto tag) {
       using T = decltype(tag);

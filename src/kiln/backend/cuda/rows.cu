@@ -34,6 +34,11 @@ KILN_RUN_SPANS(LayerNormApplySpanBody)
 KILN_RUN_SPANS(LayerNormGradSpanBody)
 KILN_RUN_SPANS(LayerNormGradApplySpanBody)
 KILN_RUN_SPANS(LayerNormParamChunkSpanBody)
+KILN_RUN_SPANS(XentMaxLaneSpanBody)
+KILN_RUN_SPANS(XentSumexpLaneSpanBody)
+KILN_RUN_SPANS(XentGradSpanBody)
+KILN_RUN_SPANS(VocabSumexpLaneSpanBody)
+KILN_RUN_SPANS(VocabGradSpanBody)
 template void run_kernel(int64_t, const LayerNormParamSumBody&, void*);
 template void run_kernel(int64_t, const BiasGradChunkBody&, void*);
 template void run_kernel(int64_t, const BiasGradCombineBody&, void*);
