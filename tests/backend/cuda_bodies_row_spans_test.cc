@@ -265,5 +265,20 @@ TEST(CudaSpans, CrossEntropyIsTheLaneBodiesBitForBit) {
     });
 }
 
+// 75 rows: bias-gradient chunks of 64 and 11 rows.
+TEST(CudaSpans, BiasGradChunksAreTheColumnBodiesBitForBit) {
+  for (int64_t C : kWidths)
+    for_each_type([&](auto tag) {
+      using T = decltype(tag);
+      using Body = BiasGradChunkSpanBody<T>;
+      const int64_t N = 75, chunks = (N + ops::kBiasGradRows - 1) / ops::kBiasGradRows;
+      const std::vector<T> dy = stored<T>(random_normal(N * C, 49));
+      std::vector<double> want(static_cast<size_t>(chunks * C)), got(want.size());
+      run_all(chunks * C, BiasGradChunkBody{ptr(dy), want.data(), N, C});
+      run_all(chunks * C / Body::W, Body{dy.data(), got.data(), N, C});
+      EXPECT_TRUE(same_bits(got, want)) << "C " << C;
+    });
+}
+
 }  // namespace
 }  // namespace kiln

@@ -86,7 +86,15 @@ void bias_grad(Context& ctx, const Tensor& dy, Tensor& db) {
   if (chunks == 0) return;
   const ScratchScope own_scratch(ctx);
   Tensor partial = ctx.scratch_tensor({chunks * C}, DType::f64);
-  run(ctx, op, chunks * C, BiasGradChunkBody{float_ptr(op, "dy", dy), partial.ptr<double>(), N, C});
+  const FloatPtr dys = float_ptr(op, "dy", dy);
+  if (rows_fit_spans(C, {&dy})) {
+    with_float_type(dy.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, chunks * C / kSpanWidth<T>, BiasGradChunkSpanBody<T>{dy.ptr<T>(), partial.ptr<double>(), N, C});
+    });
+  } else {
+    run(ctx, op, chunks * C, BiasGradChunkBody{dys, partial.ptr<double>(), N, C});
+  }
   run(ctx, op, C, BiasGradCombineBody{partial.ptr<double>(), db.ptr<float>(), chunks, C});
 }
 
