@@ -7,6 +7,7 @@
 
 #include "kiln/backend/cuda/grid.h"
 #include "kiln/backend/cuda/hd_types.h"
+#include "kiln/backend/cuda/vec_access.h"
 
 namespace kiln::testing::cuda_bodies {
 
@@ -50,6 +51,12 @@ inline ops::cuda::Grid grid_of(int64_t n) { return ops::cuda::grid_for(n, ops::c
 template <typename Body>
 void run_all(int64_t n, const Body& body) {
   ops::cuda::run_on_host(grid_of(n), n, body);
+}
+
+// A span body (backend/cuda/vec_access.h) over its spans, on the grid its launch uses.
+template <typename Body>
+void run_spans(const Body& body) {
+  run_all(ops::cuda::span_count(body.n, Body::W), body);
 }
 
 // The second grid of the grid-independence tests: 3 blocks of 32 threads, so that each thread

@@ -33,14 +33,15 @@ TEST(CudaBodies, ChunkPlanCoversEverySegmentElementOnce) {
   const auto segs = make_segments(n);
   const ChunkPlan plan = plan_chunks(segs);
   std::vector<int> hits(size_t(n), 0);
-  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
-  run_all(slots, [&](int64_t item) {
-    int64_t i = 0;
+  const int64_t quads = int64_t(plan.chunks.size()) * ops::kSumChunk / kQuad;
+  run_all(quads, [&](int64_t item) {
     int32_t k = 0;
-    if (!element_of(plan.chunks.data(), item, i, k)) return;
-    ++hits[size_t(i)];
-    const auto& s = segs[size_t(k)];
-    ASSERT_TRUE(i >= s.offset && i < s.offset + s.numel) << i;
+    const Quad q = slots_of(plan.chunks.data(), item, true, k);
+    for (int64_t i = q.i; i < q.i + q.count; ++i) {
+      ++hits[size_t(i)];
+      const auto& s = segs[size_t(k)];
+      ASSERT_TRUE(i >= s.offset && i < s.offset + s.numel) << i;
+    }
   });
   std::vector<int> want(size_t(n), 0);
   for (const auto& s : segs)
@@ -67,7 +68,7 @@ const auto kLaunchGrid = [](int64_t n, const auto& body) { run_all(n, body); };
 template <typename Runner>
 std::vector<double> sum_squares(const ChunkPlan& plan, const float* a, const float* b, Runner run_on) {
   std::vector<double> partial(2 * plan.chunks.size() * kLanes);
-  run_on(int64_t(plan.chunks.size()) * kLanes, LaneSquaresBody{plan.chunks.data(), a, b, partial.data()});
+  run_on(int64_t(plan.chunks.size()) * kLaneQuads, LaneSquaresBody{plan.chunks.data(), a, b, partial.data(), true});
   return segment_totals(plan, partial, run_on);
 }
 
@@ -143,12 +144,12 @@ TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   std::vector<double> block = step_block(0.01, double(0.1f), double(0.002f), double(0.6f));
   const Tensor scalars = block_view(block);
   const AdamScalars adam{kAdam.beta1, kAdam.beta2, kAdam.eps, kAdam.weight_decay, block.data()};
-  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
+  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk / kQuad;
   // AdamW, with the bf16 copy refreshed.
   State got = make_state(n), want = make_state(n);
   std::vector<uint16_t> copy(size_t(n), 0), want_copy(size_t(n), 0);
   run_all(slots, AdamWBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(),
-                           got.g.data(), got.m.data(), got.v.data(), FloatPtr{copy.data(), DType::bf16}});
+                           got.g.data(), got.m.data(), got.v.data(), FloatPtr{copy.data(), DType::bf16}, true});
   Tensor wc = Tensor::view(want_copy.data(), {n}, DType::bf16);
   Views t = views(want);
   ops::adamw_update(cpu_context(), kAdam, scalars, segs, t.w, t.g, t.m, t.v, wc);
@@ -159,9 +160,9 @@ TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   // LAMB: moments with norms, then the update.
   got = make_state(n), want = make_state(n);
   std::vector<double> partial(2 * plan.chunks.size() * kLanes), norms(2 * segs.size());
-  run_all(int64_t(plan.chunks.size()) * kLanes,
+  run_all(int64_t(plan.chunks.size()) * kLaneQuads,
           LambMomentsBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
-                          got.m.data(), got.v.data(), partial.data()});
+                          got.m.data(), got.v.data(), partial.data(), true});
   norms = segment_totals(plan, partial, kLaunchGrid);
   std::vector<double> want_norms(2 * segs.size());
   Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
@@ -171,7 +172,7 @@ TEST(CudaBodies, AdamWAndLambUpdatesMatchTheCpuBackend) {
   std::vector<float> step(segs.size());
   run_all(int64_t(segs.size()), LambRatioBody{norms.data(), block.data(), step.data()});
   run_all(slots, LambUpdateBody{plan.chunks.data(), plan.segments.data(), adam, step.data(),
-                                got.w.data(), got.m.data(), got.v.data(), FloatPtr{}});
+                                got.w.data(), got.m.data(), got.v.data(), FloatPtr{}, true});
   Tensor none;
   ops::lamb_update(cpu_context(), kAdam, scalars, segs, nt, t.w, t.m, t.v, none);
   EXPECT_LE(max_rel_error(got.w, want.w), 1e-6);
@@ -189,10 +190,10 @@ TEST(CudaBodies, LarsUpdateMatchesTheCpuBackend) {
   run_all(int64_t(segs.size()), LarsRatioBody{plan.segments.data(), norms.data(), block.data(),
                                               p.weight_decay, p.eeta, p.epsilon, step.data()});
   std::vector<uint16_t> copy(size_t(n), 0), want_copy(size_t(n), 0);
-  run_all(int64_t(plan.chunks.size()) * ops::kSumChunk,
+  run_all(int64_t(plan.chunks.size()) * ops::kSumChunk / kQuad,
           LarsUpdateBody{plan.chunks.data(), plan.segments.data(), block.data(), step.data(), p.momentum,
                          p.weight_decay, got.w.data(), got.g.data(), got.m.data(),
-                         FloatPtr{copy.data(), DType::f16}});
+                         FloatPtr{copy.data(), DType::f16}, true});
   std::vector<double> want_norms = norms;
   Tensor nt = Tensor::view(want_norms.data(), {int64_t(segs.size()), 2}, DType::i64);
   Tensor wc = Tensor::view(want_copy.data(), {n}, DType::f16);
@@ -254,17 +255,17 @@ TEST(CudaBodies, SkippedStepLeavesStateAlone) {
   State got = make_state(n);
   const State before = got;
   std::vector<double> partial(2 * plan.chunks.size() * kLanes, -1.0);
-  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk;
+  const int64_t slots = int64_t(plan.chunks.size()) * ops::kSumChunk / kQuad;
   run_all(slots, AdamWBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
-                           got.m.data(), got.v.data(), FloatPtr{}});
-  run_all(int64_t(plan.chunks.size()) * kLanes,
+                           got.m.data(), got.v.data(), FloatPtr{}, true});
+  run_all(int64_t(plan.chunks.size()) * kLaneQuads,
           LambMomentsBody{plan.chunks.data(), plan.segments.data(), adam, got.w.data(), got.g.data(),
-                          got.m.data(), got.v.data(), partial.data()});
+                          got.m.data(), got.v.data(), partial.data(), true});
   std::vector<float> step(segs.size(), 1.0f);
   run_all(slots, LambUpdateBody{plan.chunks.data(), plan.segments.data(), adam, step.data(), got.w.data(),
-                                got.m.data(), got.v.data(), FloatPtr{}});
+                                got.m.data(), got.v.data(), FloatPtr{}, true});
   run_all(slots, LarsUpdateBody{plan.chunks.data(), plan.segments.data(), block.data(), step.data(), 0.9f,
-                                0.0f, got.w.data(), got.g.data(), got.m.data(), FloatPtr{}});
+                                0.0f, got.w.data(), got.g.data(), got.m.data(), FloatPtr{}, true});
   EXPECT_EQ(got.w, before.w);
   EXPECT_EQ(got.m, before.m);
   EXPECT_EQ(got.v, before.v);

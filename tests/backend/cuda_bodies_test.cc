@@ -42,7 +42,7 @@ TEST(CudaBodies, CastAndFillRoundLikeTheCpuBackend) {
   for_each_type([&](auto tag) {
     using T = decltype(tag);
     std::vector<T> got(static_cast<size_t>(n));
-    run_on_host(grid_of(n), n, CastBody<float, T>{v.data(), got.data()});
+    run_spans(CastBody<float, T>{v.data(), got.data(), n, packs_aligned(v.data(), got.data())});
     Tensor src = Tensor::view(v.data(), {n});
     Tensor want = Tensor::empty({n}, sizeof(T) == 4 ? DType::f32
                                      : std::is_same_v<T, bf16_t> ? DType::bf16 : DType::f16);
@@ -60,8 +60,8 @@ TEST(CudaBodies, AddAndScaleMatchFloat64InMixedDtypes) {
     using T = decltype(tag);
     const std::vector<T> bs = stored<T>(b);
     std::vector<T> out(static_cast<size_t>(n)), scaled(static_cast<size_t>(n));
-    run_on_host(grid_of(n), n, AddBody<float, T, T>{a.data(), bs.data(), out.data()});
-    run_on_host(grid_of(n), n, ScaleBody<T, T>{out.data(), scaled.data(), 0.5f});
+    run_spans(AddBody<float, T, T>{a.data(), bs.data(), out.data(), n, true});
+    run_spans(ScaleBody<T, T>{out.data(), scaled.data(), 0.5f, n, true});
     std::vector<double> want(static_cast<size_t>(n));
     for (size_t i = 0; i < want.size(); ++i) want[i] = double(a[i]) + load(bs[i]);
     EXPECT_LE(max_rel_error(values(out), want), tolerance<T>());
@@ -78,8 +78,8 @@ TEST(CudaBodies, GeluForwardAndBackwardMatchFloat64) {
       const std::vector<T> x = stored<T>(random_normal(n, 2, 3.0f));
       const std::vector<T> dy = stored<T>(random_normal(n, 3));
       std::vector<T> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
-      run_on_host(grid_of(n), n, GeluForwardBody<T, T>{x.data(), y.data(), tanh_form});
-      run_on_host(grid_of(n), n, GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), tanh_form});
+      run_spans(GeluForwardSpanBody<T, T>{x.data(), y.data(), tanh_form, n, true});
+      run_spans(GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), tanh_form, n, true});
       std::vector<double> want_y(static_cast<size_t>(n)), want_dx(static_cast<size_t>(n));
       for (size_t i = 0; i < size_t(n); ++i) {
         const double v = load(x[i]), g = load(dy[i]);
@@ -100,28 +100,37 @@ TEST(CudaBodies, GeluForwardAndBackwardMatchFloat64) {
     });
 }
 
-// Also for a tensor-parallel rank's part of each sample (element offsets not on a block edge).
+// Also for a tensor-parallel rank's part of each sample (element offsets not on a block edge),
+// and both paths of the body: whole packs (per and the offset multiples of 8) and elements.
 TEST(CudaBodies, DropoutMaskIsTheCpuBackendsBitForBit) {
-  const int64_t samples = 5, per = 4 * 37 + 3;  // a partial Philox block per sample
-  const std::vector<float> x = random_normal(samples * per, 4);
   const RngStream rng{42, rng_stream(RngPurpose::dropout, 3, 7)};
   const float p = 0.1f;
   int64_t offset = 1000;
   const Tensor offset_tensor = Tensor::view(&offset, {1}, DType::i64);
-  for (int64_t element_offset : {0, 3, 50, 151})
-    for_each_type([&](auto tag) {
-      using T = decltype(tag);
-      const DType dt = sizeof(T) == 4 ? DType::f32 : std::is_same_v<T, bf16_t> ? DType::bf16 : DType::f16;
-      std::vector<T> xs = stored<T>(x), got(xs.size());
-      const int64_t first = element_offset / 4, blocks = (element_offset + per + 3) / 4 - first;
-      const DropoutBody<T, T> body{xs.data(), got.data(), rng,    &offset, per, element_offset,
-                                   first,     blocks,     p,      1.0f / (1.0f - p)};
-      run_on_host(grid_of(samples * blocks), samples * blocks, body);
-      Tensor in = Tensor::view(xs.data(), {samples, per}, dt);
-      Tensor want = Tensor::empty({samples, per}, dt);
-      ops::dropout_forward(cpu_context(), in, {p, rng, offset_tensor, samples, element_offset}, want);
-      EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0) << dtype_name(dt) << " " << element_offset;
-    });
+  const int64_t samples = 5;
+  int packed_runs = 0;
+  for (int64_t per : {4 * 37 + 3, 4 * 38})  // a partial Philox block per sample; whole packs
+    for (int64_t element_offset : {0, 3, 8, 50, 151})
+      for_each_type([&](auto tag) {
+        using T = decltype(tag);
+        using Body = DropoutBody<T, T>;
+        const DType dt = dtype_of<T>();
+        std::vector<T> xs = stored<T>(random_normal(samples * per, 4)), got(xs.size());
+        const int64_t first = element_offset / 4, blocks = (element_offset + per + 3) / 4 - first;
+        const int64_t groups = (blocks + Body::kBlocks - 1) / Body::kBlocks;
+        const bool aligned = packs_aligned(xs.data(), got.data()) && per % Body::W == 0 &&
+                             element_offset % Body::W == 0;
+        const Body body{xs.data(), got.data(), rng,    &offset, per, element_offset, first,
+                        blocks,    groups,     p,      1.0f / (1.0f - p),   aligned};
+        run_all(samples * groups, body);
+        packed_runs += aligned;
+        Tensor in = Tensor::view(xs.data(), {samples, per}, dt);
+        Tensor want = Tensor::empty({samples, per}, dt);
+        ops::dropout_forward(cpu_context(), in, {p, rng, offset_tensor, samples, element_offset}, want);
+        EXPECT_EQ(std::memcmp(got.data(), want.data, want.nbytes()), 0)
+            << dtype_name(dt) << " per " << per << " offset " << element_offset << " packed " << aligned;
+      });
+  EXPECT_GT(packed_runs, 0);
 }
 
 }  // namespace

@@ -127,7 +127,9 @@ void cast(Context& ctx, const Tensor& src, Tensor& dst) {
   with_float_types([&](auto s, auto d) {
     using S = decltype(s);
     using D = decltype(d);
-    run(ctx, "cast", src.numel(), CastBody<S, D>{src.ptr<S>(), dst.ptr<D>()});
+    const S* from = src.ptr<S>();
+    D* to = dst.ptr<D>();
+    run_spans(ctx, "cast", CastBody<S, D>{from, to, src.numel(), packs_aligned(from, to)});
   }, src.dtype, dst.dtype);
 }
 

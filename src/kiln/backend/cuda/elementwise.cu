@@ -1,6 +1,8 @@
 // backend/cuda/elementwise.cu — the elementwise kernels (cast.cc, elementwise.cc, relu.cc): the
-// bodies of elementwise_bodies.h over one item per element (per Philox block for dropout). The typed bodies
-// are instantiated for every combination of f32, bf16 and f16 storage.
+// bodies of elementwise_bodies.h over one item per span (vec_access.h) or element. The typed bodies
+// of ops that take any dtype per operand are instantiated for every combination of f32, bf16 and
+// f16 storage; tanh, ReLU, residual_add and bias_add for the combinations kiln's layers use (one
+// dtype, or an f32 bias on bf16 / f16 rows), their FloatPtr bodies for the rest.
 #include "kiln/backend/cuda/elementwise_bodies.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/launch.cuh"
@@ -25,9 +27,22 @@ KILN_FLOAT_BODY(FillBody)
 KILN_FLOAT_BODY2(CastBody)
 KILN_FLOAT_BODY3(AddBody)
 KILN_FLOAT_BODY2(ScaleBody)
-KILN_FLOAT_BODY2(GeluForwardBody)
+KILN_FLOAT_BODY2(GeluForwardSpanBody)
+KILN_RUN_KERNEL(GeluForwardBody<float, float>)
+KILN_RUN_KERNEL(GeluForwardBody<bf16_t, bf16_t>)
+KILN_RUN_KERNEL(GeluForwardBody<f16_t, f16_t>)
 KILN_FLOAT_BODY3(GeluBackwardBody)
 KILN_FLOAT_BODY2(DropoutBody)
+KILN_FLOAT_BODY(TanhForwardSpanBody)
+KILN_FLOAT_BODY(TanhBackwardSpanBody)
+KILN_FLOAT_BODY(AccumulateSpanBody)
+KILN_FLOAT_BODY(ReluForwardSpanBody)
+KILN_FLOAT_BODY(ReluBackwardSpanBody)
+KILN_RUN_KERNEL(BiasAddSpanBody<float, float>)
+KILN_RUN_KERNEL(BiasAddSpanBody<bf16_t, bf16_t>)
+KILN_RUN_KERNEL(BiasAddSpanBody<f16_t, f16_t>)
+KILN_RUN_KERNEL(BiasAddSpanBody<bf16_t, float>)
+KILN_RUN_KERNEL(BiasAddSpanBody<f16_t, float>)
 KILN_RUN_KERNEL(TanhForwardBody)
 KILN_RUN_KERNEL(TanhBackwardBody)
 KILN_RUN_KERNEL(ReluForwardBody)

@@ -4,6 +4,20 @@
 // item per row adds its lanes in lane order, and one item per element applies the result. The
 // parameter gradients are summed per (chunk of kLayerNormGradRows rows, column) in f32 and then
 // per column over the chunks in double, in order: the CPU backend's sums, bit for bit.
+//
+// Where x, y (sum, dy, dx) and the weights share a dtype T, C is a multiple of the span width W
+// (vec_access.h: 8 bf16 / f16, 4 f32) and every operand is 16-byte aligned, the passes run as
+// span bodies (*SpanBody): a lane-group item does the work of W neighbouring lanes (W
+// accumulators, the same elements in the same order: the same partial sums, bit for bit) reading
+// a span of W elements per step, and the element passes take a span per item, its row and
+// column from one division. HBM traffic per element in bf16 (f32: twice; mean, rstd, weights
+// and partials are per row or per column, in cache): forward 2 B (moments) + 4 B (apply) = 6 B,
+// with the residual join 6 B + 4 B = 10 B; backward 4 B (parameter chunks: a span of W columns
+// per item) + 4 B (dx lanes) + 6 B (dx apply, 8 B with accumulate) = 14 B. BERT-large S512
+// batch 16, (8192, 1024) bf16: the add + LayerNorm forward moves 84 MB, 25 / 18 us at 100% of an
+// H100's / H200's HBM, 36 / 25 us at the 70% target; the backward 117 MB, 50 / 35 us at 70%. A row's
+// lane-group pass has 32 / W items per row (4 in bf16: 32768 threads for 8192 rows, each with 32
+// independent 16-byte loads): enough loads in flight to cover HBM latency, not a full GPU.
 #pragma once
 #include <math.h>
 
@@ -11,6 +25,7 @@
 
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/hd_types.h"
+#include "kiln/backend/cuda/vec_access.h"
 
 namespace kiln::ops::cuda {
 
@@ -33,6 +48,43 @@ struct RowMomentsLaneBody {
     }
     partial[2 * item] = s;
     partial[2 * item + 1] = s2;
+  }
+};
+
+// RowMomentsLaneBody for W lanes per item (item = r (kRowLanes / W) + g: lanes gW .. gW + W - 1),
+// their elements read as spans: lane gW + j's elements are element j of the spans at gW, gW +
+// kRowLanes, ... The host launches it only where C % W == 0 and the operands are aligned.
+template <typename T>
+struct RowMomentsSpanBody {
+  static constexpr int W = kSpanWidth<T>, kGroups = int(kRowLanes) / W;
+  const T* x;
+  int64_t C;
+  double* partial;  // 2 per lane
+  const T* residual = nullptr;
+  T* sum = nullptr;
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t o = (item / kGroups) * C;
+    double s[W] = {}, s2[W] = {};
+    for (int64_t c = (item % kGroups) * W; c < C; c += kRowLanes) {
+      float v[W];
+      load_packs<W>(x + o + c, v);
+      if (residual) {
+        float u[W];
+        load_packs<W>(residual + o + c, u);
+        for (int j = 0; j < W; ++j) v[j] = v[j] + u[j];
+        store_packs<W>(sum + o + c, v);
+        for (int j = 0; j < W; ++j) v[j] = load(store<T>(v[j]));
+      }
+      for (int j = 0; j < W; ++j) {
+        const double d = v[j];
+        s[j] += d;
+        s2[j] += d * d;
+      }
+    }
+    for (int j = 0; j < W; ++j) {
+      partial[2 * (item * W + j)] = s[j];
+      partial[2 * (item * W + j) + 1] = s2[j];
+    }
   }
 };
 
@@ -64,6 +116,30 @@ struct LayerNormApplyBody {
   }
 };
 
+// LayerNormApplyBody over spans: item k = elements [k W, k W + W) of one row (C % W == 0). Its
+// products are mul_rn's (vec_access.h), as unfused as LayerNormApplyBody's.
+template <typename T>
+struct LayerNormApplySpanBody {
+  static constexpr int W = kSpanWidth<T>;
+  const T* x;
+  const T* w;
+  const T* b;
+  T* y;
+  const float* mean;
+  const float* rstd;
+  int64_t C;
+  KILN_HD void operator()(int64_t k) const {
+    const QuotRem rc = divide(k * W, C);
+    float v[W], wv[W], bv[W];
+    load_packs<W>(x + k * W, v);
+    load_packs<W>(w + rc.r, wv);
+    load_packs<W>(b + rc.r, bv);
+    const float m = mean[rc.q], s = rstd[rc.q];
+    for (int j = 0; j < W; ++j) v[j] = mul_rn((v[j] - m) * s, wv[j]) + bv[j];
+    store_packs<W>(y + k * W, v);
+  }
+};
+
 // Item = lane of a row: partial[item] = (Σ g, Σ g xhat) over its elements, g = dy w,
 // xhat = (x - mean) rstd.
 struct LayerNormGradLaneBody {
@@ -82,6 +158,39 @@ struct LayerNormGradLaneBody {
     }
     partial[2 * item] = sg;
     partial[2 * item + 1] = sgx;
+  }
+};
+
+// LayerNormGradLaneBody for W lanes per item, as RowMomentsSpanBody.
+template <typename T>
+struct LayerNormGradSpanBody {
+  static constexpr int W = kSpanWidth<T>, kGroups = int(kRowLanes) / W;
+  const T* x;
+  const T* dy;
+  const T* w;
+  const float* mean;
+  const float* rstd;
+  int64_t C;
+  double* partial;  // 2 per lane
+  KILN_HD void operator()(int64_t item) const {
+    const int64_t r = item / kGroups, o = r * C;
+    const float m = mean[r], s = rstd[r];
+    double sg[W] = {}, sgx[W] = {};
+    for (int64_t c = (item % kGroups) * W; c < C; c += kRowLanes) {
+      float v[W], d[W], wv[W];
+      load_packs<W>(x + o + c, v);
+      load_packs<W>(dy + o + c, d);
+      load_packs<W>(w + c, wv);
+      for (int j = 0; j < W; ++j) {
+        const float g = d[j] * wv[j];
+        sg[j] += g;
+        sgx[j] += double(g) * double((v[j] - m) * s);
+      }
+    }
+    for (int j = 0; j < W; ++j) {
+      partial[2 * (item * W + j)] = sg[j];
+      partial[2 * (item * W + j) + 1] = sgx[j];
+    }
   }
 };
 
@@ -115,6 +224,37 @@ struct LayerNormGradApplyBody {
   }
 };
 
+// LayerNormGradApplyBody over spans, as LayerNormApplySpanBody (mul_rn included). dx may
+// alias dy.
+template <typename T>
+struct LayerNormGradApplySpanBody {
+  static constexpr int W = kSpanWidth<T>;
+  const T* x;
+  const T* dy;
+  const T* w;
+  T* dx;
+  const float* mean;
+  const float* rstd;
+  const float* means;  // (N, 2), LayerNormGradStatsBody's
+  int64_t C;
+  bool accumulate;
+  KILN_HD void operator()(int64_t k) const {
+    const QuotRem rc = divide(k * W, C);
+    const int64_t r = rc.q;
+    float v[W], d[W], wv[W], out[W] = {};
+    load_packs<W>(x + k * W, v);
+    load_packs<W>(dy + k * W, d);
+    load_packs<W>(w + rc.r, wv);
+    if (accumulate) load_packs<W>(dx + k * W, out);
+    const float s = rstd[r], m = mean[r], g_mean = means[2 * r], gx_mean = means[2 * r + 1];
+    for (int j = 0; j < W; ++j) {
+      const float e = mul_rn(s, mul_rn(d[j], wv[j]) - g_mean - mul_rn((v[j] - m) * s, gx_mean));
+      out[j] = accumulate ? out[j] + e : e;
+    }
+    store_packs<W>(dx + k * W, out);
+  }
+};
+
 // Item = (chunk k, column c), item = k * C + c: partial[item] = (Σ dy xhat, Σ dy) in f32 over the
 // rows [k R, (k + 1) R) of the chunk (R = kLayerNormGradRows), in row order.
 struct LayerNormParamChunkBody {
@@ -134,6 +274,40 @@ struct LayerNormParamChunkBody {
     }
     partial[2 * item] = chunk_w;
     partial[2 * item + 1] = chunk_b;
+  }
+};
+
+// LayerNormParamChunkBody for W neighbouring columns per item (item = k (C / W) + q: columns
+// qW .. qW + W - 1 of chunk k), each summed over the chunk's rows in row order as there: the same
+// partials, the rows' elements read as spans.
+template <typename T>
+struct LayerNormParamChunkSpanBody {
+  static constexpr int W = kSpanWidth<T>;
+  const T* x;
+  const T* dy;
+  const float* mean;
+  const float* rstd;
+  int64_t N, C;
+  float* partial;  // 2 per (chunk, column)
+  KILN_HD void operator()(int64_t item) const {
+    const QuotRem kq = divide(item, C / W);
+    const int64_t c0 = kq.r * W, r0 = kq.q * kLayerNormGradRows;
+    const int64_t r1 = r0 + kLayerNormGradRows < N ? r0 + kLayerNormGradRows : N;
+    float chunk_w[W] = {}, chunk_b[W] = {};
+    for (int64_t r = r0; r < r1; ++r) {
+      float g[W], v[W];
+      load_packs<W>(dy + r * C + c0, g);
+      load_packs<W>(x + r * C + c0, v);
+      const float m = mean[r], s = rstd[r];
+      for (int j = 0; j < W; ++j) {
+        chunk_w[j] += g[j] * ((v[j] - m) * s);
+        chunk_b[j] += g[j];
+      }
+    }
+    for (int j = 0; j < W; ++j) {
+      partial[2 * (kq.q * C + c0 + j)] = chunk_w[j];
+      partial[2 * (kq.q * C + c0 + j) + 1] = chunk_b[j];
+    }
   }
 };
 

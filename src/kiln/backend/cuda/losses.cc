@@ -1,4 +1,5 @@
-// backend/cuda/losses.cc — softmax cross-entropy on CUDA: checks, then bodies of losses_bodies.h.
+// backend/cuda/losses.cc — softmax cross-entropy on CUDA: checks, then bodies of losses_bodies.h
+// (the span bodies where the logits allow).
 // Labels stay on the device: a label >= V is not a host error here but a NaN loss
 // (losses_bodies.h), so that no op in the step waits for the GPU.
 #include <algorithm>
@@ -30,8 +31,18 @@ void softmax_xent_forward(Context& ctx, const Tensor& logits, const Tensor& labe
   int64_t* lane_at = lane_sums.ptr<int64_t>();
   double* lane_zsum = reinterpret_cast<double*>(lane_at + lanes);
   double* lane_sum = lane_zsum + lanes;
-  run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max.ptr<float>(), lane_at, lane_zsum});
-  run(ctx, op, lanes, XentSumexpLaneBody{z, V, lane_max.ptr<float>(), lane_at, lane_sum});
+  if (rows_fit_spans(V, {&logits})) {
+    with_float_type(logits.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T* zs = logits.ptr<T>();
+      const int64_t groups = N * XentMaxLaneSpanBody<T>::kGroups;
+      run(ctx, op, groups, XentMaxLaneSpanBody<T>{zs, V, lane_max.ptr<float>(), lane_at, lane_zsum});
+      run(ctx, op, groups, XentSumexpLaneSpanBody<T>{zs, V, lane_max.ptr<float>(), lane_at, lane_sum});
+    });
+  } else {
+    run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max.ptr<float>(), lane_at, lane_zsum});
+    run(ctx, op, lanes, XentSumexpLaneBody{z, V, lane_max.ptr<float>(), lane_at, lane_sum});
+  }
   run(ctx, op, N,
       XentRowBody{z, labels.ptr<int32_t>(), w, lane_max.ptr<float>(), lane_at, lane_zsum, lane_sum, lse.ptr<float>(),
                   row_loss, row_hit, V, label_smoothing});
@@ -43,10 +54,20 @@ void softmax_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse
                            float scale, const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const char* op = "softmax_xent_backward";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &totals, &dlogits});
+  const FloatPtr z = float_ptr(op, "logits", logits), dz = float_ptr(op, "dlogits", dlogits);
+  const int64_t V = logits.dim(1);
+  const double* forward_totals = reinterpret_cast<const double*>(totals.data);
+  if (rows_fit_spans(V, {&logits, &dlogits})) {
+    return with_float_type(logits.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, logits.numel() / kSpanWidth<T>,
+          XentGradSpanBody<T>{logits.ptr<T>(), dlogits.ptr<T>(), lse.ptr<float>(), labels.ptr<int32_t>(),
+                              weights_of(weights), V, label_smoothing, scale, forward_totals, norm});
+    });
+  }
   run(ctx, op, logits.numel(),
-      XentGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
-                   lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),
-                   label_smoothing, scale, reinterpret_cast<const double*>(totals.data), norm});
+      XentGradBody{z, dz, lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), V, label_smoothing, scale,
+                   forward_totals, norm});
 }
 
 }  // namespace kiln::ops::cuda

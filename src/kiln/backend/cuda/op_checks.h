@@ -6,6 +6,7 @@
 #include "kiln/backend/cuda/hd_types.h"
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/runtime.h"
+#include "kiln/backend/cuda/vec_access.h"
 #include "kiln/backend/route.h"
 
 namespace kiln::ops::cuda {
@@ -34,6 +35,23 @@ template <typename Body>
 void run(Context& ctx, const char* op, int64_t items, const Body& body) {
   run_kernel(items, body, stream_of(ctx));
   check_launch(op);
+}
+
+// run over a span body's spans (vec_access.h): items cover its n elements W at a time.
+template <typename Body>
+void run_spans(Context& ctx, const char* op, const Body& body) {
+  run(ctx, op, span_count(body.n, Body::W), body);
+}
+
+// Whether a row pass's span bodies fit: the tensors share a float dtype (checked before), rows of
+// `cols` are whole spans of it, and every tensor is 16-byte aligned (undefined ones skipped).
+inline bool rows_fit_spans(int64_t cols, std::initializer_list<const Tensor*> ts) {
+  const DType dtype = (*ts.begin())->dtype;
+  bool fit = true;
+  for (const Tensor* t : ts) fit = fit && (!t->defined() || (t->dtype == dtype && packs_aligned(t->data)));
+  bool whole = false;
+  with_float_type(dtype, [&](auto t) { whole = cols % kSpanWidth<decltype(t)> == 0; });
+  return fit && whole;
 }
 
 // An optional f32 tensor's elements for a body: null where it is undefined (the weights of a

@@ -108,14 +108,15 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
   const DevicePlan& plan = device_plan(ctx, segments);
   Tensor holder;
   double* partial = lane_partials(ctx, holder, plan);
-  const float* bp = b.defined() ? b.ptr<float>() : nullptr;
-  run(ctx, op, plan.chunk_count * kLanes, LaneSquaresBody{plan.chunks, a.ptr<float>(), bp, partial});
+  const float *ap = a.ptr<float>(), *bp = b.defined() ? b.ptr<float>() : nullptr;
+  run(ctx, op, plan.chunk_count * kLaneQuads, LaneSquaresBody{plan.chunks, ap, bp, partial, packs_aligned(ap, bp)});
   segment_totals(ctx, op, plan, partial, segments.size(), reinterpret_cast<double*>(sums.data), b.defined());
 }
 
 void scale_all(Context& ctx, Tensor& x, float factor) {
   const OpScope scope = expect_cuda(ctx, "scale_all", {&x});
-  run(ctx, "scale_all", x.numel(), ScaleBody<float, float>{x.ptr<float>(), x.ptr<float>(), factor});
+  float* p = x.ptr<float>();
+  run_spans(ctx, "scale_all", ScaleBody<float, float>{p, p, factor, x.numel(), packs_aligned(p)});
 }
 
 void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot) {
@@ -145,9 +146,11 @@ void adamw_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
   const OpScope scope = expect_cuda(ctx, op, {&scalars, &w, &g, &m, &v, &w_compute});
   const FloatPtr compute = compute_copy(w_compute);
   const DevicePlan& plan = device_plan(ctx, segments);
-  run(ctx, op, plan.chunk_count * kSumChunk,
-      AdamWBody{plan.chunks, plan.segments, adam_scalars(p, scalars), w.ptr<float>(), g.ptr<float>(),
-                m.ptr<float>(), v.ptr<float>(), compute});
+  float *wp = w.ptr<float>(), *mp = m.ptr<float>(), *vp = v.ptr<float>();
+  const float* gp = g.ptr<float>();
+  run(ctx, op, plan.chunk_count * kSumChunk / kQuad,
+      AdamWBody{plan.chunks, plan.segments, adam_scalars(p, scalars), wp, gp, mp, vp, compute,
+                packs_aligned(wp, gp, mp, vp)});
 }
 
 void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
@@ -160,9 +163,11 @@ void lamb_moments(Context& ctx, const AdamStep& p, const Tensor& scalars, std::s
   const DevicePlan& plan = device_plan(ctx, segments);
   Tensor holder;
   double* partial = lane_partials(ctx, holder, plan);
-  run(ctx, op, plan.chunk_count * kLanes,
-      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(p, scalars), w.ptr<float>(), g.ptr<float>(),
-                      m.ptr<float>(), v.ptr<float>(), partial});
+  const float *wp = w.ptr<float>(), *gp = g.ptr<float>();
+  float *mp = m.ptr<float>(), *vp = v.ptr<float>();
+  run(ctx, op, plan.chunk_count * kLaneQuads,
+      LambMomentsBody{plan.chunks, plan.segments, adam_scalars(p, scalars), wp, gp, mp, vp, partial,
+                      packs_aligned(wp, gp, mp, vp)});
   segment_totals(ctx, op, plan, partial, segments.size(), reinterpret_cast<double*>(norms.data), true);
 }
 
@@ -179,9 +184,10 @@ void lamb_update(Context& ctx, const AdamStep& p, const Tensor& scalars, std::sp
   float* step = segment_steps(ctx, holder, segments.size());
   run(ctx, op, int64_t(segments.size()),
       LambRatioBody{reinterpret_cast<const double*>(norms.data), adam.scalars, step});
-  run(ctx, op, plan.chunk_count * kSumChunk,
-      LambUpdateBody{plan.chunks, plan.segments, adam, step, w.ptr<float>(), m.ptr<float>(), v.ptr<float>(),
-                     compute});
+  float* wp = w.ptr<float>();
+  const float *mp = m.ptr<float>(), *vp = v.ptr<float>();
+  run(ctx, op, plan.chunk_count * kSumChunk / kQuad,
+      LambUpdateBody{plan.chunks, plan.segments, adam, step, wp, mp, vp, compute, packs_aligned(wp, mp, vp)});
 }
 
 void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::span<const TensorSegment> segments,
@@ -198,9 +204,11 @@ void lars_update(Context& ctx, const LarsStep& p, const Tensor& scalars, std::sp
   run(ctx, op, int64_t(segments.size()),
       LarsRatioBody{plan.segments, reinterpret_cast<const double*>(norms.data), values, p.weight_decay, p.eeta,
                     p.epsilon, step});
-  run(ctx, op, plan.chunk_count * kSumChunk,
-      LarsUpdateBody{plan.chunks, plan.segments, values, step, p.momentum, p.weight_decay, w.ptr<float>(),
-                     g.ptr<float>(), momentum.ptr<float>(), compute});
+  float *wp = w.ptr<float>(), *vel = momentum.ptr<float>();
+  const float* gp = g.ptr<float>();
+  run(ctx, op, plan.chunk_count * kSumChunk / kQuad,
+      LarsUpdateBody{plan.chunks, plan.segments, values, step, p.momentum, p.weight_decay, wp, gp, vel, compute,
+                     packs_aligned(wp, gp, vel)});
 }
 
 }  // namespace kiln::ops::cuda

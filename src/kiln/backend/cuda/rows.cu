@@ -21,6 +21,25 @@ template void run_kernel(int64_t, const LayerNormGradLaneBody&, void*);
 template void run_kernel(int64_t, const LayerNormGradStatsBody&, void*);
 template void run_kernel(int64_t, const LayerNormGradApplyBody&, void*);
 template void run_kernel(int64_t, const LayerNormParamChunkBody&, void*);
+#define KILN_RUN_SPANS(B)                                          \
+  template void run_kernel(int64_t, const B<float>&, void*);       \
+  template void run_kernel(int64_t, const B<bf16_t>&, void*);      \
+  template void run_kernel(int64_t, const B<f16_t>&, void*);
+KILN_RUN_SPANS(SoftmaxLaneSpanBody)
+KILN_RUN_SPANS(SoftmaxApplySpanBody)
+KILN_RUN_SPANS(SoftmaxBackwardLaneSpanBody)
+KILN_RUN_SPANS(SoftmaxBackwardApplySpanBody)
+KILN_RUN_SPANS(RowMomentsSpanBody)
+KILN_RUN_SPANS(LayerNormApplySpanBody)
+KILN_RUN_SPANS(LayerNormGradSpanBody)
+KILN_RUN_SPANS(LayerNormGradApplySpanBody)
+KILN_RUN_SPANS(LayerNormParamChunkSpanBody)
+KILN_RUN_SPANS(BiasGradChunkSpanBody)
+KILN_RUN_SPANS(XentMaxLaneSpanBody)
+KILN_RUN_SPANS(XentSumexpLaneSpanBody)
+KILN_RUN_SPANS(XentGradSpanBody)
+KILN_RUN_SPANS(VocabSumexpLaneSpanBody)
+KILN_RUN_SPANS(VocabGradSpanBody)
 template void run_kernel(int64_t, const LayerNormParamSumBody&, void*);
 template void run_kernel(int64_t, const BiasGradChunkBody&, void*);
 template void run_kernel(int64_t, const BiasGradCombineBody&, void*);

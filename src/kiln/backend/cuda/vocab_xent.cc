@@ -1,5 +1,5 @@
 // backend/cuda/vocab_xent.cc — the vocab-parallel cross-entropy's parts on CUDA: checks, then bodies
-// of losses_bodies.h.
+// of losses_bodies.h (the span bodies where the logits allow).
 #include <algorithm>
 
 #include "kiln/backend/cuda/losses_bodies.h"
@@ -21,7 +21,16 @@ void vocab_xent_partials(Context& ctx, const Tensor& logits, const Tensor& label
   Tensor lane_max = ctx.scratch_tensor({lanes}, DType::f32), lane_at = ctx.scratch_tensor({lanes}, DType::i64),
                lane_zsum = ctx.scratch_tensor({lanes}, DType::f64);
   const FloatPtr z = float_ptr(op, "logits", logits);
-  run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max.ptr<float>(), lane_at.ptr<int64_t>(), lane_zsum.ptr<double>()});
+  if (rows_fit_spans(V, {&logits})) {
+    with_float_type(logits.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, N * XentMaxLaneSpanBody<T>::kGroups,
+          XentMaxLaneSpanBody<T>{logits.ptr<T>(), V, lane_max.ptr<float>(), lane_at.ptr<int64_t>(),
+                                 lane_zsum.ptr<double>()});
+    });
+  } else {
+    run(ctx, op, lanes, XentMaxLaneBody{z, V, lane_max.ptr<float>(), lane_at.ptr<int64_t>(), lane_zsum.ptr<double>()});
+  }
   run(ctx, op, N,
       VocabPartialsBody{z, labels.ptr<int32_t>(), lane_max.ptr<float>(), lane_at.ptr<int64_t>(),
                         partials.ptr<float>(), V, start});
@@ -33,8 +42,17 @@ void vocab_xent_sumexp(Context& ctx, const Tensor& logits, const Tensor& max, Te
   const ScratchScope own_scratch(ctx);
   const int64_t N = logits.dim(0);
   Tensor lane_sum = ctx.scratch_tensor({N * kRowLanes}, DType::f64);  // held until the op returns
-  run(ctx, op, N * kRowLanes,
-      VocabSumexpLaneBody{float_ptr(op, "logits", logits), max.ptr<float>(), lane_sum.ptr<double>(), logits.dim(1)});
+  const FloatPtr z = float_ptr(op, "logits", logits);
+  const int64_t V = logits.dim(1);
+  if (rows_fit_spans(V, {&logits})) {
+    with_float_type(logits.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, N * VocabSumexpLaneSpanBody<T>::kGroups,
+          VocabSumexpLaneSpanBody<T>{logits.ptr<T>(), max.ptr<float>(), lane_sum.ptr<double>(), V});
+    });
+  } else {
+    run(ctx, op, N * kRowLanes, VocabSumexpLaneBody{z, max.ptr<float>(), lane_sum.ptr<double>(), V});
+  }
   run(ctx, op, N, LaneSumBody{lane_sum.ptr<double>(), sumexp.ptr<double>()});
 }
 
@@ -65,10 +83,20 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const char* op = "vocab_xent_backward";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &totals, &dlogits});
+  const FloatPtr z = float_ptr(op, "logits", logits), dz = float_ptr(op, "dlogits", dlogits);
+  const int64_t V = logits.dim(1);
+  const double* forward_totals = reinterpret_cast<const double*>(totals.data);
+  if (rows_fit_spans(V, {&logits, &dlogits})) {
+    return with_float_type(logits.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, logits.numel() / kSpanWidth<T>,
+          VocabGradSpanBody<T>{logits.ptr<T>(), dlogits.ptr<T>(), lse.ptr<float>(), labels.ptr<int32_t>(),
+                               weights_of(weights), V, start, scale, forward_totals, norm});
+    });
+  }
   run(ctx, op, logits.numel(),
-      VocabGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits),
-                    lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), logits.dim(1),
-                    start, scale, reinterpret_cast<const double*>(totals.data), norm});
+      VocabGradBody{z, dz, lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), V, start, scale,
+                    forward_totals, norm});
 }
 
 }  // namespace kiln::ops::cuda
