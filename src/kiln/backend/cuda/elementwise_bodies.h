@@ -101,16 +101,6 @@ KILN_HD inline float gelu_grad(bool tanh_form, float v) {
   return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
 
-// Item i = element i: matmul.cc's GELU after a product (its family's; GeluForwardSpanBody is the
-// op's).
-template <typename X, typename Y>
-struct GeluForwardBody {
-  const X* x;
-  Y* y;
-  bool tanh_form;
-  KILN_HD void operator()(int64_t i) const { y[i] = store<Y>(gelu(tanh_form, load(x[i]))); }
-};
-
 template <typename X, typename Y>
 struct GeluForwardSpanBody {
   static constexpr int W = kSpanWidth<X, Y>;

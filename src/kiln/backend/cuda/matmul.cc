@@ -319,9 +319,9 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     Tensor out = c.t;
     with_float_type(out.dtype, [&](auto tag) {
       using T = decltype(tag);
-      run_kernel(out.numel(), GeluForwardBody<T, T>{out.ptr<T>(), out.ptr<T>(), false}, stream_of(ctx));
+      T* p = out.ptr<T>();
+      run_spans(ctx, "matmul gelu", GeluForwardSpanBody<T, T>{p, p, false, out.numel(), packs_aligned(p)});
     });
-    check(cudaGetLastError(), "matmul gelu");
   }
 }
 
