@@ -6,7 +6,8 @@
 #  1. environment: nvidia-smi's GPU, clocks, power and driver; `kiln devices --versions` (CUDA
 #     driver and runtime, cuBLASLt, cuDNN, NCCL); PyTorch's version.
 #  2. benchmarks: BERT-large S512 bf16 B16 and ResNet-50 224 bf16 B128, each as kiln's median
-#     ms/step and MFU, then the PyTorch peer on the same GPU with its profile (--profile: forward +
+#     ms/step and MFU (BERT-large with the attention core auto takes, fused, and again unfused,
+#     which also measures BERT where the fused kernel fails), then the PyTorch peer on the same GPU with its profile (--profile: forward +
 #     backward apart from the optimizer step, torch.profiler's top ops), then kiln under
 #     KILN_PROFILE=1 (time per op and per (op, shape), achieved TFLOP/s and GB/s), then the
 #     performance model's expectation of the same step (--dry-run --device-model --json; the model
@@ -369,6 +370,8 @@ if built; then
   step bert-large bench bert-large "${bert_large[@]}" --benchmark "$bench_steps"
   step torch-bert peer torch-bert bert_torch_peer.py --layers 24 --hidden 1024 --heads 16 --intermediate 4096 \
     --batch "$bert_large_batch" --seq 512 --pred 76
+  step bert-large-unfused bench bert-large-unfused "${bert_large[@]}" --benchmark "$bench_steps" \
+    --attention-backend unfused
   step bert-prof profile bert-prof "${bert_profiled[@]}"
   step model-bert model model-bert "${bert_profiled[@]}"
   step resnet50 bench resnet50 "${resnet50[@]}" --benchmark "$bench_steps"

@@ -11,10 +11,12 @@ import re
 from pathlib import Path
 
 # kiln's ops (backend/ops.def) in the performance model's op classes (train/dry_run/perf_model.h).
-# A batched matmul ("[B x heads] ...") is the attention core's; a plain one a GEMM.
+# A matmul batched over heads ("[B x heads] ...", heads > 1) is the attention core's; a plain one,
+# or one batched over layers (q, k and v's "[3x1] ..."), a GEMM.
 CLASS_PREFIXES = [
     ("conv2d_", "gemm"),
     ("attention_", "attention"),
+    ("flash_attention_", "attention"),
     ("softmax_forward", "attention"),
     ("softmax_backward", "attention"),
     ("layernorm_", "norm"),
@@ -38,7 +40,8 @@ CLASS_ORDER = ["gemm", "attention", "norm", "elementwise", "loss", "embedding", 
 
 def op_class(op, shape):
     if op == "matmul":
-        return "attention" if shape.startswith("[") else "gemm"
+        batch = re.match(r"\[(\d+)x(\d+)\]", shape)
+        return "attention" if batch and int(batch.group(2)) > 1 else "gemm"
     for prefix, cls in CLASS_PREFIXES:
         if op.startswith(prefix):
             return cls
@@ -107,6 +110,7 @@ def table(header, rows):
 def benchmarks(log_dir, peak):
     rows = []
     for title, kiln, peer in (("BERT-large S512 bf16", "bert-large", "torch-bert"),
+                              ("BERT-large, unfused attention core", "bert-large-unfused", "torch-bert"),
                               ("ResNet-50 224 bf16", "resnet50", "torch-resnet")):
         kiln_log, peer_log = read(log_dir / f"{kiln}.log"), read(log_dir / f"{peer}.log")
         k_ms, k_gflops, p_ms = median_ms(kiln_log), gflops(kiln_log), median_ms(peer_log)

@@ -177,5 +177,20 @@ TEST(SelfAttention, FusedCoreMatchesTheUnfusedOne) {
   }
 }
 
+TEST(SelfAttention, AutoTakesTheFusedCoreOnAGpuIn16BitsWithHeadDimsOf16To64) {
+  using nn::AttentionCore;
+  const auto chosen = [](bool gpu, DType dt, int64_t d) {
+    return nn::chosen_core(AttentionCore::automatic, gpu, dt, d);
+  };
+  EXPECT_EQ(chosen(true, DType::bf16, 64), AttentionCore::fused);
+  EXPECT_EQ(chosen(true, DType::f16, 16), AttentionCore::fused);
+  EXPECT_EQ(chosen(false, DType::bf16, 64), AttentionCore::unfused);  // the CPU and the simulated device
+  EXPECT_EQ(chosen(true, DType::f32, 64), AttentionCore::unfused);
+  EXPECT_EQ(chosen(true, DType::bf16, 128), AttentionCore::unfused);
+  EXPECT_EQ(chosen(true, DType::bf16, 40), AttentionCore::unfused);
+  EXPECT_EQ(nn::chosen_core(AttentionCore::fused, false, DType::f32, 128), AttentionCore::fused);
+  EXPECT_EQ(nn::chosen_core(AttentionCore::unfused, true, DType::bf16, 64), AttentionCore::unfused);
+}
+
 }  // namespace
 }  // namespace kiln

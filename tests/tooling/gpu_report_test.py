@@ -39,6 +39,7 @@ class GpuReportTest(unittest.TestCase):
         (self.dir / "steps.tsv").write_text("".join("\t".join(r) + "\n" for r in STEPS))
         (self.dir / "env.log").write_text("name, driver_version\nNVIDIA H200, 570.1\n")
         (self.dir / "bert-large.log").write_text("median 100.0 ms/step | 494500.0 GFLOP/s |\n")
+        (self.dir / "bert-large-unfused.log").write_text("median 125.0 ms/step | 395600.0 GFLOP/s |\n")
         (self.dir / "torch-bert.log").write_text(
             "torch 2.5 median 150.0 ms/step\nphases (median over the timed steps): forward+backward 120.0 ms, "
             "optimizer 30.0 ms\ntorch.profiler top 15 ops of the last timed step:\nTABLE\n")
@@ -62,6 +63,8 @@ class GpuReportTest(unittest.TestCase):
     def test_benchmark_ratio_and_mfu(self):
         # 494.5 TFLOP/s of 989: 50%; the peer's 150 ms for the same FLOPs: 33.3%.
         self.assertEqual(self.row("BERT-large S512 bf16"), "| BERT-large S512 bf16 | 100.0 | 50.0% | 150.0 | 33.3% | 1.50 |")
+        self.assertEqual(self.row("BERT-large, unfused attention core"),
+                         "| BERT-large, unfused attention core | 125.0 | 40.0% | 150.0 | 33.3% | 1.20 |")
         self.assertEqual(self.row("ResNet-50 224 bf16"), "| ResNet-50 224 bf16 | - | - | - | - | - |")
 
     def test_deadline_and_failures(self):
@@ -73,6 +76,8 @@ class GpuReportTest(unittest.TestCase):
 
     def test_op_classes(self):
         self.assertEqual(gpu_report.op_class("matmul", "[2x16] 8x8x8 bf16->bf16"), "attention")
+        self.assertEqual(gpu_report.op_class("matmul", "[3x1] 512x1024x1024 bf16->bf16"), "gemm")
+        self.assertEqual(gpu_report.op_class("flash_attention_backward", "-"), "attention")
         self.assertEqual(gpu_report.op_class("conv2d_backward_data", "-"), "gemm")
         self.assertEqual(gpu_report.op_class("attention_probs_backward", "-"), "attention")
         self.assertEqual(gpu_report.op_class("vocab_xent_sumexp", "-"), "loss")

@@ -103,9 +103,7 @@ bool SelfAttention::project_together(const Step& step, const Tensor& x) {
 }
 
 bool SelfAttention::takes_fused(const Context& ctx, DType dtype) const {
-  if (core != AttentionCore::automatic) return core == AttentionCore::fused;
-  return ctx.device.kind == DeviceKind::cuda && (dtype == DType::bf16 || dtype == DType::f16) &&
-         head_dim % 16 == 0 && head_dim <= 64;
+  return chosen_core(core, ctx.device.kind == DeviceKind::cuda, dtype, head_dim) == AttentionCore::fused;
 }
 
 void SelfAttention::fused_forward(const Step& step, Tensor& context) {

@@ -5,8 +5,19 @@
 #pragma once
 #include <cstdint>
 
+#include "kiln/core/dtype.h"
+
 namespace kiln::nn {
 
 enum class AttentionCore : uint8_t { automatic, unfused, fused };
+
+// The core a layer takes (never automatic): the layer, the start line, the dry run's memory and
+// the performance model decide with this one rule.
+inline AttentionCore chosen_core(AttentionCore asked, bool on_gpu, DType activations, int64_t head_dim) {
+  if (asked != AttentionCore::automatic) return asked;
+  const bool fits = on_gpu && (activations == DType::bf16 || activations == DType::f16) && head_dim % 16 == 0 &&
+                    head_dim >= 16 && head_dim <= 64;
+  return fits ? AttentionCore::fused : AttentionCore::unfused;
+}
 
 }  // namespace kiln::nn

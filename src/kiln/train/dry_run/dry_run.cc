@@ -22,7 +22,7 @@ struct KilnActivations {
 KilnActivations kiln_activations(const models::BertConfig& c, double s, double b, double m, double t, double e) {
   const double N = s * b, H = double(c.hidden), Ht = H / t, It = double(c.intermediate) / t,
                core = double(c.heads) / t * s * s * b, V = double(c.vocab_size) / t;
-  // The fused core (asked for: auto decides by the device) keeps the rows' lse, no (B, heads, S, S).
+  // The fused core (the recipe resolves auto for the run's device) keeps the rows' lse, no (B, heads, S, S).
   const bool fused = c.attention_core == nn::AttentionCore::fused;
   const double lse = double(c.heads) / t * s * b * 4;
   KilnActivations k;

@@ -72,9 +72,8 @@ struct Stage {
 
 // Whether the run's layers take the fused attention core on a GPU (nn/attention_core.h).
 bool takes_fused(const BertPerfRun& r) {
-  const int64_t d = r.model.hidden / r.model.heads;
-  if (r.model.attention_core != nn::AttentionCore::automatic) return r.model.attention_core == nn::AttentionCore::fused;
-  return r.compute != DType::f32 && d % 16 == 0 && d <= 64;
+  return nn::chosen_core(r.model.attention_core, true, r.compute, r.model.hidden / r.model.heads) ==
+         nn::AttentionCore::fused;
 }
 
 // The unfused core's rows (forward, backward, recomputations) replaced by the fused core's for

@@ -85,10 +85,17 @@ RunSettings bert_run_settings(const BertTrainConfig& c, int seq_len) {
 namespace {
 
 // The start line's attention: which core --attention-backend gives.
-std::string attention_summary(const std::string& backend) {
-  if (backend == "fused" || backend == "flash") return "fused (no S x S in memory)";
-  if (backend == "auto") return "auto (fused on CUDA in bf16 / f16, else unfused)";
-  return "unfused (scores in memory)";
+// The attention core the run's layers take on its device (nn/attention_core.h).
+nn::AttentionCore run_attention_core(const BertTrainConfig& c) {
+  const models::BertConfig m = bert_model_config(c);
+  return nn::chosen_core(m.attention_core, c.precision.run_device.kind == DeviceKind::cuda, c.precision.dtype,
+                         m.hidden / m.heads);
+}
+
+std::string attention_summary(const BertTrainConfig& c) {
+  const std::string core = run_attention_core(c) == nn::AttentionCore::fused ? "fused (no S x S in memory)"
+                                                                                : "unfused (scores in memory)";
+  return c.attention_backend == "auto" ? core + ", auto's choice here" : core;
 }
 
 // What backward recomputes, for the start line.
@@ -324,7 +331,7 @@ class BertRecipe : public Recipe {
            fmt::format("  data {}; {} lr {} ({} decay, {} warmup steps); attention {}{}; logs in {}, checkpoints {}\n",
                        c_.fake_data ? std::string("generated (fake)")
                                     : c_.megatron_data() ? "Megatron " + c_.data_path : c_.data_dir,
-                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, attention_summary(c_.attention_backend),
+                       c_.optimizer, c_.lr, c_.lr_decay_style, c_.warmup_steps, attention_summary(c_),
                        recompute_summary(c_), c_.output_dir,
                        c_.save_dir.empty() ? std::string("not saved") : c_.save_dir);
   }
@@ -367,7 +374,9 @@ BertRunResult train_bert(const BertTrainConfig& c, const ResolvedConfig& resolve
       console << format_step_json(bert_step_model(bert_perf_run(c), device), device);
       return {};
     }
-    console << bert_dry_run(bert_model_config(c), c.seq_length, c.micro_batch_size, c.global_batch_size,
+    models::BertConfig model = bert_model_config(c);
+    model.attention_core = run_attention_core(c);  // the memory of the core this device takes
+    console << bert_dry_run(model, c.seq_length, c.micro_batch_size, c.global_batch_size,
                             int(c.tensor_parallel), int(c.pipeline_parallel), int(c.data_parallel()),
                             c.precision.dtype, c.max_predictions, c.distributed_optimizer,
                             c.precision.splits_master(), int(c.virtual_stages())).text;
