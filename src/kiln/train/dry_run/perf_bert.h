@@ -46,8 +46,6 @@ void linear_forward(const BertShapes& s, Ops& ops, const std::string& name, doub
                     int64_t out, bool row_parallel = false);
 void linear_backward(const BertShapes& s, Ops& ops, const std::string& name, double calls, int64_t rows, int64_t in,
                      int64_t out, bool dx_accumulate, bool reduce = false);
-// db (cols) f32 += column sums of dy (rows, cols) (ops::bias_grad).
-OpCost bias_grad(const BertShapes& s, std::string name, double calls, int64_t rows, int64_t cols);
 // Elementwise over n elements of the compute dtype: `tensors` read or written.
 OpCost elementwise(const BertShapes& s, std::string name, double calls, std::string shape, double n, int tensors,
                    double flops_per_element = 1);

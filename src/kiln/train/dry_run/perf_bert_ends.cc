@@ -96,7 +96,7 @@ void mlm_backward(const BertShapes& s, Ops& ops, double calls) {
   const double logits = double(M * V);
   ops.push_back(rows("heads.mlm_loss.backward", OpClass::loss, calls, dims({M, V}, s.dtype),
                      logits * kXentBackwardFlops, logits * (4 + s.e) + double(M) * 12));
-  ops.push_back(bias_grad(s, "heads.decoder.bias_grad", calls, M, V));
+  ops.push_back(bias_grad_epilogue("heads.decoder.bias_grad", calls, dims({M, V}, s.dtype), M, V));
   ops.push_back(gemm("heads.decoder.backward_weights", OpClass::gemm, calls,
                      {.M = V, .N = H, .K = M, .ea = s.e, .eb = s.e, .ec = 4, .accumulate = s.dw_accumulate,
                       .math = s.math()}));

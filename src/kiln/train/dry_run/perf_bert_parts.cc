@@ -28,8 +28,8 @@ void linear_backward(const BertShapes& s, Ops& ops, const std::string& name, dou
   ops.push_back(gemm(name + ".backward_weights", OpClass::gemm, calls,
                      {.M = out, .N = in, .K = rows, .ea = s.e, .eb = s.e, .ec = 4, .accumulate = s.dw_accumulate,
                       .math = s.math()}));
-  // db (out) f32 += column sums of dy (rows, out).
-  ops.push_back(bias_grad(s, name + ".bias_grad", calls, rows, out));
+  // db (out) f32 += column sums of dy (rows, out), in the product above.
+  ops.push_back(bias_grad_epilogue(name + ".bias_grad", calls, dims({rows, out}, s.dtype), rows, out));
   // dX (rows, in) (+)= dy (rows, out) x W (out, in).
   const bool partial = reduce && s.tp > 1;
   ops.push_back(gemm(name + ".backward_data", OpClass::gemm, calls,
@@ -41,12 +41,6 @@ void linear_backward(const BertShapes& s, Ops& ops, const std::string& name, dou
                            s.tp, kAllReduce));
   ops.push_back(elementwise(s, name + (dx_accumulate ? ".dx_add" : ".dx_copy"), calls, dims({rows, in}, s.dtype), n,
                             dx_accumulate ? 3 : 2));
-}
-
-OpCost bias_grad(const BertShapes& s, std::string name, double calls, int64_t rows, int64_t cols) {
-  const double n = double(rows * cols);
-  return perf::rows(std::move(name), OpClass::elementwise, calls, dims({rows, cols}, s.dtype) + " -> f32 column sums",
-                    n, n * s.e + bias_grad_partials(rows, cols) + 2.0 * double(cols) * 4);
 }
 
 OpCost elementwise(const BertShapes& s, std::string name, double calls, std::string shape, double n, int tensors,

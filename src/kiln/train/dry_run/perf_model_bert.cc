@@ -148,7 +148,7 @@ std::vector<std::string> notes(const BertPerfRun& r, const DeviceModel& d, int b
   const std::string core = takes_fused(r) ? "attention fused: no S x S in HBM"
                                            : fmt::format("attention unfused: f32 S x S scores and {} probabilities in HBM",
                                                          dtype_name(r.compute));
-  n.push_back(fmt::format("per rank: TP {} x PP {} x DP {}{}; {}, Q, K, V three GEMMs", r.tp, r.pp, r.dp,
+  n.push_back(fmt::format("per rank: TP {} x PP {} x DP {}{}; {}; Q, K, V one batched product", r.tp, r.pp, r.dp,
                           r.pp > 1 ? fmt::format(", the busiest stage ({})", busiest) : "", core));
   if (r.tp * r.pp * r.dp > 1)
     n.push_back(fmt::format("collectives: rings over NVLink at {:.0f} GB/s per direction (the data-parallel one at {:.0f} "

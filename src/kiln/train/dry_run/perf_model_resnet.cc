@@ -126,8 +126,7 @@ void Walk::head(int64_t classes) {
                             logits * 8 + double(N_) * 8));
   back.push_back(perf::gemm("fc.backward_weights", OpClass::gemm, 1,
                             {.M = classes, .N = C, .K = N_, .ea = 4, .eb = 4, .ec = 4, .math = Math::fp32}));
-  back.push_back(perf::rows("fc.bias_grad", OpClass::elementwise, 1, dims({N_, classes}, DType::f32), logits,
-                            logits * 4 + perf::bias_grad_partials(N_, classes) + double(classes) * 8));
+  back.push_back(perf::bias_grad_epilogue("fc.bias_grad", 1, dims({N_, classes}, DType::f32), N_, classes));
   back.push_back(perf::gemm("fc.backward_data", OpClass::gemm, 1,
                             {.M = N_, .N = C, .K = classes, .ea = 4, .eb = 4, .ec = 4, .math = Math::fp32}));
   back.push_back(perf::rows("avgpool.backward", OpClass::elementwise, 1, act(H, W, C), x, f * 4 + x * e_));

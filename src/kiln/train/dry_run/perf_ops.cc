@@ -78,9 +78,9 @@ void data_parallel(std::vector<OpCost>& ops, double params, int dp, bool distrib
   ops.push_back(collective("dp.weight_all_gather", OpClass::all_reduce, 1, g, 4 * params, dp, kHalf, network));
 }
 
-double bias_grad_partials(int64_t rows, int64_t columns) {
-  const int64_t chunks = (rows + ops::kBiasGradRows - 1) / ops::kBiasGradRows;
-  return 2.0 * double(chunks * columns) * 8;  // f64, written then read
+OpCost bias_grad_epilogue(std::string name, double calls, std::string shape, int64_t rows, int64_t columns) {
+  return perf::rows(std::move(name), OpClass::elementwise, calls, std::move(shape) + " -> f32 column sums",
+                    double(rows * columns), 4.0 * double(columns) * 4);
 }
 
 double layernorm_grad_partials(int64_t rows, int64_t columns) {

@@ -46,10 +46,14 @@ std::string dims(std::initializer_list<int64_t> d, DType t);
 // The math a product of `t` operands runs at on kiln's CUDA backend.
 inline Math matmul_math(DType t) { return t == DType::f32 ? Math::fp32 : Math::tensor16; }
 
-// The fixed-order reductions' partial sums (backend.h): bias_grad sums a column over chunks of
-// kBiasGradRows rows in double, layernorm_backward over chunks of kLayerNormGradRows in f32 ... the
-// partials of `columns` sums per chunk are written and read back once.
-double bias_grad_partials(int64_t rows, int64_t columns);
+// A weight gradient's bias gradient db (columns, f32) += the column sums of dy (rows, columns),
+// taken by the weight-gradient product (MatmulOpts::bias_grad: cuBLASLt's BGRADB epilogue sums the
+// columns as the product reads dy, one addition per element and no bytes of its own), then the
+// sums (f32, scratch) written and added into db (both read, db written).
+OpCost bias_grad_epilogue(std::string name, double calls, std::string shape, int64_t rows, int64_t columns);
+// The fixed-order reductions' partial sums (backend.h): layernorm_backward sums a column over
+// chunks of kLayerNormGradRows rows in f32 ... the partials of `columns` sums per chunk are written
+// and read back once.
 double layernorm_grad_partials(int64_t rows, int64_t columns);
 // A batch-norm channel pass of two sums per channel (the forward's Σ d, Σ d²; the backward's Σ g,
 // Σ g (x - mean)): f32 sums per run of kBnFloatRun rows, then f64 sums per chunk, each written and
