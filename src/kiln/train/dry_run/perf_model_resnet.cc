@@ -2,8 +2,8 @@
 // models/resnet.cc runs it: stem, blocks (each conv's batch norm with its ReLU, the last one with the
 // shortcut join), head in f32, loss, backward in reverse, LARS. Where kiln's CUDA backend does more
 // than this counts today (issue 47): f16 weight gradients (and bf16 ones where cuDNN has no
-// deterministic bf16 algorithm) run on f32 copies of both operands (TF32), batch-norm sums make more
-// passes, and each convolution makes its descriptors again.
+// deterministic bf16 algorithm) run on f32 copies of both operands (TF32), and batch-norm sums make
+// more passes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -78,7 +78,9 @@ void Walk::conv_bn(const std::string& conv, const std::string& bn, const nn::Con
   // Sums of dy and dy (x - mean) over x, dy (and y for the ReLU mask), then dx from them: two passes.
   back.push_back(perf::rows(bn + ".backward", OpClass::norm, 1, act(s.P(), s.Q(), o.out), y * kBnBackwardFlops,
                             y * e_ * (5 + (relu ? 2 : 0)) + double(o.out) * 24 + perf::bn_sum_partials(rows, o.out)));
-  back.push_back(conv_op(conv + ".backward_weights", shape, flops, (x + y) * e_ + w * 4));
+  // bf16: cuDNN writes dw in bf16, widened into the f32 gradient (read, written) by a second pass.
+  const double dw_bytes = e_ == 2 ? w * (2 + 2 + 4) : w * 4;
+  back.push_back(conv_op(conv + ".backward_weights", shape, flops, (x + y) * e_ + dw_bytes));
   if (need_dx) back.push_back(conv_op(conv + ".backward_data", shape, flops, (y + w + x) * e_));
   bwd.push_back(std::move(back));
   H = s.P(), W = s.Q(), C = o.out;
