@@ -1,7 +1,7 @@
 // The fused attention kernel's tile functions (attention_tiles.h) on the CPU: the host policy's
 // tile products against float64, the tiles' dropout against the CPU dropout op's mask bit for bit,
-// and the shared memory each pass carves (what the kernel asks the device for). The block
-// algorithms themselves: ParityFlashAttention.*.
+// the shared memory each pass carves (what the kernel asks the device for) and the wmma rules its
+// products keep. The block algorithms themselves: ParityFlashAttention.*.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -102,6 +102,67 @@ TEST(CudaBodies, AttentionPassesFitTheSharedMemoryOfTheirGpus) {
   }
 }
 
+// Element (r, col) of an operand (of the operand, transposed or not), as a tile starting there.
+template <typename T>
+const T* operand_element(const TileRef<T>& t, int r, int col) {
+  return t.trans ? t.p + col * t.ld + r : t.p + r * t.ld + col;
+}
+
+// The host's products, counting where a 16x16 fragment's load or store in DeviceTiles' wmma_product
+// would break nvcuda::wmma's rules (crt/mma.h): a first element 32 bytes aligned (offsets from the
+// block's shared memory, which the kernel aligns to 128), a leading dimension a multiple of 16
+// bytes (8 16-bit values, 4 f32), dimensions multiples of 16.
+struct WmmaRuleTiles : HostTiles {
+  const char* smem;
+  std::shared_ptr<int> broken = std::make_shared<int>(0);
+  void expect(const void* p, int ld, size_t bytes) const {
+    *broken += (static_cast<const char*>(p) - smem) % 32 != 0 || size_t(ld) * bytes % 16 != 0;
+  }
+  template <typename T>
+  void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
+    *broken += m % 16 != 0 || n % 16 != 0 || k % 16 != 0;
+    for (int i0 = 0; i0 < m; i0 += 16)
+      for (int j0 = 0; j0 < n; j0 += 16) {
+        expect(c + i0 * ldc + j0, ldc, sizeof(float));
+        for (int l0 = 0; l0 < k; l0 += 16) {
+          expect(operand_element(a, i0, l0), a.ld, sizeof(T));
+          expect(operand_element(b, l0, j0), b.ld, sizeof(T));
+        }
+      }
+    HostTiles::gemm(a, b, c, ldc, m, n, k, accumulate);
+  }
+};
+
+// Every product of every pass, for every head dim the kernel takes, in bf16 and f16.
+TEST(CudaBodies, AttentionProductsKeepTheWmmaRules) {
+  const auto check = [](auto tag) {
+    using T = decltype(tag);
+    const int64_t S = 70;  // a whole block and a partial one
+    const std::vector<int32_t> mask(static_cast<size_t>(S), 1);
+    for (int64_t d = 16; d <= kFlashMaxHeadDim; d += 16) {
+      const std::vector<T> x = stored<T>(random_normal(S * d, uint32_t(d)));
+      std::vector<T> out(size_t(S * d));
+      std::vector<float> lse(static_cast<size_t>(S));
+      const FlashHeads<const T> in{x.data(), d, S * d, d};
+      const FlashHeads<T> grad{out.data(), d, S * d, d};
+      const FlashShape shape{1, 1, S, d, 0.125f, mask.data()};
+      const FlashForwardArgs<T> fa{shape, in, in, in, grad, lse.data(), {}};
+      const FlashBackwardArgs<T> ba{shape, in, in, in, in, in, grad, grad, grad, lse.data(), {}};
+      const int64_t bytes = std::max(flash_forward_smem_bytes<T>(int(d)), flash_backward_smem_bytes<T>(int(d)));
+      std::vector<char> smem(static_cast<size_t>(bytes));
+      const WmmaRuleTiles tiles{{}, smem.data()};
+      for (int64_t first = 0; first < S; first += 64) {
+        flash_forward_block(tiles, fa, 0, 0, first, smem.data());
+        flash_backward_key_block(tiles, ba, 0, 0, first, smem.data());
+        flash_backward_query_block(tiles, ba, 0, 0, first, smem.data());
+      }
+      EXPECT_EQ(*tiles.broken, 0) << "head dim " << d << ", " << sizeof(T) << "-byte values";
+    }
+  };
+  check(bf16_t{});
+  check(f16_t{});
+}
+
 // HostTiles with each phase's items in reverse order: a phase whose items read what another item
 // of the same phase writes (a race between the kernel's threads, which no barrier orders) gives
 // other results than in order.
@@ -136,19 +197,15 @@ class ThreadMajorTiles {
       if (thread % 32 != 0) return;
       for (int tile = thread / 32; tile < m / 16 * (n / 16); tile += kFlashWarps) {
         const int i0 = tile / (n / 16) * 16, j0 = tile % (n / 16) * 16;
-        HostTiles{}.gemm(TileRef<T>{element(a, i0, 0), a.ld, a.trans}, TileRef<T>{element(b, 0, j0), b.ld, b.trans},
-                         c + i0 * ldc + j0, ldc, 16, 16, k, accumulate);
+        HostTiles{}.gemm(TileRef<T>{operand_element(a, i0, 0), a.ld, a.trans},
+                         TileRef<T>{operand_element(b, 0, j0), b.ld, b.trans}, c + i0 * ldc + j0, ldc, 16, 16, k,
+                         accumulate);
       }
     });
   }
   void flush() const { sync(); }
 
  private:
-  // Element (r, col) of an operand as a tile starting there.
-  template <typename T>
-  static const T* element(const TileRef<T>& t, int r, int col) {
-    return t.trans ? t.p + col * t.ld + r : t.p + r * t.ld + col;
-  }
   std::shared_ptr<std::vector<std::function<void(int)>>> work_ =
       std::make_shared<std::vector<std::function<void(int)>>>();
 };

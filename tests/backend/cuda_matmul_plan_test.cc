@@ -71,7 +71,7 @@ TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
   const Tensor y = Tensor::zeros({4, 5}), bias = Tensor::zeros({5});
   const ops::MatView a = ops::mat(x), b = ops::mat(w, true), c = ops::mat(y);
   const ops::MatmulOpts opts;
-  const std::array<uint32_t, 3> align = {256, 256, 256};
+  const std::array<uint32_t, 4> align = {256, 256, 256, 0};
   const PlanKey base = plan_key(0, a, b, c, opts, align);
   std::vector<PlanKey> changed;
   for (int which = 0; which < 3; ++which) {  // every field of each view
@@ -99,8 +99,8 @@ TEST(CudaMatmulPlan, KeySeparatesEverythingAPlanDependsOn) {
   for (const ops::MatmulOpts* o : {&with_bias, &f16_bias, &relu, &accumulate, &bias_grad, &strided_bias})
     changed.push_back(plan_key(0, a, b, c, *o, align));
   changed.push_back(plan_key(1, a, b, c, opts, align));
-  for (int i = 0; i < 3; ++i) {
-    std::array<uint32_t, 3> less = align;
+  for (int i = 0; i < 4; ++i) {
+    std::array<uint32_t, 4> less = align;
     less[size_t(i)] = 16;
     changed.push_back(plan_key(0, a, b, c, opts, less));
   }
@@ -132,6 +132,26 @@ TEST(CudaMatmulPlan, EpilogueFollowsTheOptions) {
   EXPECT_EQ(epilogue_for(g), Epilogue::bias_grad_b);
 }
 
+// A bias at an odd offset of the flat parameter buffer gets a plan of its own; batched biases
+// count every batch's start.
+TEST(CudaMatmulPlan, VectorAlignmentIsTheEpilogueVectorsAtEveryCall) {
+  alignas(256) static float storage[64];
+  const Tensor bias = Tensor::view(storage, {8}), odd_bias = Tensor::view(storage + 1, {8});
+  const Tensor batched = Tensor::view(storage, {40});
+  Tensor db = Tensor::view(storage + 4, {8});
+  ops::MatmulOpts none, plain, odd, strided, grad;
+  plain.bias = &bias;
+  odd.bias = &odd_bias;
+  strided.bias = &batched;
+  strided.bias_batch_stride = 10;
+  grad.bias_grad = &db;
+  EXPECT_EQ(vector_alignment(none), 0u);
+  EXPECT_EQ(vector_alignment(plain), 256u);
+  EXPECT_EQ(vector_alignment(odd), 4u);
+  EXPECT_EQ(vector_alignment(strided), 8u);
+  EXPECT_EQ(vector_alignment(grad), 16u);
+}
+
 TEST(CudaMatmulPlan, KeyIgnoresPointersAndAlpha) {
   const Tensor x1 = Tensor::zeros({4, 6}), x2 = Tensor::zeros({4, 6}), w = Tensor::zeros({6, 5});
   const Tensor y1 = Tensor::zeros({4, 5}), y2 = Tensor::zeros({4, 5});
@@ -140,7 +160,7 @@ TEST(CudaMatmulPlan, KeyIgnoresPointersAndAlpha) {
   o1.bias = &bias1;
   o2.bias = &bias2;
   o2.alpha = 1.0f;
-  const std::array<uint32_t, 3> align = {64, 64, 64};
+  const std::array<uint32_t, 4> align = {64, 64, 64, 64};
   const PlanKey k1 = plan_key(0, ops::mat(x1), ops::mat(w), ops::mat(y1), o1, align);
   const PlanKey k2 = plan_key(0, ops::mat(x2), ops::mat(w), ops::mat(y2), o2, align);
   EXPECT_TRUE(k1 == k2);

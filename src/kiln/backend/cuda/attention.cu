@@ -104,10 +104,14 @@ dim3 grid_of(const FlashShape& s, int rows) {
   return dim3(unsigned(flash_blocks(s.S, rows)), unsigned(s.heads), unsigned(s.B));
 }
 
+// An empty batch launches nothing: a grid with a zero dimension is an invalid configuration.
+bool has_blocks(const FlashShape& s) { return s.B > 0 && s.heads > 0; }
+
 }  // namespace
 
 template <typename T>
 cudaError_t launch_flash_forward(const FlashForwardArgs<T>& a, void* stream) {
+  if (!has_blocks(a.shape)) return cudaSuccess;
   const int bytes = int(flash_forward_smem_bytes<T>(int(a.shape.d)));
   const cudaError_t err =
       cudaFuncSetAttribute(flash_forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -119,6 +123,7 @@ cudaError_t launch_flash_forward(const FlashForwardArgs<T>& a, void* stream) {
 
 template <typename T>
 cudaError_t launch_flash_backward(const FlashBackwardArgs<T>& a, void* stream) {
+  if (!has_blocks(a.shape)) return cudaSuccess;
   const int bytes = int(flash_backward_smem_bytes<T>(int(a.shape.d)));
   for (const void* kernel : {reinterpret_cast<const void*>(flash_key_pass_kernel<T>),
                              reinterpret_cast<const void*>(flash_query_pass_kernel<T>)}) {

@@ -36,6 +36,7 @@ void normalize(Context& ctx, const char* op, const Tensor& x, const Tensor& gamm
                const Tensor& residual, Tensor& y) {
   FloatPtr r;  // null: no residual
   if (residual.defined()) r = float_ptr(op, "residual", residual);
+  const ScratchScope own_scratch(ctx);
   const int64_t C = x.dim(-1);
   Tensor coef = ctx.scratch_tensor({2, C}, DType::f32);
   float* a = coef.ptr<float>();
@@ -55,6 +56,7 @@ struct BackwardArgs {
 
 void backward_from(Context& ctx, const char* op, const BackwardArgs& a, Tensor& dx, Tensor& dgamma,
                    Tensor& dbeta) {
+  const ScratchScope own_scratch(ctx);
   const int64_t C = a.x->dim(-1);
   Tensor coef = ctx.scratch_tensor({3, C}, DType::f32);
   run(ctx, op, C,
@@ -84,6 +86,7 @@ void batchnorm_train_forward(Context& ctx, const Tensor& x, const Tensor& gamma,
                              Tensor& var, const Tensor& residual) {
   const char* op = "batchnorm_train_forward";
   const OpScope scope = expect_cuda(ctx, op, {&x, &gamma, &beta, &y, &mean, &var, &residual});
+  const ScratchScope own_scratch(ctx);
   const int64_t rows = rows_of(x), C = x.dim(-1);
   Tensor sums = ctx.scratch_tensor({2, C}, DType::f64), shift = ctx.scratch_tensor({C}, DType::f32);
   run(ctx, op, C, BnShiftBody{float_ptr(op, "x", x), rows, C, shift.ptr<float>()});
@@ -109,6 +112,7 @@ void batchnorm_backward(Context& ctx, const Tensor& x, const Tensor& y, const Te
   const char* op = "batchnorm_backward";
   const OpScope scope =
       expect_cuda(ctx, op, {&x, &y, &dy, &gamma, &mean, &var, &dx, &dgamma, &dbeta});
+  const ScratchScope own_scratch(ctx);
   const int64_t rows = rows_of(x);
   Tensor sums = ctx.scratch_tensor({2, x.dim(-1)}, DType::f64);
   backward_sums(ctx, op, x, y, dy, mean, relu, rows, sums.ptr<double>());

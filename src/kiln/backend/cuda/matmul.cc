@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <bit>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -149,13 +148,6 @@ std::byte* at(const MatView& v, int64_t batch0) {
          batch0 * v.batch_stride[0] * int64_t(dtype_size(v.t.dtype));
 }
 
-// The largest power of two (at most 256) dividing the address: cuBLASLt picks only algorithms
-// that need no more alignment than the pointers have.
-uint32_t alignment(const void* p) {
-  const auto address = reinterpret_cast<uintptr_t>(p);
-  return address == 0 ? 256u : uint32_t(std::min<uintptr_t>(256, uintptr_t(1) << std::countr_zero(address)));
-}
-
 void set_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, uint32_t bytes) {
   check_lt(cublaslt().MatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)), "alignment");
 }
@@ -166,13 +158,13 @@ std::string view_key(const MatView& v) {
 }
 
 // What the algorithm choice depends on: the GPU and cuBLASLt's version (`prefix`), the three views,
-// the epilogue, beta, alignments.
+// the epilogue, beta, alignments (cuBLASLt's A, B, C and the epilogue's vector).
 std::string product_key(const std::string& prefix, const MatView& a, const MatView& b, const MatView& c,
-                        const MatmulOpts& o, uint32_t align_a, uint32_t align_b, uint32_t align_c) {
-  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}{}|beta{}|align{},{},{}", prefix,
+                        const MatmulOpts& o, const std::array<uint32_t, 4>& align) {
+  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}{}|beta{}|align{},{},{}{}", prefix,
                      view_key(a), view_key(b), view_key(c), int(o.act), o.bias ? dtype_name(o.bias->dtype) : "",
                      o.bias_batch_stride ? fmt::format("s{}", o.bias_batch_stride) : "", o.bias_grad ? "bgradb" : "",
-                     o.beta, align_a, align_b, align_c);
+                     o.beta, align[0], align[1], align[2], align[3] ? fmt::format(",v{}", align[3]) : "");
 }
 
 // A product's cuBLASLt objects and algorithm, made on its first call and kept for the process:
@@ -199,7 +191,7 @@ uint32_t view_alignment(const MatView& v, int64_t outer) {
 // Layouts, descriptor and the algorithm (the cache file's, searched, or the heuristic's).
 std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
                                 const MatView& c, const MatmulOpts& opts, bool merged,
-                                const std::array<uint32_t, 3>& align) {
+                                const std::array<uint32_t, 4>& align) {
   auto plan = std::make_unique<Plan>();
   plan->outer = merged ? 1 : c.batch[0];
   make_layout(plan->la, b, inner_batch(b, merged));
@@ -211,7 +203,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView&
   check_lt(cublaslt().MatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                 &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
            "workspace");
-  const auto [align_a, align_b, align_c] = align;  // cuBLASLt's order
+  const uint32_t align_a = align[0], align_b = align[1], align_c = align[2];  // cuBLASLt's order
   set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
   set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
   set_alignment(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
@@ -227,7 +219,7 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView&
   p.c_tensor_bytes = c.t.nbytes();
   p.workspace = lt.workspace, p.workspace_bytes = kWorkspaceBytes;
   p.stream = stream_of(ctx);
-  plan->algo = matmul_algorithm(product_key(lt.algo_prefix, a, b, c, opts, align_a, align_b, align_c), p);
+  plan->algo = matmul_algorithm(product_key(lt.algo_prefix, a, b, c, opts, align), p);
   return plan;
 }
 
@@ -239,8 +231,8 @@ const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatVi
                      const MatView& c, const MatmulOpts& opts) {
   const bool merged = mergeable(a) && mergeable(b) && mergeable(c);
   const int64_t outer = merged ? 1 : c.batch[0];
-  const std::array<uint32_t, 3> align = {view_alignment(b, outer), view_alignment(a, outer),
-                                         view_alignment(c, outer)};  // cuBLASLt's order
+  const std::array<uint32_t, 4> align = {view_alignment(b, outer), view_alignment(a, outer), view_alignment(c, outer),
+                                         vector_alignment(opts)};  // cuBLASLt's order
   const PlanKey key = plan_key(ctx.device.index, a, b, c, opts, align);
   if (const auto it = plans.find(key); it != plans.end()) return *it->second;
   std::unique_ptr<Plan> plan;
@@ -253,8 +245,8 @@ const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatVi
     product.bias_batch_stride = 0;
     const bool per_batch = opts.bias_batch_stride != 0;  // one call per batch, each with its bias
     const int64_t calls = per_batch ? c.batch[0] : outer;
-    const std::array<uint32_t, 3> align_each = {view_alignment(b, calls), view_alignment(a, calls),
-                                                view_alignment(c, calls)};
+    const std::array<uint32_t, 4> align_each = {view_alignment(b, calls), view_alignment(a, calls),
+                                                view_alignment(c, calls), align[3]};
     plan = make_plan(ctx, lt, a, b, c, product, merged && !per_batch, per_batch ? align_each : align);
     plan->bias_grad_apart = opts.bias_grad != nullptr;
     if (per_batch) plan->bias_step = opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype));

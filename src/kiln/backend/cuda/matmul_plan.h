@@ -2,8 +2,10 @@
 // cuBLASLt calls (one strided batch per call), and the key its cached plans are found by, as
 // plain functions tested on the CPU.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/backend/backend.h"
@@ -52,10 +54,29 @@ inline Epilogue epilogue_for(const MatmulOpts& o) {
   }
 }
 
+// The largest power of two (at most 256) dividing the address: cuBLASLt picks only algorithms
+// that need no more alignment than the pointers have.
+inline uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return address == 0 ? 256u : uint32_t(std::min<uintptr_t>(256, uintptr_t(1) << std::countr_zero(address)));
+}
+
+// The alignment of the epilogue's vector (the bias, or the bias gradient it writes) at every
+// call, batch by batch with a bias batch stride; 0 without one. cuBLASLt's heuristic reads the
+// bias pointer's alignment too, so a plan holds only for vectors aligned at least as well.
+inline uint32_t vector_alignment(const MatmulOpts& o) {
+  const Tensor* v = o.bias_grad ? o.bias_grad : o.bias;
+  if (!v) return 0;
+  const uint32_t first = alignment(v->data);
+  if (o.bias_batch_stride == 0) return first;
+  const auto* next = static_cast<const std::byte*>(v->data) + o.bias_batch_stride * int64_t(dtype_size(v->dtype));
+  return std::min(first, alignment(next));
+}
+
 // Everything a cuBLASLt plan (layouts, descriptor, algorithm) depends on, as integers: the
 // device, each view's shape, layout, batches and dtype, the epilogue (with its bias's batch
-// stride and whether it sums a bias gradient), beta and the operands' alignments. Pointers and
-// alpha are not part of it: they are passed with every call.
+// stride and whether it sums a bias gradient), beta and the alignments of the operands and the
+// epilogue's vector. Pointers and alpha are not part of it: they are passed with every call.
 struct PlanKey {
   static constexpr int kViewFields = 9;
   std::array<int64_t, 3 * kViewFields + 7> fields{};
@@ -70,9 +91,9 @@ struct PlanKeyHash {
   }
 };
 
-// align: the bytes a, b and c's first elements are aligned to.
+// align: the bytes a, b and c's first elements and the epilogue's vector are aligned to.
 inline PlanKey plan_key(int device, const MatView& a, const MatView& b, const MatView& c, const MatmulOpts& o,
-                        const std::array<uint32_t, 3>& align) {
+                        const std::array<uint32_t, 4>& align) {
   PlanKey k;
   size_t i = 0;
   for (const MatView* v : {&a, &b, &c})
@@ -80,7 +101,8 @@ inline PlanKey plan_key(int device, const MatView& a, const MatView& b, const Ma
                       v->batch_stride[1], int64_t(v->t.dtype)})
       k.fields[i++] = f;
   const int64_t bias = o.bias ? int64_t(o.bias->dtype) : -1;
-  const int64_t align_bits = int64_t(align[0]) | int64_t(align[1]) << 16 | int64_t(align[2]) << 32;
+  const int64_t align_bits =
+      int64_t(align[0]) | int64_t(align[1]) << 16 | int64_t(align[2]) << 32 | int64_t(align[3]) << 48;
   for (int64_t f : {int64_t(device), int64_t(o.act), bias, o.bias_batch_stride, int64_t(o.bias_grad != nullptr),
                     int64_t(std::bit_cast<uint32_t>(o.beta)), align_bits})
     k.fields[i++] = f;

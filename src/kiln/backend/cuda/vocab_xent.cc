@@ -67,6 +67,7 @@ void vocab_xent_totals(Context& ctx, const Tensor& combined, const Tensor& sumex
                        const Tensor& weights, Tensor& lse, Tensor& totals) {
   const char* op = "vocab_xent_totals";
   const OpScope scope = expect_cuda(ctx, op, {&combined, &sumexp, &labels, &weights, &lse, &totals});
+  const ScratchScope own_scratch(ctx);
   const int64_t N = combined.dim(1);
   Tensor rows = ctx.scratch_tensor({2, N}, DType::i64);  // per row: loss term (f64 bits), hit
   double* row_loss = reinterpret_cast<double*>(rows.data);
