@@ -22,14 +22,14 @@ int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 16;
   const int64_t size = argc > 2 ? std::atoll(argv[2]) : 224;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 3;
-  const std::string dtypes = "," + std::string(argc > 4 ? argv[4] : "f32,bf16") + ",";
+  const std::string dtypes = fmt::format(",{},", argc > 4 ? argv[4] : "f32,bf16");
   std::vector<float> images(static_cast<size_t>(batch * size * size * 3));
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   const RngStream rng{1, rng_stream(RngPurpose::test, 0, 0)};
   for (size_t i = 0; i < images.size(); ++i) images[i] = rng.normal(i);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i * 37 % 1000);
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    if (dtypes.find("," + std::string(dtype_name(dtype)) + ",") == std::string::npos) continue;
+    if (dtypes.find(fmt::format(",{},", dtype_name(dtype))) == std::string::npos) continue;
     ParamStore store;
     models::ResNet model(models::ResNetConfig::resnet50(), store);
     store.set_compute_dtype(dtype);
