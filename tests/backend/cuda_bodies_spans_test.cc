@@ -162,7 +162,7 @@ TEST(CudaSpans, BinaryBodiesAreTheScalarBodiesBitForBit) {
       EXPECT_TRUE(same_bits(out.elements(), old)) << "relu_backward n " << n << " join " << join;
     }
     std::vector<T> joined = bs;
-    run_spans(AccumulateSpanBody<T>{a.data(), b.data(), n, aligned});
+    run_spans(AddBody<T, T, T>{b.data(), a.data(), b.data(), n, aligned});
     run_all(n, AccumulateBody{ptr(as), ptr(joined)});
     EXPECT_TRUE(same_bits(b.elements(), joined)) << "residual_add n " << n;
   });

@@ -216,24 +216,6 @@ struct ReluBackwardSpanBody {
   }
 };
 
-// y += x (residual_add).
-template <typename T>
-struct AccumulateSpanBody {
-  static constexpr int W = kSpanWidth<T>;
-  const T* x;
-  T* y;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span s = span_of(k, W, n, aligned);
-    float u[W], v[W];
-    load_span(y, s, u);
-    load_span(x, s, v);
-    for (int j = 0; j < W; ++j) u[j] += v[j];
-    store_span(y, s, u);
-  }
-};
-
 // y (N, C) += bias (C) on every row. Packs need C a multiple of W (then a span lies in one row,
 // its columns a span of the bias): the host folds that into `aligned`. Otherwise element by
 // element, each element's column its own.
