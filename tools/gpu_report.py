@@ -4,7 +4,8 @@
 name, state, seconds, result), the steps' logs and the performance model's model-*.json.
 Sections: environment, benchmarks (kiln against the PyTorch peer: ms/step, MFU, ratio), per op
 class (kiln's KILN_PROFILE time beside the model's expectation), per (op, shape) (the longest
-rows), the peers' profiles, correctness, every step, and what failed."""
+rows, each with its share of its roofline at the device model's peaks), the peers' profiles,
+correctness, every step, and what failed."""
 import argparse
 import json
 import re
@@ -146,13 +147,31 @@ def per_class(log_dir, title, prof, model):
     return text + table(("op class", "measured ms/step", "model ms/step", "measured / model"), out) + "\n"
 
 
-def per_shape(log_dir, title, prof, top=15):
+def bound_share(tflops, gbs, model):
+    """What a row reaches of its roofline: the larger of its arithmetic against the bf16 dense peak
+    and its traffic against HBM's (the device model's), or None where the model has no peaks."""
+    peak, hbm = model.get("peak_tflops"), model.get("hbm_gb_s")
+    if not peak or not hbm:
+        return None
+    rate = lambda text: float(text) if re.fullmatch(r"[0-9.]+", text) else 0.0
+    return max(rate(tflops) / peak, rate(gbs) / hbm)
+
+
+def per_shape(log_dir, title, prof, model_name, top=15):
+    """The longest (op, shape) rows with their share of the roofline; a bandwidth-bound row (not a
+    GEMM's or the attention core's) below 70% of it is marked: the row kernels' target."""
     rows = shape_rows(read(log_dir / f"{prof}.log"))
     if not rows:
         return ""
-    body = [(op, f"`{shape}`", f"{calls:.1f}", f"{ms:.3f}", tflops, gbs) for op, shape, calls, ms, tflops, gbs in rows[:top]]
+    model = model_json(log_dir / f"{model_name}.json")
+    body = []
+    for op, shape, calls, ms, tflops, gbs in rows[:top]:
+        share = bound_share(tflops, gbs, model)
+        below = share is not None and op_class(op, shape) not in ("gemm", "attention") and share < 0.7
+        cell = "-" if share is None else f"{100 * share:.0f}%" + (" (below 70%)" if below else "")
+        body.append((op, f"`{shape}`", f"{calls:.1f}", f"{ms:.3f}", tflops, gbs, cell))
     return (f"### {title} ({min(top, len(rows))} longest of {len(rows)})\n\n" +
-            table(("op", "shape", "calls/step", "ms/step", "TFLOP/s", "GB/s"), body) + "\n\n")
+            table(("op", "shape", "calls/step", "ms/step", "TFLOP/s", "GB/s", "of its bound"), body) + "\n\n")
 
 
 def peer_profile(log_dir, name):
@@ -201,7 +220,8 @@ def report(log_dir, args):
              per_class(log_dir, "BERT", "bert-prof", "model-bert"),
              per_class(log_dir, "ResNet-50", "resnet-prof", "model-resnet"),
              "## Per op and shape\n",
-             (per_shape(log_dir, "BERT", "bert-prof") + per_shape(log_dir, "ResNet-50", "resnet-prof")) or
+             (per_shape(log_dir, "BERT", "bert-prof", "model-bert") +
+              per_shape(log_dir, "ResNet-50", "resnet-prof", "model-resnet")) or
              "not profiled\n",
              "## PyTorch peers' profiles\n",
              (peer_profile(log_dir, "torch-bert") + peer_profile(log_dir, "torch-resnet")) or "not run\n",

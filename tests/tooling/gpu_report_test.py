@@ -24,7 +24,7 @@ profile per op and shape: op | shape | calls/step | ms/step | TFLOP/s | GB/s
   lamb_update | - | 1.0 | 0.500 | - | -
   gelu_forward | bf16[512,4096] bf16[512,4096] | 1.0 | 1.000 | - | 2000.00
 """
-MODEL = {"device": "h200", "step_ms": 8.0, "mfu": 0.5, "samples_per_s": 1.0,
+MODEL = {"device": "h200", "step_ms": 8.0, "mfu": 0.5, "samples_per_s": 1.0, "peak_tflops": 1000.0, "hbm_gb_s": 4000.0,
          "classes": {"gemm": 3.0, "attention": 2.0, "norm": 1.0, "elementwise": 1.0, "optimizer": 1.0}, "ops": []}
 STEPS = [("build", "ok", "0", "build"), ("env", "ok", "1", "device model: h200"),
          ("bert-large", "ok", "5", "kiln median 100.0 ms/step, MFU 50.0%"), ("torch-bert", "ok", "9", "x"),
@@ -73,6 +73,15 @@ class GpuReportTest(unittest.TestCase):
         self.assertIn("### bert-tiny (FAIL)\n\n```\nstep 20 loss 7.1\n", self.report)
         self.assertIn("forward+backward 120.0 ms, optimizer 30.0 ms", self.report)
         self.assertIn("| matmul | `[1x16] 512x512x64 bf16->f32` | 2.0 | 2.000 | 50.00 | 800.00 |", self.report)
+
+    def test_rows_share_of_their_bound(self):
+        # At the model's peaks (1000 TFLOP/s, 4000 GB/s): the GEMM by its arithmetic, unmarked;
+        # the row kernels by their traffic, marked below 70%.
+        self.assertIn("| matmul | `512x1024x1024 bf16->bf16` | 2.0 | 4.000 | 300.00 | 900.00 | 30% |", self.report)
+        self.assertIn("| layernorm_forward | `bf16[512,1024] f32[1024]` | 1.0 | 1.500 | - | 1000.00 | 25% (below 70%) |",
+                      self.report)
+        self.assertIn("| gelu_forward | `bf16[512,4096] bf16[512,4096]` | 1.0 | 1.000 | - | 2000.00 | 50% (below 70%) |",
+                      self.report)
 
     def test_op_classes(self):
         self.assertEqual(gpu_report.op_class("matmul", "[2x16] 8x8x8 bf16->bf16"), "attention")

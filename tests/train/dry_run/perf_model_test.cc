@@ -308,6 +308,8 @@ TEST(PerfModel, JsonHoldsTheTablesStepClassesAndOps) {
   const auto j = nlohmann::json::parse(format_step_json(step, h200));
   EXPECT_EQ(j["device"], "h200");
   EXPECT_NEAR(j["step_ms"].get<double>(), step.seconds() * 1e3, 1e-9);
+  EXPECT_DOUBLE_EQ(j["peak_tflops"].get<double>(), 989.0);  // what the GPU check's rows are held to
+  EXPECT_DOUBLE_EQ(j["hbm_gb_s"].get<double>(), 4800.0);
   double classes = 0;
   for (const auto& [key, ms] : j["classes"].items()) classes += ms.get<double>();
   EXPECT_NEAR(classes, step.seconds() * 1e3, 1e-6);

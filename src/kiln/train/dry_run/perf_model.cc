@@ -121,7 +121,9 @@ std::string format_step_json(const StepModel& step, const DeviceModel& d) {
   nlohmann::ordered_json j{{"device", d.name},
                            {"step_ms", seconds * 1e3},
                            {"mfu", mfu(step, d, seconds)},
-                           {"samples_per_s", double(step.samples) / seconds}};
+                           {"samples_per_s", double(step.samples) / seconds},
+                           {"peak_tflops", d.tensor16 / 1e12},  // bf16 / f16 dense
+                           {"hbm_gb_s", d.hbm / 1e9}};
   nlohmann::ordered_json& classes = j["classes"] = nlohmann::ordered_json::object();
   for (const OpCost& op : step.ops) {
     nlohmann::ordered_json& ms = classes[op_class_key(op.cls)];
