@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -279,6 +280,27 @@ TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
   const char* names[] = {"context", "dq", "dk", "dv"};
   for (size_t t = 0; t < in_order.size(); ++t)
     EXPECT_EQ(values(threads[t]), values(in_order[t])) << names[t];
+}
+
+// A head's rows loaded into a tile as 16-byte packs (aligned rows of whole packs) and element by
+// element: the same tile bit for bit, the rows past the sequence zeros.
+TEST(CudaBodies, AttentionTileLoadsByPacksAsByElements) {
+  const int64_t S = 37, heads = 3, d = 64, ld = 3 * heads * d;
+  const FlashShape s{1, heads, S, d};
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> rows = stored<T>(random_normal(S * ld, 9));
+    const int ldt = tile_ld<T>(int(d)), tile_rows = 64;
+    for (int64_t first : {0, 32}) {
+      std::vector<T> packed(size_t(tile_rows * ldt), store<T>(7.0f)), single = packed;
+      FlashHeads<const T> x{rows.data(), ld, S * ld, d, true};
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, packed.data(), ldt);
+      x.packs = false;
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, single.data(), ldt);
+      EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
+      EXPECT_EQ(load(packed[size_t((S - first) * ldt)]), 0.0f);  // the first row past the sequence
+    }
+  });
 }
 
 }  // namespace

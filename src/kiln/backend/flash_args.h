@@ -1,6 +1,8 @@
 // backend/flash_args.h — a fused attention op's arguments (checked by backend/attention_check.cc) as
 // the block algorithms of backend/cuda/attention_tiles.h take them, for either backend.
 #pragma once
+#include <type_traits>
+
 #include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/attention_tiles.h"
 #include "kiln/backend/matmul_check.h"
@@ -9,7 +11,11 @@ namespace kiln::ops {
 
 template <typename T>
 cuda::FlashHeads<T> flash_heads(const MatView& v) {
-  return {static_cast<T*>(element(v)), v.ld, v.batch_stride[0], v.batch_stride[1]};
+  T* p = static_cast<T*>(element(v));
+  const int64_t W = cuda::kPackLanes<std::remove_const_t<T>>;
+  const bool packs = cuda::packs_aligned(p) && v.cols % W == 0 && v.ld % W == 0 && v.batch_stride[0] % W == 0 &&
+                     v.batch_stride[1] % W == 0;
+  return {p, v.ld, v.batch_stride[0], v.batch_stride[1], packs};
 }
 
 inline cuda::FlashShape flash_shape(const MatView& q, const Tensor& mask, float scale) {
