@@ -303,5 +303,26 @@ TEST(CudaBodies, AttentionTileLoadsByPacksAsByElements) {
   });
 }
 
+// A tile's rows stored into a head (times the rows' factors) as 16-byte packs and element by
+// element: the same rows bit for bit, nothing written past the sequence.
+TEST(CudaBodies, AttentionTileStoresByPacksAsByElements) {
+  const int64_t S = 37, heads = 3, d = 64, ld = 3 * heads * d;
+  const FlashShape s{1, heads, S, d};
+  const int ldt = tile_ld<float>(int(d)), tile_rows = 64;
+  const std::vector<float> tile = random_normal(tile_rows * ldt, 10), mul = random_normal(tile_rows, 11);
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t first : {0, 32}) {
+      std::vector<T> packed(size_t(S * ld), store<T>(7.0f)), single = packed;
+      FlashHeads<T> x{packed.data(), ld, S * ld, d, true};
+      flash_store_rows(HostTiles{}, tile.data(), ldt, mul.data(), s, 0, 1, first, tile_rows, x);
+      x = {single.data(), ld, S * ld, d, false};
+      flash_store_rows(HostTiles{}, tile.data(), ldt, mul.data(), s, 0, 1, first, tile_rows, x);
+      EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
+      EXPECT_NE(load(packed[size_t(first * ld + d)]), 7.0f);  // written: head 1's first element
+    }
+  });
+}
+
 }  // namespace
 }  // namespace kiln

@@ -19,6 +19,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kiln/backend/cuda/hd_types.h"
 #include "kiln/backend/cuda/vec_access.h"
@@ -171,10 +172,25 @@ KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const
 }
 
 // rows x d f32 values of a tile (ld) times `mul` (null: 1) into rows `first` .. of a head.
+// Rows of whole packs (FlashHeads::packs) are written a 16-byte pack per item.
 template <typename Tiles, typename T>
 KILN_HD void flash_store_rows(const Tiles& t, const float* tile, int ld, const float* mul, const FlashShape& s,
                               int64_t b, int64_t h, int64_t first, int rows, const FlashHeads<T>& x) {
   const int d = int(s.d);
+  if (x.packs) {
+    constexpr int W = kPackLanes<T>;
+    const int per_row = d / W;
+    t.for_each(rows * per_row, [=](int e) {
+      const int r = e / per_row, c = e % per_row * W;
+      if (first + r >= s.S) return;
+      T v[W];
+      for (int j = 0; j < W; ++j) v[j] = store<T>(tile[r * ld + c + j] * (mul ? mul[r] : 1.0f));
+      Pack pack;
+      std::memcpy(&pack, v, kPackBytes);
+      write_pack(x.row(b, h, first + r) + c, pack);
+    });
+    return;
+  }
   t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
     if (first + r < s.S) x.row(b, h, first + r)[c] = store<T>(tile[r * ld + c] * (mul ? mul[r] : 1.0f));
