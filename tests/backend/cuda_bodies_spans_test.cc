@@ -114,10 +114,10 @@ TEST(CudaSpans, UnaryBodiesAreTheScalarBodiesBitForBit) {
     };
     run_spans(CastBody<float, T>{xf.data(), y.data(), n, aligned});
     expect_each("cast", [](float v) { return v; }, xfs);
-    run_spans(ScaleBody<T, T>{x.data(), y.data(), 0.3f, n, aligned});
+    run_spans(ScaleBody<T, T>{x.data(), y.data(), n, aligned, Scaled{0.3f}});
     expect_each("scale", [](float v) { return 0.3f * v; }, xs);
     for (bool tanh_form : {false, true}) {
-      run_spans(GeluForwardSpanBody<T, T>{x.data(), y.data(), tanh_form, n, aligned});
+      run_spans(GeluForwardSpanBody<T, T>{x.data(), y.data(), n, aligned, Gelu{tanh_form}});
       expect_each("gelu", [&](float v) { return gelu(tanh_form, v); }, xs);
     }
     run_spans(TanhForwardSpanBody<T>{x.data(), y.data(), n, aligned});
@@ -147,7 +147,7 @@ TEST(CudaSpans, BinaryBodiesAreTheScalarBodiesBitForBit) {
     run_spans(AddBody<float, T, T>{af.data(), b.data(), out.data(), n, aligned});
     expect_each("add", [](float u, float v) { return u + v; }, afs);
     for (bool tanh_form : {false, true}) {
-      run_spans(GeluBackwardBody<T, T, T>{a.data(), b.data(), out.data(), tanh_form, n, aligned});
+      run_spans(GeluBackwardBody<T, T, T>{a.data(), b.data(), out.data(), n, aligned, GeluGrad{tanh_form}});
       expect_each("gelu_backward", [&](float x, float g) { return g * gelu_grad(tanh_form, x); }, as);
     }
     std::vector<T> old(static_cast<size_t>(n));

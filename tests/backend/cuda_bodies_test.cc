@@ -61,7 +61,7 @@ TEST(CudaBodies, AddAndScaleMatchFloat64InMixedDtypes) {
     const std::vector<T> bs = stored<T>(b);
     std::vector<T> out(static_cast<size_t>(n)), scaled(static_cast<size_t>(n));
     run_spans(AddBody<float, T, T>{a.data(), bs.data(), out.data(), n, true});
-    run_spans(ScaleBody<T, T>{out.data(), scaled.data(), 0.5f, n, true});
+    run_spans(ScaleBody<T, T>{out.data(), scaled.data(), n, true, Scaled{0.5f}});
     std::vector<double> want(static_cast<size_t>(n));
     for (size_t i = 0; i < want.size(); ++i) want[i] = double(a[i]) + load(bs[i]);
     EXPECT_LE(max_rel_error(values(out), want), tolerance<T>());
@@ -78,8 +78,8 @@ TEST(CudaBodies, GeluForwardAndBackwardMatchFloat64) {
       const std::vector<T> x = stored<T>(random_normal(n, 2, 3.0f));
       const std::vector<T> dy = stored<T>(random_normal(n, 3));
       std::vector<T> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
-      run_spans(GeluForwardSpanBody<T, T>{x.data(), y.data(), tanh_form, n, true});
-      run_spans(GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), tanh_form, n, true});
+      run_spans(GeluForwardSpanBody<T, T>{x.data(), y.data(), n, true, Gelu{tanh_form}});
+      run_spans(GeluBackwardBody<T, T, T>{x.data(), dy.data(), dx.data(), n, true, GeluGrad{tanh_form}});
       std::vector<double> want_y(static_cast<size_t>(n)), want_dx(static_cast<size_t>(n));
       for (size_t i = 0; i < size_t(n); ++i) {
         const double v = load(x[i]), g = load(dy[i]);

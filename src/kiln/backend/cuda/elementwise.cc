@@ -52,7 +52,7 @@ void scale(Context& ctx, const Tensor& x, float s, Tensor& y) {
     using Y = decltype(yt);
     const X* from = x.ptr<X>();
     Y* to = y.ptr<Y>();
-    run_spans(ctx, "scale", ScaleBody<X, Y>{from, to, s, y.numel(), packs_aligned(from, to)});
+    run_spans(ctx, "scale", ScaleBody<X, Y>{from, to, y.numel(), packs_aligned(from, to), Scaled{s}});
   }, x.dtype, y.dtype);
 }
 
@@ -106,7 +106,7 @@ void gelu_forward(Context& ctx, GeluKind kind, const Tensor& x, Tensor& y) {
     const X* from = x.ptr<X>();
     Y* to = y.ptr<Y>();
     run_spans(ctx, "gelu_forward",
-              GeluForwardSpanBody<X, Y>{from, to, kind == GeluKind::tanh, y.numel(), packs_aligned(from, to)});
+              GeluForwardSpanBody<X, Y>{from, to, y.numel(), packs_aligned(from, to), Gelu{kind == GeluKind::tanh}});
   }, x.dtype, y.dtype);
 }
 
@@ -119,8 +119,8 @@ void gelu_backward(Context& ctx, GeluKind kind, const Tensor& x, const Tensor& d
     const X* px = x.ptr<X>();
     const D* pd = dy.ptr<D>();
     O* po = dx.ptr<O>();
-    run_spans(ctx, "gelu_backward",
-              GeluBackwardBody<X, D, O>{px, pd, po, kind == GeluKind::tanh, dx.numel(), packs_aligned(px, pd, po)});
+    const GeluGrad grad{kind == GeluKind::tanh};
+    run_spans(ctx, "gelu_backward", GeluBackwardBody<X, D, O>{px, pd, po, dx.numel(), packs_aligned(px, pd, po), grad});
   }, x.dtype, dy.dtype, dx.dtype);
 }
 

@@ -36,53 +36,41 @@ struct FillBody {
 
 // Item k = span k (vec_access.h) of n elements, for every span body below; `aligned` is
 // packs_aligned() of its operands, n the elements of the output.
-template <typename S, typename D>
-struct CastBody {
-  static constexpr int W = kSpanWidth<S, D>;
-  const S* src;
-  D* dst;
+// A span body of one operand: y = fn(x), element by element in f32.
+template <typename X, typename Y, typename Fn>
+struct MapSpanBody {
+  static constexpr int W = kSpanWidth<X, Y>;
+  const X* x;
+  Y* y;
   int64_t n;
   bool aligned;
+  Fn fn{};
   KILN_HD void operator()(int64_t k) const {
     const Span s = span_of(k, W, n, aligned);
     float v[W];
-    load_span(src, s, v);
-    store_span(dst, s, v);
+    load_span(x, s, v);
+    for (int j = 0; j < W; ++j) v[j] = fn(v[j]);
+    store_span(y, s, v);
   }
 };
 
-template <typename A, typename B, typename O>
-struct AddBody {
+// Of two operands: out = fn(a, b).
+template <typename A, typename B, typename O, typename Fn>
+struct ZipSpanBody {
   static constexpr int W = kSpanWidth<A, B, O>;
   const A* a;
   const B* b;
   O* out;
   int64_t n;
   bool aligned;
+  Fn fn{};
   KILN_HD void operator()(int64_t k) const {
     const Span s = span_of(k, W, n, aligned);
     float u[W], v[W];
     load_span(a, s, u);
     load_span(b, s, v);
-    for (int j = 0; j < W; ++j) u[j] += v[j];
+    for (int j = 0; j < W; ++j) u[j] = fn(u[j], v[j]);
     store_span(out, s, u);
-  }
-};
-
-template <typename X, typename Y>
-struct ScaleBody {
-  static constexpr int W = kSpanWidth<X, Y>;
-  const X* x;
-  Y* y;
-  float s;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span sp = span_of(k, W, n, aligned);
-    float v[W];
-    load_span(x, sp, v);
-    for (int j = 0; j < W; ++j) v[j] = s * v[j];
-    store_span(y, sp, v);
   }
 };
 
@@ -101,95 +89,48 @@ KILN_HD inline float gelu_grad(bool tanh_form, float v) {
   return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
 }
 
-template <typename X, typename Y>
-struct GeluForwardSpanBody {
-  static constexpr int W = kSpanWidth<X, Y>;
-  const X* x;
-  Y* y;
-  bool tanh_form;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span s = span_of(k, W, n, aligned);
-    float v[W];
-    load_span(x, s, v);
-    for (int j = 0; j < W; ++j) v[j] = gelu(tanh_form, v[j]);
-    store_span(y, s, v);
-  }
-};
-
-template <typename X, typename D, typename O>
-struct GeluBackwardBody {
-  static constexpr int W = kSpanWidth<X, D, O>;
-  const X* x;
-  const D* dy;
-  O* dx;
-  bool tanh_form;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span s = span_of(k, W, n, aligned);
-    float v[W], g[W];
-    load_span(x, s, v);
-    load_span(dy, s, g);
-    for (int j = 0; j < W; ++j) g[j] = g[j] * gelu_grad(tanh_form, v[j]);
-    store_span(dx, s, g);
-  }
-};
-
-template <typename T>
-struct TanhForwardSpanBody {
-  static constexpr int W = kSpanWidth<T>;
-  const T* x;
-  T* y;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span s = span_of(k, W, n, aligned);
-    float v[W];
-    load_span(x, s, v);
-    for (int j = 0; j < W; ++j) v[j] = tanhf(v[j]);
-    store_span(y, s, v);
-  }
-};
-
-// dx = dy (1 - y^2) from the forward output y.
-template <typename T>
-struct TanhBackwardSpanBody {
-  static constexpr int W = kSpanWidth<T>;
-  const T* y;
-  const T* dy;
-  T* dx;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span s = span_of(k, W, n, aligned);
-    float v[W], g[W];
-    load_span(y, s, v);
-    load_span(dy, s, g);
-    for (int j = 0; j < W; ++j) g[j] = g[j] * (1.0f - v[j] * v[j]);
-    store_span(dx, s, g);
-  }
-};
-
 // max(v, 0) as std::max(v, 0.0f) computes it: NaN and -0 pass through, as on the CPU.
 KILN_HD inline float relu(float v) { return v < 0.0f ? 0.0f : v; }
 
-template <typename T>
-struct ReluForwardSpanBody {
-  static constexpr int W = kSpanWidth<T>;
-  const T* x;
-  T* y;
-  int64_t n;
-  bool aligned;
-  KILN_HD void operator()(int64_t k) const {
-    const Span s = span_of(k, W, n, aligned);
-    float v[W];
-    load_span(x, s, v);
-    for (int j = 0; j < W; ++j) v[j] = relu(v[j]);
-    store_span(y, s, v);
-  }
+// The element functions of the span bodies, and the bodies they make.
+struct Identity {
+  KILN_HD float operator()(float v) const { return v; }
 };
+struct Scaled {
+  float s;
+  KILN_HD float operator()(float v) const { return s * v; }
+};
+struct Gelu {
+  bool tanh_form;
+  KILN_HD float operator()(float v) const { return gelu(tanh_form, v); }
+};
+struct Tanh {
+  KILN_HD float operator()(float v) const { return tanhf(v); }
+};
+struct Relu {
+  KILN_HD float operator()(float v) const { return relu(v); }
+};
+struct Sum {
+  KILN_HD float operator()(float a, float b) const { return a + b; }
+};
+// dx from the forward input x and dy.
+struct GeluGrad {
+  bool tanh_form;
+  KILN_HD float operator()(float x, float dy) const { return dy * gelu_grad(tanh_form, x); }
+};
+// dx = dy (1 - y^2) from the forward output y.
+struct TanhGrad {
+  KILN_HD float operator()(float y, float dy) const { return dy * (1.0f - y * y); }
+};
+
+template <typename S, typename D> using CastBody = MapSpanBody<S, D, Identity>;
+template <typename X, typename Y> using ScaleBody = MapSpanBody<X, Y, Scaled>;
+template <typename X, typename Y> using GeluForwardSpanBody = MapSpanBody<X, Y, Gelu>;
+template <typename T> using TanhForwardSpanBody = MapSpanBody<T, T, Tanh>;
+template <typename T> using ReluForwardSpanBody = MapSpanBody<T, T, Relu>;
+template <typename A, typename B, typename O> using AddBody = ZipSpanBody<A, B, O, Sum>;
+template <typename X, typename D, typename O> using GeluBackwardBody = ZipSpanBody<X, D, O, GeluGrad>;
+template <typename T> using TanhBackwardSpanBody = ZipSpanBody<T, T, T, TanhGrad>;
 
 // dx = dy (+ dy2 where not null) where y > 0, else 0.
 template <typename T>

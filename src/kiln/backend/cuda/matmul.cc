@@ -312,7 +312,7 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     with_float_type(out.dtype, [&](auto tag) {
       using T = decltype(tag);
       T* p = out.ptr<T>();
-      run_spans(ctx, "matmul gelu", GeluForwardSpanBody<T, T>{p, p, false, out.numel(), packs_aligned(p)});
+      run_spans(ctx, "matmul gelu", GeluForwardSpanBody<T, T>{p, p, out.numel(), packs_aligned(p), Gelu{false}});
     });
   }
 }

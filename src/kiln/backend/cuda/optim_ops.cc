@@ -116,7 +116,7 @@ void segment_sum_squares(Context& ctx, const Tensor& a, const Tensor& b,
 void scale_all(Context& ctx, Tensor& x, float factor) {
   const OpScope scope = expect_cuda(ctx, "scale_all", {&x});
   float* p = x.ptr<float>();
-  run_spans(ctx, "scale_all", ScaleBody<float, float>{p, p, factor, x.numel(), packs_aligned(p)});
+  run_spans(ctx, "scale_all", ScaleBody<float, float>{p, p, x.numel(), packs_aligned(p), Scaled{factor}});
 }
 
 void scale_by_step_scalar(Context& ctx, Tensor& x, const Tensor& scalars, StepScalar slot) {
