@@ -138,6 +138,23 @@ std::string name_of(const Case& c, DType dt) {
                      dtype_name(dt));
 }
 
+// The fused ops' forward (context, lse) and backward (dq, dk, dv) of `a`.
+struct Fused {
+  Tensor context, lse, dq, dk, dv;
+};
+
+Fused fused(Parity& p, const Attention& a, DType dt) {
+  const Case& c = a.c;
+  const int64_t width = c.heads * c.d;
+  Fused f{p.zeros({c.B * c.S, width}, dt), p.zeros({c.B, c.heads, c.S}, DType::f32), p.zeros({c.B * c.S, width}, dt),
+          p.zeros({c.B * c.S, width}, dt), p.zeros({c.B * c.S, width}, dt)};
+  ops::flash_attention_forward(p.ctx, a.part(0), a.part(1), a.part(2), a.mask, a.drop, a.scale, a.heads(f.context),
+                               f.lse);
+  ops::flash_attention_backward(p.ctx, a.part(0), a.part(1), a.part(2), a.heads(f.context), a.heads(a.dcontext),
+                                a.mask, a.drop, a.scale, f.lse, a.heads(f.dq), a.heads(f.dk), a.heads(f.dv));
+  return f;
+}
+
 TEST(ParityFlashAttention, ForwardAndBackwardMatchFloat64AttentionWithItsDropoutMask) {
   Parity p;
   for (const Case& c : kCases)
@@ -145,14 +162,7 @@ TEST(ParityFlashAttention, ForwardAndBackwardMatchFloat64AttentionWithItsDropout
       if (!runs_on(p, dt)) continue;
       const Attention a(p, c, dt);
       const std::string what = name_of(c, dt);
-      const int64_t width = c.heads * c.d;
-      Tensor context = p.zeros({c.B * c.S, width}, dt), lse = p.zeros({c.B, c.heads, c.S}, DType::f32);
-      ops::flash_attention_forward(p.ctx, a.part(0), a.part(1), a.part(2), a.mask, a.drop, a.scale,
-                                   a.heads(context), lse);
-      Tensor dq = p.zeros({c.B * c.S, width}, dt), dk = p.zeros({c.B * c.S, width}, dt),
-             dv = p.zeros({c.B * c.S, width}, dt);
-      ops::flash_attention_backward(p.ctx, a.part(0), a.part(1), a.part(2), a.heads(context), a.heads(a.dcontext),
-                                    a.mask, a.drop, a.scale, lse, a.heads(dq), a.heads(dk), a.heads(dv));
+      const auto [context, lse, dq, dk, dv] = fused(p, a, dt);
       const Reference r = reference(p, a);
       p.expect_close(context, r.context, "context " + what);
       p.expect_close(lse, r.lse, "lse " + what, 1e-5);
@@ -202,14 +212,7 @@ TEST(ParityFlashAttention, MatchesTheUnfusedOpsWithMasksAndDropout) {
       if (!runs_on(p, dt)) continue;
       const Attention a(p, c, dt);
       const std::string what = name_of(c, dt);
-      const int64_t width = c.heads * c.d;
-      Tensor context = p.zeros({c.B * c.S, width}, dt), lse = p.zeros({c.B, c.heads, c.S}, DType::f32);
-      ops::flash_attention_forward(p.ctx, a.part(0), a.part(1), a.part(2), a.mask, a.drop, a.scale,
-                                   a.heads(context), lse);
-      Tensor dq = p.zeros({c.B * c.S, width}, dt), dk = p.zeros({c.B * c.S, width}, dt),
-             dv = p.zeros({c.B * c.S, width}, dt);
-      ops::flash_attention_backward(p.ctx, a.part(0), a.part(1), a.part(2), a.heads(context), a.heads(a.dcontext),
-                                    a.mask, a.drop, a.scale, lse, a.heads(dq), a.heads(dk), a.heads(dv));
+      const auto [context, lse, dq, dk, dv] = fused(p, a, dt);
       const Unfused u = unfused(p, a, dt);
       // A dropped set that differed in one element would move a context row by that probability's
       // share of v: far more than the two paths' roundings.
