@@ -1,12 +1,14 @@
 // How the CUDA matmul splits MatView batches into cuBLASLt calls (backend/cuda/matmul_plan.h):
-// every matrix the view addresses is visited once, at the address the view gives it; and the key
-// its cached plans are found by tells apart every product a plan depends on.
+// every matrix the view addresses is visited once, at the address the view gives it, by strided
+// calls or from the pointer tables; and the key its cached plans are found by tells apart every
+// product a plan depends on.
 #include <gtest/gtest.h>
 
 #include <array>
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/grid.h"
 #include "kiln/backend/cuda/matmul_plan.h"
 
 namespace kiln {
@@ -15,9 +17,9 @@ namespace {
 using namespace ops::cuda;
 
 // Element offsets of the first element of every matrix the calls visit, in call order.
-std::vector<int64_t> visited(const ops::MatView& v, bool merged) {
-  const Batch inner = inner_batch(v, merged);
-  const int64_t outer = merged ? 1 : v.batch[0];
+std::vector<int64_t> visited(const ops::MatView& v, Batching mode) {
+  const Batch inner = inner_batch(v, mode);
+  const int64_t outer = calls_for(v, mode);
   std::vector<int64_t> out;
   for (int64_t b0 = 0; b0 < outer; ++b0)
     for (int64_t i = 0; i < inner.count; ++i)
@@ -38,21 +40,80 @@ TEST(CudaMatmulPlan, HeadsViewsRunOneCallPerOuterBatch) {
   const Tensor x = Tensor::zeros({B * S, heads * d});
   const ops::MatView v = ops::heads_view(x, B, S, heads);
   EXPECT_FALSE(mergeable(v));  // batch b's stride S*H is not heads * d
-  EXPECT_EQ(visited(v, false), expected(v));
-  EXPECT_EQ(inner_batch(v, false).count, heads);
+  EXPECT_EQ(visited(v, Batching::by_outer), expected(v));
+  EXPECT_EQ(inner_batch(v, Batching::by_outer).count, heads);
+}
+
+// The tables of a heads product (q k^T into per-head scores) hold every matrix's address, in the
+// order cuBLASLt's pointer-array batch reads them, over the launch's whole grid.
+TEST(CudaMatmulPlan, PointerTablesAddressEveryMatrixOfEachView) {
+  const int64_t B = 3, S = 5, heads = 4, d = 8;
+  const Tensor q = Tensor::zeros({B * S, heads * d}, DType::bf16), k = Tensor::zeros({B * S, heads * d}, DType::bf16);
+  const Tensor scores = Tensor::zeros({B, heads, S, S});
+  const ops::MatView a = ops::heads_view(q, B, S, heads), b = ops::heads_view(k, B, S, heads, true);
+  const ops::MatView c = ops::per_head(scores);
+  ASSERT_EQ(preferred_batching(a, b, c, {}), Batching::by_table);
+  const int64_t count = B * heads;
+  std::vector<uintptr_t> table(size_t(3 * count), 0);
+  const std::array<const void*, 3> first = {k.data, q.data, scores.data};  // cuBLASLt's A, B, C
+  const PointerTableBody body = pointer_tables({&b, &a, &c}, first, table.data());
+  ops::cuda::run_on_host(grid_for(3 * count, kH200Multiprocessors), 3 * count, body);
+  const ops::MatView* views[3] = {&b, &a, &c};
+  for (size_t v = 0; v < 3; ++v) {
+    const std::vector<int64_t> offsets = expected(*views[v]);
+    const auto size = uintptr_t(dtype_size(views[v]->t.dtype));
+    for (size_t i = 0; i < size_t(count); ++i)
+      EXPECT_EQ(table[v * size_t(count) + i], reinterpret_cast<uintptr_t>(first[v]) + uintptr_t(offsets[i]) * size)
+          << "view " << v << " matrix " << i;
+  }
+}
+
+// Pointer tables only for a plain product that does not merge: an epilogue (its vector, its
+// activation) or an accumulating beta keeps the strided calls per outer batch.
+TEST(CudaMatmulPlan, PointerTablesOnlyForPlainUnmergedProducts) {
+  const int64_t B = 2, S = 4, heads = 2;
+  const Tensor x = Tensor::zeros({B * S, heads * 8}), y = Tensor::zeros({B, heads, S, S});
+  const ops::MatView a = ops::heads_view(x, B, S, heads), b = ops::heads_view(x, B, S, heads, true);
+  const ops::MatView c = ops::per_head(y);
+  EXPECT_EQ(preferred_batching(a, b, c, {}), Batching::by_table);
+  EXPECT_EQ(preferred_batching(ops::per_head(y), ops::per_head(y), c, {}), Batching::merged);
+  const Tensor bias = Tensor::zeros({S});
+  ops::MatmulOpts with_bias, accumulate, relu;
+  with_bias.bias = &bias;
+  accumulate.beta = 1.0f;
+  relu.act = ops::Activation::relu;
+  for (const ops::MatmulOpts* o : {&with_bias, &accumulate, &relu})
+    EXPECT_EQ(preferred_batching(a, b, c, *o), Batching::by_outer);
+  EXPECT_EQ(calls_for(c, Batching::by_outer), B);
+  EXPECT_EQ(calls_for(c, Batching::by_table), 1);
+  EXPECT_EQ(inner_batch(c, Batching::by_table).count, B * heads);
+}
+
+// A table's matrices are as aligned as the first and the batch strides in bytes allow.
+TEST(CudaMatmulPlan, AllMatricesAlignmentCountsBothBatchStrides) {
+  alignas(256) static uint16_t storage[4096];
+  const Tensor x = Tensor::view(storage, {4096}, DType::bf16);
+  ops::MatView v = ops::mat(x.reshape({64, 64}));
+  v.rows = 8, v.batch[0] = 2, v.batch[1] = 4;
+  v.batch_stride[0] = 2048, v.batch_stride[1] = 512;  // 4096 and 1024 bytes
+  EXPECT_EQ(all_matrices_alignment(storage, v), 256u);
+  v.batch_stride[1] = 24;  // 48 bytes
+  EXPECT_EQ(all_matrices_alignment(storage, v), 16u);
+  v.batch_stride[1] = 512;
+  EXPECT_EQ(all_matrices_alignment(storage + 4, v), 8u);
 }
 
 TEST(CudaMatmulPlan, DenseBatchesMergeIntoOneCall) {
   const Tensor x = Tensor::zeros({2, 3, 4, 5});
   const ops::MatView v = ops::per_head(x);
   ASSERT_TRUE(mergeable(v));
-  EXPECT_EQ(visited(v, true), expected(v));
-  EXPECT_EQ(inner_batch(v, true).count, 6);
-  EXPECT_EQ(visited(v, false), expected(v));
+  EXPECT_EQ(visited(v, Batching::merged), expected(v));
+  EXPECT_EQ(inner_batch(v, Batching::merged).count, 6);
+  EXPECT_EQ(visited(v, Batching::by_outer), expected(v));
   ops::MatView one_level = v;  // batch {2, 1}
   one_level.batch[1] = 1;
   EXPECT_TRUE(mergeable(one_level));
-  EXPECT_EQ(visited(one_level, true), expected(one_level));
+  EXPECT_EQ(visited(one_level, Batching::merged), expected(one_level));
 }
 
 TEST(CudaMatmulPlan, CoversTensorOnlyForDenseWholeViews) {

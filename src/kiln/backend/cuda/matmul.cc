@@ -6,7 +6,8 @@
 // 2% of an H200's bf16 peak). Bias, ReLU and tanh-GELU are cuBLASLt epilogues; erf-GELU, which
 // cuBLASLt lacks, runs as a kernel after it; a weight gradient's bias gradient is the BGRADB
 // epilogue (matmul_plan.h), written to scratch and added. cuBLASLt takes a bias of D's dtype or
-// f32 (for 16-bit D); any other goes in as an f32 copy.
+// f32 (for 16-bit D); any other goes in as an f32 copy. Batches that do not merge into one stride
+// (heads views) run as one pointer-array call where cuBLASLt has one, else a call per outer batch.
 #include <cublasLt.h>
 
 #include <fmt/format.h>
@@ -89,6 +90,12 @@ void make_layout(Layout& l, const MatView& v, const Batch& batch) {
   check_lt(cublaslt().MatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                             sizeof(count)),
            "batch count");
+  if (batch.table) {
+    const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    check_lt(cublaslt().MatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)),
+             "pointer-array batch");
+    return;
+  }
   check_lt(cublaslt().MatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                             &batch.stride, sizeof(batch.stride)),
            "batch stride");
@@ -160,11 +167,22 @@ std::string view_key(const MatView& v) {
 // What the algorithm choice depends on: the GPU and cuBLASLt's version (`prefix`), the three views,
 // the epilogue, beta, alignments (cuBLASLt's A, B, C and the epilogue's vector).
 std::string product_key(const std::string& prefix, const MatView& a, const MatView& b, const MatView& c,
-                        const MatmulOpts& o, const std::array<uint32_t, 4>& align) {
-  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}{}|beta{}|align{},{},{}{}", prefix,
+                        const MatmulOpts& o, const std::array<uint32_t, 4>& align, Batching mode) {
+  return fmt::format("{}|matmul|{}|{}|{}|ep{}{}{}{}|beta{}|align{},{},{}{}{}", prefix,
                      view_key(a), view_key(b), view_key(c), int(o.act), o.bias ? dtype_name(o.bias->dtype) : "",
                      o.bias_batch_stride ? fmt::format("s{}", o.bias_batch_stride) : "", o.bias_grad ? "bgradb" : "",
-                     o.beta, align[0], align[1], align[2], align[3] ? fmt::format(",v{}", align[3]) : "");
+                     o.beta, align[0], align[1], align[2], align[3] ? fmt::format(",v{}", align[3]) : "",
+                     mode == Batching::by_table ? "|ptrs" : "");
+}
+
+// The pointer tables of a by_table product (matmul_plan.h), filled on the stream in scratch:
+// cuBLASLt's A, B and C tables, c.batch[0] * c.batch[1] entries each.
+void** fill_tables(Context& ctx, const MatView& a, const MatView& b, const MatView& c) {
+  const int64_t count = c.batch[0] * c.batch[1];
+  const Tensor tables = ctx.scratch_tensor({3 * count}, DType::i64);
+  auto* entries = static_cast<uintptr_t*>(tables.data);
+  run(ctx, "matmul tables", 3 * count, pointer_tables({&b, &a, &c}, {at(b, 0), at(a, 0), at(c, 0)}, entries));
+  return reinterpret_cast<void**>(entries);
 }
 
 // A product's cuBLASLt objects and algorithm, made on its first call and kept for the process:
@@ -173,7 +191,8 @@ std::string product_key(const std::string& prefix, const MatView& a, const MatVi
 struct Plan {
   Layout la, lb, lc;  // cuBLASLt's A (kiln's b), B (kiln's a), C
   Desc desc;          // the bias pointer is set per call
-  int64_t outer = 1;  // calls per product (batch[0] when the batches do not merge)
+  Batching mode = Batching::merged;
+  int64_t calls = 1;  // calls per product (c.batch[0] when by_outer)
   cublasLtMatmulAlgo_t algo{};
   // Where the heuristic has no algorithm with the bias-gradient epilogue or the bias batch stride:
   // bias_grad runs after the product; the bias pointer moves by bias_step bytes per (batch) call.
@@ -181,22 +200,48 @@ struct Plan {
   int64_t bias_step = 0;
 };
 
-// Every outer batch's pointers share the first one's alignment when the batch stride keeps it.
-uint32_t view_alignment(const MatView& v, int64_t outer) {
+// Every call's first matrix shares the first one's alignment when the batch stride keeps it; by
+// table, every matrix is a call's.
+uint32_t view_alignment(const MatView& v, int64_t calls, Batching mode = Batching::merged) {
+  if (mode == Batching::by_table) return all_matrices_alignment(at(v, 0), v);
   uint32_t al = alignment(at(v, 0));
-  if (outer > 1) al = std::min(al, alignment(at(v, 1)));
+  if (calls > 1) al = std::min(al, alignment(at(v, 1)));
   return al;
 }
 
+// cuBLASLt's A, B and C alignments (kiln's b, a, c), and the epilogue vector's.
+std::array<uint32_t, 4> product_alignment(const MatView& a, const MatView& b, const MatView& c, const MatmulOpts& o,
+                                          Batching mode) {
+  const int64_t calls = calls_for(c, mode);
+  return {view_alignment(b, calls, mode), view_alignment(a, calls, mode), view_alignment(c, calls, mode),
+          vector_alignment(o)};
+}
+
+// A by_table product's tables, filled on first use.
+class TablesOnce {
+ public:
+  TablesOnce(Context& ctx, const MatView& a, const MatView& b, const MatView& c) : ctx_(ctx), a_(a), b_(b), c_(c) {}
+  void** get() {
+    if (!tables_) tables_ = fill_tables(ctx_, a_, b_, c_);
+    return tables_;
+  }
+
+ private:
+  Context& ctx_;
+  const MatView &a_, &b_, &c_;
+  void** tables_ = nullptr;
+};
+
 // Layouts, descriptor and the algorithm (the cache file's, searched, or the heuristic's).
 std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
-                                const MatView& c, const MatmulOpts& opts, bool merged,
-                                const std::array<uint32_t, 4>& align) {
+                                const MatView& c, const MatmulOpts& opts, Batching mode,
+                                const std::array<uint32_t, 4>& align, TablesOnce& tables) {
   auto plan = std::make_unique<Plan>();
-  plan->outer = merged ? 1 : c.batch[0];
-  make_layout(plan->la, b, inner_batch(b, merged));
-  make_layout(plan->lb, a, inner_batch(a, merged));
-  make_layout(plan->lc, c, inner_batch(c, merged));
+  plan->mode = mode;
+  plan->calls = calls_for(c, mode);
+  make_layout(plan->la, b, inner_batch(b, mode));
+  make_layout(plan->lb, a, inner_batch(a, mode));
+  make_layout(plan->lc, c, inner_batch(c, mode));
   make_desc(plan->desc, a, b, opts);
   Preference pref;
   check_lt(cublaslt().MatmulPreferenceCreate(&pref.h), "preference");
@@ -217,9 +262,15 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView&
   p.a = at(b, 0), p.b = at(a, 0), p.c = at(c, 0);
   p.c_offset = size_t(at(c, 0) - static_cast<std::byte*>(c.t.data));
   p.c_tensor_bytes = c.t.nbytes();
+  if (mode == Batching::by_table) {
+    void** t = tables.get();
+    const int64_t n = c.batch[0] * c.batch[1];
+    p.a = t, p.b = t + n, p.c = t + 2 * n;
+    p.time_in_place = true;
+  }
   p.workspace = lt.workspace, p.workspace_bytes = kWorkspaceBytes;
   p.stream = stream_of(ctx);
-  plan->algo = matmul_algorithm(product_key(lt.algo_prefix, a, b, c, opts, align), p);
+  plan->algo = matmul_algorithm(product_key(lt.algo_prefix, a, b, c, opts, align, mode), p);
   return plan;
 }
 
@@ -228,16 +279,24 @@ using Plans = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
 // The product's plan, made on its first call. Plans are never freed: they live as long as the
 // process, and freeing them at exit could run after cuBLASLt is gone.
 const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
-                     const MatView& c, const MatmulOpts& opts) {
-  const bool merged = mergeable(a) && mergeable(b) && mergeable(c);
-  const int64_t outer = merged ? 1 : c.batch[0];
-  const std::array<uint32_t, 4> align = {view_alignment(b, outer), view_alignment(a, outer), view_alignment(c, outer),
-                                         vector_alignment(opts)};  // cuBLASLt's order
+                     const MatView& c, const MatmulOpts& opts, TablesOnce& tables) {
+  const Batching wanted = preferred_batching(a, b, c, opts);
+  const std::array<uint32_t, 4> align = product_alignment(a, b, c, opts, wanted);
   const PlanKey key = plan_key(ctx.device.index, a, b, c, opts, align);
   if (const auto it = plans.find(key); it != plans.end()) return *it->second;
   std::unique_ptr<Plan> plan;
+  if (wanted == Batching::by_table) {
+    try {
+      plan = make_plan(ctx, lt, a, b, c, opts, wanted, align, tables);
+    } catch (const Error&) {  // a cuBLASLt without pointer arrays for it: a call per outer batch
+      plan = make_plan(ctx, lt, a, b, c, opts, Batching::by_outer, align, tables);
+    }
+    return *plans.emplace(key, std::move(plan)).first->second;
+  }
+  const bool merged = wanted == Batching::merged;
+  const int64_t outer = calls_for(c, wanted);
   try {
-    plan = make_plan(ctx, lt, a, b, c, opts, merged, align);
+    plan = make_plan(ctx, lt, a, b, c, opts, wanted, align, tables);
   } catch (const Error&) {
     if (!opts.bias_grad && opts.bias_batch_stride == 0) throw;
     MatmulOpts product = opts;
@@ -247,7 +306,8 @@ const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatVi
     const int64_t calls = per_batch ? c.batch[0] : outer;
     const std::array<uint32_t, 4> align_each = {view_alignment(b, calls), view_alignment(a, calls),
                                                 view_alignment(c, calls), align[3]};
-    plan = make_plan(ctx, lt, a, b, c, product, merged && !per_batch, per_batch ? align_each : align);
+    plan = make_plan(ctx, lt, a, b, c, product, merged && !per_batch ? Batching::merged : Batching::by_outer,
+                     per_batch ? align_each : align, tables);
     plan->bias_grad_apart = opts.bias_grad != nullptr;
     if (per_batch) plan->bias_step = opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype));
   }
@@ -294,10 +354,19 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     static std::mutex mu;  // guards the plans, and a plan's bias pointer from being set until launched
     static auto* plans = new Plans();
     const std::lock_guard lock(mu);
-    const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt);
+    TablesOnce tables(ctx, a, b, c);
+    const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt, tables);
     bias_grad_apart = plan.bias_grad_apart;
     if (!bias_grad_apart) set_bias_pointer(plan.desc, opts_lt);
-    for (int64_t b0 = 0; b0 < plan.outer; ++b0) {
+    if (plan.mode == Batching::by_table) {
+      void** t = tables.get();
+      const int64_t n = c.batch[0] * c.batch[1];
+      check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, t, plan.la.h, t + n, plan.lb.h, &opts.beta,
+                                 t + 2 * n, plan.lc.h, t + 2 * n, plan.lc.h, &plan.algo,
+                                 lt.workspace, kWorkspaceBytes, stream_of(ctx)),
+               "matmul");
+    }
+    for (int64_t b0 = 0; plan.mode != Batching::by_table && b0 < plan.calls; ++b0) {
       if (plan.bias_step != 0) set_bias_pointer(plan.desc, opts_lt, b0 * plan.bias_step);
       check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, at(b, b0), plan.la.h, at(a, b0), plan.lb.h,
                                  &opts.beta, at(c, b0), plan.lc.h, at(c, b0), plan.lc.h, &plan.algo, lt.workspace,

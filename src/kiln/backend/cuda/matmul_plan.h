@@ -1,6 +1,7 @@
-// backend/cuda/matmul_plan.h — how the CUDA matmul splits a MatView's two batch levels into
-// cuBLASLt calls (one strided batch per call), and the key its cached plans are found by, as
-// plain functions tested on the CPU.
+// backend/cuda/matmul_plan.h — how the CUDA matmul runs a MatView's two batch levels as
+// cuBLASLt calls (one strided batch, a strided batch per outer batch, or one pointer-array batch),
+// the device table of matrix addresses the last reads, and the key its cached plans are found by,
+// as plain functions tested on the CPU.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -9,12 +10,22 @@
 #include <cstdint>
 
 #include "kiln/backend/backend.h"
+#include "kiln/core/hd.h"
 
 namespace kiln::ops::cuda {
 
-// One level of batching that a cuBLASLt call runs: `count` matrices `stride` elements apart.
+// How a product's matrices are handed to cuBLASLt:
+//   merged:  one call, one strided batch (every view's batch[0] stride spans its batch[1]);
+//   by_outer: a strided batch of batch[1] per call, the call repeated for each of batch[0];
+//   by_table: one call, pointer-array batching: each matrix's address read from a device table
+//             (heads views, batch {B, heads}, whose B stride is not heads times the head's).
+enum class Batching { merged, by_outer, by_table };
+
+// One level of batching that a cuBLASLt call runs: `count` matrices `stride` elements apart, or
+// with `table`, at the addresses of a pointer table.
 struct Batch {
   int64_t count = 1, stride = 0;
+  bool table = false;
 };
 
 // Whether the view's two batch levels are one strided level (batch[0]'s stride spans batch[1]).
@@ -22,12 +33,47 @@ inline bool mergeable(const MatView& v) {
   return v.batch[0] == 1 || v.batch[1] == 1 || v.batch_stride[0] == v.batch[1] * v.batch_stride[1];
 }
 
-// The batches one call runs: both levels when `merged` (every view of the product is
-// mergeable), else batch[1] per call, the call repeated for each of batch[0].
-inline Batch inner_batch(const MatView& v, bool merged) {
-  if (!merged) return {v.batch[1], v.batch_stride[1]};
+// The batches one call runs.
+inline Batch inner_batch(const MatView& v, Batching mode) {
+  if (mode == Batching::by_table) return {v.batch[0] * v.batch[1], 0, true};
+  if (mode == Batching::by_outer) return {v.batch[1], v.batch_stride[1]};
   if (v.batch[1] == 1) return {v.batch[0], v.batch_stride[0]};
   return {v.batch[0] * v.batch[1], v.batch_stride[1]};
+}
+
+// The calls a product makes in `mode` (c's batch[0] per call when by_outer).
+inline int64_t calls_for(const MatView& c, Batching mode) { return mode == Batching::by_outer ? c.batch[0] : 1; }
+
+// The pointer tables of a by_table product: entry b0 * inner + b1 of view v's table (v: cuBLASLt's
+// A, B, C) is the address of its matrix (b0, b1). One item per entry; the three tables follow one
+// another in `table` (3 * count entries).
+struct PointerTableBody {
+  uintptr_t first[3] = {};              // each view's matrix (0, 0)
+  int64_t stride0[3] = {}, stride1[3] = {};  // bytes between matrices of batch level 0, of level 1
+  int64_t inner = 1, count = 1;         // batch[1]; batch[0] * batch[1]
+  uintptr_t* table = nullptr;
+
+  KILN_HD void operator()(int64_t i) const {
+    const int64_t v = i / count, j = i - v * count;
+    const int64_t b0 = j / inner, b1 = j - b0 * inner;
+    table[i] = first[v] + uintptr_t(b0 * stride0[v] + b1 * stride1[v]);
+  }
+};
+
+// The table body of the three views (cuBLASLt's A, B, C) whose matrices (0, 0) are at `first`.
+inline PointerTableBody pointer_tables(const std::array<const MatView*, 3>& views,
+                                       const std::array<const void*, 3>& first, uintptr_t* table) {
+  PointerTableBody body;
+  for (size_t v = 0; v < 3; ++v) {
+    const int64_t size = int64_t(dtype_size(views[v]->t.dtype));
+    body.first[v] = reinterpret_cast<uintptr_t>(first[v]);
+    body.stride0[v] = views[v]->batch_stride[0] * size;
+    body.stride1[v] = views[v]->batch_stride[1] * size;
+  }
+  body.inner = views[2]->batch[1];
+  body.count = views[2]->batch[0] * views[2]->batch[1];
+  body.table = table;
+  return body;
 }
 
 // Whether the view covers its whole tensor densely, so that a kernel may run over the tensor.
@@ -54,11 +100,28 @@ inline Epilogue epilogue_for(const MatmulOpts& o) {
   }
 }
 
+// The batching a product asks for: merged where every view merges; else one pointer-array call
+// for a plain product (no epilogue, beta 0: an algorithm search may time its candidates on c
+// itself); else a call per outer batch. A cuBLASLt that refuses pointer arrays gets by_outer.
+inline Batching preferred_batching(const MatView& a, const MatView& b, const MatView& c, const MatmulOpts& o) {
+  if (mergeable(a) && mergeable(b) && mergeable(c)) return Batching::merged;
+  const bool plain = epilogue_for(o) == Epilogue::none && o.act == Activation::none && o.beta == 0.0f;
+  return plain ? Batching::by_table : Batching::by_outer;
+}
+
 // The largest power of two (at most 256) dividing the address: cuBLASLt picks only algorithms
 // that need no more alignment than the pointers have.
 inline uint32_t alignment(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   return address == 0 ? 256u : uint32_t(std::min<uintptr_t>(256, uintptr_t(1) << std::countr_zero(address)));
+}
+
+// The alignment every matrix of a view has: that of its first, and of its batch strides in bytes.
+inline uint32_t all_matrices_alignment(const void* first, const MatView& v) {
+  const auto bytes = [&](int64_t stride) {
+    return reinterpret_cast<const void*>(uintptr_t(stride * int64_t(dtype_size(v.t.dtype))));
+  };
+  return std::min({alignment(first), alignment(bytes(v.batch_stride[0])), alignment(bytes(v.batch_stride[1]))});
 }
 
 // The alignment of the epilogue's vector (the bias, or the bias gradient it writes) at every

@@ -34,8 +34,11 @@ double time_candidate(const LtProduct& p, const cublasLtMatmulAlgo_t& algo, void
   return ok ? double(ms) / kTimedRuns : -1;
 }
 
-// The fastest of `found` candidates, timed on a scratch copy of C's tensor; -1 when none ran.
+// The fastest of `found` candidates, timed on a scratch copy of C's tensor (or on C itself, see
+// LtProduct); -1 when none ran.
 int search(const LtProduct& p, const cublasLtMatmulHeuristicResult_t* results, int found) {
+  if (p.time_in_place)
+    return fastest_candidate(found, [&](int i) { return time_candidate(p, results[i].algo, p.c); });
   void* scratch = nullptr;
   check(cudaMalloc(&scratch, p.c_tensor_bytes), "matmul search output");
   void* out = static_cast<std::byte*>(scratch) + p.c_offset;

@@ -25,6 +25,9 @@ struct LtProduct {
   const void* b = nullptr;
   void* c = nullptr;
   size_t c_offset = 0, c_tensor_bytes = 0;  // c's byte offset in its tensor, the tensor's size
+  // Candidates timed into c itself (a pointer-array product with beta 0, whose tables address c;
+  // the product then overwrites it), not into a scratch copy of c's tensor.
+  bool time_in_place = false;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   cudaStream_t stream = nullptr;
