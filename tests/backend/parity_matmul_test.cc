@@ -200,6 +200,52 @@ TEST(ParityMatmul, BatchesWithBiasesOfTheirOwn) {
   }
 }
 
+// q, k and v's weight gradients with their bias gradients in one call: three dy's one after
+// another, the same x for each (batch stride 0), the gradients at one stride of a flat f32 buffer
+// as the parameter store lays them out; each as its unbatched product (bit for bit on the CPU).
+TEST(ParityMatmul, BatchedWeightGradientsWithBiasGradientsOfTheirOwn) {
+  Parity p;
+  const int64_t tokens = 45, in = 24, out = 20, stride = 16 * 32;  // weight (out, in) then bias, 16-aligned
+  uint32_t id = 950;
+  for (DType dt : testing::float_dtypes())
+    for (float beta : {0.0f, 1.0f}) {
+      const Tensor dy = p.random({3 * tokens, out}, dt, ++id), x = p.random({tokens, in}, dt, ++id);
+      const Tensor flat0 = p.random({3 * stride}, DType::f32, ++id);
+      Tensor flat = p.zeros({3 * stride}, DType::f32), want = p.zeros({3 * stride}, DType::f32);
+      for (Tensor* t : {&flat, &want}) ops::copy(p.ctx, flat0, *t);
+      const auto at = [](const Tensor& t, int64_t element, Shape shape) {
+        return Tensor::view(static_cast<float*>(t.data) + element, shape, DType::f32, t.device);
+      };
+      ops::MatmulOpts o;
+      o.beta = beta;
+      for (int64_t i = 0; i < 3; ++i) {
+        const Tensor dyi = dy.slice_rows(i * tokens, (i + 1) * tokens);
+        Tensor dw = at(want, i * stride, {out, in}), db = at(want, i * stride + out * in, {out});
+        ops::MatmulOpts one = o;
+        one.bias_grad = &db;
+        ops::matmul(p.ctx, ops::mat(dyi, true), ops::mat(x), ops::mat(dw), one);
+      }
+      ops::MatView a = ops::mat(dy, true), b = ops::mat(x), c = ops::mat(at(flat, 0, {out, in}));
+      a.rows = tokens, a.batch[0] = 3, a.batch_stride[0] = tokens * out;
+      b.batch[0] = 3;  // batch stride 0: the same x for each
+      c.t = at(flat, 0, {2 * stride + out * in});
+      c.batch[0] = 3, c.batch_stride[0] = stride;
+      Tensor dbs = at(flat, out * in, {2 * stride + out});
+      o.bias_grad = &dbs;
+      o.bias_batch_stride = stride;
+      ops::matmul(p.ctx, a, b, c, o);
+      const std::string what = fmt::format("{} beta {}", dtype_name(dt), beta);
+      if (p.ctx.device.is_cpu()) EXPECT_EQ(p.host(flat), p.host(want)) << what;
+      else p.expect_close(flat, p.host(want), what, 1e-5);
+      o.bias_batch_stride = out - 1;  // the sums would overlap
+      EXPECT_THROW(ops::matmul(p.ctx, a, b, c, o), Error) << what;
+      o.bias_batch_stride = 0;  // three dy's, one bias gradient
+      Tensor db = at(flat, out * in, {out});
+      o.bias_grad = &db;
+      EXPECT_THROW(ops::matmul(p.ctx, a, b, c, o), Error) << what;
+    }
+}
+
 TEST(ParityMatmul, BiasGradientNeedsAWholeTransposedDy) {
   Parity p;
   const Tensor dy = p.random({6, 4}, DType::f32, 800), x = p.random({6, 3}, DType::f32, 801);

@@ -86,6 +86,28 @@ TEST(SelfAttention, ProjectsQueryKeyAndValueInOneProduct) {
   EXPECT_EQ(report.find("  matmul | 12x8x8 f32->f32 +bias | "), std::string::npos) << report;
 }
 
+// Their weight and bias gradients likewise: one batched product with the bias-gradient sums
+// (the finite-difference tests below check its values), dx still a product per projection.
+TEST(SelfAttention, WeightGradientsOfQueryKeyAndValueInOneProduct) {
+  const int64_t B = 2, S = 6, H = 8, heads = 2;
+  ParamStore store;
+  nn::SelfAttention attn(store, "layer", H, heads, 0.0f, 1);
+  store.allocate();
+  randomize_params(store, 34, 0.5f);
+  const Tensor x = random_tensor({B * S, H}, 35), dy = random_tensor({B * S, H}, 36);
+  const std::vector<int32_t> mask(size_t(B * S), 1);
+  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
+  attn.forward(Step{}, x, mask_t);
+  ops::reset_profile();
+  ops::set_profile_recording(true);
+  attn.backward(Step{}, dy);
+  ops::set_profile_recording(false);
+  const std::string report = ops::profile_report(1.0, 1);
+  ops::reset_profile();
+  EXPECT_NE(report.find("  matmul | [3x1] 8x8x12 f32->f32 +bias_grad | "), std::string::npos) << report;
+  EXPECT_EQ(report.find("  matmul | 8x8x12 f32->f32 +bias_grad | "), std::string::npos) << report;
+}
+
 // The layer's gradients with `core` against central differences, with padding and dropout:
 // hidden H over two heads. The key bias adds q.bk to every score of a row, which softmax ignores:
 // its gradient is (nearly: `zero` for the core's f32 sums of zero) zero, and central differences

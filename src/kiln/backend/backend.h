@@ -83,12 +83,14 @@ struct MatmulOpts {
   float alpha = 1.0f;             // must be 1 with a bias
   float beta = 0.0f;          // 1: accumulate into c (f32 weight gradients from bf16 operands)
   const Tensor* bias = nullptr;  // (N) added to every row of the product; f32 or a's dtype
-  // With one batch level (batch[1] == 1): batch b's bias starts at element b * bias_batch_stride
-  // of `bias` (several layers' products in one call, each with its own bias; f32 or c's dtype).
+  // With one batch level (batch[1] == 1): batch b's bias (or bias gradient) starts at element
+  // b * bias_batch_stride of `bias` (`bias_grad`): several layers' products in one call, each with
+  // its own vector (a bias f32 or c's dtype).
   int64_t bias_batch_stride = 0;
   Activation act = Activation::none;  // needs beta == 0
   // A weight gradient's bias gradient from the same dy (ops.def, matmul): (M) f32 += the row sums
-  // of op(a), i.e. the column sums of dy with a = mat(dy, true). No bias or activation with it.
+  // of op(a), i.e. the column sums of dy with a = mat(dy, true), batch by batch at
+  // bias_batch_stride. No bias or activation with it.
   Tensor* bias_grad = nullptr;
 };
 

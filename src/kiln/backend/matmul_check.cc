@@ -24,14 +24,21 @@ void check_view(const MatView& v, const char* what) {
 }
 
 // The bias gradient rides a linear layer's weight-gradient product: a is dy (K, M) read
-// transposed, whole, so that its column sums are the bias gradient's.
+// transposed, whole, so that its column sums are the bias gradient's. Batched (q, k and v's weight
+// gradients in one call): a's batches are whole consecutive dy's, and batch b's sums go to element
+// b * bias_batch_stride of the bias gradient.
 void check_bias_grad(const MatView& a, const MatView& c, const MatmulOpts& opts) {
   const Tensor& db = *opts.bias_grad;
-  KILN_CHECK(a.trans && a.offset == 0 && a.ld == a.cols && a.rows * a.cols == a.t.numel() && c.batch[0] == 1 &&
-                 c.batch[1] == 1,
-             "op matmul: a bias gradient needs A = a whole (K, M) dy read transposed, unbatched");
-  KILN_CHECK(db.dtype == DType::f32 && db.numel() == a.cols, "op matmul: bias gradient {} {} for {} rows",
-             dtype_name(db.dtype), shape_str(db.shape), a.cols);
+  const int64_t dy = a.rows * a.cols, count = c.batch[0];
+  KILN_CHECK(a.trans && a.offset == 0 && a.ld == a.cols && c.batch[1] == 1 && count * dy == a.t.numel() &&
+                 (count == 1 || (opts.bias_batch_stride != 0 && a.batch_stride[0] == dy)),
+             "op matmul: a bias gradient needs A = a whole (K, M) dy read transposed (batched: one dy after "
+             "another, each with its own bias gradient)");
+  const int64_t stride = opts.bias_batch_stride;
+  KILN_CHECK(db.dtype == DType::f32 && (stride == 0 || stride >= a.cols) &&
+                 db.numel() == (count - 1) * stride + a.cols,
+             "op matmul: bias gradient {} {} for {} batches of {} rows at stride {}", dtype_name(db.dtype),
+             shape_str(db.shape), count, a.cols, stride);
   KILN_CHECK(!opts.bias && opts.act == Activation::none && opts.alpha == 1.0f,
              "op matmul: a bias gradient with a bias, an activation or alpha != 1 is not supported");
 }
@@ -74,7 +81,8 @@ void check_args(check::matmul, const MatView& a, const MatView& b, const MatView
                dtype_name(opts.bias->dtype), shape_str(opts.bias->shape), N,
                dtype_name(a.t.dtype));
   }
-  KILN_CHECK(opts.bias_batch_stride == 0 || opts.bias, "op matmul: a bias batch stride without a bias");
+  KILN_CHECK(opts.bias_batch_stride == 0 || opts.bias || opts.bias_grad,
+             "op matmul: a bias batch stride without a bias or a bias gradient");
   // No caller scales a biased product (oneDNN 2.x would scale the bias with it).
   KILN_CHECK(!opts.bias || opts.alpha == 1.0f, "op matmul: alpha != 1 with a bias is not supported");
   KILN_CHECK(opts.act == Activation::none || opts.beta == 0.0f,

@@ -160,8 +160,8 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   dropout_.share_storage(owner.dropout_);
   own_.scores.share(owner.own_.scores), own_.probs.share(owner.own_.probs);
   AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
-  mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dq.share(theirs.dq);
-  mine.dk.share(theirs.dk), mine.dv.share(theirs.dv), mine.dx.share(theirs.dx);
+  mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dqkv.share(theirs.dqkv);
+  mine.dx.share(theirs.dx);
   ctx_.share(owner.ctx_), own_lse_.share(owner.own_lse_), partial_dx_.share_own(owner.partial_dx_);
   qkv_.share(owner.qkv_);
   gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
@@ -214,26 +214,62 @@ void SelfAttention::backward_into(const Step& step, const Tensor& dctx, Tensor& 
              dtype_name(dctx.dtype), shape_str(dctx.shape), B * S, width, dtype_name(q_.dtype));
   Context& ctx = *step.ctx;
   const DType dt = dctx.dtype;
-  Tensor dq = scratch_->dq.get(*step.ctx, {B * S, width}, dt), dk = scratch_->dk.get(*step.ctx, {B * S, width}, dt);
-  Tensor dv = scratch_->dv.get(*step.ctx, {B * S, width}, dt);
+  const int64_t N = B * S;
+  const Tensor dqkv = scratch_->dqkv.get(*step.ctx, {3 * N, width}, dt);
+  Tensor dq = dqkv.slice_rows(0, N), dk = dqkv.slice_rows(N, 2 * N), dv = dqkv.slice_rows(2 * N, 3 * N);
   if (fused_) fused_backward(step, dctx, dq, dk, dv);
   else unfused_backward(step, dctx, dq, dk, dv);
+  if (tp_.sequence) tp_.sequence->gather(ctx, x_rows_, gathered_.buffer());  // the whole input again, for dW
+  projection_grads(step, dqkv);
   if (!tp_.split()) {
-    query.backward_into(step, dq, dx, accumulate);
-    key.backward_into(step, dk, dx, true);
-    value.backward_into(step, dv, dx, true);
+    query.input_grad_into(step, dq, dx, accumulate);
+    key.input_grad_into(step, dk, dx, true);
+    value.input_grad_into(step, dv, dx, true);
     return;
   }
-  // Sequence parallel: the whole input again, where q, k and v's weight gradients read it.
-  if (tp_.sequence) tp_.sequence->gather(ctx, x_rows_, gathered_.buffer());
-  Tensor part = partial_dx_.get(*step.ctx, {B * S, hidden}, dt);
-  query.backward_into(step, dq, part, false);
-  key.backward_into(step, dk, part, true);
-  value.backward_into(step, dv, part, true);
+  Tensor part = partial_dx_.get(*step.ctx, {N, hidden}, dt);
+  query.input_grad_into(step, dq, part, false);
+  key.input_grad_into(step, dk, part, true);
+  value.input_grad_into(step, dv, part, true);
   if (tp_.sequence) part = tp_.sequence->scatter_sum(ctx, part, scattered_.buffer());  // this rank's rows of the sum
   else tp_.all_reduce(part);
   if (accumulate) ops::add(ctx, dx, part, dx);
   else ops::copy(ctx, part, dx);
+}
+
+void SelfAttention::projection_grads(const Step& step, const Tensor& dqkv) {
+  Linear* layers[3] = {&query, &key, &value};
+  const Param::GradTarget dw[3] = {query.weight.grad_for_write(), key.weight.grad_for_write(),
+                                   value.weight.grad_for_write()};
+  if (grads_together(step, dqkv, dw)) return;
+  const int64_t N = dqkv.dim(0) / 3;
+  for (int64_t i = 0; i < 3; ++i) layers[i]->weight_grads(step, dqkv.slice_rows(i * N, (i + 1) * N), dw[i]);
+}
+
+bool SelfAttention::grads_together(const Step& step, const Tensor& dqkv, const Param::GradTarget (&dw)[3]) {
+  const Tensor w[3] = {dw[0].grad, dw[1].grad, dw[2].grad};  // (width, hidden) f32
+  const int64_t w_stride = stride_of(w);
+  if (w_stride == 0 || dw[0].accumulate != dw[1].accumulate || dw[1].accumulate != dw[2].accumulate) return false;
+  const Tensor db[3] = {query.bias.grad(), key.bias.grad(), value.bias.grad()};  // (width) f32, zero-filled if new
+  const int64_t b_stride = stride_of(db);
+  if (b_stride == 0) return false;
+  const Tensor& x = query.kept_input();  // (N, hidden): the same for the three
+  const int64_t N = x.dim(0);
+  KILN_CHECK(dqkv.dim(0) == 3 * N && key.kept_input().data == x.data && value.kept_input().data == x.data,
+             "SelfAttention {}: q, k and v's gradients {} are not of their one input {}", query.weight.spec().name,
+             shape_str(dqkv.shape), shape_str(x.shape));
+  ops::MatView dy = ops::mat(dqkv, true), xs = ops::mat(x), c = ops::mat(w[0]);
+  dy.rows = N, dy.batch[0] = 3, dy.batch_stride[0] = N * width;
+  xs.batch[0] = 3;  // batch stride 0: the same x for each
+  c.t = span_from(w[0], 2 * w_stride + w[0].numel());
+  c.batch[0] = 3, c.batch_stride[0] = w_stride;
+  Tensor biases = span_from(db[0], 2 * b_stride + width);
+  ops::MatmulOpts o;
+  o.beta = dw[0].accumulate ? 1.0f : 0.0f;
+  o.bias_grad = &biases;
+  o.bias_batch_stride = b_stride;
+  ops::matmul(*step.ctx, dy, xs, c, o);
+  return true;
 }
 
 }  // namespace kiln::nn

@@ -49,7 +49,7 @@ struct AttentionBuffers {
 // probabilities, which nothing reads after it. Then the gradients of q, k, v (B*S, width) and the
 // input gradient of backward() (B*S, hidden).
 struct AttentionScratch {
-  Buffer f32, dropped, dq, dk, dv, dx;
+  Buffer f32, dropped, dqkv, dx;  // dqkv (3*B*S, width): dq, dk, dv one after another
 };
 
 class SelfAttention {
@@ -97,6 +97,10 @@ class SelfAttention {
   // at one stride in the flat parameter buffers, where the layers register them one after
   // another) into qkv_ (3*B*S, width): false, with nothing run, where they are not at one stride.
   bool project_together(const Step& step, const Tensor& x);
+  // q, k and v's weight and bias gradients from dqkv (3*B*S, width) as one batched product (x read
+  // for each), where their gradients lie at one stride and take the same beta; else each layer's.
+  void projection_grads(const Step& step, const Tensor& dqkv);
+  bool grads_together(const Step& step, const Tensor& dqkv, const Param::GradTarget (&dw)[3]);
   // Whether this forward takes the fused core.
   bool takes_fused(const Context& ctx, DType dtype) const;
   // The fused core: context_ and lse_ from q_, k_, v_; dq, dk, dv from dctx.

@@ -70,24 +70,33 @@ Tensor Linear::backward(const Step& step, const Tensor& dy) {
 }
 
 void Linear::backward_into(const Step& step, const Tensor& dy_in, Tensor& dx, bool accumulate) {
-  const int64_t N = x_.dim(0);
   // Sequence parallel, row-parallel: dy holds this rank's rows of the output; every row's gradient
   // is the whole output's.
   const bool gather = split_ == Split::row && tp_.sequence;
   const Tensor dy = gather ? tp_.sequence->gather(*step.ctx, dy_in, gathered_dy_.buffer()) : dy_in;
+  weight_grads(step, dy, weight.grad_for_write());
+  input_grad_into(step, dy, dx, accumulate);
+}
+
+void Linear::weight_grads(const Step& step, const Tensor& dy, const Param::GradTarget& dw) {
+  const int64_t N = x_.dim(0);
   KILN_CHECK(dy.rank() == 2 && dy.dim(0) == N && dy.dim(1) == out && dy.dtype == x_.dtype,
              "Linear {}: gradient {} {} does not match output ({}, {}) {}", weight.spec().name,
              dtype_name(dy.dtype), shape_str(dy.shape), N, out, dtype_name(x_.dtype));
-  KILN_CHECK(dx.numel() == N * in, "Linear {}: input gradient {} is not ({}, {})",
-             weight.spec().name, shape_str(dx.shape), N, in);
-  Context& ctx = *step.ctx;
-  // dW (out, in) (+)= dy^T x in f32;  db += column sums of dy (in the same op);  dx (N, in) (+)= dy W.
-  const Param::GradTarget dw = weight.grad_for_write();
+  // dW (out, in) (+)= dy^T x in f32;  db += column sums of dy (in the same op).
   ops::MatmulOpts dw_opts;
   dw_opts.beta = dw.accumulate ? 1.0f : 0.0f;
   Tensor db = bias.id >= 0 ? bias.grad() : Tensor{};
   if (bias.id >= 0) dw_opts.bias_grad = &db;
-  ops::matmul(ctx, ops::mat(dy, true), ops::mat(x_), ops::mat(dw.grad), dw_opts);
+  ops::matmul(*step.ctx, ops::mat(dy, true), ops::mat(x_), ops::mat(dw.grad), dw_opts);
+}
+
+void Linear::input_grad_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate) {
+  const int64_t N = dy.dim(0);
+  KILN_CHECK(dx.numel() == N * in, "Linear {}: input gradient {} is not ({}, {})",
+             weight.spec().name, shape_str(dx.shape), N, in);
+  Context& ctx = *step.ctx;
+  // dx (N, in) (+)= dy W.
   ops::MatmulOpts o;
   const Tensor w = weights_for(weight, dy.dtype);
   if (split_ == Split::column && tp_.split() && reduce_input_grad) {  // this rank's share of dx, summed over the group

@@ -36,6 +36,12 @@ class Linear {
   // backward() writing dx (N, in) into the caller's tensor, or adding to it when `accumulate`
   // (a residual or multi-branch gradient, summed by the matmul instead of an add pass).
   void backward_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
+  // backward_into's two halves, for a caller that runs several layers' weight gradients in one
+  // product (attention's q, k and v): dW (out, in) into `dw` (weight.grad_for_write()'s) and
+  // bias.grad() += column sums of dy (N, out); dx (N, in) from dy. Neither gathers a sequence-
+  // parallel row-parallel dy.
+  void weight_grads(const Step& step, const Tensor& dy, const Param::GradTarget& dw);
+  void input_grad_into(const Step& step, const Tensor& dy, Tensor& dx, bool accumulate);
   // Writes y / backward's dx into these buffers (shared with other layers) instead of its own:
   // for an output only the next op reads, and a gradient only the layer below reads.
   void use_output_buffer(Buffer& y) { y_.use(y); }
@@ -49,8 +55,9 @@ class Linear {
   Tensor weight_for(DType dtype) const;
   Tensor bias_for(DType dtype) const;
   // For a product run outside forward (the attention's q, k, v in one call, nn/attention.cc): the
-  // input x (N, in) that backward reads, as forward would have kept it.
+  // input x (N, in) that backward reads, as forward would have kept it; and that input.
   void keep_input(const Tensor& x) { x_ = x; }
+  const Tensor& kept_input() const { return x_; }
   // Its buffers over `owner`'s (nn::Buffer::share), for a layer never alive at the same time.
   void share_storage(Linear& owner) {
     y_.share_own(owner.y_), dx_.share_own(owner.dx_), partial_dx_.share_own(owner.partial_dx_);

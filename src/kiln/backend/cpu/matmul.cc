@@ -179,19 +179,28 @@ MatView batch_of(const MatView& v, int64_t b) {
   return one;
 }
 
-// Products with a bias each (MatmulOpts::bias_batch_stride), one by one: each as the unbatched
-// product with its bias, bit for bit.
-void matmul_biased_batches(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
+// Products with a bias or bias gradient each (MatmulOpts::bias_batch_stride), one by one: each as
+// the unbatched product with its vector, bit for bit.
+void matmul_vector_batches(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
                            const MatmulOpts& opts) {
-  const int64_t N = op_cols(b);
+  const bool grad = opts.bias_grad != nullptr;
+  const Tensor& vectors = grad ? *opts.bias_grad : *opts.bias;
+  const int64_t n = grad ? op_rows(a) : op_cols(b);
+  const auto vector_bytes = int64_t(dtype_size(vectors.dtype)), a_bytes = int64_t(dtype_size(a.t.dtype));
   MatmulOpts one = opts;
   one.bias_batch_stride = 0;
   for (int64_t i = 0; i < c.batch[0]; ++i) {
-    const Tensor bias = Tensor::view(static_cast<std::byte*>(opts.bias->data) +
-                                         i * opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype)),
-                                     {N}, opts.bias->dtype, opts.bias->device);
-    one.bias = &bias;
-    cpu::matmul(ctx, batch_of(a, i), batch_of(b, i), batch_of(c, i), one);
+    Tensor vector = Tensor::view(static_cast<std::byte*>(vectors.data) + i * opts.bias_batch_stride * vector_bytes,
+                                 {n}, vectors.dtype, vectors.device);
+    MatView ai = batch_of(a, i);
+    if (grad) {  // batch i's dy as a whole tensor of its own (bias_grad reads the tensor)
+      ai.t = Tensor::view(static_cast<std::byte*>(element(ai)), {a.rows, a.cols}, a.t.dtype, a.t.device);
+      ai.offset = 0;
+      one.bias_grad = &vector;
+    } else {
+      one.bias = &vector;
+    }
+    cpu::matmul(ctx, ai, batch_of(b, i), batch_of(c, i), one);
   }
 }
 
@@ -227,7 +236,7 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   const OpScope scope = expect_cpu(ctx, "matmul", {&a.t, &b.t, &c.t, opts.bias ? opts.bias : &no_bias});
   const auto [M, N, K] = matmul_dims(a, b);
   if (opts.bias_batch_stride != 0) {
-    matmul_biased_batches(ctx, a, b, c, opts);
+    matmul_vector_batches(ctx, a, b, c, opts);
     return;
   }
   if (opts.bias_grad) {  // a is dy (K, M), whole (ops.def)

@@ -30,6 +30,7 @@
 #include "kiln/backend/matmul_check.h"
 #include "kiln/backend/route.h"
 #include "kiln/core/error.h"
+#include "kiln/core/notice.h"
 
 namespace kiln::ops::cuda {
 namespace {
@@ -198,6 +199,7 @@ struct Plan {
   // bias_grad runs after the product; the bias pointer moves by bias_step bytes per (batch) call.
   bool bias_grad_apart = false;
   int64_t bias_step = 0;
+  bool plainer = false;  // a plainer plan exists for the product (plainer_plan)
 };
 
 // Every call's first matrix shares the first one's alignment when the batch stride keeps it; by
@@ -276,42 +278,100 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView&
 
 using Plans = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
 
-// The product's plan, made on its first call. Plans are never freed: they live as long as the
-// process, and freeing them at exit could run after cuBLASLt is gone.
-const Plan& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
-                     const MatView& c, const MatmulOpts& opts, TablesOnce& tables) {
+// Whether a product made in `mode` with `opts` has a plainer plan (plainer_plan).
+bool has_plainer(Batching mode, const MatmulOpts& opts) {
+  return mode == Batching::by_table || opts.bias_grad || opts.bias_batch_stride != 0;
+}
+
+// The plan for a product whose plan in `mode` cuBLASLt refused, at its making or at its first
+// launch: a pointer-array batch as a call per outer batch; an epilogue's bias gradient as
+// bias_grad after the product; batched biases as a call per batch, each with its bias.
+std::unique_ptr<Plan> plainer_plan(Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
+                                   const MatView& c, const MatmulOpts& opts, Batching mode,
+                                   const std::array<uint32_t, 4>& align, TablesOnce& tables) {
+  static std::once_flag said_tables, said_vectors;
+  if (mode == Batching::by_table) {
+    std::call_once(said_tables, [] { notice("cuBLASLt refused a pointer-array batch: heads products run a call per batch"); });
+    return make_plan(ctx, lt, a, b, c, opts, Batching::by_outer, align, tables);
+  }
+  std::call_once(said_vectors, [] {
+    notice("cuBLASLt refused a bias-gradient epilogue or batched biases: those run apart, or a call per bias");
+  });
+  MatmulOpts product = opts;
+  product.bias_grad = nullptr;
+  product.bias_batch_stride = 0;
+  const bool per_batch = opts.bias && opts.bias_batch_stride != 0;  // one call per batch, each with its bias
+  const int64_t calls = per_batch ? c.batch[0] : calls_for(c, mode);
+  const std::array<uint32_t, 4> align_each = {view_alignment(b, calls), view_alignment(a, calls),
+                                              view_alignment(c, calls), align[3]};
+  auto plan = make_plan(ctx, lt, a, b, c, product, mode == Batching::merged && !per_batch ? mode : Batching::by_outer,
+                        per_batch ? align_each : align, tables);
+  plan->bias_grad_apart = opts.bias_grad != nullptr;
+  if (per_batch) plan->bias_step = opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype));
+  return plan;
+}
+
+using Plans = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
+
+// The product's plan, made on its first call (its slot, which a refused launch replaces with the
+// plainer plan). Plans are never freed: they live as long as the process, and freeing them at exit
+// could run after cuBLASLt is gone.
+std::unique_ptr<Plan>& plan_for(Plans& plans, Context& ctx, const LtDevice& lt, const MatView& a,
+                                const MatView& b, const MatView& c, const MatmulOpts& opts, TablesOnce& tables) {
   const Batching wanted = preferred_batching(a, b, c, opts);
   const std::array<uint32_t, 4> align = product_alignment(a, b, c, opts, wanted);
-  const PlanKey key = plan_key(ctx.device.index, a, b, c, opts, align);
-  if (const auto it = plans.find(key); it != plans.end()) return *it->second;
-  std::unique_ptr<Plan> plan;
-  if (wanted == Batching::by_table) {
-    try {
-      plan = make_plan(ctx, lt, a, b, c, opts, wanted, align, tables);
-    } catch (const Error&) {  // a cuBLASLt without pointer arrays for it: a call per outer batch
-      plan = make_plan(ctx, lt, a, b, c, opts, Batching::by_outer, align, tables);
-    }
-    return *plans.emplace(key, std::move(plan)).first->second;
-  }
-  const bool merged = wanted == Batching::merged;
-  const int64_t outer = calls_for(c, wanted);
+  std::unique_ptr<Plan>& slot = plans[plan_key(ctx.device.index, a, b, c, opts, align)];
+  if (slot) return slot;
   try {
-    plan = make_plan(ctx, lt, a, b, c, opts, wanted, align, tables);
+    slot = make_plan(ctx, lt, a, b, c, opts, wanted, align, tables);
+    slot->plainer = has_plainer(wanted, opts);
   } catch (const Error&) {
-    if (!opts.bias_grad && opts.bias_batch_stride == 0) throw;
-    MatmulOpts product = opts;
-    product.bias_grad = nullptr;
-    product.bias_batch_stride = 0;
-    const bool per_batch = opts.bias_batch_stride != 0;  // one call per batch, each with its bias
-    const int64_t calls = per_batch ? c.batch[0] : outer;
-    const std::array<uint32_t, 4> align_each = {view_alignment(b, calls), view_alignment(a, calls),
-                                                view_alignment(c, calls), align[3]};
-    plan = make_plan(ctx, lt, a, b, c, product, merged && !per_batch ? Batching::merged : Batching::by_outer,
-                     per_batch ? align_each : align, tables);
-    plan->bias_grad_apart = opts.bias_grad != nullptr;
-    if (per_batch) plan->bias_step = opts.bias_batch_stride * int64_t(dtype_size(opts.bias->dtype));
+    if (!has_plainer(wanted, opts)) throw;
+    slot = plainer_plan(ctx, lt, a, b, c, opts, wanted, align, tables);
   }
-  return *plans.emplace(key, std::move(plan)).first->second;
+  return slot;
+}
+
+// The plan's calls of the product, up to the first cuBLASLt refuses; its status, and in `done` the
+// calls made before it.
+cublasStatus_t launch(const Plan& plan, Context& ctx, const LtDevice& lt, const MatView& a, const MatView& b,
+                      const MatView& c, const MatmulOpts& opts, TablesOnce& tables, int64_t& done) {
+  const auto call = [&](const void* pa, const void* pb, void* pc) {
+    return cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, pa, plan.la.h, pb, plan.lb.h, &opts.beta, pc,
+                             plan.lc.h, pc, plan.lc.h, &plan.algo, lt.workspace, kWorkspaceBytes, stream_of(ctx));
+  };
+  done = 0;
+  if (!plan.bias_grad_apart) set_bias_pointer(plan.desc, opts);
+  if (plan.mode == Batching::by_table) {
+    void** t = tables.get();
+    const int64_t n = c.batch[0] * c.batch[1];
+    return call(t, t + n, t + 2 * n);
+  }
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  for (; done < plan.calls; ++done) {
+    if (plan.bias_step != 0) set_bias_pointer(plan.desc, opts, done * plan.bias_step);
+    status = call(at(b, done), at(a, done), at(c, done));
+    if (status != CUBLAS_STATUS_SUCCESS) break;
+  }
+  return status;
+}
+
+// The op's bias gradients (db += column sums of each batch's dy, ops.def): `sums` (batches, M), the
+// epilogue's, added; else (undefined) bias_grad's of each dy.
+void add_bias_grads(Context& ctx, const MatView& a, const MatView& c, const MatmulOpts& opts, const Tensor& sums) {
+  const int64_t K = a.rows, M = a.cols;  // each dy (K, M), read transposed
+  const int64_t batches = opts.bias_batch_stride != 0 ? c.batch[0] : 1;
+  for (int64_t i = 0; i < batches; ++i) {
+    Tensor db = Tensor::view(opts.bias_grad->ptr<float>() + i * opts.bias_batch_stride, {M}, DType::f32,
+                             opts.bias_grad->device);
+    if (sums.defined()) {
+      add(ctx, db, sums.slice_rows(i, i + 1).reshape({M}), db);
+      continue;
+    }
+    const Tensor dy = Tensor::view(static_cast<std::byte*>(a.t.data) + i * K * M * int64_t(dtype_size(a.t.dtype)),
+                                   {K, M}, a.t.dtype, a.t.device);
+    bias_grad(ctx, dy, db);
+  }
 }
 
 }  // namespace
@@ -325,7 +385,7 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
   const OpScope scope = profiled_scope("matmul", ctx.stream);
   const auto [M, N, K] = matmul_dims(a, b);
   if (M == 0 || N == 0) {
-    if (opts.bias_grad && K > 0) bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);  // the sums alone
+    if (opts.bias_grad && K > 0) add_bias_grads(ctx, a, c, opts, Tensor{});  // the sums alone
     return;
   }
   KILN_CHECK(K > 0 || opts.beta == 1.0f,
@@ -344,10 +404,12 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     cast(ctx, *opts.bias, bias_f32);
     opts_lt.bias = &bias_f32;
   }
-  Tensor column_sums;  // the epilogue writes the bias gradient; the op's contract adds it
+  Tensor column_sums;  // (batches, M): the epilogue writes the bias gradients; the op's contract adds them
   if (opts.bias_grad) {
-    column_sums = ctx.scratch_tensor({M}, DType::f32);
+    const bool batched = opts.bias_batch_stride != 0;
+    column_sums = ctx.scratch_tensor({batched ? c.batch[0] : 1, M}, DType::f32);
     opts_lt.bias_grad = &column_sums;
+    if (batched) opts_lt.bias_batch_stride = M;
   }
   bool bias_grad_apart = false;
   {
@@ -355,27 +417,18 @@ void matmul(Context& ctx, const MatView& a, const MatView& b, const MatView& c,
     static auto* plans = new Plans();
     const std::lock_guard lock(mu);
     TablesOnce tables(ctx, a, b, c);
-    const Plan& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt, tables);
-    bias_grad_apart = plan.bias_grad_apart;
-    if (!bias_grad_apart) set_bias_pointer(plan.desc, opts_lt);
-    if (plan.mode == Batching::by_table) {
-      void** t = tables.get();
-      const int64_t n = c.batch[0] * c.batch[1];
-      check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, t, plan.la.h, t + n, plan.lb.h, &opts.beta,
-                                 t + 2 * n, plan.lc.h, t + 2 * n, plan.lc.h, &plan.algo,
-                                 lt.workspace, kWorkspaceBytes, stream_of(ctx)),
-               "matmul");
+    std::unique_ptr<Plan>& plan = plan_for(*plans, ctx, lt, a, b, c, opts_lt, tables);
+    int64_t done = 0;
+    cublasStatus_t status = launch(*plan, ctx, lt, a, b, c, opts_lt, tables, done);
+    if (status != CUBLAS_STATUS_SUCCESS && plan->plainer && done == 0) {  // refused: from now on the plainer plan
+      const Batching mode = plan->mode;
+      plan = plainer_plan(ctx, lt, a, b, c, opts_lt, mode, product_alignment(a, b, c, opts_lt, mode), tables);
+      status = launch(*plan, ctx, lt, a, b, c, opts_lt, tables, done);
     }
-    for (int64_t b0 = 0; plan.mode != Batching::by_table && b0 < plan.calls; ++b0) {
-      if (plan.bias_step != 0) set_bias_pointer(plan.desc, opts_lt, b0 * plan.bias_step);
-      check_lt(cublaslt().Matmul(lt.handle, plan.desc.h, &opts.alpha, at(b, b0), plan.la.h, at(a, b0), plan.lb.h,
-                                 &opts.beta, at(c, b0), plan.lc.h, at(c, b0), plan.lc.h, &plan.algo, lt.workspace,
-                                 kWorkspaceBytes, stream_of(ctx)),
-               "matmul");
-    }
+    check_lt(status, "matmul");
+    bias_grad_apart = plan->bias_grad_apart;
   }
-  if (opts.bias_grad && bias_grad_apart) bias_grad(ctx, a.t.reshape({K, M}), *opts.bias_grad);
-  else if (opts.bias_grad) add(ctx, *opts.bias_grad, column_sums, *opts.bias_grad);
+  if (opts.bias_grad) add_bias_grads(ctx, a, c, opts, bias_grad_apart ? Tensor{} : column_sums);
   if (opts.act == Activation::gelu_erf) {
     Tensor out = c.t;
     with_float_type(out.dtype, [&](auto tag) {

@@ -1,9 +1,10 @@
 // The performance model's encoder layer (train/dry_run/perf_bert.h), op for op as nn/transformer.cc and
 // nn/attention.cc run it. Q, K and V's forward is one batched product that reads x for each of
-// them (counted as three); their backward three products each. Where kiln's CUDA backend does more
-// than this counts: the row kernels make several passes where the model counts one (softmax and
-// LayerNorm statistics through scratch), and the unfused core keeps S x S scores and probabilities in HBM,
-// which the fused core's rows (fused_attention) do not.
+// them (counted as three), as are their weight gradients; their input gradients three products
+// summed into dx. Where kiln's CUDA backend does more than this counts: the row kernels make
+// several passes where the model counts one (softmax and LayerNorm statistics through scratch),
+// and the unfused core keeps S x S scores and probabilities in HBM, which the fused core's rows
+// (fused_attention) do not.
 #include "kiln/train/dry_run/perf_bert.h"
 
 namespace kiln::train::perf {
