@@ -201,6 +201,19 @@ def failures(log_dir, rows):
     return out + parity_lists(log_dir)
 
 
+def notices(log_dir, most=30):
+    """kiln's own lines to the user ("kiln: ..."), each once, with the steps whose logs have it:
+    where the run took a plainer path (a plan cuBLASLt refused, an instruction set missing)."""
+    seen = {}
+    for path in sorted(log_dir.glob("*.log")):
+        for line in read(path).splitlines():
+            text = re.sub(r"^kiln: rank \d+: ", "kiln: ", line.strip())
+            if text.startswith("kiln: "):
+                seen.setdefault(text, []).append(path.stem)
+    rows = [(f"`{text}`", ", ".join(dict.fromkeys(names))) for text, names in sorted(seen.items())[:most]]
+    return table(("notice", "steps"), rows) if rows else "none\n"
+
+
 def report(log_dir, args):
     rows = steps(log_dir)
     by_name = {r["name"]: r for r in rows}
@@ -229,6 +242,7 @@ def report(log_dir, args):
              table(("check", "state", "result"),
                    [(n, by_name[n]["state"], by_name[n]["result"]) for n in
                     ("bert-tiny", "resnet-small", "parity") if n in by_name]) + "\n",
+             "## kiln's notices\n", notices(log_dir) + "\n",
              "## Steps\n",
              table(("step", "state", "seconds", "result"),
                    [(r["name"], r["state"], r["seconds"], r["result"]) for r in rows]) + "\n",

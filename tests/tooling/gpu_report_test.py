@@ -43,9 +43,10 @@ class GpuReportTest(unittest.TestCase):
         (self.dir / "torch-bert.log").write_text(
             "torch 2.5 median 150.0 ms/step\nphases (median over the timed steps): forward+backward 120.0 ms, "
             "optimizer 30.0 ms\ntorch.profiler top 15 ops of the last timed step:\nTABLE\n")
-        (self.dir / "bert-prof.log").write_text(PROFILE)
         (self.dir / "model-bert.json").write_text(json.dumps(MODEL))
         (self.dir / "bert-tiny.log").write_text("step 20 loss 7.1\nlargest relative loss difference 1e-2\n")
+        (self.dir / "tp2pp2.log").write_text("kiln: rank 1: cuBLASLt refused a pointer-array batch: x\nstep 1\n")
+        (self.dir / "bert-prof.log").write_text(PROFILE + "kiln: cuBLASLt refused a pointer-array batch: x\n")
         args = argparse.Namespace(deadline=60, elapsed=61, peak=989.0, device_model="h200", rehearse=False)
         self.report = gpu_report.report(self.dir, args)
 
@@ -82,6 +83,10 @@ class GpuReportTest(unittest.TestCase):
                       self.report)
         self.assertIn("| gelu_forward | `bf16[512,4096] bf16[512,4096]` | 1.0 | 1.000 | - | 2000.00 | 50% (below 70%) |",
                       self.report)
+
+    def test_notices_once_each_with_their_steps(self):
+        self.assertIn("| `kiln: cuBLASLt refused a pointer-array batch: x` | bert-prof, tp2pp2 |", self.report)
+        self.assertEqual(self.report.count("refused a pointer-array batch"), 1)
 
     def test_op_classes(self):
         self.assertEqual(gpu_report.op_class("matmul", "[2x16] 8x8x8 bf16->bf16"), "attention")
