@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <string>
 
 #include "grad_check.h"
 #include "kiln/backend/profile.h"
@@ -65,47 +67,35 @@ TEST(SelfAttention, ForwardMatchesFloat64ReferenceWithPadding) {
   EXPECT_LT(max_rel_error(ctx.ptr<float>(), want), 1e-5);
 }
 
+// The profile report of the ops `run` runs.
+std::string profile_of(const std::function<void()>& run) {
+  ops::reset_profile();
+  ops::set_profile_recording(true);
+  run();
+  ops::set_profile_recording(false);
+  const std::string report = ops::profile_report(1.0, 1);
+  ops::reset_profile();
+  return report;
+}
+
 // q, k and v register their weights and biases one after another, at one stride in the flat
-// buffers: the three projections run as one batched product (the test above checks its values).
-TEST(SelfAttention, ProjectsQueryKeyAndValueInOneProduct) {
+// buffers: the three projections run as one batched product, and so do their weight and bias
+// gradients (the tests around check their values); dx is still a product per projection.
+TEST(SelfAttention, ProjectsQueryKeyAndValueAndTakesTheirWeightGradientsInOneProductEach) {
   const int64_t B = 2, S = 6, H = 8, heads = 2;
   ParamStore store;
   nn::SelfAttention attn(store, "layer", H, heads, 0.0f, 1);
   store.allocate();
   randomize_params(store, 32, 0.5f);
-  const Tensor x = random_tensor({B * S, H}, 33);
+  const Tensor x = random_tensor({B * S, H}, 33), dy = random_tensor({B * S, H}, 34);
   const std::vector<int32_t> mask(size_t(B * S), 1);
   const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
-  ops::reset_profile();
-  ops::set_profile_recording(true);
-  attn.forward(Step{}, x, mask_t);
-  ops::set_profile_recording(false);
-  const std::string report = ops::profile_report(1.0, 1);
-  ops::reset_profile();
-  EXPECT_NE(report.find("  matmul | [3x1] 12x8x8 f32->f32 +bias | "), std::string::npos) << report;
-  EXPECT_EQ(report.find("  matmul | 12x8x8 f32->f32 +bias | "), std::string::npos) << report;
-}
-
-// Their weight and bias gradients likewise: one batched product with the bias-gradient sums
-// (the finite-difference tests below check its values), dx still a product per projection.
-TEST(SelfAttention, WeightGradientsOfQueryKeyAndValueInOneProduct) {
-  const int64_t B = 2, S = 6, H = 8, heads = 2;
-  ParamStore store;
-  nn::SelfAttention attn(store, "layer", H, heads, 0.0f, 1);
-  store.allocate();
-  randomize_params(store, 34, 0.5f);
-  const Tensor x = random_tensor({B * S, H}, 35), dy = random_tensor({B * S, H}, 36);
-  const std::vector<int32_t> mask(size_t(B * S), 1);
-  const Tensor mask_t = Tensor::view(const_cast<int32_t*>(mask.data()), {B, S}, DType::i32);
-  attn.forward(Step{}, x, mask_t);
-  ops::reset_profile();
-  ops::set_profile_recording(true);
-  attn.backward(Step{}, dy);
-  ops::set_profile_recording(false);
-  const std::string report = ops::profile_report(1.0, 1);
-  ops::reset_profile();
-  EXPECT_NE(report.find("  matmul | [3x1] 8x8x12 f32->f32 +bias_grad | "), std::string::npos) << report;
-  EXPECT_EQ(report.find("  matmul | 8x8x12 f32->f32 +bias_grad | "), std::string::npos) << report;
+  const std::string forward = profile_of([&] { attn.forward(Step{}, x, mask_t); });
+  EXPECT_NE(forward.find("  matmul | [3x1] 12x8x8 f32->f32 +bias | "), std::string::npos) << forward;
+  EXPECT_EQ(forward.find("  matmul | 12x8x8 f32->f32 +bias | "), std::string::npos) << forward;
+  const std::string backward = profile_of([&] { attn.backward(Step{}, dy); });
+  EXPECT_NE(backward.find("  matmul | [3x1] 8x8x12 f32->f32 +bias_grad | "), std::string::npos) << backward;
+  EXPECT_EQ(backward.find("  matmul | 8x8x12 f32->f32 +bias_grad | "), std::string::npos) << backward;
 }
 
 // The layer's gradients with `core` against central differences, with padding and dropout:

@@ -276,8 +276,6 @@ std::unique_ptr<Plan> make_plan(Context& ctx, const LtDevice& lt, const MatView&
   return plan;
 }
 
-using Plans = std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash>;
-
 // Whether a product made in `mode` with `opts` has a plainer plan (plainer_plan).
 bool has_plainer(Batching mode, const MatmulOpts& opts) {
   return mode == Batching::by_table || opts.bias_grad || opts.bias_batch_stride != 0;
@@ -291,7 +289,8 @@ std::unique_ptr<Plan> plainer_plan(Context& ctx, const LtDevice& lt, const MatVi
                                    const std::array<uint32_t, 4>& align, TablesOnce& tables) {
   static std::once_flag said_tables, said_vectors;
   if (mode == Batching::by_table) {
-    std::call_once(said_tables, [] { notice("cuBLASLt refused a pointer-array batch: heads products run a call per batch"); });
+    std::call_once(said_tables,
+                   [] { notice("cuBLASLt refused a pointer-array batch: heads products run a call per batch"); });
     return make_plan(ctx, lt, a, b, c, opts, Batching::by_outer, align, tables);
   }
   std::call_once(said_vectors, [] {
