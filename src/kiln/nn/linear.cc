@@ -74,8 +74,8 @@ void Linear::backward_into(const Step& step, const Tensor& dy_in, Tensor& dx, bo
   // is the whole output's.
   const bool gather = split_ == Split::row && tp_.sequence;
   const Tensor dy = gather ? tp_.sequence->gather(*step.ctx, dy_in, gathered_dy_.buffer()) : dy_in;
+  input_grad_into(step, dy, dx, accumulate);  // first: it checks dx before anything is written
   weight_grads(step, dy, weight.grad_for_write());
-  input_grad_into(step, dy, dx, accumulate);
 }
 
 void Linear::weight_grads(const Step& step, const Tensor& dy, const Param::GradTarget& dw) {
