@@ -2,6 +2,7 @@
 // storage in each element type, its values as double, FloatPtr views, per-type tolerances and
 // a body's run over its launch's grid.
 #pragma once
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -64,6 +65,12 @@ void run_spans(const Body& body) {
 template <typename Body>
 void run_narrow(int64_t n, const Body& body) {
   ops::cuda::run_on_host(ops::cuda::Grid{3, 32}, n, body);
+}
+
+// Whether two host buffers hold the same bits (the vectorised bodies against the scalar ones).
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 template <typename T>

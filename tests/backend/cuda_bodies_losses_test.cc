@@ -173,8 +173,8 @@ TEST(CudaBodies, VocabShardPartsMatchTheCpuBackend) {
   for (int64_t i = 0; i < N; ++i) lse[size_t(i)] = mx[size_t(i)] + std::log(float(sums[size_t(i)]));
   std::vector<float> d(z.size());
   double totals[3] = {0.0, 2.5, 0.0};  // the divisor: 2.5 + 0.5
-  run_all(N * V, VocabGradBody{ptr(z), ptr(d), lse.data(), kLabels.data(), kWeights.data(), V,
-                               start, 0.5f, totals, {0.5, 0.0}});
+  run_all(N * V, XentGradBody{ptr(z), ptr(d), lse.data(), kLabels.data(), kWeights.data(), V, 0.0f, 0.5f, totals,
+                              {0.5, 0.0}, start});
   Tensor want_d = Tensor::empty({N, V});
   ops::vocab_xent_backward(cpu_context(), zt, Tensor::view(lse.data(), {N}), labels, weights,
                            start, 0.5f, Tensor::view(totals, {3}, DType::i64), {0.5, 0.0}, want_d);

@@ -23,11 +23,6 @@ using namespace ops::cuda;
 using namespace testing::cuda_bodies;
 using testing::random_normal;
 
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // w, g, m, v of n elements at `shift` floats into their storage (1: none 16-byte aligned).
 struct Buffers {
   std::vector<float> w, g, m, v;

@@ -27,11 +27,6 @@ using testing::random_normal;
 const int64_t kRows = 37;  // parameter-gradient chunks of 32 and 5 rows
 const int64_t kWidths[] = {8, 24, 40, 264, 1024};  // multiples of 8 (a bf16 span)
 
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // The forward's statistics and output, by one path's bodies.
 template <typename T>
 struct Forward {
@@ -256,10 +251,10 @@ TEST(CudaSpans, CrossEntropyIsTheLaneBodiesBitForBit) {
       EXPECT_TRUE(same_bits(got, want)) << "grad V " << V;
       for (int64_t first : {int64_t(0), start}) {  // the shard holding the labels, and one past them
         std::vector<T> vocab_want(z.size()), vocab_got(z.size());
-        run_all(N * V, VocabGradBody{ptr(z), ptr(vocab_want), lse.data(), labels.data(), nullptr, V, first, 0.25f,
-                                     totals.data(), norm});
-        run_all(N * V / Lanes::W, VocabGradSpanBody<T>{z.data(), vocab_got.data(), lse.data(), labels.data(), nullptr,
-                                                       V, first, 0.25f, totals.data(), norm});
+        run_all(N * V, XentGradBody{ptr(z), ptr(vocab_want), lse.data(), labels.data(), nullptr, V, 0.0f, 0.25f,
+                                    totals.data(), norm, first});
+        run_all(N * V / Lanes::W, XentGradSpanBody<T>{z.data(), vocab_got.data(), lse.data(), labels.data(), nullptr,
+                                                      V, 0.0f, 0.25f, totals.data(), norm, first});
         EXPECT_TRUE(same_bits(vocab_got, vocab_want)) << "vocab grad V " << V << " start " << first;
       }
     });

@@ -24,11 +24,6 @@ using testing::random_normal;
 // CudaBodies.GridCoversEveryItemOnce; an item's result does not depend on the grid).
 const int64_t kLengths[] = {1, 3, 4, 7, 8, 9, 255, 4099, 3 * 2048 + 13};
 
-template <typename T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 TEST(CudaSpans, SpansCoverEveryElementOnceAndTheLastIsShort) {
   for (int W : {4, 8})
     for (int64_t n : {1, 7, 8, 9, 4099}) {

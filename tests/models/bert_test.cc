@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <tuple>
+#include <utility>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/error.h"
@@ -249,6 +251,41 @@ void expect_grads_close(const ParamStore& store, const std::vector<float>& want,
   }
 }
 
+// A 4-layer bert-tiny with dropout: the model the tests below run in two ways.
+BertConfig four_layers_with_dropout() {
+  BertConfig c = tiny_config();
+  c.layers = 4;
+  c.init_std = 0.2f;
+  c.hidden_dropout = c.attention_dropout = 0.1f;
+  return c;
+}
+
+// Training steps of `c`, each a (step index, batch seed): the summed loss, the gradients and the
+// host bytes the model held with them; `check` sees the store after the last step.
+struct StepsRun {
+  double loss = 0;
+  std::vector<float> grads;
+  size_t bytes = 0;
+};
+StepsRun run_steps(const BertConfig& c, std::initializer_list<std::pair<uint64_t, uint64_t>> steps,
+                   const std::function<void(const ParamStore&)>& check = {}) {
+  StepsRun run;
+  const size_t before = host_bytes_in_use();
+  ParamStore store;
+  BertForPretraining model(c, store);
+  model.init_mlperf(5);
+  for (const auto& [index, seed] : steps) {
+    const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, seed);
+    const Step step{3, index, true};
+    run.loss += model.forward(step, batch).loss;
+    model.backward(step, 1.0f);
+  }
+  run.grads = store.grads_vector();
+  run.bytes = host_bytes_in_use() - before;
+  if (check) check(store);
+  return run;
+}
+
 // One global batch of 32 samples as 4 micro-batches of 8 (sample_offset 0, 8, 16, 24,
 // loss_scale 1/4) or as one micro-batch of 32, with dropout ON: the masks depend only on the
 // global sample index, so losses and gradients agree to rounding. Each group of 8 has the same
@@ -297,22 +334,11 @@ TEST(Bert, RecomputedAttentionGivesBitwiseTheSameGradientsInLessMemory) {
     double loss[2];
     size_t bytes[2];
     for (bool recompute : {false, true}) {
-      BertConfig c = tiny_config();
+      BertConfig c = four_layers_with_dropout();
       c.pre_ln = pre_ln;
-      c.layers = 4;
-      c.init_std = 0.2f;
-      c.hidden_dropout = c.attention_dropout = 0.1f;
       c.recompute_attention = recompute;
-      const size_t before = host_bytes_in_use();
-      ParamStore store;
-      BertForPretraining model(c, store);
-      model.init_mlperf(5);
-      const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, 9);
-      const Step step{3, 7, true};
-      loss[recompute] = model.forward(step, batch).loss;
-      model.backward(step, 1.0f);
-      grads[recompute] = store.grads_vector();
-      bytes[recompute] = host_bytes_in_use() - before;
+      StepsRun run = run_steps(c, {{7, 9}});
+      loss[recompute] = run.loss, grads[recompute] = std::move(run.grads), bytes[recompute] = run.bytes;
     }
     const char* layout = pre_ln ? "pre-LN" : "post-LN";
     EXPECT_EQ(loss[1], loss[0]) << layout;
@@ -335,23 +361,14 @@ TEST(Bert, FusedAttentionGivesTheUnfusedGradientsWithoutScoresInMemory) {
   size_t bytes[2];
   for (nn::AttentionCore core : {nn::AttentionCore::unfused, nn::AttentionCore::fused}) {
     const bool fused = core == nn::AttentionCore::fused;
-    BertConfig c = tiny_config();
+    BertConfig c = four_layers_with_dropout();
     c.hidden = 64, c.intermediate = 128;  // head dim 16
-    c.layers = 4;
-    c.init_std = 0.2f;
-    c.hidden_dropout = c.attention_dropout = 0.1f;
     c.attention_core = core;
-    const size_t before = host_bytes_in_use();
-    ParamStore store;
-    BertForPretraining model(c, store);
-    model.init_mlperf(5);
-    const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, 9);
-    const Step step{3, 7, true};
-    loss[fused] = model.forward(step, batch).loss;
-    model.backward(step, 1.0f);
-    bytes[fused] = host_bytes_in_use() - before;
-    if (!fused) grads = store.grads_vector();
-    else expect_grads_close(store, grads, 1e-4, "fused");
+    StepsRun run = run_steps(c, {{7, 9}}, [&](const ParamStore& store) {
+      if (fused) expect_grads_close(store, grads, 1e-4, "fused");
+    });
+    loss[fused] = run.loss, bytes[fused] = run.bytes;
+    if (!fused) grads = std::move(run.grads);
   }
   EXPECT_NEAR(loss[1], loss[0], 1e-5 * loss[0]);
   const size_t core = size_t(8 * 4 * 32 * 32) * 4;  // B*heads*S*S f32
@@ -372,25 +389,11 @@ TEST(Bert, FullRecomputationGivesBitwiseTheSameGradientsInLessMemory) {
     double loss[4];
     size_t bytes[4];
     for (int i = 0; i < 4; ++i) {
-      BertConfig c = tiny_config();
+      BertConfig c = four_layers_with_dropout();
       c.pre_ln = pre_ln;
-      c.layers = 4;
-      c.init_std = 0.2f;
-      c.hidden_dropout = c.attention_dropout = 0.1f;
       std::tie(c.recompute, c.recompute_layers) = settings[i];
-      const size_t before = host_bytes_in_use();
-      ParamStore store;
-      BertForPretraining model(c, store);
-      model.init_mlperf(5);
-      loss[i] = 0;
-      for (uint64_t step_index : {7, 8}) {
-        const data::BertBatch batch = make_batch(std::vector<int>(8, 30), std::vector<int>(8, 3), 32, 4, 64, step_index);
-        const Step step{3, step_index, true};
-        loss[i] += model.forward(step, batch).loss;
-        model.backward(step, 1.0f);
-      }
-      grads[i] = store.grads_vector();
-      bytes[i] = host_bytes_in_use() - before;
+      StepsRun run = run_steps(c, {{7, 7}, {8, 8}});
+      loss[i] = run.loss, grads[i] = std::move(run.grads), bytes[i] = run.bytes;
     }
     for (int i = 1; i < 4; ++i) {
       const std::string setting = fmt::format("{} setting {}", pre_ln ? "pre-LN" : "post-LN", i);

@@ -227,7 +227,8 @@ KILN_HD inline float xent_factor(int32_t label, const float* weights, int64_t i,
   return xent_row_factor(weights, i, scale, norm.divisor(totals));
 }
 
-// Item e = element e of dlogits (N, V): c_i (exp(z - lse_i) - ls/V - (1-ls)[v == label_i]).
+// Item e = element e of dlogits (N, V): c_i (exp(z - lse_i) - ls/V - (1-ls)[start + v == label_i]).
+// Vocab-parallel: the logits are a shard of the vocabulary from column `start` (and no smoothing).
 struct XentGradBody {
   FloatPtr logits, dlogits;
   const float* lse;
@@ -237,6 +238,7 @@ struct XentGradBody {
   float smoothing, scale;
   const double* totals;  // the forward's (3)
   XentNorm norm;
+  int64_t start = 0;
   KILN_HD void operator()(int64_t e) const {
     const int64_t i = e / V, v = e % V;
     const int32_t y = labels[i];
@@ -246,7 +248,7 @@ struct XentGradBody {
     }
     const float k = xent_factor(y, weights, i, scale, totals, norm);
     float d = k * (expf(logits[e] - lse[i]) - smoothing / float(V));
-    if (v == y) d -= k * (1.0f - smoothing);
+    if (start + v == y) d -= k * (1.0f - smoothing);
     dlogits.set(e, d);
   }
 };
@@ -265,6 +267,7 @@ struct XentGradSpanBody {
   float smoothing, scale;
   const double* totals;  // the forward's (3)
   XentNorm norm;
+  int64_t start = 0;
   KILN_HD void operator()(int64_t k) const {
     const QuotRem iv = divide(k * W, V);
     const int64_t i = iv.q;
@@ -275,7 +278,7 @@ struct XentGradSpanBody {
       load_packs<W>(logits + k * W, d);
       for (int j = 0; j < W; ++j) {
         float e = f * (expf(d[j] - lse[i]) - smoothing / float(V));
-        if (iv.r + j == y) e -= f * (1.0f - smoothing);
+        if (start + iv.r + j == y) e -= f * (1.0f - smoothing);
         d[j] = e;
       }
     }
@@ -369,57 +372,6 @@ struct VocabRowTotalsBody {
     const double w = weights ? double(weights[i]) : 1.0;
     row_loss[i] = w * (double(lse[i]) - double(combined[2 * N + i]));
     row_hit[i] = w > 0 && int64_t(combined[N + i]) == labels[i];
-  }
-};
-
-// Item e = element e of the shard's dlogits: c_i (exp(z - lse_i) - [start + v == label_i]).
-struct VocabGradBody {
-  FloatPtr logits, dlogits;
-  const float* lse;
-  const int32_t* labels;
-  const float* weights;
-  int64_t V, start;
-  float scale;
-  const double* totals;  // the forward's (3)
-  XentNorm norm;
-  KILN_HD void operator()(int64_t e) const {
-    const int64_t i = e / V, v = e % V;
-    const int32_t y = labels[i];
-    const float k = xent_factor(y, weights, i, scale, totals, norm);
-    float d = y < 0 ? 0.0f : k * expf(logits[e] - lse[i]);
-    if (start + v == y) d -= k;
-    dlogits.set(e, d);
-  }
-};
-
-// VocabGradBody over spans, as XentGradSpanBody.
-template <typename T>
-struct VocabGradSpanBody {
-  static constexpr int W = kSpanWidth<T>;
-  const T* logits;
-  T* dlogits;
-  const float* lse;
-  const int32_t* labels;
-  const float* weights;
-  int64_t V, start;
-  float scale;
-  const double* totals;  // the forward's (3)
-  XentNorm norm;
-  KILN_HD void operator()(int64_t k) const {
-    const QuotRem iv = divide(k * W, V);
-    const int64_t i = iv.q;
-    const int32_t y = labels[i];
-    float d[W] = {};
-    if (y >= 0) {
-      const float f = xent_factor(y, weights, i, scale, totals, norm);
-      load_packs<W>(logits + k * W, d);
-      for (int j = 0; j < W; ++j) {
-        float e = f * expf(d[j] - lse[i]);
-        if (start + iv.r + j == y) e -= f;
-        d[j] = e;
-      }
-    }
-    store_packs<W>(dlogits + k * W, d);
   }
 };
 

@@ -39,7 +39,6 @@ KILN_RUN_SPANS(XentMaxLaneSpanBody)
 KILN_RUN_SPANS(XentSumexpLaneSpanBody)
 KILN_RUN_SPANS(XentGradSpanBody)
 KILN_RUN_SPANS(VocabSumexpLaneSpanBody)
-KILN_RUN_SPANS(VocabGradSpanBody)
 template void run_kernel(int64_t, const LayerNormParamSumBody&, void*);
 template void run_kernel(int64_t, const BiasGradChunkBody&, void*);
 template void run_kernel(int64_t, const BiasGradCombineBody&, void*);
@@ -57,6 +56,5 @@ template void run_kernel(int64_t, const VocabPartialsBody&, void*);
 template void run_kernel(int64_t, const VocabSumexpLaneBody&, void*);
 template void run_kernel(int64_t, const VocabCombineBody&, void*);
 template void run_kernel(int64_t, const VocabRowTotalsBody&, void*);
-template void run_kernel(int64_t, const VocabGradBody&, void*);
 
 }  // namespace kiln::ops::cuda

@@ -84,20 +84,7 @@ void vocab_xent_backward(Context& ctx, const Tensor& logits, const Tensor& lse,
                          const Tensor& totals, XentNorm norm, Tensor& dlogits) {
   const char* op = "vocab_xent_backward";
   const OpScope scope = expect_cuda(ctx, op, {&logits, &lse, &labels, &weights, &totals, &dlogits});
-  const FloatPtr z = float_ptr(op, "logits", logits), dz = float_ptr(op, "dlogits", dlogits);
-  const int64_t V = logits.dim(1);
-  const double* forward_totals = reinterpret_cast<const double*>(totals.data);
-  if (rows_fit_spans(V, {&logits, &dlogits})) {
-    return with_float_type(logits.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      run(ctx, op, logits.numel() / kSpanWidth<T>,
-          VocabGradSpanBody<T>{logits.ptr<T>(), dlogits.ptr<T>(), lse.ptr<float>(), labels.ptr<int32_t>(),
-                               weights_of(weights), V, start, scale, forward_totals, norm});
-    });
-  }
-  run(ctx, op, logits.numel(),
-      VocabGradBody{z, dz, lse.ptr<float>(), labels.ptr<int32_t>(), weights_of(weights), V, start, scale,
-                    forward_totals, norm});
+  xent_grad(ctx, op, logits, lse, labels, weights, 0.0f, start, scale, totals, norm, dlogits);
 }
 
 }  // namespace kiln::ops::cuda

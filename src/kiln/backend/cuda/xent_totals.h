@@ -1,5 +1,5 @@
-// backend/cuda/xent_totals.h — the launches of the CUDA cross-entropy ops' totals (losses.cc,
-// vocab_xent.cc), in losses_bodies.h's fixed tree.
+// backend/cuda/xent_totals.h — the launches the CUDA cross-entropy ops share (losses.cc,
+// vocab_xent.cc): the totals, in losses_bodies.h's fixed tree, and the logits' gradient.
 #pragma once
 #include <algorithm>
 
@@ -16,6 +16,26 @@ inline void xent_totals(Context& ctx, const char* op, const int32_t* labels, con
   double* partial = reinterpret_cast<double*>(chunk_totals.data);
   run(ctx, op, chunks, XentChunkTotalsBody{labels, weights, row_loss, row_hit, N, partial});
   run(ctx, op, 1, XentTotalsBody{partial, chunks, totals});
+}
+
+// dlogits (N, V) from the forward's lse and totals (XentGradBody; `start`: a vocabulary shard's
+// first column), over spans where the rows fit them.
+inline void xent_grad(Context& ctx, const char* op, const Tensor& logits, const Tensor& lse, const Tensor& labels,
+                      const Tensor& weights, float smoothing, int64_t start, float scale, const Tensor& totals,
+                      XentNorm norm, Tensor& dlogits) {
+  const int64_t V = logits.dim(1);
+  const double* forward_totals = reinterpret_cast<const double*>(totals.data);
+  if (rows_fit_spans(V, {&logits, &dlogits})) {
+    return with_float_type(logits.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      run(ctx, op, logits.numel() / kSpanWidth<T>,
+          XentGradSpanBody<T>{logits.ptr<T>(), dlogits.ptr<T>(), lse.ptr<float>(), labels.ptr<int32_t>(),
+                              weights_of(weights), V, smoothing, scale, forward_totals, norm, start});
+    });
+  }
+  run(ctx, op, logits.numel(),
+      XentGradBody{float_ptr(op, "logits", logits), float_ptr(op, "dlogits", dlogits), lse.ptr<float>(),
+                   labels.ptr<int32_t>(), weights_of(weights), V, smoothing, scale, forward_totals, norm, start});
 }
 
 }  // namespace kiln::ops::cuda
