@@ -25,6 +25,22 @@ int64_t stride_of(const Tensor (&t)[3]) {
 // n elements from t's first on (the memory after t: the caller knows it is there).
 Tensor span_from(const Tensor& t, int64_t n) { return Tensor::view(t.data, {n}, t.dtype, t.device); }
 
+// Three matrices, `stride` elements apart from `first` on (stride_of's; q, k and v's rows of one
+// buffer), as one view batched over them.
+ops::MatView three_at_stride(const Tensor& first, int64_t stride, bool trans = false) {
+  ops::MatView v = ops::mat(first, trans);
+  v.t = span_from(first, 2 * stride + first.numel());
+  v.batch[0] = 3, v.batch_stride[0] = stride;
+  return v;
+}
+
+// The same matrix for each of three batches (batch stride 0).
+ops::MatView same_for_three(const Tensor& x, bool trans = false) {
+  ops::MatView v = ops::mat(x, trans);
+  v.batch[0] = 3;
+  return v;
+}
+
 }  // namespace
 
 SelfAttention::SelfAttention(ParamStore& store, const std::string& prefix, int64_t hidden,
@@ -87,16 +103,12 @@ bool SelfAttention::project_together(const Step& step, const Tensor& x) {
   if (w_stride == 0 || b_stride == 0) return false;
   const int64_t N = x.dim(0);
   Tensor qkv = qkv_.get(*step.ctx, {3 * N, width}, dt);
-  ops::MatView a = ops::mat(x), wt = ops::mat(w[0], true), c = ops::mat(qkv);
-  a.batch[0] = 3;  // batch stride 0: the same x for each
-  wt.t = span_from(w[0], 2 * w_stride + w[0].numel());
-  wt.batch[0] = 3, wt.batch_stride[0] = w_stride;
-  c.rows = N, c.batch[0] = 3, c.batch_stride[0] = N * width;
   const Tensor biases = span_from(b[0], 2 * b_stride + width);
   ops::MatmulOpts o;
   o.bias = &biases;
   o.bias_batch_stride = b_stride;
-  ops::matmul(*step.ctx, a, wt, c, o);
+  ops::matmul(*step.ctx, same_for_three(x), three_at_stride(w[0], w_stride, true),
+              three_at_stride(qkv.slice_rows(0, N), N * width), o);
   q_ = qkv.slice_rows(0, N), k_ = qkv.slice_rows(N, 2 * N), v_ = qkv.slice_rows(2 * N, 3 * N);
   for (Linear* l : {&query, &key, &value}) l->keep_input(x);
   return true;
@@ -258,17 +270,13 @@ bool SelfAttention::grads_together(const Step& step, const Tensor& dqkv, const P
   KILN_CHECK(dqkv.dim(0) == 3 * N && key.kept_input().data == x.data && value.kept_input().data == x.data,
              "SelfAttention {}: q, k and v's gradients {} are not of their one input {}", query.weight.spec().name,
              shape_str(dqkv.shape), shape_str(x.shape));
-  ops::MatView dy = ops::mat(dqkv, true), xs = ops::mat(x), c = ops::mat(w[0]);
-  dy.rows = N, dy.batch[0] = 3, dy.batch_stride[0] = N * width;
-  xs.batch[0] = 3;  // batch stride 0: the same x for each
-  c.t = span_from(w[0], 2 * w_stride + w[0].numel());
-  c.batch[0] = 3, c.batch_stride[0] = w_stride;
   Tensor biases = span_from(db[0], 2 * b_stride + width);
   ops::MatmulOpts o;
   o.beta = dw[0].accumulate ? 1.0f : 0.0f;
   o.bias_grad = &biases;
   o.bias_batch_stride = b_stride;
-  ops::matmul(*step.ctx, dy, xs, c, o);
+  ops::matmul(*step.ctx, three_at_stride(dqkv.slice_rows(0, N), N * width, true), same_for_three(x),
+              three_at_stride(w[0], w_stride), o);
   return true;
 }
 
