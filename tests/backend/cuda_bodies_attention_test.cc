@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/attention_tiles.h"
+#include "kiln/backend/cuda/attention_forward.h"
 #include "kiln/core/context.h"
 #include "cuda_bodies.h"
 #include "random_fill.h"
@@ -54,9 +54,11 @@ TEST(CudaBodies, AttentionHostTileProductsMatchFloat64InEveryLayout) {
   });
 }
 
-// What flash_keep_row4 keeps is what ops::dropout_forward keeps of the (B, heads, S, S)
-// probabilities, for heads that start anywhere in a sample and rows that straddle Philox blocks.
-TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
+// What flash_keep_row<N> keeps (4 for the backward's tiles, 2 for the forward's register pairs) is
+// what ops::dropout_forward keeps of the (B, heads, S, S) probabilities, for heads that start
+// anywhere in a sample and rows that straddle Philox blocks.
+template <int N>
+void expect_tile_dropout_is_the_ops_mask() {
   Context cpu = cpu_context();
   for (const int64_t S : {7, 13, 64}) {
     const int64_t B = 3, heads = 2, first_head = 1, n = B * heads * S * S;
@@ -75,10 +77,10 @@ TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < S; ++i)
-          for (int64_t j = 0; j < S; j += 4) {
-            float keep[4];
-            flash_keep_row4(d, s, b, h, i, j, keep);
-            for (int64_t u = 0; u < 4 && j + u < S; ++u) {
+          for (int64_t j = 0; j < S; j += N) {
+            float keep[N];
+            flash_keep_row<N>(d, s, b, h, i, j, keep);
+            for (int64_t u = 0; u < N && j + u < S; ++u) {
               const float want = kept[size_t(((b * heads + h) * S + i) * S + j + u)];
               ASSERT_EQ(keep[u] != 0.0f, want != 0.0f) << "S " << S << " b " << b << " h " << h << " i " << i;
               dropped += want == 0.0f;
@@ -87,6 +89,11 @@ TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
     EXPECT_GT(dropped, n / 5);
     EXPECT_LT(dropped, n * 2 / 5);
   }
+}
+
+TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
+  expect_tile_dropout_is_the_ops_mask<4>();
+  expect_tile_dropout_is_the_ops_mask<2>();
 }
 
 // The passes' shared memory for each head dim: what the host policy carves is what a block of the
@@ -112,7 +119,8 @@ const T* operand_element(const TileRef<T>& t, int r, int col) {
 // The host's products, counting where a 16x16 fragment's load or store in DeviceTiles' wmma_product
 // would break nvcuda::wmma's rules (crt/mma.h): a first element 32 bytes aligned (offsets from the
 // block's shared memory, which the kernel aligns to 128), a leading dimension a multiple of 16
-// bytes (8 16-bit values, 4 f32), dimensions multiples of 16.
+// bytes (8 16-bit values, 4 f32), dimensions multiples of 16; and where an ldmatrix of
+// DeviceTiles::b_of_cols would read a row that is not 16-byte aligned (PTX's rule for its addresses).
 struct WmmaRuleTiles : HostTiles {
   const char* smem;
   std::shared_ptr<int> broken = std::make_shared<int>(0);
@@ -131,6 +139,12 @@ struct WmmaRuleTiles : HostTiles {
         }
       }
     HostTiles::gemm(a, b, c, ldc, m, n, k, accumulate);
+  }
+  template <typename X, typename F, typename T>
+  void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
+    for (int row = 0; row < 16; ++row)
+      *broken += (reinterpret_cast<const char*>(tile + (k0 + row) * ld + n0) - smem) % 16 != 0;
+    HostTiles::b_of_cols(r, b, tile, ld, k0, n0);
   }
 };
 
@@ -172,29 +186,56 @@ struct ReversedHostTiles : HostTiles {
   void for_each(int n, F&& f) const {
     for (int i = n - 1; i >= 0; --i) f(i);
   }
+  template <typename F>
+  void threads(F&& f) const {
+    for (int th = kFlashThreads - 1; th >= 0; --th) f(th);
+  }
 };
 
 // The kernel's thread block on one CPU thread as its threads could run between two barriers: an
 // item of a phase goes to thread i % kFlashThreads, a product's 16x16 tiles to their warp's first
-// lane (warp w: tiles w, w + kFlashWarps, ...), and at each sync the threads run, the last one
-// first, each all of its work since the last sync. A phase that reads what an earlier phase
-// writes with no sync between them reads it before other threads have written it.
+// lane (warp w: tiles w, w + kFlashWarps, ...). At each sync the warps run, the last one first,
+// each all of its work since the last sync; within a warp the lanes run apart, the last first, up
+// to each of the warp's collective steps (mma, quad_max, quad_sum), which then runs for all 32. A
+// phase that reads what an earlier phase writes with no sync (or, within a warp, no collective
+// step) between them reads it before other threads have written it.
 class ThreadMajorTiles {
  public:
+  template <typename X>
+  using Regs = HostRegs<X, kFlashThreads>;
   template <typename F>
   void for_each(int n, F f) const {
-    work_->push_back([n, f](int thread) {
+    lanes([n, f](int thread) {
       for (int i = thread; i < n; i += kFlashThreads) f(i);
     });
   }
+  template <typename F>
+  void threads(F f) const {
+    lanes(f);
+  }
   void sync() const {
-    for (int thread = kFlashThreads - 1; thread >= 0; --thread)
-      for (const auto& w : *work_) w(thread);
+    for (int w = kFlashWarps - 1; w >= 0; --w) {
+      std::vector<const Work*> apart;
+      const auto run_apart = [&] {
+        for (int lane = 31; lane >= 0; --lane)
+          for (const Work* work : apart) work->f(32 * w + lane);
+        apart.clear();
+      };
+      for (const Work& work : *work_) {
+        if (!work.collective) {
+          apart.push_back(&work);
+          continue;
+        }
+        run_apart();
+        work.f(w);
+      }
+      run_apart();
+    }
     work_->clear();
   }
   template <typename T>
   void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
-    work_->push_back([=](int thread) {
+    lanes([=](int thread) {
       if (thread % 32 != 0) return;
       for (int tile = thread / 32; tile < m / 16 * (n / 16); tile += kFlashWarps) {
         const int i0 = tile / (n / 16) * 16, j0 = tile % (n / 16) * 16;
@@ -204,11 +245,36 @@ class ThreadMajorTiles {
       }
     });
   }
+  template <typename X, typename FC, typename FA, typename FB>
+  void mma(Regs<X>& r, FC c, FA a, FB b) const {
+    work_->push_back({[&r, c, a, b](int w) { host_warp::mma(r, w, c, a, b); }, true});
+  }
+  template <typename X, typename F>
+  void quad_max(Regs<X>& r, F v) const {
+    work_->push_back(
+        {[&r, v](int w) { host_warp::quad_reduce(r, w, v, [](float x, float y) { return fmaxf(x, y); }); }, true});
+  }
+  template <typename X, typename F>
+  void quad_sum(Regs<X>& r, F v) const {
+    work_->push_back({[&r, v](int w) { host_warp::quad_reduce(r, w, v, [](float x, float y) { return x + y; }); }, true});
+  }
+  template <typename X, typename F, typename T>
+  void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
+    lanes([&r, b, tile, ld, k0, n0](int thread) { b(r[thread]) = b_frag_of_cols(tile, ld, k0, n0, thread % 32); });
+  }
   void flush() const { sync(); }
 
  private:
-  std::shared_ptr<std::vector<std::function<void(int)>>> work_ =
-      std::make_shared<std::vector<std::function<void(int)>>>();
+  // f(thread) of one thread, or f(warp) of a warp's collective step.
+  struct Work {
+    std::function<void(int)> f;
+    bool collective = false;
+  };
+  template <typename F>
+  void lanes(F f) const {
+    work_->push_back({std::move(f), false});
+  }
+  std::shared_ptr<std::vector<Work>> work_ = std::make_shared<std::vector<Work>>();
 };
 
 // The end of a thread block: what a policy deferred runs.

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "kiln/backend/backend.h"
-#include "kiln/backend/cuda/attention_tiles.h"
+#include "kiln/backend/cuda/attention_forward.h"
 #include "kiln/backend/matmul_check.h"
 
 namespace kiln::ops {

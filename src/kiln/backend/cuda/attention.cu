@@ -1,8 +1,9 @@
-// backend/cuda/attention.cu — the fused attention kernels: attention_tiles.h's block algorithms
-// with DeviceTiles, whose products are nvcuda::wmma 16x16x16 tensor-core fragments (bf16 / f16 in,
-// f32 accumulated) over shared-memory tiles. wmma rather than raw mma.sync: its fragments' register
-// layout is opaque, so every tile between two products lives in shared memory, where the host
-// policy reads the same tile; the S x S block is in shared memory only, never in global memory.
+// backend/cuda/attention.cu — the fused attention kernels: attention_forward.h's and
+// attention_tiles.h's block algorithms with DeviceTiles. The forward's products are mma.sync
+// m16n8k16 on register fragments (warp_mma.h's layouts, V's B operand by ldmatrix.trans); the
+// backward's are nvcuda::wmma 16x16x16 fragments over shared-memory tiles, whose register layout is
+// opaque, so every tile between two of its products lives in shared memory, where the host policy
+// reads the same tile. The S x S block is never in global memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -53,14 +54,66 @@ __device__ void wmma_product(const TileRef<T>& a, const TileRef<T>& b, float* c,
   }
 }
 
+template <typename T>
+__device__ uint32_t bits_of(const Pair<T>& p) {
+  uint32_t u;
+  memcpy(&u, &p, sizeof u);
+  return u;
+}
+
+// c += a b on the tensor cores: one m16n8k16 product of the warp, f32 accumulated.
+__device__ void mma_16816(CFrag& c, const AFrag<bf16_t>& a, const BFrag<bf16_t>& b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
+      : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])), "r"(bits_of(b.r[0])),
+        "r"(bits_of(b.r[1])));
+}
+__device__ void mma_16816(CFrag& c, const AFrag<f16_t>& a, const BFrag<f16_t>& b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
+      : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])), "r"(bits_of(b.r[0])),
+        "r"(bits_of(b.r[1])));
+}
+
+// b_frag_of_cols by ldmatrix: lanes 0-7 give rows k0 .. k0 + 7 (the first 8 x 8 matrix), lanes
+// 8-15 rows k0 + 8 .., 16 bytes from column n0 each; .trans hands lane l the pairs (2t, 2t+1) of
+// column g of each, B's layout.
+template <typename T>
+__device__ BFrag<T> ldmatrix_b_of_cols(const T* tile, int ld, int k0, int n0) {
+  const unsigned row = unsigned(__cvta_generic_to_shared(tile + (k0 + int(threadIdx.x) % 16) * ld + n0));
+  uint32_t r0, r1;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+  BFrag<T> b;
+  memcpy(&b.r[0], &r0, sizeof r0);
+  memcpy(&b.r[1], &r1, sizeof r1);
+  return b;
+}
+
+// One thread's registers of type X.
+template <typename X>
+struct DeviceRegs {
+  X x;
+  KILN_HD X& operator[](int) { return x; }
+};
+
 // One thread block: a phase's items strided over its threads, syncs as barriers, tensor-core
 // products. Host-device only so that the host-device block algorithms may call it; kernels alone
 // do.
 struct DeviceTiles {
+  template <typename X>
+  using Regs = DeviceRegs<X>;
   template <typename F>
   KILN_HD void for_each(int n, F&& f) const {
 #if defined(__CUDA_ARCH__)
     for (int i = int(threadIdx.x); i < n; i += kFlashThreads) f(i);
+#endif
+  }
+  template <typename F>
+  KILN_HD void threads(F&& f) const {
+#if defined(__CUDA_ARCH__)
+    f(int(threadIdx.x));
 #endif
   }
   KILN_HD void sync() const {
@@ -78,12 +131,40 @@ struct DeviceTiles {
     else wmma_product<T, wmma::row_major, wmma::row_major>(a, b, c, ldc, m, n, k, accumulate);
 #endif
   }
+  template <typename X, typename FC, typename FA, typename FB>
+  KILN_HD void mma(Regs<X>& r, FC c, FA a, FB b) const {
+#if defined(__CUDA_ARCH__)
+    mma_16816(c(r.x), a(r.x), b(r.x));
+#endif
+  }
+  template <typename X, typename F>
+  KILN_HD void quad_max(Regs<X>& r, F v) const {
+#if defined(__CUDA_ARCH__)
+    float& x = v(r.x);
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+#endif
+  }
+  template <typename X, typename F>
+  KILN_HD void quad_sum(Regs<X>& r, F v) const {
+#if defined(__CUDA_ARCH__)
+    float& x = v(r.x);
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+#endif
+  }
+  template <typename X, typename F, typename T>
+  KILN_HD void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
+#if defined(__CUDA_ARCH__)
+    b(r.x) = ldmatrix_b_of_cols(tile, ld, k0, n0);
+#endif
+  }
 };
 
-template <typename T>
+template <typename T, int D>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(FlashForwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  flash_forward_block(DeviceTiles{}, a, blockIdx.z, blockIdx.y, int64_t(blockIdx.x) * kFlashForward.outer, smem);
+  flash_forward_rows<D>(DeviceTiles{}, a, blockIdx.z, blockIdx.y, int64_t(blockIdx.x) * kFlashForward.outer, smem);
 }
 
 template <typename T>
@@ -113,12 +194,14 @@ template <typename T>
 cudaError_t launch_flash_forward(const FlashForwardArgs<T>& a, void* stream) {
   if (!has_blocks(a.shape)) return cudaSuccess;
   const int bytes = int(flash_forward_smem_bytes<T>(int(a.shape.d)));
-  const cudaError_t err =
-      cudaFuncSetAttribute(flash_forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (err != cudaSuccess) return err;
-  flash_forward_kernel<T><<<grid_of(a.shape, kFlashForward.outer), kFlashThreads, bytes,
-                            static_cast<cudaStream_t>(stream)>>>(a);
-  return cudaSuccess;
+  cudaError_t err = cudaSuccess;
+  with_flash_head_dim(a.shape.d, [&]<int D>() {
+    err = cudaFuncSetAttribute(flash_forward_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess) return;
+    flash_forward_kernel<T, D><<<grid_of(a.shape, kFlashForward.outer), kFlashThreads, bytes,
+                                 static_cast<cudaStream_t>(stream)>>>(a);
+  });
+  return err;
 }
 
 template <typename T>

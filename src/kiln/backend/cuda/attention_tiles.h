@@ -1,8 +1,10 @@
 // backend/cuda/attention_tiles.h — fused ("flash") attention as block algorithms written once over
 // a tile policy: the CUDA kernel runs them with DeviceTiles (attention.cu: a thread block of
-// kFlashThreads, shared memory, wmma tensor-core products), the CPU backend with HostTiles (plain
-// loops, one block at a time), so the CPU runs the kernel's tiling, masking, online softmax and
-// dropout, all but the tensor-core products' summation order.
+// kFlashThreads, shared memory, tensor-core products), the CPU backend with HostTiles (plain loops,
+// one block at a time, the warps' register products emulated lane by lane), so the CPU runs the
+// kernel's tiling, masking, online softmax and dropout, all but the tensor cores' summation order.
+// This file: what both directions share, the backward passes and the host policy; the forward is
+// attention_forward.h.
 //
 // Per (sample b, head h), with d = head_dim, s_ij = scale * q_i . k_j + bias_j (bias_j = -10000
 // for a padding key, BERT's), P = softmax_j(s), Z the dropout's keep mask, p its probability:
@@ -14,7 +16,10 @@
 // (b, h, i, j) is element element_offset + (h S + i) S + j of global sample sample_offset + b.
 // A tile policy has for_each(n, f): f(i) for each item i < n of a phase, in any order, on any of
 // the block's threads, at any time before the next sync() (so the lambdas of a helper that returns
-// first capture by value); sync(): the end of a phase; gemm(a, b, c, ...): a tile product.
+// first capture by value); sync(): the end of a phase; gemm(a, b, c, ...): a shared-memory tile
+// product. For register products: Regs<X>, each thread's registers of type X; threads(f): f(th) on
+// each thread th, its lanes running apart until the warp's next collective step (mma, quad_max,
+// quad_sum, b_of_cols), so lambdas that such a step follows capture loop indices by value.
 #pragma once
 #include <array>
 #include <cmath>
@@ -23,6 +28,7 @@
 
 #include "kiln/backend/cuda/hd_types.h"
 #include "kiln/backend/cuda/vec_access.h"
+#include "kiln/backend/cuda/warp_mma.h"
 #include "kiln/core/philox.h"
 
 namespace kiln::ops::cuda {
@@ -35,7 +41,6 @@ inline constexpr int64_t kFlashMaxHeadDim = 128;  // head_dim: a multiple of 16 
 struct FlashBlock {
   int outer, inner;
 };
-inline constexpr FlashBlock kFlashForward{64, 64};  // query rows, key rows
 inline constexpr FlashBlock kFlashKeyPass{64, 32};  // backward: key rows (dk, dv), query rows
 inline constexpr FlashBlock kFlashQueryPass{64, 32};  // backward: query rows (dq), key rows
 
@@ -117,30 +122,32 @@ KILN_HD inline uint32_t philox_word(const std::array<uint32_t, 4>& w, int64_t i)
   return i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
 }
 
-// keep[t] = 0 where element first + t of global sample `sample` is dropped, else 1 (t < 4): the
-// words of its Philox blocks at counter (sample << 32) | (element / 4), as the CPU's dropout. The
-// four lie in block first / 4 and, unless first is a multiple of 4, the next one.
-KILN_HD inline void flash_keep4(const FlashDropout& d, uint64_t sample, int64_t first, float keep[4]) {
+// keep[t] = 0 where element first + t of global sample `sample` is dropped, else 1 (t < N <= 4):
+// the words of its Philox blocks at counter (sample << 32) | (element / 4), as the CPU's dropout.
+// The N lie in block first / 4 and, where they pass its end, the next one.
+template <int N>
+KILN_HD void flash_keep(const FlashDropout& d, uint64_t sample, int64_t first, float keep[N]) {
   const uint64_t hi = sample << 32;
   const int64_t shift = first & 3;
   const auto a = d.rng.block(hi | uint64_t(uint32_t(first >> 2)));
-  const auto b = shift ? d.rng.block(hi | uint64_t(uint32_t((first >> 2) + 1))) : a;
-  for (int64_t t = 0; t < 4; ++t) {
+  const auto b = shift + N > 4 ? d.rng.block(hi | uint64_t(uint32_t((first >> 2) + 1))) : a;
+  for (int64_t t = 0; t < N; ++t) {
     const int64_t i = shift + t;
     const uint32_t word = i < 4 ? philox_word(a, i) : philox_word(b, i - 4);
     keep[t] = u32_to_unit_float(word) < d.p ? 0.0f : 1.0f;
   }
 }
 
-// The dropout's four keep values of row i's columns j .. j + 3 of head h of sample b (all 1
+// The dropout's N keep values of row i's columns j .. j + N - 1 of head h of sample b (all 1
 // without dropout).
-KILN_HD inline void flash_keep_row4(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h, int64_t i,
-                                    int64_t j, float keep[4]) {
+template <int N>
+KILN_HD void flash_keep_row(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h, int64_t i, int64_t j,
+                            float keep[N]) {
   if (d.p == 0.0f) {
-    for (int t = 0; t < 4; ++t) keep[t] = 1.0f;
+    for (int t = 0; t < N; ++t) keep[t] = 1.0f;
     return;
   }
-  flash_keep4(d, uint64_t(*d.sample_offset) + uint64_t(b), d.element_offset + (h * s.S + i) * s.S + j, keep);
+  flash_keep<N>(d, uint64_t(*d.sample_offset) + uint64_t(b), d.element_offset + (h * s.S + i) * s.S + j, keep);
 }
 
 // A key's bias: 0 for a token, -10000 for padding, -inf past the sequence (a tile's padding).
@@ -171,10 +178,11 @@ KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const
   });
 }
 
-// rows x d f32 values of a tile (ld) times `mul` (null: 1) into rows `first` .. of a head.
-// Rows of whole packs (FlashHeads::packs) are written a 16-byte pack per item.
-template <typename Tiles, typename T>
-KILN_HD void flash_store_rows(const Tiles& t, const float* tile, int ld, const float* mul, const FlashShape& s,
+// rows x d values of a tile (ld; f32, or T as the forward's context) times `mul` (null: 1) into
+// rows `first` .. of a head. Rows of whole packs (FlashHeads::packs) are written a 16-byte pack per
+// item.
+template <typename Tiles, typename U, typename T>
+KILN_HD void flash_store_rows(const Tiles& t, const U* tile, int ld, const float* mul, const FlashShape& s,
                               int64_t b, int64_t h, int64_t first, int rows, const FlashHeads<T>& x) {
   const int d = int(s.d);
   if (x.packs) {
@@ -184,7 +192,7 @@ KILN_HD void flash_store_rows(const Tiles& t, const float* tile, int ld, const f
       const int r = e / per_row, c = e % per_row * W;
       if (first + r >= s.S) return;
       T v[W];
-      for (int j = 0; j < W; ++j) v[j] = store<T>(tile[r * ld + c + j] * (mul ? mul[r] : 1.0f));
+      for (int j = 0; j < W; ++j) v[j] = store<T>(load(tile[r * ld + c + j]) * (mul ? mul[r] : 1.0f));
       Pack pack;
       std::memcpy(&pack, v, kPackBytes);
       write_pack(x.row(b, h, first + r) + c, pack);
@@ -193,7 +201,7 @@ KILN_HD void flash_store_rows(const Tiles& t, const float* tile, int ld, const f
   }
   t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
-    if (first + r < s.S) x.row(b, h, first + r)[c] = store<T>(tile[r * ld + c] * (mul ? mul[r] : 1.0f));
+    if (first + r < s.S) x.row(b, h, first + r)[c] = store<T>(load(tile[r * ld + c]) * (mul ? mul[r] : 1.0f));
   });
 }
 
@@ -216,96 +224,6 @@ KILN_HD inline FlashGrad flash_grad(float qk, float dp, float bias, float lse, f
   const float prob = expf(qk * scale + bias - lse);
   const float kept = keep * d.scale;
   return {prob * kept, prob * (dp * kept - dot) * scale};
-}
-
-// ---- forward: one block of kFlashForward.outer query rows of (b, h) ----
-
-struct FlashForwardSmem {
-  template <typename T>
-  struct Tiles {
-    T *q, *k, *v, *p;     // (64, d) query rows, (64, d) key rows x 2, (64, 64) dropped probabilities
-    float *s, *o;         // (64, 64) scores then probabilities, (64, d) the context's running sum
-    float *bias, *max, *sum, *rescale;  // per key (64), per query row (64) x 3
-  };
-  template <typename T>
-  KILN_HD static Tiles<T> carve(SmemCarver& c, int d) {
-    const FlashBlock f = kFlashForward;
-    Tiles<T> t;
-    t.q = c.take<T>(f.outer * tile_ld<T>(d));
-    t.k = c.take<T>(f.inner * tile_ld<T>(d));
-    t.v = c.take<T>(f.inner * tile_ld<T>(d));
-    t.p = c.take<T>(f.outer * tile_ld<T>(f.inner));
-    t.s = c.take<float>(f.outer * tile_ld<float>(f.inner));
-    t.o = c.take<float>(f.outer * tile_ld<float>(d));
-    t.bias = c.take<float>(f.inner);
-    t.max = c.take<float>(f.outer);
-    t.sum = c.take<float>(f.outer);
-    t.rescale = c.take<float>(f.outer);
-    return t;
-  }
-};
-
-template <typename T>
-KILN_HD inline int64_t flash_forward_smem_bytes(int d) {
-  SmemCarver c;
-  FlashForwardSmem::carve<T>(c, d);
-  return c.used;
-}
-
-// Query rows q0 .. q0 + 63 of head h of sample b: context and lse.
-template <typename Tiles, typename T>
-KILN_HD void flash_forward_block(const Tiles& t, const FlashForwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
-                                 char* smem) {
-  constexpr int R = kFlashForward.outer, C = kFlashForward.inner;
-  const FlashShape& s = a.shape;
-  const int d = int(s.d), ldt = tile_ld<T>(d), ldp = tile_ld<T>(C), lds = tile_ld<float>(C), ldo = tile_ld<float>(d);
-  SmemCarver carver{smem};
-  const auto m = FlashForwardSmem::carve<T>(carver, d);
-  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt);
-  t.for_each(R * d, [&](int e) { m.o[e / d * ldo + e % d] = 0.0f; });
-  t.for_each(R, [&](int r) { m.max[r] = -INFINITY, m.sum[r] = 0.0f; });
-  for (int64_t k0 = 0; k0 < s.S; k0 += C) {
-    t.sync();  // the last key block's tiles are read
-    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, ldt);
-    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, ldt);
-    t.for_each(C, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
-    t.sync();
-    t.gemm(TileRef<T>{m.q, ldt, false}, TileRef<T>{m.k, ldt, true}, m.s, lds, R, C, d, false);
-    t.sync();
-    t.for_each(R, [&](int r) {  // the online softmax: the scores, the new running max, the rescale
-      float* row = m.s + r * lds;
-      float mx = m.max[r];
-      for (int j = 0; j < C; ++j) mx = fmaxf(mx, row[j] = row[j] * s.scale + m.bias[j]);
-      m.rescale[r] = expf(m.max[r] - mx);
-      m.max[r] = mx;
-    });
-    t.sync();
-    t.for_each(R * d, [&](int e) { m.o[e / d * ldo + e % d] *= m.rescale[e / d]; });
-    t.for_each(R * C / 4, [&](int g) {  // exp(s - max) in f32 for the sums, dropped in T for the product
-      const int r = g / (C / 4), j = g % (C / 4) * 4;
-      float keep[4];
-      flash_keep_row4(a.drop, s, b, h, q0 + r, k0 + j, keep);
-      for (int u = 0; u < 4; ++u) {
-        float& x = m.s[r * lds + j + u];
-        x = expf(x - m.max[r]);
-        m.p[r * ldp + j + u] = store<T>(x * keep[u] * a.drop.scale);
-      }
-    });
-    t.sync();
-    t.gemm(TileRef<T>{m.p, ldp, false}, TileRef<T>{m.v, ldt, false}, m.o, ldo, R, d, C, true);
-    t.for_each(R, [&](int r) {
-      float sum = 0.0f;
-      for (int j = 0; j < C; ++j) sum += m.s[r * lds + j];
-      m.sum[r] = m.sum[r] * m.rescale[r] + sum;
-    });
-  }
-  t.sync();
-  t.for_each(R, [&](int r) {
-    m.rescale[r] = 1.0f / m.sum[r];
-    if (q0 + r < s.S) a.lse[(b * s.heads + h) * s.S + q0 + r] = m.max[r] + logf(m.sum[r]);
-  });
-  t.sync();
-  flash_store_rows(t, m.o, ldo, m.rescale, s, b, h, q0, R, a.o);
 }
 
 // ---- backward ----
@@ -432,7 +350,7 @@ KILN_HD void flash_backward_key_block(const Tiles& t, const FlashBackwardArgs<T>
     t.for_each(R * K / 4, [&](int gi) {  // dropped probabilities to x, dS over dp
       const int r = gi / (K / 4), j = gi % (K / 4) * 4;
       float keep[4];
-      flash_keep_row4(a.drop, s, b, h, q0 + r, k0 + j, keep);
+      flash_keep_row<4>(a.drop, s, b, h, q0 + r, k0 + j, keep);
       for (int u = 0; u < 4; ++u) {
         const int e = r * ldg + j + u;
         const FlashGrad f = flash_grad(m.g.s[e], m.g.dp[e], m.bias[j + u], m.lse[r], m.dot[r], keep[u], a.drop, s.scale);
@@ -476,7 +394,7 @@ KILN_HD void flash_backward_query_block(const Tiles& t, const FlashBackwardArgs<
     t.for_each(R * K / 4, [&](int gi) {
       const int r = gi / (K / 4), j = gi % (K / 4) * 4;
       float keep[4];
-      flash_keep_row4(a.drop, s, b, h, q0 + r, k0 + j, keep);
+      flash_keep_row<4>(a.drop, s, b, h, q0 + r, k0 + j, keep);
       for (int u = 0; u < 4; ++u) {
         const int e = r * ldg + j + u;
         const FlashGrad f = flash_grad(m.g.s[e], m.g.dp[e], m.bias[j + u], m.lse[r], m.dot[r], keep[u], a.drop, s.scale);
@@ -496,13 +414,40 @@ KILN_HD inline int64_t flash_blocks(int64_t S, int rows) { return (S + rows - 1)
 // ---- the host policy ----
 
 // A thread block's work on one CPU thread: each item of a phase in turn, syncs free, products
-// as plain loops (operands loaded to f32, summed in f32 in k order).
+// as plain loops (operands loaded to f32, summed in f32 in k order); the warps' register products
+// (warp_mma.h) emulated warp by warp.
 struct HostTiles {
+  template <typename X>
+  using Regs = HostRegs<X, kFlashThreads>;
   template <typename F>
   void for_each(int n, F&& f) const {
     for (int i = 0; i < n; ++i) f(i);
   }
+  // f(thread) for each thread of the block: per-thread work on its registers.
+  template <typename F>
+  void threads(F&& f) const {
+    for (int th = 0; th < kFlashThreads; ++th) f(th);
+  }
   void sync() const {}
+  // c(x) += a(x) b(x), the fragments of each thread's registers x, warp by warp.
+  template <typename X, typename FC, typename FA, typename FB>
+  void mma(Regs<X>& r, FC c, FA a, FB b) const {
+    for (int w = 0; w < kFlashWarps; ++w) host_warp::mma(r, w, c, a, b);
+  }
+  // v(x) over each group of four lanes: max, sum.
+  template <typename X, typename F>
+  void quad_max(Regs<X>& r, F v) const {
+    for (int w = 0; w < kFlashWarps; ++w) host_warp::quad_reduce(r, w, v, [](float a, float b) { return fmaxf(a, b); });
+  }
+  template <typename X, typename F>
+  void quad_sum(Regs<X>& r, F v) const {
+    for (int w = 0; w < kFlashWarps; ++w) host_warp::quad_reduce(r, w, v, [](float a, float b) { return a + b; });
+  }
+  // b(x) = the B operand at rows k0.., columns n0.. of a row-major tile (b_frag_of_cols).
+  template <typename X, typename F, typename T>
+  void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
+    threads([&](int th) { b(r[th]) = b_frag_of_cols(tile, ld, k0, n0, th % 32); });
+  }
   // c (m, n; ldc) = (accumulate ? c : 0) + a (m, k) b (k, n).
   template <typename T>
   void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {

@@ -1,0 +1,208 @@
+// backend/cuda/attention_forward.h — the fused attention's forward (attention_tiles.h) as
+// FlashAttention-2 runs it: a block of 64 query rows of (b, h), warp w holding rows 16 w .. 16 w + 15
+// in registers as mma.sync fragments (warp_mma.h), key blocks of 64 streamed through shared memory.
+// The scores, the probabilities and the context's running sum never leave registers: the score
+// product's C fragments become the context product's A fragments where they lie, and a row's max
+// and sum are combined over the four lanes that hold it by shuffles.
+//
+// Per key block and warp, at head dim d: 8 d / 16 products for the scores and as many for the
+// context (m16n8k16: 16 x 8 x 16 each), their B operands read from shared memory once per warp
+// (32-bit reads for K's rows, ldmatrix's transposing form for V's), every score touched once in
+// registers, and a Philox block per two of them where the dropout is on.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kiln/backend/cuda/attention_tiles.h"
+
+namespace kiln::ops::cuda {
+
+inline constexpr FlashBlock kFlashForward{64, 64};  // query rows, key rows
+
+// The block's shared memory: the query rows (then the context rounded to T), one key block's K
+// and V rows, its keys' biases.
+struct FlashForwardSmem {
+  template <typename T>
+  struct Tiles {
+    T *q, *k, *v;  // (64, d) each
+    float* bias;   // (64)
+  };
+  template <typename T>
+  KILN_HD static Tiles<T> carve(SmemCarver& c, int d) {
+    const FlashBlock f = kFlashForward;
+    Tiles<T> t;
+    t.q = c.take<T>(f.outer * tile_ld<T>(d));
+    t.k = c.take<T>(f.inner * tile_ld<T>(d));
+    t.v = c.take<T>(f.inner * tile_ld<T>(d));
+    t.bias = c.take<float>(f.inner);
+    return t;
+  }
+};
+
+template <typename T>
+KILN_HD inline int64_t flash_forward_smem_bytes(int d) {
+  SmemCarver c;
+  FlashForwardSmem::carve<T>(c, d);
+  return c.used;
+}
+
+// A thread's registers at head dim D: its warp's 16 query rows as A fragments, its elements of the
+// scores (16 rows x 64 keys, 8 C tiles), of the dropped probabilities (4 A fragments) and of the
+// context's running sum (16 x D); per row half u (rows g and g + 8 of the warp's 16) the running
+// max and sum (its own elements' part until the end), the key block's max and the rescale.
+template <typename T, int D>
+struct FlashForwardRegs {
+  static constexpr int kSteps = D / 16, kKeyTiles = kFlashForward.inner / 8, kKeySteps = kFlashForward.inner / 16,
+                       kOutTiles = D / 8;
+  AFrag<T> q[kSteps];
+  CFrag s[kKeyTiles];
+  AFrag<T> p[kKeySteps];
+  CFrag o[kOutTiles];
+  BFrag<T> b;  // a product's B operand
+  float max[2], sum[2], block_max[2], rescale[2];
+};
+
+// S = Q K^T of the warp's rows and the key block in m.k (rows of ldt).
+template <int D, typename Tiles, typename Regs, typename T>
+KILN_HD void flash_forward_scores(const Tiles& t, Regs& r, const T* k, int ldt) {
+  using X = FlashForwardRegs<T, D>;
+  KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j) {
+    KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) {
+      t.threads([&r, k, ldt, j, kk](int th) {
+        X& x = r[th];
+        x.b = b_frag_of_rows(k, ldt, 8 * j, 16 * kk, th % 32);
+        if (kk == 0) x.s[j] = CFrag{};
+      });
+      t.mma(r, [j](X& x) -> CFrag& { return x.s[j]; }, [kk](X& x) -> const AFrag<T>& { return x.q[kk]; },
+            [](X& x) -> const BFrag<T>& { return x.b; });
+    }
+  }
+}
+
+// O += P V of the warp's dropped probabilities and the key block's V rows in m.v (rows of ldt).
+template <int D, typename Tiles, typename Regs, typename T>
+KILN_HD void flash_forward_context(const Tiles& t, Regs& r, const T* v, int ldt) {
+  using X = FlashForwardRegs<T, D>;
+  KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) {
+    KILN_UNROLL for (int c = 0; c < X::kKeySteps; ++c) {
+      t.b_of_cols(r, [](X& x) -> BFrag<T>& { return x.b; }, v, ldt, 16 * c, 8 * n);
+      t.mma(r, [n](X& x) -> CFrag& { return x.o[n]; }, [c](X& x) -> const AFrag<T>& { return x.p[c]; },
+            [](X& x) -> const BFrag<T>& { return x.b; });
+    }
+  }
+}
+
+// One thread's part of the online softmax for key block k0 (its scores' block maxima combined over
+// the quad already): the new running max and the rescale of what came before, exp(s - max) summed
+// in f32, dropped and rounded to T as the context product's A, the context's sum rescaled.
+template <int D, typename T>
+KILN_HD void flash_forward_softmax(FlashForwardRegs<T, D>& x, const FlashForwardArgs<T>& a, int64_t b, int64_t h,
+                                   int64_t row0, int64_t k0, int lane) {
+  using X = FlashForwardRegs<T, D>;
+  float part[2] = {0.0f, 0.0f};
+  for (int u = 0; u < 2; ++u) {
+    const float mx = fmaxf(x.max[u], x.block_max[u]);
+    x.rescale[u] = expf(x.max[u] - mx);
+    x.max[u] = mx;
+  }
+  KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j) {
+    KILN_UNROLL for (int u = 0; u < 2; ++u) {
+      float keep[2];
+      flash_keep_row<2>(a.drop, a.shape, b, h, row0 + c_row(lane, 2 * u), k0 + 8 * j + c_col(lane, 0), keep);
+      for (int e = 0; e < 2; ++e) {
+        float& p = x.s[j].c[2 * u + e];
+        p = expf(p - x.max[u]);
+        part[u] += p;
+        p *= keep[e] * a.drop.scale;
+      }
+    }
+  }
+  KILN_UNROLL for (int c = 0; c < X::kKeySteps; ++c) x.p[c] = a_frag_of<T>(x.s[2 * c], x.s[2 * c + 1]);
+  KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n)
+    for (int i = 0; i < 4; ++i) x.o[n].c[i] *= x.rescale[i / 2];
+  for (int u = 0; u < 2; ++u) x.sum[u] = x.sum[u] * x.rescale[u] + part[u];
+}
+
+// Query rows q0 .. q0 + 63 of head h of sample b at head dim D: context and lse.
+template <int D, typename Tiles, typename T>
+KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
+                                char* smem) {
+  using X = FlashForwardRegs<T, D>;
+  constexpr int R = kFlashForward.outer, C = kFlashForward.inner, ldt = tile_ld<T>(D);
+  const FlashShape& s = a.shape;
+  SmemCarver carver{smem};
+  const auto m = FlashForwardSmem::carve<T>(carver, D);
+  typename Tiles::template Regs<X> r;
+  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt);
+  t.sync();
+  t.threads([&](int th) {
+    X& x = r[th];
+    KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) x.q[kk] = a_frag(m.q, ldt, th / 32 * 16, 16 * kk, th % 32);
+    KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) x.o[n] = CFrag{};
+    for (int u = 0; u < 2; ++u) x.max[u] = -INFINITY, x.sum[u] = 0.0f;
+  });
+  for (int64_t k0 = 0; k0 < s.S; k0 += C) {
+    t.sync();  // the last key block's rows are read (and the first time, the query rows)
+    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, ldt);
+    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, ldt);
+    t.for_each(C, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
+    t.sync();
+    flash_forward_scores<D>(t, r, m.k, ldt);
+    t.threads([&r, &m, &s](int th) {  // scale and bias, the thread's row maxima
+      X& x = r[th];
+      x.block_max[0] = x.block_max[1] = -INFINITY;
+      KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j)
+        for (int i = 0; i < 4; ++i) {
+          float& v = x.s[j].c[i];
+          v = v * s.scale + m.bias[8 * j + c_col(th % 32, i)];
+          x.block_max[i / 2] = fmaxf(x.block_max[i / 2], v);
+        }
+    });
+    t.quad_max(r, [](X& x) -> float& { return x.block_max[0]; });
+    t.quad_max(r, [](X& x) -> float& { return x.block_max[1]; });
+    t.threads([&r, &a, b, h, q0, k0](int th) {
+      flash_forward_softmax<D>(r[th], a, b, h, q0 + th / 32 * 16, k0, th % 32);
+    });
+    flash_forward_context<D>(t, r, m.v, ldt);
+  }
+  t.quad_sum(r, [](X& x) -> float& { return x.sum[0]; });
+  t.quad_sum(r, [](X& x) -> float& { return x.sum[1]; });
+  t.threads([&](int th) {  // lse, and the context over the sums rounded to T into the query rows' tile
+    X& x = r[th];
+    const int lane = th % 32, row0 = th / 32 * 16;
+    for (int u = 0; u < 2; ++u) {
+      const int64_t i = q0 + row0 + c_row(lane, 2 * u);
+      if (lane % 4 == 0 && i < s.S) a.lse[(b * s.heads + h) * s.S + i] = x.max[u] + logf(x.sum[u]);
+    }
+    const float inv[2] = {1.0f / x.sum[0], 1.0f / x.sum[1]};
+    KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n)
+      for (int i = 0; i < 4; ++i)
+        m.q[(row0 + c_row(lane, i)) * ldt + 8 * n + c_col(lane, i)] = store<T>(x.o[n].c[i] * inv[i / 2]);
+  });
+  t.sync();
+  flash_store_rows(t, m.q, ldt, nullptr, s, b, h, q0, R, a.o);
+}
+
+// fn.template operator()<D>() with D = d, a multiple of 16 up to kFlashMaxHeadDim (the caller has
+// checked it).
+template <typename Fn>
+void with_flash_head_dim(int64_t d, Fn&& fn) {
+  switch (d) {
+    case 16: return fn.template operator()<16>();
+    case 32: return fn.template operator()<32>();
+    case 48: return fn.template operator()<48>();
+    case 64: return fn.template operator()<64>();
+    case 80: return fn.template operator()<80>();
+    case 96: return fn.template operator()<96>();
+    case 112: return fn.template operator()<112>();
+    default: return fn.template operator()<128>();
+  }
+}
+
+// The forward of one block on the host (HostTiles or a test's policy).
+template <typename Tiles, typename T>
+void flash_forward_block(const Tiles& t, const FlashForwardArgs<T>& a, int64_t b, int64_t h, int64_t q0, char* smem) {
+  with_flash_head_dim(a.shape.d, [&]<int D>() { flash_forward_rows<D>(t, a, b, h, q0, smem); });
+}
+
+}  // namespace kiln::ops::cuda

@@ -1,0 +1,151 @@
+// backend/cuda/warp_mma.h — a warp's tensor-core products with their operands in registers: PTX's
+// mma.sync.m16n8k16 (bf16 / f16 in, f32 accumulated), its fragment layouts, the per-thread code
+// that loads and repacks fragments (run as is on the device and on the host), and the host's
+// emulation of the warp's collective steps over all 32 lanes' registers.
+//
+// Lane l of a warp: group g = l / 4, thread in group t = l % 4. Its fragments (PTX ISA, "Matrix
+// Fragments for mma.m16n8k16"; (row, column), a pair the two neighbours of a column range):
+//   A (16 x 16)        r[0] (g, 2t..2t+1)  r[1] (g+8, 2t..2t+1)  r[2] (g, 2t+8..)  r[3] (g+8, 2t+8..)
+//   B (16 x 8, k x n)  r[0] (2t..2t+1, g)  r[1] (2t+8..2t+9, g)
+//   C (16 x 8, f32)    c[0], c[1] (g, 2t..2t+1)  c[2], c[3] (g+8, 2t..2t+1)
+// A pair's first element is its register's low half. So C's layout of two neighbouring 16 x 8
+// tiles is A's of their 16 x 16 (a_frag_of): a product's result feeds the next one's A in registers.
+#pragma once
+#include <cstring>
+#include <memory>
+
+#include "kiln/backend/cuda/hd_types.h"
+
+#if defined(__CUDA_ARCH__)
+#define KILN_UNROLL _Pragma("unroll")
+#else
+#define KILN_UNROLL
+#endif
+
+namespace kiln::ops::cuda {
+
+template <typename T>
+struct Pair {
+  T lo, hi;
+};
+template <typename T>
+struct AFrag {
+  Pair<T> r[4];
+};
+template <typename T>
+struct BFrag {
+  Pair<T> r[2];
+};
+struct CFrag {
+  float c[4];
+};
+
+// Where lane l's element i of a fragment sits in its matrix, element by element as PTX numbers them
+// (A: a0..a7, B: b0..b3, C: c0..c3).
+KILN_HD constexpr int a_row(int l, int i) { return l / 4 + 8 * (i / 2 % 2); }
+KILN_HD constexpr int a_col(int l, int i) { return 2 * (l % 4) + i % 2 + 8 * (i / 4); }
+KILN_HD constexpr int b_row(int l, int i) { return 2 * (l % 4) + i % 2 + 8 * (i / 2); }
+KILN_HD constexpr int b_col(int l, int) { return l / 4; }
+KILN_HD constexpr int c_row(int l, int i) { return l / 4 + 8 * (i / 2); }
+KILN_HD constexpr int c_col(int l, int i) { return 2 * (l % 4) + i % 2; }
+
+// Two neighbouring elements, p 4-byte aligned (an even column of a tile of even row length): one
+// 32-bit shared-memory read on the device.
+template <typename T>
+KILN_HD Pair<T> pair_at(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const Pair<T>*>(p);
+#else
+  Pair<T> pair;
+  std::memcpy(&pair, p, sizeof pair);
+  return pair;
+#endif
+}
+
+// A from rows row0.. and columns col0.. of a row-major tile.
+template <typename T>
+KILN_HD AFrag<T> a_frag(const T* tile, int ld, int row0, int col0, int lane) {
+  const T* top = tile + (row0 + lane / 4) * ld + col0 + 2 * (lane % 4);
+  const T* bottom = top + 8 * ld;
+  return {{pair_at(top), pair_at(bottom), pair_at(top + 8), pair_at(bottom + 8)}};
+}
+
+// B whose column n is row n0 + n of a row-major tile, from its column k0: B(k, n) =
+// tile[n0 + n][k0 + k] (K's rows for S = Q K^T).
+template <typename T>
+KILN_HD BFrag<T> b_frag_of_rows(const T* tile, int ld, int n0, int k0, int lane) {
+  const T* p = tile + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
+  return {{pair_at(p), pair_at(p + 8)}};
+}
+
+// B as rows k0.. and columns n0.. of a row-major tile: B(k, n) = tile[k0 + k][n0 + n] (V's rows
+// for O = P V). Element by element; the device loads it with ldmatrix's transposing form.
+template <typename T>
+KILN_HD BFrag<T> b_frag_of_cols(const T* tile, int ld, int k0, int n0, int lane) {
+  const T* p = tile + (k0 + 2 * (lane % 4)) * ld + n0 + lane / 4;
+  return {{{p[0], p[ld]}, {p[8 * ld], p[9 * ld]}}};
+}
+
+// Two C tiles (columns 0-7, 8-15 of 16 rows) rounded to T as the A operand of their 16 x 16.
+template <typename T>
+KILN_HD AFrag<T> a_frag_of(const CFrag& left, const CFrag& right) {
+  const auto pair = [](float lo, float hi) { return Pair<T>{store<T>(lo), store<T>(hi)}; };
+  return {{pair(left.c[0], left.c[1]), pair(left.c[2], left.c[3]), pair(right.c[0], right.c[1]),
+           pair(right.c[2], right.c[3])}};
+}
+
+// ---- the host's warps ----
+
+// Every thread's registers of one type X for a thread block of `threads` threads (the device's are
+// each thread's own: DeviceTiles::Regs).
+template <typename X, int threads>
+struct HostRegs {
+  std::unique_ptr<X[]> x = std::make_unique<X[]>(threads);
+  X& operator[](int thread) { return x[thread]; }
+  const X& operator[](int thread) const { return x[thread]; }
+};
+
+// Warp w's collective steps on the host, each lane's fragments found by the accessors from its
+// registers (r[32 w + lane]).
+namespace host_warp {
+
+template <typename T>
+float element(const Pair<T>& p, int i) {
+  return load(i % 2 ? p.hi : p.lo);
+}
+
+// c += a b for each lane's fragments: the 16 x 8 product summed in k order in f32 (the tensor
+// cores' order within a product is their own).
+template <typename Regs, typename FC, typename FA, typename FB>
+void mma(Regs& r, int w, FC c, FA a, FB b) {
+  float am[16][16], bm[16][8], cm[16][8];
+  for (int l = 0; l < 32; ++l) {
+    auto& x = r[32 * w + l];
+    for (int i = 0; i < 8; ++i) am[a_row(l, i)][a_col(l, i)] = element(a(x).r[i / 2], i);
+    for (int i = 0; i < 4; ++i) bm[b_row(l, i)][b_col(l, i)] = element(b(x).r[i / 2], i);
+    for (int i = 0; i < 4; ++i) cm[c_row(l, i)][c_col(l, i)] = c(x).c[i];
+  }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      float sum = 0.0f;
+      for (int k = 0; k < 16; ++k) sum += am[i][k] * bm[k][j];
+      cm[i][j] += sum;
+    }
+  for (int l = 0; l < 32; ++l)
+    for (int i = 0; i < 4; ++i) c(r[32 * w + l]).c[i] = cm[c_row(l, i)][c_col(l, i)];
+}
+
+// v = op(v, v of lane ^ 1), then op(v, v of lane ^ 2): a value over each group of four lanes (the
+// threads of a C row), every lane of the group left with it, bit for bit the device's shuffles.
+template <typename Regs, typename F, typename Op>
+void quad_reduce(Regs& r, int w, F v, Op op) {
+  for (int mask : {1, 2}) {
+    float before[32];
+    for (int l = 0; l < 32; ++l) before[l] = v(r[32 * w + l]);
+    for (int l = 0; l < 32; ++l) v(r[32 * w + l]) = op(before[l], before[l ^ mask]);
+  }
+}
+
+}  // namespace host_warp
+
+}  // namespace kiln::ops::cuda
