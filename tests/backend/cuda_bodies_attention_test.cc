@@ -1,7 +1,8 @@
-// The fused attention kernel's tile functions (attention_tiles.h) on the CPU: the host policy's
-// tile products against float64, the tiles' dropout against the CPU dropout op's mask bit for bit,
-// the shared memory each pass carves (what the kernel asks the device for) and the wmma rules its
-// products keep. The block algorithms themselves: ParityFlashAttention.*.
+// The fused attention kernel's block algorithms (attention_forward.h, attention_backward.h) on the
+// CPU: the tiles' dropout against the CPU dropout op's mask bit for bit, the shared memory each
+// pass carves (what the kernel asks the device for), the ldmatrix rule its reads keep, and the
+// blocks under policies that run the threads in other orders (a missing barrier shows). Their
+// results against float64 and the unfused ops: ParityFlashAttention.*; the fragments: WarpMma.*.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/attention_backward.h"
 #include "kiln/backend/cuda/attention_forward.h"
 #include "kiln/core/context.h"
 #include "cuda_bodies.h"
@@ -24,41 +26,9 @@ using namespace testing::cuda_bodies;
 using testing::max_rel_error;
 using testing::random_normal;
 
-// op(a) (m, k) op(b) (k, n) of tiles stored with padded rows, plus c when accumulating.
-TEST(CudaBodies, AttentionHostTileProductsMatchFloat64InEveryLayout) {
-  const int m = 32, n = 48, k = 64;
-  for_each_type([&](auto tag) {
-    using T = decltype(tag);
-    const int lda = tile_ld<T>(k + 16), ldb = tile_ld<T>(n + 16), ldc = tile_ld<float>(n);
-    const std::vector<T> a = stored<T>(random_normal(int64_t(k + 16) * lda, 3));
-    const std::vector<T> b = stored<T>(random_normal(int64_t(n + 16) * ldb, 4));
-    const std::vector<double> av = values(a), bv = values(b);
-    for (bool ta : {false, true})
-      for (bool tb : {false, true})
-        for (bool accumulate : {false, true}) {
-          std::vector<float> c = random_normal(int64_t(m) * ldc, 5);
-          std::vector<double> want(c.size());
-          for (int i = 0; i < m; ++i)
-            for (int j = 0; j < n; ++j) {
-              double s = accumulate ? c[size_t(i * ldc + j)] : 0.0;
-              for (int l = 0; l < k; ++l)
-                s += av[size_t(ta ? l * lda + i : i * lda + l)] * bv[size_t(tb ? j * ldb + l : l * ldb + j)];
-              want[size_t(i * ldc + j)] = s;
-            }
-          for (int i = 0; i < m; ++i)  // the padding is left as it was
-            for (int j = n; j < ldc; ++j) want[size_t(i * ldc + j)] = c[size_t(i * ldc + j)];
-          HostTiles{}.gemm(TileRef<T>{a.data(), lda, ta}, TileRef<T>{b.data(), ldb, tb}, c.data(), ldc, m, n, k,
-                           accumulate);
-          EXPECT_LT(max_rel_error(c, want), 1e-5) << ta << tb << accumulate;
-        }
-  });
-}
-
-// What flash_keep_row<N> keeps (4 for the backward's tiles, 2 for the forward's register pairs) is
-// what ops::dropout_forward keeps of the (B, heads, S, S) probabilities, for heads that start
-// anywhere in a sample and rows that straddle Philox blocks.
-template <int N>
-void expect_tile_dropout_is_the_ops_mask() {
+// The bits flash_keep_row4 keeps are what ops::dropout_forward keeps of the (B, heads, S, S)
+// probabilities, for heads that start anywhere in a sample and rows that straddle Philox blocks.
+TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
   Context cpu = cpu_context();
   for (const int64_t S : {7, 13, 64}) {
     const int64_t B = 3, heads = 2, first_head = 1, n = B * heads * S * S;
@@ -77,12 +47,11 @@ void expect_tile_dropout_is_the_ops_mask() {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < S; ++i)
-          for (int64_t j = 0; j < S; j += N) {
-            float keep[N];
-            flash_keep_row<N>(d, s, b, h, i, j, keep);
-            for (int64_t u = 0; u < N && j + u < S; ++u) {
+          for (int64_t j = 0; j < S; j += 4) {
+            const uint32_t keep = flash_keep_row4(d, s, b, h, i, j);
+            for (int64_t u = 0; u < 4 && j + u < S; ++u) {
               const float want = kept[size_t(((b * heads + h) * S + i) * S + j + u)];
-              ASSERT_EQ(keep[u] != 0.0f, want != 0.0f) << "S " << S << " b " << b << " h " << h << " i " << i;
+              ASSERT_EQ((keep >> u & 1u) != 0, want != 0.0f) << "S " << S << " b " << b << " h " << h << " i " << i;
               dropped += want == 0.0f;
             }
           }
@@ -91,9 +60,38 @@ void expect_tile_dropout_is_the_ops_mask() {
   }
 }
 
-TEST(CudaBodies, AttentionTileDropoutIsTheDropoutOpsMaskBitForBit) {
-  expect_tile_dropout_is_the_ops_mask<4>();
-  expect_tile_dropout_is_the_ops_mask<2>();
+// Each lane's elements of a warp's C tiles get their keep bits from the lane that made them:
+// rows as queries and rows as keys, every element of 16 rows and 4 tiles against flash_keep_row4
+// at its own (query, key), for row starts that are and are not multiples of 4.
+TEST(CudaBodies, AttentionKeepBitsReachTheLanesThatHoldTheirElements) {
+  constexpr int kTiles = 4;
+  for (const int64_t S : {128, 130}) {
+    int64_t first_sample = 3;
+    const FlashDropout d{RngStream{7, 8}, &first_sample, 2 * S * S, 0.4f, 1.0f / 0.6f};
+    FlashShape s;
+    s.B = 1, s.heads = 2, s.S = S;
+    const int64_t row0 = 48, col0 = 32;  // the warp's first query and key (or key and query)
+    struct Keep {
+      uint32_t made, keep[4];
+    };
+    HostTiles t;
+    HostTiles::Regs<Keep> rows, keys;
+    t.threads([&](int th) {
+      rows[th].made = flash_keep_made_for_rows<kTiles>(d, s, 0, 1, row0, col0, th % 32);
+      keys[th].made = flash_keep_made_for_keys<kTiles>(d, s, 0, 1, row0, col0, th % 32);
+    });
+    flash_gather_keep_for_rows(t, rows);
+    flash_gather_keep_for_keys(t, keys);
+    for (int lane = 0; lane < 32; ++lane)
+      for (int j = 0; j < kTiles; ++j)
+        for (int i = 0; i < 4; ++i) {
+          const int r = c_row(lane, i), c = 8 * j + c_col(lane, i);
+          const uint32_t query_row = flash_keep_row4(d, s, 0, 1, row0 + r, col0 + c) & 1u;  // (query r, key c)
+          const uint32_t key_row = flash_keep_row4(d, s, 0, 1, row0 + c, col0 + r) & 1u;    // (key r, query c)
+          ASSERT_EQ(flash_keep_bit_for_rows(rows[lane].keep[i / 2], lane, j, i % 2), query_row) << S << " " << lane;
+          ASSERT_EQ(flash_keep_bit_for_keys(keys[lane].keep[i], lane, j), key_row) << S << " " << lane;
+        }
+  }
 }
 
 // The passes' shared memory for each head dim: what the host policy carves is what a block of the
@@ -110,36 +108,12 @@ TEST(CudaBodies, AttentionPassesFitTheSharedMemoryOfTheirGpus) {
   }
 }
 
-// Element (r, col) of an operand (of the operand, transposed or not), as a tile starting there.
-template <typename T>
-const T* operand_element(const TileRef<T>& t, int r, int col) {
-  return t.trans ? t.p + col * t.ld + r : t.p + r * t.ld + col;
-}
-
-// The host's products, counting where a 16x16 fragment's load or store in DeviceTiles' wmma_product
-// would break nvcuda::wmma's rules (crt/mma.h): a first element 32 bytes aligned (offsets from the
-// block's shared memory, which the kernel aligns to 128), a leading dimension a multiple of 16
-// bytes (8 16-bit values, 4 f32), dimensions multiples of 16; and where an ldmatrix of
-// DeviceTiles::b_of_cols would read a row that is not 16-byte aligned (PTX's rule for its addresses).
-struct WmmaRuleTiles : HostTiles {
+// The host policy, counting where an ldmatrix of DeviceTiles::b_of_cols would read a row that is
+// not 16-byte aligned (PTX's rule for its addresses; offsets from the block's shared memory, which
+// the kernel aligns to 128).
+struct LdmatrixRuleTiles : HostTiles {
   const char* smem;
   std::shared_ptr<int> broken = std::make_shared<int>(0);
-  void expect(const void* p, int ld, size_t bytes) const {
-    *broken += (static_cast<const char*>(p) - smem) % 32 != 0 || size_t(ld) * bytes % 16 != 0;
-  }
-  template <typename T>
-  void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
-    *broken += m % 16 != 0 || n % 16 != 0 || k % 16 != 0;
-    for (int i0 = 0; i0 < m; i0 += 16)
-      for (int j0 = 0; j0 < n; j0 += 16) {
-        expect(c + i0 * ldc + j0, ldc, sizeof(float));
-        for (int l0 = 0; l0 < k; l0 += 16) {
-          expect(operand_element(a, i0, l0), a.ld, sizeof(T));
-          expect(operand_element(b, l0, j0), b.ld, sizeof(T));
-        }
-      }
-    HostTiles::gemm(a, b, c, ldc, m, n, k, accumulate);
-  }
   template <typename X, typename F, typename T>
   void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
     for (int row = 0; row < 16; ++row)
@@ -149,7 +123,7 @@ struct WmmaRuleTiles : HostTiles {
 };
 
 // Every product of every pass, for every head dim the kernel takes, in bf16 and f16.
-TEST(CudaBodies, AttentionProductsKeepTheWmmaRules) {
+TEST(CudaBodies, AttentionProductsKeepTheLdmatrixRules) {
   const auto check = [](auto tag) {
     using T = decltype(tag);
     const int64_t S = 70;  // a whole block and a partial one
@@ -165,7 +139,7 @@ TEST(CudaBodies, AttentionProductsKeepTheWmmaRules) {
       const FlashBackwardArgs<T> ba{shape, in, in, in, in, in, grad, grad, grad, lse.data(), {}};
       const int64_t bytes = std::max(flash_forward_smem_bytes<T>(int(d)), flash_backward_smem_bytes<T>(int(d)));
       std::vector<char> smem(static_cast<size_t>(bytes));
-      const WmmaRuleTiles tiles{{}, smem.data()};
+      const LdmatrixRuleTiles tiles{{}, smem.data()};
       for (int64_t first = 0; first < S; first += 64) {
         flash_forward_block(tiles, fa, 0, 0, first, smem.data());
         flash_backward_key_block(tiles, ba, 0, 0, first, smem.data());
@@ -193,12 +167,11 @@ struct ReversedHostTiles : HostTiles {
 };
 
 // The kernel's thread block on one CPU thread as its threads could run between two barriers: an
-// item of a phase goes to thread i % kFlashThreads, a product's 16x16 tiles to their warp's first
-// lane (warp w: tiles w, w + kFlashWarps, ...). At each sync the warps run, the last one first,
+// item of a phase goes to thread i % kFlashThreads. At each sync the warps run, the last one first,
 // each all of its work since the last sync; within a warp the lanes run apart, the last first, up
-// to each of the warp's collective steps (mma, quad_max, quad_sum), which then runs for all 32. A
-// phase that reads what an earlier phase writes with no sync (or, within a warp, no collective
-// step) between them reads it before other threads have written it.
+// to each of the warp's collective steps (mma, quad_max, quad_sum, gather), which then runs for all
+// 32. A phase that reads what an earlier phase writes with no sync (or, within a warp, no
+// collective step) between them reads it before other threads have written it.
 class ThreadMajorTiles {
  public:
   template <typename X>
@@ -233,18 +206,6 @@ class ThreadMajorTiles {
     }
     work_->clear();
   }
-  template <typename T>
-  void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
-    lanes([=](int thread) {
-      if (thread % 32 != 0) return;
-      for (int tile = thread / 32; tile < m / 16 * (n / 16); tile += kFlashWarps) {
-        const int i0 = tile / (n / 16) * 16, j0 = tile % (n / 16) * 16;
-        HostTiles{}.gemm(TileRef<T>{operand_element(a, i0, 0), a.ld, a.trans},
-                         TileRef<T>{operand_element(b, 0, j0), b.ld, b.trans}, c + i0 * ldc + j0, ldc, 16, 16, k,
-                         accumulate);
-      }
-    });
-  }
   template <typename X, typename FC, typename FA, typename FB>
   void mma(Regs<X>& r, FC c, FA a, FB b) const {
     work_->push_back({[&r, c, a, b](int w) { host_warp::mma(r, w, c, a, b); }, true});
@@ -256,7 +217,12 @@ class ThreadMajorTiles {
   }
   template <typename X, typename F>
   void quad_sum(Regs<X>& r, F v) const {
-    work_->push_back({[&r, v](int w) { host_warp::quad_reduce(r, w, v, [](float x, float y) { return x + y; }); }, true});
+    work_->push_back(
+        {[&r, v](int w) { host_warp::quad_reduce(r, w, v, [](float x, float y) { return x + y; }); }, true});
+  }
+  template <typename X, typename From, typename To, typename Src>
+  void gather(Regs<X>& r, From from, To to, Src src) const {
+    work_->push_back({[&r, from, to, src](int w) { host_warp::gather(r, w, from, to, src); }, true});
   }
   template <typename X, typename F, typename T>
   void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
@@ -349,7 +315,8 @@ TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
 }
 
 // A head's rows loaded into a tile as 16-byte packs (aligned rows of whole packs) and element by
-// element: the same tile bit for bit, the rows past the sequence zeros.
+// element: the same tile bit for bit, the rows past the sequence zeros; into a wider tile, the
+// columns past the head dim zeros.
 TEST(CudaBodies, AttentionTileLoadsByPacksAsByElements) {
   const int64_t S = 37, heads = 3, d = 64, ld = 3 * heads * d;
   const FlashShape s{1, heads, S, d};
@@ -359,12 +326,21 @@ TEST(CudaBodies, AttentionTileLoadsByPacksAsByElements) {
     const int ldt = tile_ld<T>(int(d)), tile_rows = 64;
     for (int64_t first : {0, 32}) {
       std::vector<T> packed(size_t(tile_rows * ldt), store<T>(7.0f)), single = packed;
+      const T zero = store<T>(0.0f);
       FlashHeads<const T> x{rows.data(), ld, S * ld, d, true};
-      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, packed.data(), ldt);
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, packed.data(), ldt, int(d));
       x.packs = false;
-      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, single.data(), ldt);
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, single.data(), ldt, int(d));
       EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
       EXPECT_EQ(load(packed[size_t((S - first) * ldt)]), 0.0f);  // the first row past the sequence
+      const int wide = int(d) + 16, ldw = tile_ld<T>(wide);  // a head dim padded to the kernel's
+      std::vector<T> padded(size_t(tile_rows * ldw), store<T>(7.0f));
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, padded.data(), ldw, wide);
+      for (int r = 0; r < tile_rows; ++r)
+        for (int c = 0; c < wide; ++c) {
+          const T& want = c < d ? single[size_t(r * ldt + c)] : zero;
+          ASSERT_EQ(std::memcmp(&padded[size_t(r * ldw + c)], &want, sizeof(T)), 0) << "row " << r << " column " << c;
+        }
     }
   });
 }

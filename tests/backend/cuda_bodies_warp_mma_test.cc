@@ -124,10 +124,11 @@ TEST(WarpMma, HostProductsOfFragmentsMatchFloat64) {
         for (int i = 0; i < 4; ++i) r[th].c.c[i] = c0[size_t(th * 4 + i)];
         if (of_rows) r[th].b = b_frag_of_rows(k.data(), ldb, 0, 0, th % 32);
       });
-      if (!of_rows) t.b_of_cols(r, [](ProductRegs<T>& x) -> BFrag<T>& { return x.b; }, v.data(), ldv, 0, 0);
-      t.mma(r, [](ProductRegs<T>& x) -> CFrag& { return x.c; }, [](ProductRegs<T>& x) -> const AFrag<T>& { return x.a; },
-            [](ProductRegs<T>& x) -> const BFrag<T>& { return x.b; });
-      std::vector<float> got, c_first;
+      if (!of_rows) t.b_of_cols(r, [](auto& x) -> BFrag<T>& { return x.b; }, v.data(), ldv, 0, 0);
+      using X = ProductRegs<T>;
+      t.mma(r, [](X& x) -> CFrag& { return x.c; }, [](X& x) -> const AFrag<T>& { return x.a; },
+            [](X& x) -> const BFrag<T>& { return x.b; });
+      std::vector<float> got;
       std::vector<double> want;
       for (int th = 0; th < kFlashThreads; ++th)
         for (int i = 0; i < 4; ++i) {

@@ -19,9 +19,11 @@ struct Case {
 };
 
 // Sequences across several 64-row blocks and not a multiple of a block, of 4 (Philox blocks that
-// straddle rows) or of 16; every head dim the tiles take.
-constexpr Case kCases[] = {{2, 2, 75, 32, 0, 0.25f}, {1, 3, 130, 64, 3 * 130 * 130, 0.1f}, {2, 1, 16, 16, 0, 0.0f},
-                           {1, 2, 37, 128, 0, 0.5f}, {2, 2, 64, 64, 0, 0.0f}};
+// straddle rows) or of 16, and a multiple of 4 with dropout (a Philox block for four keys); every
+// head dim the kernels are built for, and one padded to the next (48 to 64).
+constexpr Case kCases[] = {{2, 2, 75, 32, 0, 0.25f},  {1, 3, 130, 64, 3 * 130 * 130, 0.1f},
+                           {2, 1, 16, 16, 0, 0.0f},   {1, 2, 37, 128, 0, 0.5f},
+                           {2, 2, 64, 64, 0, 0.0f},   {2, 2, 128, 48, 2 * 128 * 128, 0.1f}};
 constexpr uint64_t kFirstSample = 11;
 
 bool runs_on(const Parity& p, DType dt) { return dt != DType::f32 || p.ctx.device.kind != DeviceKind::cuda; }

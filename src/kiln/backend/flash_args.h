@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kiln/backend/backend.h"
+#include "kiln/backend/cuda/attention_backward.h"
 #include "kiln/backend/cuda/attention_forward.h"
 #include "kiln/backend/matmul_check.h"
 

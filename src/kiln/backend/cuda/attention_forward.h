@@ -42,7 +42,7 @@ struct FlashForwardSmem {
 template <typename T>
 KILN_HD inline int64_t flash_forward_smem_bytes(int d) {
   SmemCarver c;
-  FlashForwardSmem::carve<T>(c, d);
+  FlashForwardSmem::carve<T>(c, flash_tile_dim(d));
   return c.used;
 }
 
@@ -60,6 +60,7 @@ struct FlashForwardRegs {
   CFrag o[kOutTiles];
   BFrag<T> b;  // a product's B operand
   float max[2], sum[2], block_max[2], rescale[2];
+  uint32_t made, keep[2];  // the dropout's keep bits this lane made, those of its row halves
 };
 
 // S = Q K^T of the warp's rows and the key block in m.k (rows of ldt).
@@ -96,31 +97,28 @@ KILN_HD void flash_forward_context(const Tiles& t, Regs& r, const T* v, int ldt)
 // the quad already): the new running max and the rescale of what came before, exp(s - max) summed
 // in f32, dropped and rounded to T as the context product's A, the context's sum rescaled.
 template <int D, typename T>
-KILN_HD void flash_forward_softmax(FlashForwardRegs<T, D>& x, const FlashForwardArgs<T>& a, int64_t b, int64_t h,
-                                   int64_t row0, int64_t k0, int lane) {
+KILN_HD void flash_forward_softmax(FlashForwardRegs<T, D>& x, const FlashForwardArgs<T>& a, int lane) {
   using X = FlashForwardRegs<T, D>;
   float part[2] = {0.0f, 0.0f};
-  for (int u = 0; u < 2; ++u) {
+  KILN_UNROLL for (int u = 0; u < 2; ++u) {
     const float mx = fmaxf(x.max[u], x.block_max[u]);
     x.rescale[u] = expf(x.max[u] - mx);
     x.max[u] = mx;
   }
   KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j) {
     KILN_UNROLL for (int u = 0; u < 2; ++u) {
-      float keep[2];
-      flash_keep_row<2>(a.drop, a.shape, b, h, row0 + c_row(lane, 2 * u), k0 + 8 * j + c_col(lane, 0), keep);
-      for (int e = 0; e < 2; ++e) {
+      KILN_UNROLL for (int e = 0; e < 2; ++e) {
         float& p = x.s[j].c[2 * u + e];
         p = expf(p - x.max[u]);
         part[u] += p;
-        p *= keep[e] * a.drop.scale;
+        p *= float(flash_keep_bit_for_rows(x.keep[u], lane, j, e)) * a.drop.scale;
       }
     }
   }
   KILN_UNROLL for (int c = 0; c < X::kKeySteps; ++c) x.p[c] = a_frag_of<T>(x.s[2 * c], x.s[2 * c + 1]);
   KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n)
-    for (int i = 0; i < 4; ++i) x.o[n].c[i] *= x.rescale[i / 2];
-  for (int u = 0; u < 2; ++u) x.sum[u] = x.sum[u] * x.rescale[u] + part[u];
+    KILN_UNROLL for (int i = 0; i < 4; ++i) x.o[n].c[i] *= x.rescale[i / 2];
+  KILN_UNROLL for (int u = 0; u < 2; ++u) x.sum[u] = x.sum[u] * x.rescale[u] + part[u];
 }
 
 // Query rows q0 .. q0 + 63 of head h of sample b at head dim D: context and lse.
@@ -133,36 +131,36 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
   SmemCarver carver{smem};
   const auto m = FlashForwardSmem::carve<T>(carver, D);
   typename Tiles::template Regs<X> r;
-  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt);
+  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt, D);
   t.sync();
   t.threads([&](int th) {
     X& x = r[th];
     KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) x.q[kk] = a_frag(m.q, ldt, th / 32 * 16, 16 * kk, th % 32);
     KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) x.o[n] = CFrag{};
-    for (int u = 0; u < 2; ++u) x.max[u] = -INFINITY, x.sum[u] = 0.0f;
+    KILN_UNROLL for (int u = 0; u < 2; ++u) x.max[u] = -INFINITY, x.sum[u] = 0.0f;
   });
   for (int64_t k0 = 0; k0 < s.S; k0 += C) {
     t.sync();  // the last key block's rows are read (and the first time, the query rows)
-    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, ldt);
-    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, ldt);
+    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, ldt, D);
+    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, ldt, D);
     t.for_each(C, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
     t.sync();
     flash_forward_scores<D>(t, r, m.k, ldt);
-    t.threads([&r, &m, &s](int th) {  // scale and bias, the thread's row maxima
+    t.threads([&r, &m, &a, b, h, q0, k0](int th) {  // scale and bias, the thread's row maxima, keep bits
       X& x = r[th];
+      x.made = flash_keep_made_for_rows<X::kKeyTiles>(a.drop, a.shape, b, h, q0 + th / 32 * 16, k0, th % 32);
       x.block_max[0] = x.block_max[1] = -INFINITY;
       KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j)
-        for (int i = 0; i < 4; ++i) {
+        KILN_UNROLL for (int i = 0; i < 4; ++i) {
           float& v = x.s[j].c[i];
-          v = v * s.scale + m.bias[8 * j + c_col(th % 32, i)];
+          v = v * a.shape.scale + m.bias[8 * j + c_col(th % 32, i)];
           x.block_max[i / 2] = fmaxf(x.block_max[i / 2], v);
         }
     });
     t.quad_max(r, [](X& x) -> float& { return x.block_max[0]; });
     t.quad_max(r, [](X& x) -> float& { return x.block_max[1]; });
-    t.threads([&r, &a, b, h, q0, k0](int th) {
-      flash_forward_softmax<D>(r[th], a, b, h, q0 + th / 32 * 16, k0, th % 32);
-    });
+    flash_gather_keep_for_rows(t, r);
+    t.threads([&r, &a](int th) { flash_forward_softmax<D>(r[th], a, th % 32); });
     flash_forward_context<D>(t, r, m.v, ldt);
   }
   t.quad_sum(r, [](X& x) -> float& { return x.sum[0]; });
@@ -170,33 +168,17 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
   t.threads([&](int th) {  // lse, and the context over the sums rounded to T into the query rows' tile
     X& x = r[th];
     const int lane = th % 32, row0 = th / 32 * 16;
-    for (int u = 0; u < 2; ++u) {
+    KILN_UNROLL for (int u = 0; u < 2; ++u) {
       const int64_t i = q0 + row0 + c_row(lane, 2 * u);
       if (lane % 4 == 0 && i < s.S) a.lse[(b * s.heads + h) * s.S + i] = x.max[u] + logf(x.sum[u]);
     }
     const float inv[2] = {1.0f / x.sum[0], 1.0f / x.sum[1]};
     KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n)
-      for (int i = 0; i < 4; ++i)
+      KILN_UNROLL for (int i = 0; i < 4; ++i)
         m.q[(row0 + c_row(lane, i)) * ldt + 8 * n + c_col(lane, i)] = store<T>(x.o[n].c[i] * inv[i / 2]);
   });
   t.sync();
   flash_store_rows(t, m.q, ldt, nullptr, s, b, h, q0, R, a.o);
-}
-
-// fn.template operator()<D>() with D = d, a multiple of 16 up to kFlashMaxHeadDim (the caller has
-// checked it).
-template <typename Fn>
-void with_flash_head_dim(int64_t d, Fn&& fn) {
-  switch (d) {
-    case 16: return fn.template operator()<16>();
-    case 32: return fn.template operator()<32>();
-    case 48: return fn.template operator()<48>();
-    case 64: return fn.template operator()<64>();
-    case 80: return fn.template operator()<80>();
-    case 96: return fn.template operator()<96>();
-    case 112: return fn.template operator()<112>();
-    default: return fn.template operator()<128>();
-  }
 }
 
 // The forward of one block on the host (HostTiles or a test's policy).

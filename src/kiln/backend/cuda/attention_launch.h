@@ -1,11 +1,12 @@
 // backend/cuda/attention_launch.h — the fused attention kernels (attention.cu): the block
-// algorithms of attention_forward.h and attention_tiles.h under the tensor-core tile policy, one thread block of
+// algorithms of attention_forward.h and attention_backward.h under the tensor-core tile policy, one thread block of
 // kFlashThreads per (block, head, sample), on `stream` (a cudaStream_t). They return the error of
 // raising the kernels' shared memory limit; the caller (attention.cc) has checked that the device
 // has that much, and checks the launch.
 #pragma once
 #include <cuda_runtime.h>
 
+#include "kiln/backend/cuda/attention_backward.h"
 #include "kiln/backend/cuda/attention_forward.h"
 
 namespace kiln::ops::cuda {

@@ -3,8 +3,8 @@
 // kFlashThreads, shared memory, tensor-core products), the CPU backend with HostTiles (plain loops,
 // one block at a time, the warps' register products emulated lane by lane), so the CPU runs the
 // kernel's tiling, masking, online softmax and dropout, all but the tensor cores' summation order.
-// This file: what both directions share, the backward passes and the host policy; the forward is
-// attention_forward.h.
+// This file: what both directions share and the host policy; the passes are attention_forward.h
+// and attention_backward.h.
 //
 // Per (sample b, head h), with d = head_dim, s_ij = scale * q_i . k_j + bias_j (bias_j = -10000
 // for a padding key, BERT's), P = softmax_j(s), Z the dropout's keep mask, p its probability:
@@ -16,10 +16,10 @@
 // (b, h, i, j) is element element_offset + (h S + i) S + j of global sample sample_offset + b.
 // A tile policy has for_each(n, f): f(i) for each item i < n of a phase, in any order, on any of
 // the block's threads, at any time before the next sync() (so the lambdas of a helper that returns
-// first capture by value); sync(): the end of a phase; gemm(a, b, c, ...): a shared-memory tile
-// product. For register products: Regs<X>, each thread's registers of type X; threads(f): f(th) on
-// each thread th, its lanes running apart until the warp's next collective step (mma, quad_max,
-// quad_sum, b_of_cols), so lambdas that such a step follows capture loop indices by value.
+// first capture by value); sync(): the end of a phase. For the register products: Regs<X>, each
+// thread's registers of type X; threads(f): f(th) on each thread th, its lanes running apart until
+// the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols), so lambdas that such a step
+// follows capture loop indices by value.
 #pragma once
 #include <array>
 #include <cmath>
@@ -41,8 +41,6 @@ inline constexpr int64_t kFlashMaxHeadDim = 128;  // head_dim: a multiple of 16 
 struct FlashBlock {
   int outer, inner;
 };
-inline constexpr FlashBlock kFlashKeyPass{64, 32};  // backward: key rows (dk, dv), query rows
-inline constexpr FlashBlock kFlashQueryPass{64, 32};  // backward: query rows (dq), key rows
 
 // q, k, v, o or a gradient, heads read in place: element c of head h's row i of sample b at
 // p[b * batch + h * head + i * ld + c] (ops::heads_view: batch S ld, head d).
@@ -86,24 +84,16 @@ struct FlashBackwardArgs {
   FlashDropout drop;
 };
 
-// A tile in shared memory as a GEMM operand: stored row-major with `ld`; `trans`: the operand is
-// the transpose of what is stored.
-template <typename T>
-struct TileRef {
-  const T* p;
-  int ld;
-  bool trans;
-};
-
-// Rows of a shared-memory tile of `cols` values: padded against bank conflicts, and a multiple
-// of 16 bytes as wmma's loads want.
+// Rows of a shared-memory tile of `cols` values, padded by 16 bytes: a multiple of 16 bytes, as
+// ldmatrix's row addresses want, and for 16-bit values at 4 (mod 8) words, so that the 8 rows a
+// fragment read spans fall in distinct banks.
 template <typename T>
 KILN_HD constexpr int tile_ld(int cols) {
   return cols + 16 / int(sizeof(T));
 }
 
-// Carves a pass's shared memory into its tiles, 32-byte aligned (wmma's pointers). With a null base it
-// only counts: `used` is the bytes a block needs.
+// Carves a pass's shared memory into its tiles, 32-byte aligned. With a null base it only counts:
+// `used` is the bytes a block needs.
 struct SmemCarver {
   char* base = nullptr;
   int64_t used = 0;
@@ -122,32 +112,82 @@ KILN_HD inline uint32_t philox_word(const std::array<uint32_t, 4>& w, int64_t i)
   return i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
 }
 
-// keep[t] = 0 where element first + t of global sample `sample` is dropped, else 1 (t < N <= 4):
-// the words of its Philox blocks at counter (sample << 32) | (element / 4), as the CPU's dropout.
-// The N lie in block first / 4 and, where they pass its end, the next one.
-template <int N>
-KILN_HD void flash_keep(const FlashDropout& d, uint64_t sample, int64_t first, float keep[N]) {
+// Bit t (< 4) set where element first + t of global sample `sample` is kept: the words of its
+// Philox blocks at counter (sample << 32) | (element / 4), as the CPU's dropout. The four lie in
+// block first / 4 and, unless first is a multiple of 4, the next one.
+KILN_HD inline uint32_t flash_keep4(const FlashDropout& d, uint64_t sample, int64_t first) {
   const uint64_t hi = sample << 32;
   const int64_t shift = first & 3;
   const auto a = d.rng.block(hi | uint64_t(uint32_t(first >> 2)));
-  const auto b = shift + N > 4 ? d.rng.block(hi | uint64_t(uint32_t((first >> 2) + 1))) : a;
-  for (int64_t t = 0; t < N; ++t) {
+  const auto b = shift ? d.rng.block(hi | uint64_t(uint32_t((first >> 2) + 1))) : a;
+  uint32_t bits = 0;
+  for (int64_t t = 0; t < 4; ++t) {
     const int64_t i = shift + t;
     const uint32_t word = i < 4 ? philox_word(a, i) : philox_word(b, i - 4);
-    keep[t] = u32_to_unit_float(word) < d.p ? 0.0f : 1.0f;
+    bits |= uint32_t(u32_to_unit_float(word) >= d.p) << t;
   }
+  return bits;
 }
 
-// The dropout's N keep values of row i's columns j .. j + N - 1 of head h of sample b (all 1
-// without dropout).
-template <int N>
-KILN_HD void flash_keep_row(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h, int64_t i, int64_t j,
-                            float keep[N]) {
-  if (d.p == 0.0f) {
-    for (int t = 0; t < N; ++t) keep[t] = 1.0f;
-    return;
-  }
-  flash_keep<N>(d, uint64_t(*d.sample_offset) + uint64_t(b), d.element_offset + (h * s.S + i) * s.S + j, keep);
+// The keep bits of row i's columns j .. j + 3 of head h of sample b (all four without dropout).
+KILN_HD inline uint32_t flash_keep_row4(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h, int64_t i,
+                                        int64_t j) {
+  if (d.p == 0.0f) return 0xfu;
+  return flash_keep4(d, uint64_t(*d.sample_offset) + uint64_t(b), d.element_offset + (h * s.S + i) * s.S + j);
+}
+
+// The keep bits of a warp's C tiles (warp_mma.h) of 16 rows and 8-column tiles, tile j at bits
+// 4 j .. 4 j + 3 of a word: each lane makes the bits of 4 neighbouring keys of one query per tile
+// (a Philox block where the row starts are multiples of 4, two elsewhere), and the lanes that hold
+// those elements fetch the word by a shuffle: a fourth of the blocks each lane would make for its
+// own elements (a half, for the pairs of a row).
+//   rows are queries (forward, query pass): lane l makes row l / 2's keys 4 (l % 2) .. of each tile;
+//     element e of a lane's pair in row half u is bit 4 j + 2 (t % 2) + e of lane 16 u + 2 g + t / 2's;
+//   rows are keys (key pass): lane l makes query column l / 4's keys 4 (l % 4) .. of the warp's 16;
+//     element (key half u, query column 2 t + e) is bit 4 j + g % 4 of lane 8 t + 4 e + 2 u + g / 4's.
+template <int kTiles>
+KILN_HD uint32_t flash_keep_made_for_rows(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h,
+                                          int64_t row0, int64_t key0, int lane) {
+  uint32_t bits = 0;
+  for (int j = 0; j < kTiles; ++j)
+    bits |= flash_keep_row4(d, s, b, h, row0 + lane / 2, key0 + 8 * j + 4 * (lane % 2)) << (4 * j);
+  return bits;
+}
+KILN_HD constexpr int flash_keep_lane_for_rows(int lane, int u) { return 16 * u + 2 * (lane / 4) + lane % 4 / 2; }
+KILN_HD constexpr uint32_t flash_keep_bit_for_rows(uint32_t word, int lane, int j, int e) {
+  return word >> (4 * j + 2 * (lane % 2) + e) & 1u;
+}
+
+// keep[u] of each thread: the word made for its row half u (registers X with `made` and `keep`).
+template <typename Tiles, typename Regs>
+KILN_HD void flash_gather_keep_for_rows(const Tiles& t, Regs& r) {
+  KILN_UNROLL for (int u = 0; u < 2; ++u)
+    t.gather(r, [](const auto& x) { return x.made; }, [u](auto& x) -> uint32_t& { return x.keep[u]; },
+             [u](int lane) { return flash_keep_lane_for_rows(lane, u); });
+}
+
+template <int kTiles>
+KILN_HD uint32_t flash_keep_made_for_keys(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h,
+                                          int64_t query0, int64_t key0, int lane) {
+  uint32_t bits = 0;
+  for (int j = 0; j < kTiles; ++j)
+    bits |= flash_keep_row4(d, s, b, h, query0 + 8 * j + lane / 4, key0 + 4 * (lane % 4)) << (4 * j);
+  return bits;
+}
+KILN_HD constexpr int flash_keep_lane_for_keys(int lane, int u, int e) {
+  return 8 * (lane % 4) + 4 * e + 2 * u + lane / 16;
+}
+KILN_HD constexpr uint32_t flash_keep_bit_for_keys(uint32_t word, int lane, int j) {
+  return word >> (4 * j + lane / 4 % 4) & 1u;
+}
+
+// keep[2 u + e] of each thread: the word made for its key half u and query column e.
+template <typename Tiles, typename Regs>
+KILN_HD void flash_gather_keep_for_keys(const Tiles& t, Regs& r) {
+  KILN_UNROLL for (int u = 0; u < 2; ++u)
+    KILN_UNROLL for (int e = 0; e < 2; ++e)
+      t.gather(r, [](const auto& x) { return x.made; }, [u, e](auto& x) -> uint32_t& { return x.keep[2 * u + e]; },
+               [u, e](int lane) { return flash_keep_lane_for_keys(lane, u, e); });
 }
 
 // A key's bias: 0 for a token, -10000 for padding, -inf past the sequence (a tile's padding).
@@ -156,13 +196,15 @@ KILN_HD inline float flash_key_bias(const FlashShape& s, int64_t b, int64_t j) {
   return s.mask[b * s.S + j] ? 0.0f : -10000.0f;
 }
 
-// rows x d values from rows `first` .. of a head into a tile (ld), zeros past the sequence.
-// Rows of whole packs go a 16-byte pack per item (the tile's rows, tile_ld of d, are packs too):
-// the same values, an eighth of the bf16 loads.
+// rows x width values from rows `first` .. of a head into a tile (ld): the head's d columns, zeros
+// past them (a head dim padded to the kernel's, flash_tile_dim) and past the sequence. Rows of
+// whole packs go a 16-byte pack per item (the tile's rows, tile_ld of width, are packs too): the
+// same values, an eighth of the bf16 loads.
 template <typename Tiles, typename T>
 KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const FlashShape& s, int64_t b,
-                             int64_t h, int64_t first, int rows, T* tile, int ld) {
-  const int d = int(s.d);
+                             int64_t h, int64_t first, int rows, T* tile, int ld, int width) {
+  const int d = int(s.d), pad = width - d;
+  if (pad > 0) t.for_each(rows * pad, [=](int e) { tile[e / pad * ld + d + e % pad] = store<T>(0.0f); });
   if (x.packs) {
     constexpr int W = kPackLanes<T>;
     const int per_row = d / W;
@@ -205,217 +247,29 @@ KILN_HD void flash_store_rows(const Tiles& t, const U* tile, int ld, const float
   });
 }
 
-// D_i = do_i . o_i in f32, column order: the same in both backward passes.
-template <typename T>
-KILN_HD float flash_row_dot(const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t i) {
-  const T *dout = a.dout.row(b, h, i), *o = a.o.row(b, h, i);
-  float dot = 0.0f;
-  for (int64_t c = 0; c < a.shape.d; ++c) dot += load(dout[c]) * load(o[c]);
-  return dot;
-}
-
-// One element of backward from its score product qk = q_i . k_j, dp = do_i . v_j, the row's lse and D
-// and the key's bias: the dropped probability (for dv) and dS scaled (for dq, dk).
-struct FlashGrad {
-  float dropped, dscore;
-};
-KILN_HD inline FlashGrad flash_grad(float qk, float dp, float bias, float lse, float dot, float keep,
-                                    const FlashDropout& d, float scale) {
-  const float prob = expf(qk * scale + bias - lse);
-  const float kept = keep * d.scale;
-  return {prob * kept, prob * (dp * kept - dot) * scale};
-}
-
-// ---- backward ----
-
-// Per streamed block of backward: the score and dp products (f32), the dropped probabilities or
-// dS in the compute dtype, and the streamed rows' bias or lse and D.
-template <typename T>
-struct FlashGradTiles {
-  float *s, *dp;
-  T* x;
-};
-
-template <typename T>
-KILN_HD FlashGradTiles<T> carve_grad_tiles(SmemCarver& c, int rows, int cols) {
-  FlashGradTiles<T> g;
-  g.s = c.take<float>(rows * tile_ld<float>(cols));
-  g.dp = c.take<float>(rows * tile_ld<float>(cols));
-  g.x = c.take<T>(rows * tile_ld<T>(cols));
-  return g;
-}
-
-// The key pass: keys k0 .. k0 + 63 of (b, h), query rows streamed in blocks of 32.
-struct FlashKeyPassSmem {
-  template <typename T>
-  struct Tiles {
-    T *k, *v, *q, *dout;   // (64, d) x 2, (32, d) x 2
-    float *dk, *dv;        // (64, d) x 2
-    FlashGradTiles<T> g;   // (32, 64)
-    float *bias, *lse, *dot;  // (64), (32), (32)
-  };
-  template <typename T>
-  KILN_HD static Tiles<T> carve(SmemCarver& c, int d) {
-    const FlashBlock f = kFlashKeyPass;
-    Tiles<T> t;
-    t.k = c.take<T>(f.outer * tile_ld<T>(d));
-    t.v = c.take<T>(f.outer * tile_ld<T>(d));
-    t.q = c.take<T>(f.inner * tile_ld<T>(d));
-    t.dout = c.take<T>(f.inner * tile_ld<T>(d));
-    t.dk = c.take<float>(f.outer * tile_ld<float>(d));
-    t.dv = c.take<float>(f.outer * tile_ld<float>(d));
-    t.g = carve_grad_tiles<T>(c, f.inner, f.outer);
-    t.bias = c.take<float>(f.outer);
-    t.lse = c.take<float>(f.inner);
-    t.dot = c.take<float>(f.inner);
-    return t;
-  }
-};
-
-// The query pass: query rows q0 .. q0 + 63, keys streamed in blocks of 32.
-struct FlashQueryPassSmem {
-  template <typename T>
-  struct Tiles {
-    T *q, *dout, *k, *v;   // (64, d) x 2, (32, d) x 2
-    float* dq;             // (64, d)
-    FlashGradTiles<T> g;   // (64, 32)
-    float *bias, *lse, *dot;  // (32), (64), (64)
-  };
-  template <typename T>
-  KILN_HD static Tiles<T> carve(SmemCarver& c, int d) {
-    const FlashBlock f = kFlashQueryPass;
-    Tiles<T> t;
-    t.q = c.take<T>(f.outer * tile_ld<T>(d));
-    t.dout = c.take<T>(f.outer * tile_ld<T>(d));
-    t.k = c.take<T>(f.inner * tile_ld<T>(d));
-    t.v = c.take<T>(f.inner * tile_ld<T>(d));
-    t.dq = c.take<float>(f.outer * tile_ld<float>(d));
-    t.g = carve_grad_tiles<T>(c, f.outer, f.inner);
-    t.bias = c.take<float>(f.inner);
-    t.lse = c.take<float>(f.outer);
-    t.dot = c.take<float>(f.outer);
-    return t;
-  }
-};
-
-template <typename T>
-KILN_HD inline int64_t flash_backward_smem_bytes(int d) {
-  SmemCarver key, query;
-  FlashKeyPassSmem::carve<T>(key, d);
-  FlashQueryPassSmem::carve<T>(query, d);
-  return key.used > query.used ? key.used : query.used;
-}
-
-// lse and D of `rows` query rows from q0 (past the sequence: lse +inf, so that P = 0).
-template <typename Tiles, typename T>
-KILN_HD void flash_load_row_stats(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
-                                  int rows, float* lse, float* dot) {
-  const FlashShape& s = a.shape;
-  t.for_each(rows, [=](int r) {
-    const int64_t i = q0 + r;
-    lse[r] = i < s.S ? a.lse[(b * s.heads + h) * s.S + i] : INFINITY;
-    dot[r] = i < s.S ? flash_row_dot(a, b, h, i) : 0.0f;
-  });
-}
-
-// S = q k^T and dP = do v^T of a (rows, cols) block; q / do rows come first in its tiles.
-template <typename Tiles, typename T>
-KILN_HD void flash_grad_products(const Tiles& t, const FlashGradTiles<T>& g, const T* q, const T* dout, const T* k,
-                                 const T* v, int ldt, int rows, int cols, int d) {
-  t.gemm(TileRef<T>{q, ldt, false}, TileRef<T>{k, ldt, true}, g.s, tile_ld<float>(cols), rows, cols, d, false);
-  t.gemm(TileRef<T>{dout, ldt, false}, TileRef<T>{v, ldt, true}, g.dp, tile_ld<float>(cols), rows, cols, d, false);
-}
-
-// Keys k0 .. k0 + 63 of head h of sample b: dk, dv.
-template <typename Tiles, typename T>
-KILN_HD void flash_backward_key_block(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h,
-                                      int64_t k0, char* smem) {
-  constexpr int K = kFlashKeyPass.outer, R = kFlashKeyPass.inner;
-  const FlashShape& s = a.shape;
-  const int d = int(s.d), ldt = tile_ld<T>(d), ldf = tile_ld<float>(d), ldg = tile_ld<float>(K), ldx = tile_ld<T>(K);
-  SmemCarver carver{smem};
-  const auto m = FlashKeyPassSmem::carve<T>(carver, d);
-  flash_load_rows(t, a.k, s, b, h, k0, K, m.k, ldt);
-  flash_load_rows(t, a.v, s, b, h, k0, K, m.v, ldt);
-  t.for_each(K * d, [&](int e) { m.dk[e / d * ldf + e % d] = m.dv[e / d * ldf + e % d] = 0.0f; });
-  t.for_each(K, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
-  for (int64_t q0 = 0; q0 < s.S; q0 += R) {
-    t.sync();  // the last query block's tiles are read
-    flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt);
-    flash_load_rows(t, a.dout, s, b, h, q0, R, m.dout, ldt);
-    flash_load_row_stats(t, a, b, h, q0, R, m.lse, m.dot);
-    t.sync();
-    flash_grad_products(t, m.g, m.q, m.dout, m.k, m.v, ldt, R, K, d);
-    t.sync();
-    t.for_each(R * K / 4, [&](int gi) {  // dropped probabilities to x, dS over dp
-      const int r = gi / (K / 4), j = gi % (K / 4) * 4;
-      float keep[4];
-      flash_keep_row<4>(a.drop, s, b, h, q0 + r, k0 + j, keep);
-      for (int u = 0; u < 4; ++u) {
-        const int e = r * ldg + j + u;
-        const FlashGrad f = flash_grad(m.g.s[e], m.g.dp[e], m.bias[j + u], m.lse[r], m.dot[r], keep[u], a.drop, s.scale);
-        m.g.x[r * ldx + j + u] = store<T>(f.dropped);
-        m.g.dp[e] = f.dscore;
-      }
-    });
-    t.sync();
-    t.gemm(TileRef<T>{m.g.x, ldx, true}, TileRef<T>{m.dout, ldt, false}, m.dv, ldf, K, d, R, true);
-    t.sync();
-    t.for_each(R * K, [&](int e) { m.g.x[e / K * ldx + e % K] = store<T>(m.g.dp[e / K * ldg + e % K]); });
-    t.sync();
-    t.gemm(TileRef<T>{m.g.x, ldx, true}, TileRef<T>{m.q, ldt, false}, m.dk, ldf, K, d, R, true);
-  }
-  t.sync();
-  flash_store_rows(t, m.dk, ldf, nullptr, s, b, h, k0, K, a.dk);
-  flash_store_rows(t, m.dv, ldf, nullptr, s, b, h, k0, K, a.dv);
-}
-
-// Query rows q0 .. q0 + 63 of head h of sample b: dq.
-template <typename Tiles, typename T>
-KILN_HD void flash_backward_query_block(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h,
-                                        int64_t q0, char* smem) {
-  constexpr int R = kFlashQueryPass.outer, K = kFlashQueryPass.inner;
-  const FlashShape& s = a.shape;
-  const int d = int(s.d), ldt = tile_ld<T>(d), ldf = tile_ld<float>(d), ldg = tile_ld<float>(K), ldx = tile_ld<T>(K);
-  SmemCarver carver{smem};
-  const auto m = FlashQueryPassSmem::carve<T>(carver, d);
-  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt);
-  flash_load_rows(t, a.dout, s, b, h, q0, R, m.dout, ldt);
-  flash_load_row_stats(t, a, b, h, q0, R, m.lse, m.dot);
-  t.for_each(R * d, [&](int e) { m.dq[e / d * ldf + e % d] = 0.0f; });
-  for (int64_t k0 = 0; k0 < s.S; k0 += K) {
-    t.sync();  // the last key block's tiles are read
-    flash_load_rows(t, a.k, s, b, h, k0, K, m.k, ldt);
-    flash_load_rows(t, a.v, s, b, h, k0, K, m.v, ldt);
-    t.for_each(K, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
-    t.sync();
-    flash_grad_products(t, m.g, m.q, m.dout, m.k, m.v, ldt, R, K, d);
-    t.sync();
-    t.for_each(R * K / 4, [&](int gi) {
-      const int r = gi / (K / 4), j = gi % (K / 4) * 4;
-      float keep[4];
-      flash_keep_row<4>(a.drop, s, b, h, q0 + r, k0 + j, keep);
-      for (int u = 0; u < 4; ++u) {
-        const int e = r * ldg + j + u;
-        const FlashGrad f = flash_grad(m.g.s[e], m.g.dp[e], m.bias[j + u], m.lse[r], m.dot[r], keep[u], a.drop, s.scale);
-        m.g.x[r * ldx + j + u] = store<T>(f.dscore);
-      }
-    });
-    t.sync();
-    t.gemm(TileRef<T>{m.g.x, ldx, false}, TileRef<T>{m.k, ldt, false}, m.dq, ldf, R, d, K, true);
-  }
-  t.sync();
-  flash_store_rows(t, m.dq, ldf, nullptr, s, b, h, q0, R, a.dq);
-}
-
 // The blocks of a launch: per (b, h) ceil(S / rows) blocks; block index (b, h, block).
 KILN_HD inline int64_t flash_blocks(int64_t S, int rows) { return (S + rows - 1) / rows; }
 
+// The head dim the kernels are built for that takes d (a multiple of 16 up to kFlashMaxHeadDim, as
+// the caller has checked): their register arrays are sized by it, and four sizes keep the kernels
+// few; the columns past d are zeros in every tile.
+KILN_HD constexpr int flash_tile_dim(int64_t d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
+// fn.template operator()<D>() with D = flash_tile_dim(d).
+template <typename Fn>
+void with_flash_head_dim(int64_t d, Fn&& fn) {
+  switch (flash_tile_dim(d)) {
+    case 16: return fn.template operator()<16>();
+    case 32: return fn.template operator()<32>();
+    case 64: return fn.template operator()<64>();
+    default: return fn.template operator()<128>();
+  }
+}
+
 // ---- the host policy ----
 
-// A thread block's work on one CPU thread: each item of a phase in turn, syncs free, products
-// as plain loops (operands loaded to f32, summed in f32 in k order); the warps' register products
-// (warp_mma.h) emulated warp by warp.
+// A thread block's work on one CPU thread: each item of a phase in turn, syncs free, the warps'
+// register products (warp_mma.h) emulated warp by warp.
 struct HostTiles {
   template <typename X>
   using Regs = HostRegs<X, kFlashThreads>;
@@ -443,24 +297,15 @@ struct HostTiles {
   void quad_sum(Regs<X>& r, F v) const {
     for (int w = 0; w < kFlashWarps; ++w) host_warp::quad_reduce(r, w, v, [](float a, float b) { return a + b; });
   }
+  // to(x) = from(x') for each thread, x' the registers of lane src(lane) of its warp.
+  template <typename X, typename From, typename To, typename Src>
+  void gather(Regs<X>& r, From from, To to, Src src) const {
+    for (int w = 0; w < kFlashWarps; ++w) host_warp::gather(r, w, from, to, src);
+  }
   // b(x) = the B operand at rows k0.., columns n0.. of a row-major tile (b_frag_of_cols).
   template <typename X, typename F, typename T>
   void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
     threads([&](int th) { b(r[th]) = b_frag_of_cols(tile, ld, k0, n0, th % 32); });
-  }
-  // c (m, n; ldc) = (accumulate ? c : 0) + a (m, k) b (k, n).
-  template <typename T>
-  void gemm(TileRef<T> a, TileRef<T> b, float* c, int ldc, int m, int n, int k, bool accumulate) const {
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j) {
-        float sum = 0.0f;
-        for (int l = 0; l < k; ++l) {
-          const T x = a.trans ? a.p[l * a.ld + i] : a.p[i * a.ld + l];
-          const T y = b.trans ? b.p[j * b.ld + l] : b.p[l * b.ld + j];
-          sum += load(x) * load(y);
-        }
-        c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
-      }
   }
 };
 

@@ -146,6 +146,14 @@ void quad_reduce(Regs& r, int w, F v, Op op) {
   }
 }
 
+// to(lane l's registers) = from(lane src(l)'s) for each lane: the device's __shfl_sync.
+template <typename Regs, typename From, typename To, typename Src>
+void gather(Regs& r, int w, From from, To to, Src src) {
+  uint32_t before[32];
+  for (int l = 0; l < 32; ++l) before[l] = from(r[32 * w + l]);
+  for (int l = 0; l < 32; ++l) to(r[32 * w + l]) = before[src(l)];
+}
+
 }  // namespace host_warp
 
 }  // namespace kiln::ops::cuda
