@@ -136,7 +136,8 @@ TEST(CudaBodies, AttentionProductsKeepTheLdmatrixRules) {
       const FlashHeads<T> grad{out.data(), d, S * d, d};
       const FlashShape shape{1, 1, S, d, 0.125f, mask.data()};
       const FlashForwardArgs<T> fa{shape, in, in, in, grad, lse.data(), {}};
-      const FlashBackwardArgs<T> ba{shape, in, in, in, in, in, grad, grad, grad, lse.data(), {}};
+      std::vector<float> dots(static_cast<size_t>(S));
+      const FlashBackwardArgs<T> ba{shape, in, in, in, in, in, grad, grad, grad, lse.data(), {}, dots.data()};
       const int64_t bytes = std::max(flash_forward_smem_bytes<T>(int(d)), flash_backward_smem_bytes<T>(int(d)));
       std::vector<char> smem(static_cast<size_t>(bytes));
       const LdmatrixRuleTiles tiles{{}, smem.data()};
@@ -270,8 +271,9 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
   const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f};
   lse.assign(size_t(B * heads * S), 0.0f);
   const FlashForwardArgs<bf16_t> fa{shape, in(t[0]), in(t[1]), in(t[2]), heads_of(t[3]), lse.data(), drop};
-  const FlashBackwardArgs<bf16_t> ba{shape, in(t[0]), in(t[1]), in(t[2]), in(t[3]), in(t[4]), heads_of(t[5]),
-                                     heads_of(t[6]), heads_of(t[7]), lse.data(), drop};
+  std::vector<float> dots(size_t(B * heads * S));
+  const FlashBackwardArgs<bf16_t> ba{shape,          in(t[0]),       in(t[1]),       in(t[2]),   in(t[3]), in(t[4]),
+                                     heads_of(t[5]), heads_of(t[6]), heads_of(t[7]), lse.data(), drop, dots.data()};
   std::vector<char> smem(size_t(std::max(flash_forward_smem_bytes<bf16_t>(d), flash_backward_smem_bytes<bf16_t>(d))));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < heads; ++h)
@@ -279,6 +281,7 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
         flash_forward_block(tiles, fa, b, h, q0, smem.data());
         finish(tiles);
       }
+  for (int64_t i = 0; i < B * heads * S; ++i) FlashRowDotsBody<bf16_t>{ba}(i);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t k0 = 0; k0 < S; k0 += kFlashKeyPass.outer) {
@@ -363,6 +366,37 @@ TEST(CudaBodies, AttentionTileStoresByPacksAsByElements) {
       EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
       EXPECT_NE(load(packed[size_t(first * ld + d)]), 7.0f);  // written: head 1's first element
     }
+  });
+}
+
+// The backward's D = rowsum(dO o) of every row of heads read in place, as 16-byte packs and element
+// by element, against float64.
+TEST(CudaBodies, AttentionRowDotsByPacksAsByElements) {
+  const int64_t B = 2, heads = 3, S = 5, d = 64, ld = 3 * heads * d;
+  for_each_type([&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<T> dout = stored<T>(random_normal(B * S * ld, 12)), o = stored<T>(random_normal(B * S * ld, 13));
+    const auto heads_of = [&](const std::vector<T>& v, bool packs) {
+      return FlashHeads<const T>{v.data(), ld, S * ld, d, packs};
+    };
+    std::vector<float> packed(size_t(B * heads * S)), single(packed.size());
+    std::vector<double> want(packed.size());
+    for (bool packs : {true, false}) {
+      FlashBackwardArgs<T> a;
+      a.shape = FlashShape{B, heads, S, d};
+      a.dout = heads_of(dout, packs), a.o = heads_of(o, packs);
+      a.dot = packs ? packed.data() : single.data();
+      for (int64_t i = 0; i < B * heads * S; ++i) FlashRowDotsBody<T>{a}(i);
+    }
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t c = 0; c < d; ++c) {
+            const size_t e = size_t((b * S + i) * ld + h * d + c);
+            want[size_t((b * heads + h) * S + i)] += double(load(dout[e])) * load(o[e]);
+          }
+    EXPECT_LT(max_rel_error(packed, want), 1e-5);
+    EXPECT_LT(max_rel_error(single, want), 1e-5);
   });
 }
 

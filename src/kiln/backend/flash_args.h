@@ -40,10 +40,11 @@ template <typename T>
 cuda::FlashBackwardArgs<T> flash_backward_args(const MatView& q, const MatView& k, const MatView& v,
                                                const MatView& context, const MatView& dcontext, const Tensor& mask,
                                                const DropoutMask& drop, float scale, const Tensor& row_lse,
-                                               const MatView& dq, const MatView& dk, const MatView& dv) {
+                                               const MatView& dq, const MatView& dk, const MatView& dv,
+                                               Tensor& row_dots) {
   return {flash_shape(q, mask, scale), flash_heads<const T>(q), flash_heads<const T>(k), flash_heads<const T>(v),
           flash_heads<const T>(context), flash_heads<const T>(dcontext), flash_heads<T>(dq), flash_heads<T>(dk),
-          flash_heads<T>(dv), row_lse.ptr<float>(), flash_dropout(drop)};
+          flash_heads<T>(dv), row_lse.ptr<float>(), flash_dropout(drop), row_dots.ptr<float>()};
 }
 
 }  // namespace kiln::ops

@@ -63,8 +63,14 @@ void flash_attention_backward(Context& ctx, const MatView& q, const MatView& k, 
   const char* op = "flash_attention_backward";
   const OpScope scope = expect_cpu(ctx, op, {&q.t, &k.t, &v.t, &context.t, &dcontext.t, &mask, &row_lse, &dq.t,
                                              &dk.t, &dv.t, &drop.sample_offset});
+  const ScratchScope own_scratch(ctx);
+  Tensor row_dots = ctx.scratch_tensor(row_lse.shape, DType::f32);
   cuda::with_float_type(q.t.dtype, [&]<typename T>(T) {
-    const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, dq, dk, dv);
+    const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, dq, dk, dv, row_dots);
+    const cuda::FlashRowDotsBody<T> dots{a};
+    const int64_t rows = row_dots.numel();
+#pragma omp parallel for if (rows > 1024)
+    for (int64_t i = 0; i < rows; ++i) dots(i);
     const int64_t smem = cuda::flash_backward_smem_bytes<T>(int(a.shape.d));
     for_each_block(a.shape, cuda::kFlashKeyPass.outer, smem, [&](int64_t b, int64_t h, int64_t k0, char* m) {
       cuda::flash_backward_key_block(cuda::HostTiles{}, a, b, h, k0, m);

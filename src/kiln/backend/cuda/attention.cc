@@ -48,8 +48,10 @@ void flash_attention_backward(Context& ctx, const MatView& q, const MatView& k, 
   const char* op = "flash_attention_backward";
   const OpScope scope = expect_cuda(ctx, op, {&q.t, &k.t, &v.t, &context.t, &dcontext.t, &mask, &row_lse, &dq.t,
                                               &dk.t, &dv.t, &drop.sample_offset});
+  const ScratchScope own_scratch(ctx);
+  Tensor row_dots = ctx.scratch_tensor(row_lse.shape, DType::f32);
   with_half_type(op, q.t.dtype, [&]<typename T>(T) {
-    const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, dq, dk, dv);
+    const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, dq, dk, dv, row_dots);
     expect_shared_memory(ctx, op, flash_backward_smem_bytes<T>(int(a.shape.d)), a.shape.d);
     check(launch_flash_backward(a, ctx.stream), op);
     check_launch(op);

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "kiln/backend/cuda/attention_launch.h"
+#include "kiln/backend/cuda/launch.cuh"
 
 namespace kiln::ops::cuda {
 namespace {
@@ -161,6 +162,7 @@ cudaError_t launch_flash_backward(const FlashBackwardArgs<T>& a, void* stream) {
   if (!has_blocks(a.shape)) return cudaSuccess;
   const int bytes = int(flash_backward_smem_bytes<T>(int(a.shape.d)));
   const auto s = static_cast<cudaStream_t>(stream);
+  launch(a.shape.B * a.shape.heads * a.shape.S, FlashRowDotsBody<T>{a}, stream);
   cudaError_t err = cudaSuccess;
   with_flash_head_dim(a.shape.d, [&]<int D>() {
     for (const void* kernel : {reinterpret_cast<const void*>(flash_key_pass_kernel<T, D>),

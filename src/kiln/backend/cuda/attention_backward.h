@@ -56,14 +56,32 @@ KILN_HD inline int64_t flash_backward_smem_bytes(int d) {
   return key.used > query.used ? key.used : query.used;
 }
 
-// D_i = do_i . o_i in f32, column order: the same in both backward passes.
+// The backward's first step, before either pass: D_i = do_i . o_i in f32, in column order, of
+// every row into a.dot, which both passes read (each row's once, not once a block of the other
+// pass). Item i: row i % S of head i / S % heads of sample i / (S heads).
 template <typename T>
-KILN_HD float flash_row_dot(const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t i) {
-  const T *dout = a.dout.row(b, h, i), *o = a.o.row(b, h, i);
-  float dot = 0.0f;
-  for (int64_t c = 0; c < a.shape.d; ++c) dot += load(dout[c]) * load(o[c]);
-  return dot;
-}
+struct FlashRowDotsBody {
+  FlashBackwardArgs<T> a;
+  KILN_HD void operator()(int64_t item) const {
+    const FlashShape& s = a.shape;
+    const int64_t i = item % s.S, h = item / s.S % s.heads, b = item / (s.S * s.heads);
+    const T *dout = a.dout.row(b, h, i), *o = a.o.row(b, h, i);
+    float dot = 0.0f;
+    if (a.dout.packs && a.o.packs) {
+      constexpr int W = kPackLanes<T>;
+      for (int64_t c = 0; c < s.d; c += W) {
+        T x[W], y[W];
+        const Pack px = read_pack(dout + c), py = read_pack(o + c);
+        std::memcpy(x, &px, kPackBytes);
+        std::memcpy(y, &py, kPackBytes);
+        for (int j = 0; j < W; ++j) dot += load(x[j]) * load(y[j]);
+      }
+    } else {
+      for (int64_t c = 0; c < s.d; ++c) dot += load(dout[c]) * load(o[c]);
+    }
+    a.dot[item] = dot;
+  }
+};
 
 // One element of backward from its score product qk = q_i . k_j, dp = do_i . v_j, the row's lse and D
 // and the key's bias: the dropped probability (for dv) and dS scaled (for dq, dk).
@@ -85,7 +103,7 @@ KILN_HD void flash_load_row_stats(const Tiles& t, const FlashBackwardArgs<T>& a,
   t.for_each(rows, [=](int r) {
     const int64_t i = q0 + r;
     lse[r] = i < s.S ? a.lse[(b * s.heads + h) * s.S + i] : INFINITY;
-    dot[r] = i < s.S ? flash_row_dot(a, b, h, i) : 0.0f;
+    dot[r] = i < s.S ? a.dot[(b * s.heads + h) * s.S + i] : 0.0f;
   });
 }
 
@@ -281,7 +299,7 @@ KILN_HD void flash_query_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a
   flash_backward_store<D>(t, r, m.outer, ldt, s, b, h, q0, R, out);
 }
 
-// The passes of one block on the host (HostTiles or a test's policy).
+// The passes of one block on the host (HostTiles or a test's policy), a.dot made.
 template <typename Tiles, typename T>
 void flash_backward_key_block(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t k0,
                               char* smem) {

@@ -82,6 +82,7 @@ struct FlashBackwardArgs {
   FlashHeads<T> dq, dk, dv;
   const float* lse = nullptr;  // (B, heads, S), the forward's
   FlashDropout drop;
+  float* dot = nullptr;  // (B, heads, S): D = rowsum(dO o), the backward's first step (FlashRowDotsBody)
 };
 
 // Rows of a shared-memory tile of `cols` values, padded by 16 bytes: a multiple of 16 bytes, as
