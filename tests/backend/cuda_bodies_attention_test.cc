@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -76,9 +77,10 @@ TEST(CudaBodies, AttentionKeepBitsReachTheLanesThatHoldTheirElements) {
     };
     HostTiles t;
     HostTiles::Regs<Keep> rows, keys;
+    const auto philox = [&](int64_t i, int64_t j) { return flash_keep_row4(d, s, 0, 1, i, j); };
     t.threads([&](int th) {
-      rows[th].made = flash_keep_made_for_rows<kTiles>(d, s, 0, 1, row0, col0, th % 32);
-      keys[th].made = flash_keep_made_for_keys<kTiles>(d, s, 0, 1, row0, col0, th % 32);
+      rows[th].made = flash_keep_made_for_rows<kTiles>(philox, row0, col0, th % 32);
+      keys[th].made = flash_keep_made_for_keys<kTiles>(philox, row0, col0, th % 32);
     });
     flash_gather_keep_for_rows(t, rows);
     flash_gather_keep_for_keys(t, keys);
@@ -92,6 +94,42 @@ TEST(CudaBodies, AttentionKeepBitsReachTheLanesThatHoldTheirElements) {
           ASSERT_EQ(flash_keep_bit_for_keys(keys[lane].keep[i], lane, j), key_row) << S << " " << lane;
         }
   }
+}
+
+// The bits the forward saves of a key block (64 keys, lanes' nibbles interleaved into words) read
+// back as flash_keep_row4 makes them, at every (query, key) of a block's 64 rows, for every key
+// block of a row of S keys (S not a multiple of 32 or 64: the last words partly past the sequence).
+TEST(CudaBodies, AttentionSavedKeepBitsReadBackAsMade) {
+  constexpr int kTiles = kFlashForward.inner / 8;
+  const int64_t S = 150, words = (S + 31) / 32, row0 = 64;
+  std::vector<uint32_t> saved(size_t(2 * S * words));
+  int64_t first_sample = 9;
+  const FlashDropout d{RngStream{5, 6}, &first_sample, 0, 0.3f, 1.0f / 0.7f, saved.data()};
+  FlashShape s;
+  s.B = 1, s.heads = 2, s.S = S;
+  struct Keep {
+    uint32_t made, partner;
+  };
+  HostTiles t;
+  HostTiles::Regs<Keep> r;
+  const auto philox = [&](int64_t i, int64_t j) { return flash_keep_row4(d, s, 0, 1, i, j); };
+  for (int64_t k0 = 0; k0 < S; k0 += kFlashForward.inner) {
+    t.threads([&](int th) {
+      r[th].made = flash_keep_made_for_rows<kTiles>(philox, row0 + th / 32 * 16, k0, th % 32);
+    });
+    t.gather(r, [](const Keep& x) { return x.made; }, [](Keep& x) -> uint32_t& { return x.partner; },
+             [](int lane) { return lane ^ 1; });
+    t.threads([&](int th) {
+      flash_save_keep_bits(d, s, 0, 1, row0 + th / 32 * 16, k0, th % 32, r[th].made, r[th].partner);
+    });
+  }
+  int64_t dropped = 0;
+  for (int64_t i = row0; i < row0 + 64; ++i)
+    for (int64_t j = 0; j < S; j += 4) {
+      ASSERT_EQ(flash_saved_keep4(d, s, 0, 1, i, j), philox(i, j)) << "row " << i << " key " << j;
+      dropped += 4 - std::popcount(philox(i, j));
+    }
+  EXPECT_GT(dropped, 64 * S / 5);  // the bits are not all one way
 }
 
 // The passes' shared memory for each head dim: what the host policy carves is what a block of the
@@ -268,7 +306,8 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
   const auto heads_of = [&](std::vector<bf16_t>& v) { return FlashHeads<bf16_t>{v.data(), width, S * width, d}; };
   const auto in = [&](std::vector<bf16_t>& v) { return FlashHeads<const bf16_t>{v.data(), width, S * width, d}; };
   const FlashShape shape{B, heads, S, d, 0.17f, mask.data()};
-  const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f};
+  std::vector<uint32_t> keep_bits(size_t(B * heads * S * ((S + 31) / 32)));
+  const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f, keep_bits.data()};
   lse.assign(size_t(B * heads * S), 0.0f);
   const FlashForwardArgs<bf16_t> fa{shape, in(t[0]), in(t[1]), in(t[2]), heads_of(t[3]), lse.data(), drop};
   std::vector<float> dots(size_t(B * heads * S));

@@ -142,18 +142,23 @@ std::string name_of(const Case& c, DType dt) {
 
 // The fused ops' forward (context, lse) and backward (dq, dk, dv) of `a`.
 struct Fused {
-  Tensor context, lse, dq, dk, dv;
+  Tensor context, lse, keep_bits, dq, dk, dv;
 };
 
 Fused fused(Parity& p, const Attention& a, DType dt) {
   const Case& c = a.c;
   const int64_t width = c.heads * c.d;
-  Fused f{p.zeros({c.B * c.S, width}, dt), p.zeros({c.B, c.heads, c.S}, DType::f32), p.zeros({c.B * c.S, width}, dt),
-          p.zeros({c.B * c.S, width}, dt), p.zeros({c.B * c.S, width}, dt)};
+  Fused f{p.zeros({c.B * c.S, width}, dt),
+          p.zeros({c.B, c.heads, c.S}, DType::f32),
+          p.zeros({c.B, c.heads, c.S, (c.S + 31) / 32}, DType::i32),
+          p.zeros({c.B * c.S, width}, dt),
+          p.zeros({c.B * c.S, width}, dt),
+          p.zeros({c.B * c.S, width}, dt)};
   ops::flash_attention_forward(p.ctx, a.part(0), a.part(1), a.part(2), a.mask, a.drop, a.scale, a.heads(f.context),
-                               f.lse);
+                               f.lse, f.keep_bits);
   ops::flash_attention_backward(p.ctx, a.part(0), a.part(1), a.part(2), a.heads(f.context), a.heads(a.dcontext),
-                                a.mask, a.drop, a.scale, f.lse, a.heads(f.dq), a.heads(f.dk), a.heads(f.dv));
+                                a.mask, a.drop, a.scale, f.lse, f.keep_bits, a.heads(f.dq), a.heads(f.dk),
+                                a.heads(f.dv));
   return f;
 }
 
@@ -164,7 +169,7 @@ TEST(ParityFlashAttention, ForwardAndBackwardMatchFloat64AttentionWithItsDropout
       if (!runs_on(p, dt)) continue;
       const Attention a(p, c, dt);
       const std::string what = name_of(c, dt);
-      const auto [context, lse, dq, dk, dv] = fused(p, a, dt);
+      const auto [context, lse, keep_bits, dq, dk, dv] = fused(p, a, dt);
       const Reference r = reference(p, a);
       p.expect_close(context, r.context, "context " + what);
       p.expect_close(lse, r.lse, "lse " + what, 1e-5);
@@ -214,7 +219,7 @@ TEST(ParityFlashAttention, MatchesTheUnfusedOpsWithMasksAndDropout) {
       if (!runs_on(p, dt)) continue;
       const Attention a(p, c, dt);
       const std::string what = name_of(c, dt);
-      const auto [context, lse, dq, dk, dv] = fused(p, a, dt);
+      const auto [context, lse, keep_bits, dq, dk, dv] = fused(p, a, dt);
       const Unfused u = unfused(p, a, dt);
       // A dropped set that differed in one element would move a context row by that probability's
       // share of v: far more than the two paths' roundings.
@@ -232,8 +237,9 @@ TEST(ParityFlashAttention, HeadDimsTheTilesDoNotTakeAreAnError) {
     const Case c{1, 2, 8, d, 0, 0.0f};
     const Attention a(p, c, DType::bf16);
     Tensor context = p.zeros({c.S, c.heads * d}, DType::bf16), lse = p.zeros({1, c.heads, c.S}, DType::f32);
+    Tensor no_bits;  // no dropout
     EXPECT_THROW(ops::flash_attention_forward(p.ctx, a.part(0), a.part(1), a.part(2), a.mask, a.drop, a.scale,
-                                              a.heads(context), lse),
+                                              a.heads(context), lse, no_bits),
                  Error)
         << d;
   }

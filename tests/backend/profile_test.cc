@@ -103,18 +103,19 @@ TEST(OpProfile, NotesShapesOnlyWhileAnOpWouldBeRecorded) {
 }
 
 // Fused attention's rows: the products' FLOPs (forward 4 d Z, backward 14 d Z with its
-// recomputation; Z = B heads S^2), each head view's bytes once, the mask and the lse.
+// recomputation; Z = B heads S^2), each head view's bytes once, the mask, the lse and the keep bits.
 TEST(OpProfile, FusedAttentionShapesCountItsProductsAndHeadViews) {
   const int64_t B = 2, heads = 3, S = 40, d = 16;
   const Tensor x = Tensor::empty({B * S, heads * d}, DType::bf16), mask = Tensor::empty({B, S}, DType::i32);
-  const Tensor lse = Tensor::empty({B, heads, S}, DType::f32);
+  const Tensor lse = Tensor::empty({B, heads, S}, DType::f32), bits = Tensor::empty({B, heads, S, 2}, DType::i32);
   const MatView h = heads_view(x, B, S, heads);
   DropoutMask drop;
   drop.p = 0.1f;
-  const OpShape fwd = describe(check::flash_attention_forward{}, h, h, h, mask, drop, 0.25f, h, lse);
+  const OpShape fwd = describe(check::flash_attention_forward{}, h, h, h, mask, drop, 0.25f, h, lse, bits);
   const OpShape bwd =
-      describe(check::flash_attention_backward{}, h, h, h, h, h, mask, drop, 0.25f, lse, h, h, h);
-  const double Z = double(B * heads * S * S), view = double(B * S * heads * d * 2), small = double(B * S * 4 * (1 + heads));
+      describe(check::flash_attention_backward{}, h, h, h, h, h, mask, drop, 0.25f, lse, bits, h, h, h);
+  const double Z = double(B * heads * S * S), view = double(B * S * heads * d * 2),
+               small = double(B * S * 4 * (1 + heads)) + double(B * heads * S * 2 * 4);
   EXPECT_EQ(fwd.text, "[2x3] S40 d16 bf16 p0.1");
   EXPECT_DOUBLE_EQ(fwd.flops, 4 * Z * d);
   EXPECT_DOUBLE_EQ(bwd.flops, 14 * Z * d);

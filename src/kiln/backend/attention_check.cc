@@ -30,7 +30,7 @@ void check_heads(const char* op, const char* what, const MatView& v, const MatVi
 
 // q's shape (B, heads, S, d) against the mask, the row statistics, the scale and the dropout.
 void check_attention(const char* op, const MatView& q, const Tensor& mask, const DropoutMask& drop, float scale,
-                     const Tensor& row_lse) {
+                     const Tensor& row_lse, const Tensor& keep_bits) {
   const int64_t B = q.batch[0], heads = q.batch[1], S = q.rows, d = q.cols;
   expect_dtype(op, "q", q.t, kFloat);
   KILN_CHECK(S > 0 && d > 0 && d % 16 == 0 && d <= cuda::kFlashMaxHeadDim,
@@ -45,24 +45,30 @@ void check_attention(const char* op, const MatView& q, const Tensor& mask, const
   if (drop.p != 0.0f) {
     KILN_CHECK(drop.samples == B, "op {}: the dropout has {} samples, the batch {}", op, drop.samples, B);
     expect_dropout_mask(op, drop, B * heads * S * S, S);
+    expect_dtype(op, "keep_bits", keep_bits, {DType::i32});
+    const Shape bits{B, heads, S, (S + 31) / 32};
+    KILN_CHECK(keep_bits.shape == bits, "op {}: keep_bits {} is not {} (B, heads, S, S / 32 words)", op,
+               shape_str(keep_bits.shape), shape_str(bits));
   }
 }
 
 }  // namespace
 
 void check_args(check::flash_attention_forward, const MatView& q, const MatView& k, const MatView& v,
-                const Tensor& mask, const DropoutMask& drop, float scale, const MatView& context, Tensor& row_lse) {
+                const Tensor& mask, const DropoutMask& drop, float scale, const MatView& context, Tensor& row_lse,
+                Tensor& keep_bits) {
   const char* op = "flash_attention_forward";
   check_heads(op, "q", q, q);
   check_heads(op, "k", k, q);
   check_heads(op, "v", v, q);
   check_heads(op, "context", context, q);
-  check_attention(op, q, mask, drop, scale, row_lse);
+  check_attention(op, q, mask, drop, scale, row_lse, keep_bits);
 }
 
 void check_args(check::flash_attention_backward, const MatView& q, const MatView& k, const MatView& v,
                 const MatView& context, const MatView& dcontext, const Tensor& mask, const DropoutMask& drop,
-                float scale, const Tensor& row_lse, const MatView& dq, const MatView& dk, const MatView& dv) {
+                float scale, const Tensor& row_lse, const Tensor& keep_bits, const MatView& dq, const MatView& dk,
+                const MatView& dv) {
   const char* op = "flash_attention_backward";
   check_heads(op, "q", q, q);
   check_heads(op, "k", k, q);
@@ -72,7 +78,7 @@ void check_args(check::flash_attention_backward, const MatView& q, const MatView
   check_heads(op, "dq", dq, q);
   check_heads(op, "dk", dk, q);
   check_heads(op, "dv", dv, q);
-  check_attention(op, q, mask, drop, scale, row_lse);
+  check_attention(op, q, mask, drop, scale, row_lse, keep_bits);
 }
 
 }  // namespace kiln::ops

@@ -23,28 +23,30 @@ inline cuda::FlashShape flash_shape(const MatView& q, const Tensor& mask, float 
   return {q.batch[0], q.batch[1], q.rows, q.cols, scale, mask.ptr<int32_t>()};
 }
 
-inline cuda::FlashDropout flash_dropout(const DropoutMask& d) {
+// The dropout with its keep bits (written by the forward, read by the backward).
+inline cuda::FlashDropout flash_dropout(const DropoutMask& d, const Tensor& keep_bits) {
   if (d.p == 0.0f) return {};
-  return {d.rng, d.sample_offset.ptr<int64_t>(), d.element_offset, d.p, 1.0f / (1.0f - d.p)};
+  return {d.rng, d.sample_offset.ptr<int64_t>(), d.element_offset, d.p, 1.0f / (1.0f - d.p),
+          const_cast<uint32_t*>(keep_bits.ptr<uint32_t>())};
 }
 
 template <typename T>
 cuda::FlashForwardArgs<T> flash_forward_args(const MatView& q, const MatView& k, const MatView& v, const Tensor& mask,
                                              const DropoutMask& drop, float scale, const MatView& context,
-                                             Tensor& row_lse) {
+                                             Tensor& row_lse, Tensor& keep_bits) {
   return {flash_shape(q, mask, scale), flash_heads<const T>(q), flash_heads<const T>(k), flash_heads<const T>(v),
-          flash_heads<T>(context), row_lse.ptr<float>(), flash_dropout(drop)};
+          flash_heads<T>(context), row_lse.ptr<float>(), flash_dropout(drop, keep_bits)};
 }
 
 template <typename T>
 cuda::FlashBackwardArgs<T> flash_backward_args(const MatView& q, const MatView& k, const MatView& v,
                                                const MatView& context, const MatView& dcontext, const Tensor& mask,
                                                const DropoutMask& drop, float scale, const Tensor& row_lse,
-                                               const MatView& dq, const MatView& dk, const MatView& dv,
-                                               Tensor& row_dots) {
+                                               const Tensor& keep_bits, const MatView& dq, const MatView& dk,
+                                               const MatView& dv, Tensor& row_dots) {
   return {flash_shape(q, mask, scale), flash_heads<const T>(q), flash_heads<const T>(k), flash_heads<const T>(v),
           flash_heads<const T>(context), flash_heads<const T>(dcontext), flash_heads<T>(dq), flash_heads<T>(dk),
-          flash_heads<T>(dv), row_lse.ptr<float>(), flash_dropout(drop), row_dots.ptr<float>()};
+          flash_heads<T>(dv), row_lse.ptr<float>(), flash_dropout(drop, keep_bits), row_dots.ptr<float>()};
 }
 
 }  // namespace kiln::ops

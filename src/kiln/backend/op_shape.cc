@@ -19,13 +19,14 @@ OpShape conv_shape(const ConvShape& s, DType dtype, std::initializer_list<const 
 
 // Fused attention over q's shape: `views` head views of q's size, `products` x 2 d Z FLOPs.
 OpShape attention_shape(const MatView& q, const Tensor& mask, const DropoutMask& drop, const Tensor& row_lse,
-                        int views, int products) {
+                        const Tensor& keep_bits, int views, int products) {
   const double B = double(q.batch[0]), heads = double(q.batch[1]), S = double(q.rows), d = double(q.cols);
   OpShape shape;
   shape.text = fmt::format("[{}x{}] S{} d{} {}", q.batch[0], q.batch[1], q.rows, q.cols, dtype_name(q.t.dtype));
   if (drop.p != 0.0f) shape.text += fmt::format(" p{}", drop.p);
   shape.flops = products * 2.0 * B * heads * S * S * d;
   shape.bytes = views * B * heads * S * d * double(dtype_size(q.t.dtype)) + double(mask.nbytes() + row_lse.nbytes());
+  if (drop.p != 0.0f) shape.bytes += double(keep_bits.nbytes());
   return shape;
 }
 
@@ -58,14 +59,15 @@ OpShape describe(check::matmul, const MatView& a, const MatView& b, const MatVie
 }
 
 OpShape describe(check::flash_attention_forward, const MatView& q, const MatView&, const MatView&,
-                 const Tensor& mask, const DropoutMask& drop, float, const MatView&, const Tensor& row_lse) {
-  return attention_shape(q, mask, drop, row_lse, 4, 2);
+                 const Tensor& mask, const DropoutMask& drop, float, const MatView&, const Tensor& row_lse,
+                 const Tensor& keep_bits) {
+  return attention_shape(q, mask, drop, row_lse, keep_bits, 4, 2);
 }
 
 OpShape describe(check::flash_attention_backward, const MatView& q, const MatView&, const MatView&, const MatView&,
                  const MatView&, const Tensor& mask, const DropoutMask& drop, float, const Tensor& row_lse,
-                 const MatView&, const MatView&, const MatView&) {
-  return attention_shape(q, mask, drop, row_lse, 8, 7);
+                 const Tensor& keep_bits, const MatView&, const MatView&, const MatView&) {
+  return attention_shape(q, mask, drop, row_lse, keep_bits, 8, 7);
 }
 
 OpShape describe(check::conv2d_forward, const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& y) {

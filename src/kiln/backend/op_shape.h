@@ -25,13 +25,14 @@ OpShape describe(Op, const Args&... args) {
 OpShape describe(check::matmul, const MatView& a, const MatView& b, const MatView& c, const MatmulOpts& opts);
 // "[16x16] S512 d64 bf16 p0.1": batch x heads, sequence, head dim, dtype, dropout; forward 4 d Z
 // FLOPs of products (Z = B heads S^2), backward 14 d Z (the scores twice, dp twice, dv, dk, dq); the
-// head views' bytes once each, the mask and the row statistics.
+// head views' bytes once each, the mask, the row statistics and (with dropout) the keep bits.
 OpShape describe(check::flash_attention_forward, const MatView& q, const MatView& k, const MatView& v,
                  const Tensor& mask, const DropoutMask& drop, float scale, const MatView& context,
-                 const Tensor& row_lse);
+                 const Tensor& row_lse, const Tensor& keep_bits);
 OpShape describe(check::flash_attention_backward, const MatView& q, const MatView& k, const MatView& v,
                  const MatView& context, const MatView& dcontext, const Tensor& mask, const DropoutMask& drop,
-                 float scale, const Tensor& row_lse, const MatView& dq, const MatView& dk, const MatView& dv);
+                 float scale, const Tensor& row_lse, const Tensor& keep_bits, const MatView& dq, const MatView& dk,
+                 const MatView& dv);
 // "32x56x56x64 k64 3x3/1 bf16": N x H x W x C, output channels, kernel / stride, dtype; the
 // forward's 2 N P Q K C/groups R S FLOPs (the same for either backward pass); the tensors' bytes.
 OpShape describe(check::conv2d_forward, const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& y);

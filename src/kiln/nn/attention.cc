@@ -124,17 +124,18 @@ void SelfAttention::fused_forward(const Step& step, Tensor& context) {
   dropout_on_ = dropout_.arm(step, B);
   context_ = context;
   lse_ = own_lse_.get(*step.ctx, {B, heads, S}, DType::f32);
+  keep_ = dropout_on_ ? own_keep_.get(*step.ctx, {B, heads, S, (S + 31) / 32}, DType::i32) : Tensor{};
   ops::flash_attention_forward(*step.ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads),
                                ops::heads_view(v_, B, S, heads), mask_, probs_dropout(),
-                               1.0f / std::sqrt(float(head_dim)), ops::heads_view(context, B, S, heads), lse_);
+                               1.0f / std::sqrt(float(head_dim)), ops::heads_view(context, B, S, heads), lse_, keep_);
 }
 
 void SelfAttention::fused_backward(const Step& step, const Tensor& dctx, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int64_t B = B_, S = S_;
   const auto heads_of = [&](const Tensor& t) { return ops::heads_view(t, B, S, heads); };
-  dropout_on_ = dropout_.arm(step, B);  // the forward's mask again, as a recomputing backward keys it
+  dropout_on_ = dropout_.arm(step, B);  // the forward's p (its mask is in keep_)
   ops::flash_attention_backward(*step.ctx, heads_of(q_), heads_of(k_), heads_of(v_), heads_of(context_),
-                                heads_of(dctx), mask_, probs_dropout(), 1.0f / std::sqrt(float(head_dim)), lse_,
+                                heads_of(dctx), mask_, probs_dropout(), 1.0f / std::sqrt(float(head_dim)), lse_, keep_,
                                 heads_of(dq), heads_of(dk), heads_of(dv));
 }
 
@@ -174,7 +175,8 @@ void SelfAttention::share_storage(SelfAttention& owner) {
   AttentionScratch &mine = own_scratch_, &theirs = owner.own_scratch_;
   mine.f32.share(theirs.f32), mine.dropped.share(theirs.dropped), mine.dqkv.share(theirs.dqkv);
   mine.dx.share(theirs.dx);
-  ctx_.share(owner.ctx_), own_lse_.share(owner.own_lse_), partial_dx_.share_own(owner.partial_dx_);
+  ctx_.share(owner.ctx_), own_lse_.share(owner.own_lse_), own_keep_.share(owner.own_keep_);
+  partial_dx_.share_own(owner.partial_dx_);
   qkv_.share(owner.qkv_);
   gathered_.share_own(owner.gathered_), scattered_.share_own(owner.scattered_);
 }

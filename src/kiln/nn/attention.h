@@ -19,8 +19,9 @@
 // The fused core (`core`, nn/attention_core.h; decided at each forward from the device and dtype)
 // computes the same in ops::flash_attention_forward / _backward: it keeps no (B, heads, S, S)
 // tensor and no AttentionBuffers, saves the context and the rows' log-sum-exp (B, heads, S) f32
-// besides q, k, v, and with recomputation has nothing to recompute; its dropout masks are the
-// unfused path's, bit for bit. f32 on the CPU keeps the unfused path unless `core` says fused.
+// besides q, k, v (with dropout, also its keep bits, a bit an element: 1/16 of a bf16 S x S), and
+// with recomputation has nothing to recompute; its dropout masks are the unfused path's, bit for
+// bit. f32 on the CPU keeps the unfused path unless `core` says fused.
 #pragma once
 #include <string>
 
@@ -127,7 +128,8 @@ class SelfAttention {
   bool dropout_on_ = false;
   bool fused_ = false;      // this forward took the fused core
   Tensor context_, lse_;    // fused: the context (B*S, width) and (B, heads, S) f32
-  Buffer ctx_, own_lse_;
+  Tensor keep_;             // fused with dropout: the keep bits (B, heads, S, S / 32 words) i32
+  Buffer ctx_, own_lse_, own_keep_;
   BufferSlot partial_dx_;
   Tensor x_rows_;                  // sequence parallel: the input, this rank's rows
   BufferSlot gathered_, scattered_;  // sequence parallel: the whole input, this rank's rows of dx

@@ -30,11 +30,13 @@ void expect_shared_memory(const Context& ctx, const char* op, int64_t bytes, int
 }  // namespace
 
 void flash_attention_forward(Context& ctx, const MatView& q, const MatView& k, const MatView& v, const Tensor& mask,
-                             const DropoutMask& drop, float scale, const MatView& context, Tensor& row_lse) {
+                             const DropoutMask& drop, float scale, const MatView& context, Tensor& row_lse,
+                             Tensor& keep_bits) {
   const char* op = "flash_attention_forward";
-  const OpScope scope = expect_cuda(ctx, op, {&q.t, &k.t, &v.t, &mask, &context.t, &row_lse, &drop.sample_offset});
+  const OpScope scope =
+      expect_cuda(ctx, op, {&q.t, &k.t, &v.t, &mask, &context.t, &row_lse, &keep_bits, &drop.sample_offset});
   with_half_type(op, q.t.dtype, [&]<typename T>(T) {
-    const auto a = flash_forward_args<T>(q, k, v, mask, drop, scale, context, row_lse);
+    const auto a = flash_forward_args<T>(q, k, v, mask, drop, scale, context, row_lse, keep_bits);
     expect_shared_memory(ctx, op, flash_forward_smem_bytes<T>(int(a.shape.d)), a.shape.d);
     check(launch_flash_forward(a, ctx.stream), op);
     check_launch(op);
@@ -43,15 +45,16 @@ void flash_attention_forward(Context& ctx, const MatView& q, const MatView& k, c
 
 void flash_attention_backward(Context& ctx, const MatView& q, const MatView& k, const MatView& v,
                               const MatView& context, const MatView& dcontext, const Tensor& mask,
-                              const DropoutMask& drop, float scale, const Tensor& row_lse, const MatView& dq,
-                              const MatView& dk, const MatView& dv) {
+                              const DropoutMask& drop, float scale, const Tensor& row_lse, const Tensor& keep_bits,
+                              const MatView& dq, const MatView& dk, const MatView& dv) {
   const char* op = "flash_attention_backward";
-  const OpScope scope = expect_cuda(ctx, op, {&q.t, &k.t, &v.t, &context.t, &dcontext.t, &mask, &row_lse, &dq.t,
-                                              &dk.t, &dv.t, &drop.sample_offset});
+  const OpScope scope = expect_cuda(ctx, op, {&q.t, &k.t, &v.t, &context.t, &dcontext.t, &mask, &row_lse, &keep_bits,
+                                            &dq.t, &dk.t, &dv.t, &drop.sample_offset});
   const ScratchScope own_scratch(ctx);
   Tensor row_dots = ctx.scratch_tensor(row_lse.shape, DType::f32);
   with_half_type(op, q.t.dtype, [&]<typename T>(T) {
-    const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, dq, dk, dv, row_dots);
+    const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, keep_bits, dq, dk, dv,
+                                          row_dots);
     expect_shared_memory(ctx, op, flash_backward_smem_bytes<T>(int(a.shape.d)), a.shape.d);
     check(launch_flash_backward(a, ctx.stream), op);
     check_launch(op);

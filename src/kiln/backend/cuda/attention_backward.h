@@ -6,7 +6,7 @@
 //               P^T and dS^T repacked as A fragments where they lie, dV += P^T dO, dK += dS^T Q;
 //   query pass  queries q0 .. q0 + 63, key blocks of 32 streamed: warp w's rows as Q's and dO's A
 //               fragments; S = Q K^T, dP = dO V^T, dS repacked as A, dQ += dS K.
-// Nothing of S x S leaves registers. The streamed rows are read as B operands: by 32-bit reads as
+// Nothing of S x S leaves registers; the dropout's keep bits are the forward's, read back. The streamed rows are read as B operands: by 32-bit reads as
 // rows (Q, dO, K, V for the scores) and by ldmatrix.trans as columns (dO, Q, K for the gradients).
 #pragma once
 #include <cmath>
@@ -120,7 +120,7 @@ struct FlashBackwardRegs {
   AFrag<T> x[kInSteps];
   CFrag grad[2][kOutTiles];
   BFrag<T> b;
-  uint32_t made, keep[4];  // the dropout's keep bits this lane made, those of its elements (attention_tiles.h)
+  uint32_t made, keep[4];  // the forward's keep bits this lane read, those of its elements (attention_tiles.h)
 };
 
 // s = a[0] inner[0]^T, dp = a[1] inner[1]^T: the warp's 16 rows against the 32 streamed rows.
@@ -233,7 +233,8 @@ KILN_HD void flash_key_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a, 
     t.sync();
     flash_backward_scores<D>(t, r, m.inner, ldt);
     t.threads([&r, &a, b, h, k0, q0](int th) {
-      r[th].made = flash_keep_made_for_keys<X::kTiles>(a.drop, a.shape, b, h, q0, k0 + th / 32 * 16, th % 32);
+      const auto saved = [&](int64_t i, int64_t j) { return flash_saved_keep4(a.drop, a.shape, b, h, i, j); };
+      r[th].made = flash_keep_made_for_keys<X::kTiles>(saved, q0, k0 + th / 32 * 16, th % 32);
     });
     flash_gather_keep_for_keys(t, r);
     t.threads([&r, &a, &m](int th) { flash_key_pass_grads<D>(r[th], a, m, th); });
@@ -289,7 +290,8 @@ KILN_HD void flash_query_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a
     t.sync();
     flash_backward_scores<D>(t, r, m.inner, ldt);
     t.threads([&r, &a, b, h, q0, k0](int th) {
-      r[th].made = flash_keep_made_for_rows<X::kTiles>(a.drop, a.shape, b, h, q0 + th / 32 * 16, k0, th % 32);
+      const auto saved = [&](int64_t i, int64_t j) { return flash_saved_keep4(a.drop, a.shape, b, h, i, j); };
+      r[th].made = flash_keep_made_for_rows<X::kTiles>(saved, q0 + th / 32 * 16, k0, th % 32);
     });
     flash_gather_keep_for_rows(t, r);
     t.threads([&r, &a, &m](int th) { flash_query_pass_grads<D>(r[th], a, m, th); });

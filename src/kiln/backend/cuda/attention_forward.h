@@ -8,7 +8,8 @@
 // Per key block and warp, at head dim d: 8 d / 16 products for the scores and as many for the
 // context (m16n8k16: 16 x 8 x 16 each), their B operands read from shared memory once per warp
 // (32-bit reads for K's rows, ldmatrix's transposing form for V's), every score touched once in
-// registers, and a Philox block per two of them where the dropout is on.
+// registers; with dropout, a Philox block per four of them (attention_tiles.h, the keep bits), which
+// are saved for the backward, a bit each.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -60,7 +61,7 @@ struct FlashForwardRegs {
   CFrag o[kOutTiles];
   BFrag<T> b;  // a product's B operand
   float max[2], sum[2], block_max[2], rescale[2];
-  uint32_t made, keep[2];  // the dropout's keep bits this lane made, those of its row halves
+  uint32_t made, partner, keep[2];  // the keep bits this lane made, lane ^ 1 made, of its row halves
 };
 
 // S = Q K^T of the warp's rows and the key block in m.k (rows of ldt).
@@ -148,7 +149,8 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
     flash_forward_scores<D>(t, r, m.k, ldt);
     t.threads([&r, &m, &a, b, h, q0, k0](int th) {  // scale and bias, the thread's row maxima, keep bits
       X& x = r[th];
-      x.made = flash_keep_made_for_rows<X::kKeyTiles>(a.drop, a.shape, b, h, q0 + th / 32 * 16, k0, th % 32);
+      const auto philox = [&](int64_t i, int64_t j) { return flash_keep_row4(a.drop, a.shape, b, h, i, j); };
+      x.made = flash_keep_made_for_rows<X::kKeyTiles>(philox, q0 + th / 32 * 16, k0, th % 32);
       x.block_max[0] = x.block_max[1] = -INFINITY;
       KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j)
         KILN_UNROLL for (int i = 0; i < 4; ++i) {
@@ -160,7 +162,13 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
     t.quad_max(r, [](X& x) -> float& { return x.block_max[0]; });
     t.quad_max(r, [](X& x) -> float& { return x.block_max[1]; });
     flash_gather_keep_for_rows(t, r);
-    t.threads([&r, &a](int th) { flash_forward_softmax<D>(r[th], a, th % 32); });
+    t.gather(r, [](const X& x) { return x.made; }, [](X& x) -> uint32_t& { return x.partner; },
+             [](int lane) { return lane ^ 1; });
+    t.threads([&r, &a, b, h, q0, k0](int th) {
+      X& x = r[th];
+      flash_save_keep_bits(a.drop, a.shape, b, h, q0 + th / 32 * 16, k0, th % 32, x.made, x.partner);
+      flash_forward_softmax<D>(x, a, th % 32);
+    });
     flash_forward_context<D>(t, r, m.v, ldt);
   }
   t.quad_sum(r, [](X& x) -> float& { return x.sum[0]; });

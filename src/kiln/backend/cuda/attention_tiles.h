@@ -64,6 +64,9 @@ struct FlashDropout {
   const int64_t* sample_offset = nullptr;  // the micro-batch's first global sample
   int64_t element_offset = 0;
   float p = 0.0f, scale = 1.0f;  // scale = 1 / (1 - p)
+  // (B, heads, S, ceil(S / 32)): bit j % 32 of word j / 32 of row i of (b, h) set where (b, h, i, j)
+  // is kept; the forward writes it, the backward reads it.
+  uint32_t* keep_bits = nullptr;
 };
 
 template <typename T>
@@ -137,21 +140,29 @@ KILN_HD inline uint32_t flash_keep_row4(const FlashDropout& d, const FlashShape&
   return flash_keep4(d, uint64_t(*d.sample_offset) + uint64_t(b), d.element_offset + (h * s.S + i) * s.S + j);
 }
 
+// The keep bits of row i's columns j .. j + 3 (j a multiple of 4) as the forward saved them (all
+// four without dropout, and past the sequence, where nothing was saved and nothing is kept anyway).
+KILN_HD inline uint32_t flash_saved_keep4(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h, int64_t i,
+                                          int64_t j) {
+  if (d.p == 0.0f || i >= s.S || j >= s.S) return 0xfu;
+  const int64_t words = (s.S + 31) / 32;
+  return d.keep_bits[((b * s.heads + h) * s.S + i) * words + j / 32] >> (j % 32) & 0xfu;
+}
+
 // The keep bits of a warp's C tiles (warp_mma.h) of 16 rows and 8-column tiles, tile j at bits
-// 4 j .. 4 j + 3 of a word: each lane makes the bits of 4 neighbouring keys of one query per tile
-// (a Philox block where the row starts are multiples of 4, two elsewhere), and the lanes that hold
-// those elements fetch the word by a shuffle: a fourth of the blocks each lane would make for its
-// own elements (a half, for the pairs of a row).
+// 4 j .. 4 j + 3 of a word: each lane makes the bits of 4 neighbouring keys of one query per tile,
+// keep4(query, first key) (the forward: Philox, a block where the row starts are multiples of 4,
+// two elsewhere; the backward: the forward's saved bits), and the lanes that hold those elements
+// fetch the word by a shuffle: a fourth of the blocks each lane would make for its own elements (a
+// half, for the pairs of a row).
 //   rows are queries (forward, query pass): lane l makes row l / 2's keys 4 (l % 2) .. of each tile;
 //     element e of a lane's pair in row half u is bit 4 j + 2 (t % 2) + e of lane 16 u + 2 g + t / 2's;
 //   rows are keys (key pass): lane l makes query column l / 4's keys 4 (l % 4) .. of the warp's 16;
 //     element (key half u, query column 2 t + e) is bit 4 j + g % 4 of lane 8 t + 4 e + 2 u + g / 4's.
-template <int kTiles>
-KILN_HD uint32_t flash_keep_made_for_rows(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h,
-                                          int64_t row0, int64_t key0, int lane) {
+template <int kTiles, typename Keep4>
+KILN_HD uint32_t flash_keep_made_for_rows(const Keep4& keep4, int64_t row0, int64_t key0, int lane) {
   uint32_t bits = 0;
-  for (int j = 0; j < kTiles; ++j)
-    bits |= flash_keep_row4(d, s, b, h, row0 + lane / 2, key0 + 8 * j + 4 * (lane % 2)) << (4 * j);
+  KILN_UNROLL for (int j = 0; j < kTiles; ++j) bits |= keep4(row0 + lane / 2, key0 + 8 * j + 4 * (lane % 2)) << (4 * j);
   return bits;
 }
 KILN_HD constexpr int flash_keep_lane_for_rows(int lane, int u) { return 16 * u + 2 * (lane / 4) + lane % 4 / 2; }
@@ -167,12 +178,10 @@ KILN_HD void flash_gather_keep_for_rows(const Tiles& t, Regs& r) {
              [u](int lane) { return flash_keep_lane_for_rows(lane, u); });
 }
 
-template <int kTiles>
-KILN_HD uint32_t flash_keep_made_for_keys(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h,
-                                          int64_t query0, int64_t key0, int lane) {
+template <int kTiles, typename Keep4>
+KILN_HD uint32_t flash_keep_made_for_keys(const Keep4& keep4, int64_t query0, int64_t key0, int lane) {
   uint32_t bits = 0;
-  for (int j = 0; j < kTiles; ++j)
-    bits |= flash_keep_row4(d, s, b, h, query0 + 8 * j + lane / 4, key0 + 4 * (lane % 4)) << (4 * j);
+  KILN_UNROLL for (int j = 0; j < kTiles; ++j) bits |= keep4(query0 + 8 * j + lane / 4, key0 + 4 * (lane % 4)) << (4 * j);
   return bits;
 }
 KILN_HD constexpr int flash_keep_lane_for_keys(int lane, int u, int e) {
@@ -189,6 +198,22 @@ KILN_HD void flash_gather_keep_for_keys(const Tiles& t, Regs& r) {
     KILN_UNROLL for (int e = 0; e < 2; ++e)
       t.gather(r, [](const auto& x) { return x.made; }, [u, e](auto& x) -> uint32_t& { return x.keep[2 * u + e]; },
                [u, e](int lane) { return flash_keep_lane_for_keys(lane, u, e); });
+}
+
+// The forward's keep bits of key block k0 (64 keys, 8 tiles) of its warp's rows row0 .. into
+// d.keep_bits: lanes 2 r and 2 r + 1 made row r's nibbles of keys 0-3 and 4-7 of each tile (`made`,
+// `partner` the other's); the even one writes keys k0 .. k0 + 31, the odd one k0 + 32 .., their
+// nibbles interleaved.
+KILN_HD inline void flash_save_keep_bits(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h,
+                                         int64_t row0, int64_t k0, int lane, uint32_t made, uint32_t partner) {
+  const int64_t row = row0 + lane / 2, words = (s.S + 31) / 32, word = k0 / 32 + lane % 2;
+  if (d.p == 0.0f || row >= s.S || word >= words) return;
+  const uint32_t low = lane % 2 ? partner : made, high = lane % 2 ? made : partner;
+  const int first = 4 * (lane % 2);
+  uint32_t bits = 0;
+  KILN_UNROLL for (int j = 0; j < 4; ++j)
+    bits |= (low >> (4 * (first + j)) & 0xfu) << (8 * j) | (high >> (4 * (first + j)) & 0xfu) << (8 * j + 4);
+  d.keep_bits[((b * s.heads + h) * s.S + row) * words + word] = bits;
 }
 
 // A key's bias: 0 for a token, -10000 for padding, -inf past the sequence (a tile's padding).

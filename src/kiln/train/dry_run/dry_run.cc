@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kiln/core/error.h"
@@ -22,9 +23,11 @@ struct KilnActivations {
 KilnActivations kiln_activations(const models::BertConfig& c, double s, double b, double m, double t, double e) {
   const double N = s * b, H = double(c.hidden), Ht = H / t, It = double(c.intermediate) / t,
                core = double(c.heads) / t * s * s * b, V = double(c.vocab_size) / t;
-  // The fused core (the recipe resolves auto for the run's device) keeps the rows' lse, no (B, heads, S, S).
+  // The fused core (the recipe resolves auto for the run's device) keeps the rows' lse and, with
+  // attention dropout, a keep bit an element (rows of whole 32-bit words), no (B, heads, S, S).
   const bool fused = c.attention_core == nn::AttentionCore::fused;
-  const double lse = double(c.heads) / t * s * b * 4;
+  const double fused_saves = double(c.heads) / t * s * b * 4 +
+                             (c.attention_dropout > 0 ? double(c.heads) / t * s * b * std::ceil(s / 32) * 4 : 0.0);
   KilnActivations k;
   // sum1, sum2, both LayerNorm outputs; q, k, v, context; FC1 and GELU outputs; LN statistics;
   // the probabilities (f32: the scores' buffer).
@@ -32,7 +35,7 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // whole inputs are gathered again in backward).
   const double rows = c.sequence_parallel ? N / t : N;  // (B*S, H) rows a rank holds between the products
   k.per_layer = rows * H * e * 4 + N * Ht * e * 4 + N * It * e * 2 + 16 * rows +
-                (fused ? lse : c.recompute_attention ? 0 : core * e);
+                (fused ? fused_saves : c.recompute_attention ? 0 : core * e);
   // Forward: both projections' and dropouts' outputs; backward: the residual gradient and two
   // results, projection / dropout / FC / GELU gradients, q k v gradients. The core's two scratch
   // buffers (nn::AttentionScratch): f32 scores or their gradient, and the dropped probabilities
