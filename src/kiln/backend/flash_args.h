@@ -1,5 +1,6 @@
 // backend/flash_args.h — a fused attention op's arguments (checked by backend/attention_check.cc) as
-// the block algorithms of backend/cuda/attention_tiles.h take them, for either backend.
+// the block algorithms of backend/cuda/attention_forward.h and attention_backward.h take them, for
+// either backend.
 #pragma once
 #include <type_traits>
 

@@ -172,19 +172,24 @@ TEST(PerfModel, TableTotalIsTheSumOfTheOps) {
   EXPECT_NE(list.find("layer.attention.scores"), std::string::npos) << list;
 }
 
+// Without attention dropout; with it, the forward writes a keep bit an element and each backward pass
+// reads them (1/16 of a bf16 S x S tensor, thrice).
 TEST(PerfModel, FusedAttentionMovesNoScoresSoItsBytesGrowLinearlyInS) {
-  const auto bytes = [](int64_t S, bool fused) {
+  const auto bytes = [](int64_t S, bool fused, float dropout) {
     BertPerfRun r = bert_large(4);
     r.seq_length = S;
+    r.model.attention_dropout = dropout;
     const StepModel step = bert_step_model(r, device_model("h100"));
     double b = 0;
     for (const OpCost& op : fused ? step.fused_attention : step.ops)
       if (op.cls == OpClass::attention) b += op.calls * op.bytes;
     return b;
   };
-  EXPECT_NEAR(bytes(512, true) / bytes(256, true), 2.0, 1e-12);
-  EXPECT_GT(bytes(512, false) / bytes(256, false), 3.5);  // S x S tensors: 4x
-  EXPECT_LT(bytes(512, true) * 8, bytes(512, false));  // the fused backward: two passes over q, k, v, o, dO
+  EXPECT_NEAR(bytes(512, true, 0.0f) / bytes(256, true, 0.0f), 2.0, 1e-12);
+  EXPECT_GT(bytes(512, false, 0.1f) / bytes(256, false, 0.1f), 3.5);  // S x S tensors: 4x
+  EXPECT_LT(bytes(512, true, 0.1f) * 6, bytes(512, false, 0.1f));  // two passes over q, k, v, o, dO and the bits
+  const double bits = 4.0 * 16 * 512 * (512 / 32) * 4, layers = 24;
+  EXPECT_DOUBLE_EQ(bytes(512, true, 0.1f) - bytes(512, true, 0.0f), layers * 3 * bits);
 }
 
 // Where the run takes the fused core (auto in bf16 with head dim 64, or asked for), its rows
@@ -207,9 +212,11 @@ TEST(PerfModel, ChosenFusedAttentionReplacesTheUnfusedRows) {
     for (const OpCost& op : fused.ops)
       if (op.cls == OpClass::attention) bytes += op.calls * op.bytes;
     // Per layer: forward q, k, v, context; backward's key pass k, v, q, dO, context, dk, dv and query
-    // pass q, dO, context, k, v, dq: 17 (N, H) bf16 tensors; the lse thrice, the mask thrice.
-    const double qkv = 16.0 * 512 * 1024 * 2, lse = 16.0 * 16 * 512 * 4, mask = 16.0 * 512 * 4;
-    EXPECT_DOUBLE_EQ(bytes, layers * (17 * qkv + 3 * lse + 3 * mask));
+    // pass q, dO, context, k, v, dq: 17 (N, H) bf16 tensors; the lse, the mask and the keep bits
+    // (B heads S (S / 32) words) thrice.
+    const double qkv = 16.0 * 512 * 1024 * 2, lse = 16.0 * 16 * 512 * 4, mask = 16.0 * 512 * 4,
+                 bits = 16.0 * 16 * 512 * 16 * 4;
+    EXPECT_DOUBLE_EQ(bytes, layers * (17 * qkv + 3 * lse + 3 * mask + 3 * bits));
     r.model.recompute_attention = true;
     EXPECT_DOUBLE_EQ(bert_step_model(r, h100).seconds(), fused.seconds());
   }

@@ -1,6 +1,6 @@
-// backend/cpu/attention.cc — fused attention on the CPU: the CUDA kernel's block algorithms
-// (backend/cuda/attention_forward.h, attention_tiles.h) under the host tile policy, the blocks of a
-// pass shared out by OpenMP. What the CPU tests of the fused path test is the kernel's tiling,
+// backend/cpu/attention.cc — fused attention on the CPU: the CUDA kernels' block algorithms
+// (backend/cuda/attention_forward.h, attention_backward.h) under the host tile policy, the blocks
+// of a pass shared out by OpenMP. What the CPU tests of the fused path test is the kernels' tiling,
 // masking, online softmax, dropout and register fragments; the unfused ops remain the CPU's fast
 // path.
 #include <algorithm>

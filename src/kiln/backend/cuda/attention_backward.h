@@ -6,8 +6,9 @@
 //               P^T and dS^T repacked as A fragments where they lie, dV += P^T dO, dK += dS^T Q;
 //   query pass  queries q0 .. q0 + 63, key blocks of 32 streamed: warp w's rows as Q's and dO's A
 //               fragments; S = Q K^T, dP = dO V^T, dS repacked as A, dQ += dS K.
-// Nothing of S x S leaves registers; the dropout's keep bits are the forward's, read back. The streamed rows are read as B operands: by 32-bit reads as
-// rows (Q, dO, K, V for the scores) and by ldmatrix.trans as columns (dO, Q, K for the gradients).
+// Nothing of S x S leaves registers; the dropout's keep bits are the forward's, read back. The
+// streamed rows are read as B operands: by 32-bit reads as rows (Q, dO, K, V for the scores) and
+// by ldmatrix.trans as columns (dO, Q, K for the gradients).
 #pragma once
 #include <cmath>
 #include <cstdint>

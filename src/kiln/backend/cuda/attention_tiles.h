@@ -181,7 +181,8 @@ KILN_HD void flash_gather_keep_for_rows(const Tiles& t, Regs& r) {
 template <int kTiles, typename Keep4>
 KILN_HD uint32_t flash_keep_made_for_keys(const Keep4& keep4, int64_t query0, int64_t key0, int lane) {
   uint32_t bits = 0;
-  KILN_UNROLL for (int j = 0; j < kTiles; ++j) bits |= keep4(query0 + 8 * j + lane / 4, key0 + 4 * (lane % 4)) << (4 * j);
+  KILN_UNROLL for (int j = 0; j < kTiles; ++j)
+    bits |= keep4(query0 + 8 * j + lane / 4, key0 + 4 * (lane % 4)) << (4 * j);
   return bits;
 }
 KILN_HD constexpr int flash_keep_lane_for_keys(int lane, int u, int e) {

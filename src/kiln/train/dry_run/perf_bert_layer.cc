@@ -114,19 +114,21 @@ void layer_backward(const BertShapes& s, Ops& ops, double calls) {
   if (s.pre_ln) ops.push_back(layernorm_backward(s, "layer.attention_norm.backward", calls, N, true));
 }
 
-// kiln's fused core (backend/cuda/attention_tiles.h): forward reads q, k, v and writes the context
-// and the rows' lse (4 d Z FLOPs); backward runs a key pass (dk, dv: the scores, dp, dv, dk) and a
-// query pass (dq: the scores and dp again, dq), each reading q, k, v, the context, dO, the lse and
-// the mask, and writes dq, dk, dv: 8 d Z FLOPs of products, plus 6 d Z recomputed (the scores
-// twice, dp once more), which are not model work. Dropout inline; nothing of size S x S in HBM.
-// The bytes are each tensor once a pass (re-reads of a block's rows by other blocks hit in L2).
+// kiln's fused core (backend/cuda/attention_forward.h, attention_backward.h): forward reads q, k, v
+// and writes the context, the rows' lse and, with dropout, its keep bits (a bit an element; 4 d Z
+// FLOPs); backward runs a key pass (dk, dv: the scores, dp, dv, dk) and a query pass (dq: the
+// scores and dp again, dq), each reading q, k, v, the context, dO, the lse, the keep bits and the
+// mask, and writes dq, dk, dv: 8 d Z FLOPs of products, plus 6 d Z recomputed (the scores twice, dp
+// once more), which are not model work. Nothing of size S x S in HBM but the bits. The bytes are
+// each tensor once a pass (re-reads of a block's rows by other blocks hit in L2).
 Ops fused_attention(const BertShapes& s, double calls) {
   const double Z = double(s.Z()), d = double(s.d), qkv = double(s.N * s.w) * s.e,
-               stats = double(s.B * s.heads * s.S) * 4, mask = double(s.B * s.S) * 4;
+               stats = double(s.B * s.heads * s.S) * 4, mask = double(s.B * s.S) * 4,
+               bits = s.attention_dropout ? double(s.B * s.heads * s.S * ((s.S + 31) / 32)) * 4 : 0.0;
   OpCost fwd = rows("layer.attention.fused_forward", OpClass::attention, calls, dims({s.N, s.w}, s.dtype) + " x 4",
-                    4 * Z * d, 4 * qkv + stats + mask);
+                    4 * Z * d, 4 * qkv + stats + mask + bits);
   OpCost bwd = rows("layer.attention.fused_backward", OpClass::attention, calls, dims({s.N, s.w}, s.dtype) + " x 8",
-                    8 * Z * d, 13 * qkv + 2 * stats + 2 * mask);
+                    8 * Z * d, 13 * qkv + 2 * stats + 2 * mask + 2 * bits);
   OpCost again = rows("layer.attention.fused_backward.recompute", OpClass::attention, calls,
                       dims({s.B, s.heads, s.S, s.S}, DType::f32) + " in SRAM", 6 * Z * d, 0);
   fwd.math = bwd.math = again.math = s.math();
