@@ -96,6 +96,15 @@ KILN_HD inline FlashGrad flash_grad(float qk, float dp, float bias, float lse, f
   return {prob * kept, prob * (dp * kept - dot) * scale};
 }
 
+// Rows `first` .. of two heads' tensors (q and dO, or k and v) into two tiles.
+template <typename Tiles, typename T>
+KILN_HD void flash_load_two(const Tiles& t, const FlashHeads<const T>& x0, const FlashHeads<const T>& x1,
+                            const FlashShape& s, int64_t b, int64_t h, int64_t first, int rows, T* const tiles[2],
+                            int ld, int width) {
+  flash_load_rows(t, x0, s, b, h, first, rows, tiles[0], ld, width);
+  flash_load_rows(t, x1, s, b, h, first, rows, tiles[1], ld, width);
+}
+
 // lse and D of `rows` query rows from q0 (past the sequence: lse +inf, so that P = 0).
 template <typename Tiles, typename T>
 KILN_HD void flash_load_row_stats(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
@@ -106,6 +115,12 @@ KILN_HD void flash_load_row_stats(const Tiles& t, const FlashBackwardArgs<T>& a,
     lse[r] = i < s.S ? a.lse[(b * s.heads + h) * s.S + i] : INFINITY;
     dot[r] = i < s.S ? a.dot[(b * s.heads + h) * s.S + i] : 0.0f;
   });
+}
+
+// The forward's saved keep bits of head h of sample b, as flash_keep_made_for_*'s source.
+template <typename T>
+KILN_HD auto flash_saved_keep(const FlashBackwardArgs<T>& a, int64_t b, int64_t h) {
+  return [&a, b, h](int64_t i, int64_t j) { return flash_saved_keep4(a.drop, a.shape, b, h, i, j); };
 }
 
 // A thread's registers in a pass at head dim D: its warp's 16 rows of the block's two kinds as A
@@ -221,21 +236,18 @@ KILN_HD void flash_key_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a, 
   SmemCarver carver{smem};
   const auto m = FlashBackwardSmem::key_pass<T>(carver, D);
   typename Tiles::template Regs<X> r;
-  flash_load_rows(t, a.k, s, b, h, k0, K, m.outer[0], ldt, D);
-  flash_load_rows(t, a.v, s, b, h, k0, K, m.outer[1], ldt, D);
+  flash_load_two(t, a.k, a.v, s, b, h, k0, K, m.outer, ldt, D);
   t.for_each(K, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
   t.sync();
   flash_backward_outer_rows<D>(t, r, m.outer, ldt);
   for (int64_t q0 = 0; q0 < s.S; q0 += R) {
     t.sync();  // the last query block's rows are read (and the first time, the key rows)
-    flash_load_rows(t, a.q, s, b, h, q0, R, m.inner[0], ldt, D);
-    flash_load_rows(t, a.dout, s, b, h, q0, R, m.inner[1], ldt, D);
+    flash_load_two(t, a.q, a.dout, s, b, h, q0, R, m.inner, ldt, D);
     flash_load_row_stats(t, a, b, h, q0, R, m.lse, m.dot);
     t.sync();
     flash_backward_scores<D>(t, r, m.inner, ldt);
     t.threads([&r, &a, b, h, k0, q0](int th) {
-      const auto saved = [&](int64_t i, int64_t j) { return flash_saved_keep4(a.drop, a.shape, b, h, i, j); };
-      r[th].made = flash_keep_made_for_keys<X::kTiles>(saved, q0, k0 + th / 32 * 16, th % 32);
+      r[th].made = flash_keep_made_for_keys<X::kTiles>(flash_saved_keep(a, b, h), q0, k0 + th / 32 * 16, th % 32);
     });
     flash_gather_keep_for_keys(t, r);
     t.threads([&r, &a, &m](int th) { flash_key_pass_grads<D>(r[th], a, m, th); });
@@ -278,21 +290,18 @@ KILN_HD void flash_query_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a
   SmemCarver carver{smem};
   const auto m = FlashBackwardSmem::query_pass<T>(carver, D);
   typename Tiles::template Regs<X> r;
-  flash_load_rows(t, a.q, s, b, h, q0, R, m.outer[0], ldt, D);
-  flash_load_rows(t, a.dout, s, b, h, q0, R, m.outer[1], ldt, D);
+  flash_load_two(t, a.q, a.dout, s, b, h, q0, R, m.outer, ldt, D);
   flash_load_row_stats(t, a, b, h, q0, R, m.lse, m.dot);
   t.sync();
   flash_backward_outer_rows<D>(t, r, m.outer, ldt);
   for (int64_t k0 = 0; k0 < s.S; k0 += K) {
     t.sync();  // the last key block's rows are read (and the first time, the query rows)
-    flash_load_rows(t, a.k, s, b, h, k0, K, m.inner[0], ldt, D);
-    flash_load_rows(t, a.v, s, b, h, k0, K, m.inner[1], ldt, D);
+    flash_load_two(t, a.k, a.v, s, b, h, k0, K, m.inner, ldt, D);
     t.for_each(K, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
     t.sync();
     flash_backward_scores<D>(t, r, m.inner, ldt);
     t.threads([&r, &a, b, h, q0, k0](int th) {
-      const auto saved = [&](int64_t i, int64_t j) { return flash_saved_keep4(a.drop, a.shape, b, h, i, j); };
-      r[th].made = flash_keep_made_for_rows<X::kTiles>(saved, q0 + th / 32 * 16, k0, th % 32);
+      r[th].made = flash_keep_made_for_rows<X::kTiles>(flash_saved_keep(a, b, h), q0 + th / 32 * 16, k0, th % 32);
     });
     flash_gather_keep_for_rows(t, r);
     t.threads([&r, &a, &m](int th) { flash_query_pass_grads<D>(r[th], a, m, th); });
