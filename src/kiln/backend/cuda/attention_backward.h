@@ -91,7 +91,7 @@ struct FlashGrad {
 };
 KILN_HD inline FlashGrad flash_grad(float qk, float dp, float bias, float lse, float dot, float keep,
                                     const FlashDropout& d, float scale) {
-  const float prob = expf(qk * scale + bias - lse);
+  const float prob = flash_exp(qk * scale + bias - lse);
   const float kept = keep * d.scale;
   return {prob * kept, prob * (dp * kept - dot) * scale};
 }

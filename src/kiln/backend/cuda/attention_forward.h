@@ -103,14 +103,14 @@ KILN_HD void flash_forward_softmax(FlashForwardRegs<T, D>& x, const FlashForward
   float part[2] = {0.0f, 0.0f};
   KILN_UNROLL for (int u = 0; u < 2; ++u) {
     const float mx = fmaxf(x.max[u], x.block_max[u]);
-    x.rescale[u] = expf(x.max[u] - mx);
+    x.rescale[u] = flash_exp(x.max[u] - mx);
     x.max[u] = mx;
   }
   KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j) {
     KILN_UNROLL for (int u = 0; u < 2; ++u) {
       KILN_UNROLL for (int e = 0; e < 2; ++e) {
         float& p = x.s[j].c[2 * u + e];
-        p = expf(p - x.max[u]);
+        p = flash_exp(p - x.max[u]);
         part[u] += p;
         p *= float(flash_keep_bit_for_rows(x.keep[u], lane, j, e)) * a.drop.scale;
       }
