@@ -387,23 +387,24 @@ TEST(CudaBodies, AttentionTileLoadsByPacksAsByElements) {
   });
 }
 
-// A tile's rows stored into a head (times the rows' factors) as 16-byte packs and element by
-// element: the same rows bit for bit, nothing written past the sequence.
+// A tile's rows stored into a head as 16-byte packs and element by element: the same rows bit for
+// bit, the tile's values, nothing written past the sequence.
 TEST(CudaBodies, AttentionTileStoresByPacksAsByElements) {
   const int64_t S = 37, heads = 3, d = 64, ld = 3 * heads * d;
   const FlashShape s{1, heads, S, d};
-  const int ldt = tile_ld<float>(int(d)), tile_rows = 64;
-  const std::vector<float> tile = random_normal(tile_rows * ldt, 10), mul = random_normal(tile_rows, 11);
   for_each_type([&](auto tag) {
     using T = decltype(tag);
+    const int ldt = tile_ld<T>(int(d)), tile_rows = 64;
+    const std::vector<T> tile = stored<T>(random_normal(tile_rows * ldt, 10));
     for (int64_t first : {0, 32}) {
       std::vector<T> packed(size_t(S * ld), store<T>(7.0f)), single = packed;
       FlashHeads<T> x{packed.data(), ld, S * ld, d, true};
-      flash_store_rows(HostTiles{}, tile.data(), ldt, mul.data(), s, 0, 1, first, tile_rows, x);
+      flash_store_rows(HostTiles{}, tile.data(), ldt, s, 0, 1, first, tile_rows, x);
       x = {single.data(), ld, S * ld, d, false};
-      flash_store_rows(HostTiles{}, tile.data(), ldt, mul.data(), s, 0, 1, first, tile_rows, x);
+      flash_store_rows(HostTiles{}, tile.data(), ldt, s, 0, 1, first, tile_rows, x);
       EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
-      EXPECT_NE(load(packed[size_t(first * ld + d)]), 7.0f);  // written: head 1's first element
+      EXPECT_EQ(std::memcmp(&packed[size_t(first * ld + d)], &tile[0], sizeof(T)), 0);  // head 1's first element
+      EXPECT_EQ(load(packed[size_t((S - 1) * ld + 2 * d)]), 7.0f);  // head 2: not written
     }
   });
 }

@@ -204,7 +204,7 @@ KILN_HD void flash_backward_store(const Tiles& t, Regs& r, T* const outer[2], in
   });
   t.sync();
   KILN_UNROLL for (int which = 0; which < kCount; ++which)
-    flash_store_rows(t, outer[which], ldt, nullptr, s, b, h, first, rows, out[which]);
+    flash_store_rows(t, outer[which], ldt, s, b, h, first, rows, out[which]);
 }
 
 // Key pass, one thread: its elements of S^T and dP^T (key rows, query columns) to the dropped P^T

@@ -186,7 +186,7 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
         m.q[(row0 + c_row(lane, i)) * ldt + 8 * n + c_col(lane, i)] = store<T>(x.o[n].c[i] * inv[i / 2]);
   });
   t.sync();
-  flash_store_rows(t, m.q, ldt, nullptr, s, b, h, q0, R, a.o);
+  flash_store_rows(t, m.q, ldt, s, b, h, q0, R, a.o);
 }
 
 // The forward of one block on the host (HostTiles or a test's policy).

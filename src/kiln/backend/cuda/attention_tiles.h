@@ -2,7 +2,8 @@
 // a tile policy: the CUDA kernel runs them with DeviceTiles (attention.cu: a thread block of
 // kFlashThreads, shared memory, tensor-core products), the CPU backend with HostTiles (plain loops,
 // one block at a time, the warps' register products emulated lane by lane), so the CPU runs the
-// kernel's tiling, masking, online softmax and dropout, all but the tensor cores' summation order.
+// kernels' tiling, masking, online softmax, dropout and fragments, all but the tensor cores'
+// summation order.
 // This file: what both directions share and the host policy; the passes are attention_forward.h
 // and attention_backward.h.
 //
@@ -18,8 +19,8 @@
 // the block's threads, at any time before the next sync() (so the lambdas of a helper that returns
 // first capture by value); sync(): the end of a phase. For the register products: Regs<X>, each
 // thread's registers of type X; threads(f): f(th) on each thread th, its lanes running apart until
-// the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols), so lambdas that such a step
-// follows capture loop indices by value.
+// the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols), so lambdas that
+// such a step follows capture loop indices by value.
 #pragma once
 #include <array>
 #include <cmath>
@@ -37,7 +38,8 @@ inline constexpr int kFlashWarps = 4;
 inline constexpr int kFlashThreads = 32 * kFlashWarps;
 inline constexpr int64_t kFlashMaxHeadDim = 128;  // head_dim: a multiple of 16 up to this
 
-// A pass's block: `outer` rows stay in shared memory for the whole block, `inner` rows stream by.
+// A pass's block: `outer` rows are the block's own (its warps hold them in registers), `inner` rows
+// stream by.
 struct FlashBlock {
   int outer, inner;
 };
@@ -258,30 +260,24 @@ KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const
   });
 }
 
-// rows x d values of a tile (ld; f32, or T as the forward's context) times `mul` (null: 1) into
-// rows `first` .. of a head. Rows of whole packs (FlashHeads::packs) are written a 16-byte pack per
-// item.
-template <typename Tiles, typename U, typename T>
-KILN_HD void flash_store_rows(const Tiles& t, const U* tile, int ld, const float* mul, const FlashShape& s,
-                              int64_t b, int64_t h, int64_t first, int rows, const FlashHeads<T>& x) {
+// rows x d values of a tile (ld) into rows `first` .. of a head, nothing past the sequence. Rows of
+// whole packs (FlashHeads::packs) go a 16-byte pack per item (the tile's rows are packs too).
+template <typename Tiles, typename T>
+KILN_HD void flash_store_rows(const Tiles& t, const T* tile, int ld, const FlashShape& s, int64_t b, int64_t h,
+                              int64_t first, int rows, const FlashHeads<T>& x) {
   const int d = int(s.d);
   if (x.packs) {
     constexpr int W = kPackLanes<T>;
     const int per_row = d / W;
     t.for_each(rows * per_row, [=](int e) {
       const int r = e / per_row, c = e % per_row * W;
-      if (first + r >= s.S) return;
-      T v[W];
-      for (int j = 0; j < W; ++j) v[j] = store<T>(load(tile[r * ld + c + j]) * (mul ? mul[r] : 1.0f));
-      Pack pack;
-      std::memcpy(&pack, v, kPackBytes);
-      write_pack(x.row(b, h, first + r) + c, pack);
+      if (first + r < s.S) write_pack(x.row(b, h, first + r) + c, read_pack(tile + r * ld + c));
     });
     return;
   }
   t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
-    if (first + r < s.S) x.row(b, h, first + r)[c] = store<T>(load(tile[r * ld + c]) * (mul ? mul[r] : 1.0f));
+    if (first + r < s.S) x.row(b, h, first + r)[c] = tile[r * ld + c];
   });
 }
 
