@@ -19,7 +19,8 @@ __device__ uint32_t bits_of(const Pair<T>& p) {
   return u;
 }
 
-// c += a b on the tensor cores: one m16n8k16 product of the warp, f32 accumulated.
+// c += a b on the tensor cores: one m16n8k16 product of the warp, f32 accumulated. One overload per
+// input type: the type is part of the instruction's name, and an asm string is a literal.
 __device__ void mma_16816(CFrag& c, const AFrag<bf16_t>& a, const BFrag<bf16_t>& b) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"

@@ -13,8 +13,12 @@
 #pragma once
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "kiln/backend/cuda/hd_types.h"
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#endif
 
 #if defined(__CUDA_ARCH__)
 #define KILN_UNROLL _Pragma("unroll")
@@ -86,12 +90,31 @@ KILN_HD BFrag<T> b_frag_of_cols(const T* tile, int ld, int k0, int n0, int lane)
   return {{{p[0], p[ld]}, {p[8 * ld], p[9 * ld]}}};
 }
 
+// (lo, hi) rounded to nearest even in T: on the device one conversion instruction for both (the
+// same bits as store<T>'s integer rounding, NaN payloads aside).
+template <typename T>
+KILN_HD Pair<T> rounded_pair(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, bf16_t> || std::is_same_v<T, f16_t>) {
+    Pair<T> p;
+    if constexpr (std::is_same_v<T, bf16_t>) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      memcpy(&p, &v, sizeof p);
+    } else {
+      const __half2 v = __floats2half2_rn(lo, hi);
+      memcpy(&p, &v, sizeof p);
+    }
+    return p;
+  }
+#endif
+  return {store<T>(lo), store<T>(hi)};
+}
+
 // Two C tiles (columns 0-7, 8-15 of 16 rows) rounded to T as the A operand of their 16 x 16.
 template <typename T>
 KILN_HD AFrag<T> a_frag_of(const CFrag& left, const CFrag& right) {
-  const auto pair = [](float lo, float hi) { return Pair<T>{store<T>(lo), store<T>(hi)}; };
-  return {{pair(left.c[0], left.c[1]), pair(left.c[2], left.c[3]), pair(right.c[0], right.c[1]),
-           pair(right.c[2], right.c[3])}};
+  return {{rounded_pair<T>(left.c[0], left.c[1]), rounded_pair<T>(left.c[2], left.c[3]),
+           rounded_pair<T>(right.c[0], right.c[1]), rounded_pair<T>(right.c[2], right.c[3])}};
 }
 
 // ---- the host's warps ----
