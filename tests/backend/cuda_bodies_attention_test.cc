@@ -101,7 +101,7 @@ TEST(CudaBodies, AttentionKeepBitsReachTheLanesThatHoldTheirElements) {
 // block of a row of S keys (S not a multiple of 32 or 64: the last words partly past the sequence).
 TEST(CudaBodies, AttentionSavedKeepBitsReadBackAsMade) {
   constexpr int kTiles = kFlashForward.inner / 8;
-  const int64_t S = 150, words = (S + 31) / 32, row0 = 64;
+  const int64_t S = 150, words = ops::flash_keep_words(S), row0 = 64;
   std::vector<uint32_t> saved(size_t(2 * S * words));
   int64_t first_sample = 9;
   const FlashDropout d{RngStream{5, 6}, &first_sample, 0, 0.3f, 1.0f / 0.7f, saved.data()};
@@ -306,7 +306,7 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
   const auto heads_of = [&](std::vector<bf16_t>& v) { return FlashHeads<bf16_t>{v.data(), width, S * width, d}; };
   const auto in = [&](std::vector<bf16_t>& v) { return FlashHeads<const bf16_t>{v.data(), width, S * width, d}; };
   const FlashShape shape{B, heads, S, d, 0.17f, mask.data()};
-  std::vector<uint32_t> keep_bits(size_t(B * heads * S * ((S + 31) / 32)));
+  std::vector<uint32_t> keep_bits(size_t(B * heads * S * ops::flash_keep_words(S)));
   const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f, keep_bits.data()};
   lse.assign(size_t(B * heads * S), 0.0f);
   const FlashForwardArgs<bf16_t> fa{shape, in(t[0]), in(t[1]), in(t[2]), heads_of(t[3]), lse.data(), drop};

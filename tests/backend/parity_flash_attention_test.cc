@@ -150,7 +150,7 @@ Fused fused(Parity& p, const Attention& a, DType dt) {
   const int64_t width = c.heads * c.d;
   Fused f{p.zeros({c.B * c.S, width}, dt),
           p.zeros({c.B, c.heads, c.S}, DType::f32),
-          p.zeros({c.B, c.heads, c.S, (c.S + 31) / 32}, DType::i32),
+          p.zeros({c.B, c.heads, c.S, ops::flash_keep_words(c.S)}, DType::i32),
           p.zeros({c.B * c.S, width}, dt),
           p.zeros({c.B * c.S, width}, dt),
           p.zeros({c.B * c.S, width}, dt)};

@@ -46,7 +46,7 @@ void check_attention(const char* op, const MatView& q, const Tensor& mask, const
     KILN_CHECK(drop.samples == B, "op {}: the dropout has {} samples, the batch {}", op, drop.samples, B);
     expect_dropout_mask(op, drop, B * heads * S * S, S);
     expect_dtype(op, "keep_bits", keep_bits, {DType::i32});
-    const Shape bits{B, heads, S, (S + 31) / 32};
+    const Shape bits{B, heads, S, flash_keep_words(S)};
     KILN_CHECK(keep_bits.shape == bits, "op {}: keep_bits {} is not {} (B, heads, S, S / 32 words)", op,
                shape_str(keep_bits.shape), shape_str(bits));
   }

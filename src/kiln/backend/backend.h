@@ -122,6 +122,11 @@ struct DropoutMask {
   int64_t element_offset = 0;
 };
 
+// ---- attention ----
+// The words of a query row's dropout keep bits that flash_attention_forward saves (ops.def): 32 keys
+// a word.
+constexpr int64_t flash_keep_words(int64_t S) { return (S + 31) / 32; }
+
 // ---- layernorm ----
 // layernorm_backward: every backend sums a column's dy·x̂ and dy in f32 over chunks of
 // kLayerNormGradRows rows in row order, and the chunks' sums in double in chunk order.

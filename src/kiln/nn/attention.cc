@@ -124,7 +124,7 @@ void SelfAttention::fused_forward(const Step& step, Tensor& context) {
   dropout_on_ = dropout_.arm(step, B);
   context_ = context;
   lse_ = own_lse_.get(*step.ctx, {B, heads, S}, DType::f32);
-  keep_ = dropout_on_ ? own_keep_.get(*step.ctx, {B, heads, S, (S + 31) / 32}, DType::i32) : Tensor{};
+  keep_ = dropout_on_ ? own_keep_.get(*step.ctx, {B, heads, S, ops::flash_keep_words(S)}, DType::i32) : Tensor{};
   ops::flash_attention_forward(*step.ctx, ops::heads_view(q_, B, S, heads), ops::heads_view(k_, B, S, heads),
                                ops::heads_view(v_, B, S, heads), mask_, probs_dropout(),
                                1.0f / std::sqrt(float(head_dim)), ops::heads_view(context, B, S, heads), lse_, keep_);

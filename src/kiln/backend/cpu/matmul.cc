@@ -186,7 +186,7 @@ void matmul_vector_batches(Context& ctx, const MatView& a, const MatView& b, con
   const bool grad = opts.bias_grad != nullptr;
   const Tensor& vectors = grad ? *opts.bias_grad : *opts.bias;
   const int64_t n = grad ? op_rows(a) : op_cols(b);
-  const auto vector_bytes = int64_t(dtype_size(vectors.dtype)), a_bytes = int64_t(dtype_size(a.t.dtype));
+  const auto vector_bytes = int64_t(dtype_size(vectors.dtype));
   MatmulOpts one = opts;
   one.bias_batch_stride = 0;
   for (int64_t i = 0; i < c.batch[0]; ++i) {

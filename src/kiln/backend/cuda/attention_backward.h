@@ -71,11 +71,10 @@ struct FlashRowDotsBody {
     if (a.dout.packs && a.o.packs) {
       constexpr int W = kPackLanes<T>;
       for (int64_t c = 0; c < s.d; c += W) {
-        T x[W], y[W];
-        const Pack px = read_pack(dout + c), py = read_pack(o + c);
-        std::memcpy(x, &px, kPackBytes);
-        std::memcpy(y, &py, kPackBytes);
-        for (int j = 0; j < W; ++j) dot += load(x[j]) * load(y[j]);
+        float x[W], y[W];
+        load_packs<W>(dout + c, x);
+        load_packs<W>(o + c, y);
+        for (int j = 0; j < W; ++j) dot += x[j] * y[j];
       }
     } else {
       for (int64_t c = 0; c < s.d; ++c) dot += load(dout[c]) * load(o[c]);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kiln/backend/backend.h"
 #include "kiln/backend/cuda/hd_types.h"
 #include "kiln/backend/cuda/vec_access.h"
 #include "kiln/backend/cuda/warp_mma.h"
@@ -147,7 +148,7 @@ KILN_HD inline uint32_t flash_keep_row4(const FlashDropout& d, const FlashShape&
 KILN_HD inline uint32_t flash_saved_keep4(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h, int64_t i,
                                           int64_t j) {
   if (d.p == 0.0f || i >= s.S || j >= s.S) return 0xfu;
-  const int64_t words = (s.S + 31) / 32;
+  const int64_t words = flash_keep_words(s.S);
   return d.keep_bits[((b * s.heads + h) * s.S + i) * words + j / 32] >> (j % 32) & 0xfu;
 }
 
@@ -209,7 +210,7 @@ KILN_HD void flash_gather_keep_for_keys(const Tiles& t, Regs& r) {
 // nibbles interleaved.
 KILN_HD inline void flash_save_keep_bits(const FlashDropout& d, const FlashShape& s, int64_t b, int64_t h,
                                          int64_t row0, int64_t k0, int lane, uint32_t made, uint32_t partner) {
-  const int64_t row = row0 + lane / 2, words = (s.S + 31) / 32, word = k0 / 32 + lane % 2;
+  const int64_t row = row0 + lane / 2, words = flash_keep_words(s.S), word = k0 / 32 + lane % 2;
   if (d.p == 0.0f || row >= s.S || word >= words) return;
   const uint32_t low = lane % 2 ? partner : made, high = lane % 2 ? made : partner;
   const int first = 4 * (lane % 2);

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
+#include "kiln/backend/backend.h"
 #include "kiln/core/error.h"
 #include "kiln/train/pipeline_schedule.h"
 
@@ -27,7 +27,7 @@ KilnActivations kiln_activations(const models::BertConfig& c, double s, double b
   // attention dropout, a keep bit an element (rows of whole 32-bit words), no (B, heads, S, S).
   const bool fused = c.attention_core == nn::AttentionCore::fused;
   const double fused_saves = double(c.heads) / t * s * b * 4 +
-                             (c.attention_dropout > 0 ? double(c.heads) / t * s * b * std::ceil(s / 32) * 4 : 0.0);
+                             (c.attention_dropout > 0 ? double(c.heads) / t * s * b * double(ops::flash_keep_words(int64_t(s))) * 4 : 0.0);
   KilnActivations k;
   // sum1, sum2, both LayerNorm outputs; q, k, v, context; FC1 and GELU outputs; LN statistics;
   // the probabilities (f32: the scores' buffer).

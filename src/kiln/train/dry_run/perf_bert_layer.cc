@@ -7,6 +7,8 @@
 // (fused_attention) do not.
 #include "kiln/train/dry_run/perf_bert.h"
 
+#include "kiln/backend/backend.h"
+
 namespace kiln::train::perf {
 namespace {
 
@@ -124,7 +126,7 @@ void layer_backward(const BertShapes& s, Ops& ops, double calls) {
 Ops fused_attention(const BertShapes& s, double calls) {
   const double Z = double(s.Z()), d = double(s.d), qkv = double(s.N * s.w) * s.e,
                stats = double(s.B * s.heads * s.S) * 4, mask = double(s.B * s.S) * 4,
-               bits = s.attention_dropout ? double(s.B * s.heads * s.S * ((s.S + 31) / 32)) * 4 : 0.0;
+               bits = s.attention_dropout ? double(s.B * s.heads * s.S * ops::flash_keep_words(s.S)) * 4 : 0.0;
   OpCost fwd = rows("layer.attention.fused_forward", OpClass::attention, calls, dims({s.N, s.w}, s.dtype) + " x 4",
                     4 * Z * d, 4 * qkv + stats + mask + bits);
   OpCost bwd = rows("layer.attention.fused_backward", OpClass::attention, calls, dims({s.N, s.w}, s.dtype) + " x 8",
