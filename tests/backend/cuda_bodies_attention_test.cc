@@ -1,6 +1,6 @@
 // The fused attention kernel's block algorithms (attention_forward.h, attention_backward.h) on the
 // CPU: the tiles' dropout against the CPU dropout op's mask bit for bit, the shared memory each
-// pass carves (what the kernel asks the device for), the ldmatrix rule its reads keep, and the
+// pass carves (what the kernel asks the device for), the 16-byte tile addresses its products read, and the
 // blocks under policies that run the threads in other orders (a missing barrier shows). Their
 // results against float64 and the unfused ops: ParityFlashAttention.*; the fragments: WarpMma.*.
 #include <gtest/gtest.h>
@@ -146,22 +146,23 @@ TEST(CudaBodies, AttentionPassesFitTheSharedMemoryOfTheirGpus) {
   }
 }
 
-// The host policy, counting where an ldmatrix of DeviceTiles::b_of_cols would read a row that is
-// not 16-byte aligned (PTX's rule for its addresses; offsets from the block's shared memory, which
-// the kernel aligns to 128).
-struct LdmatrixRuleTiles : HostTiles {
+// The host policy, counting the products whose tile is not 16-byte aligned in the block's shared
+// memory (which the kernel aligns to 128): wgmma's descriptors drop an address's low 4 bits, and
+// ldmatrix's row addresses, a core's rows of 16 bytes from the tile (core_offset), must be 16-byte
+// aligned.
+struct ProductAlignmentTiles : HostTiles {
   const char* smem;
-  std::shared_ptr<int> broken = std::make_shared<int>(0);
-  template <typename X, typename F, typename T>
-  void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
-    for (int row = 0; row < 16; ++row)
-      *broken += (reinterpret_cast<const char*>(tile + (k0 + row) * ld + n0) - smem) % 16 != 0;
-    HostTiles::b_of_cols(r, b, tile, ld, k0, n0);
+  std::shared_ptr<int> broken = std::make_shared<int>(0), calls = std::make_shared<int>(0);
+  template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
+  void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+    ++*calls;
+    *broken += (reinterpret_cast<const char*>(tile) - smem) % 16 != 0;
+    HostTiles::products<N, K, kind>(r, c, a, tile, cols);
   }
 };
 
 // Every product of every pass, for every head dim the kernel takes, in bf16 and f16.
-TEST(CudaBodies, AttentionProductsKeepTheLdmatrixRules) {
+TEST(CudaBodies, AttentionProductsReadTilesAt16ByteAddresses) {
   const auto check = [](auto tag) {
     using T = decltype(tag);
     const int64_t S = 70;  // a whole block and a partial one
@@ -178,13 +179,14 @@ TEST(CudaBodies, AttentionProductsKeepTheLdmatrixRules) {
       const FlashBackwardArgs<T> ba{shape, in, in, in, in, in, grad, grad, grad, lse.data(), {}, dots.data()};
       const int64_t bytes = std::max(flash_forward_smem_bytes<T>(int(d)), flash_backward_smem_bytes<T>(int(d)));
       std::vector<char> smem(static_cast<size_t>(bytes));
-      const LdmatrixRuleTiles tiles{{}, smem.data()};
+      const ProductAlignmentTiles tiles{{}, smem.data()};
       for (int64_t first = 0; first < S; first += 64) {
         flash_forward_block(tiles, fa, 0, 0, first, smem.data());
         flash_backward_key_block(tiles, ba, 0, 0, first, smem.data());
         flash_backward_query_block(tiles, ba, 0, 0, first, smem.data());
       }
       EXPECT_EQ(*tiles.broken, 0) << "head dim " << d << ", " << sizeof(T) << "-byte values";
+      EXPECT_GT(*tiles.calls, 0);
     }
   };
   check(bf16_t{});
@@ -264,8 +266,12 @@ class ThreadMajorTiles {
     work_->push_back({[&r, from, to, src](int w) { host_warp::gather(r, w, from, to, src); }, true});
   }
   template <typename X, typename F, typename T>
-  void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
-    lanes([&r, b, tile, ld, k0, n0](int thread) { b(r[thread]) = b_frag_of_cols(tile, ld, k0, n0, thread % 32); });
+  void b_of_cols(Regs<X>& r, F b, const T* tile, int cols, int k0, int n0) const {
+    lanes([&r, b, tile, cols, k0, n0](int thread) { b(r[thread]) = b_frag_of_cols(tile, cols, k0, n0, thread % 32); });
+  }
+  template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
+  void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+    warp_products<N, K, kind>(*this, r, c, a, tile, cols);
   }
   void flush() const { sync(); }
 
@@ -365,23 +371,24 @@ TEST(CudaBodies, AttentionTileLoadsByPacksAsByElements) {
   for_each_type([&](auto tag) {
     using T = decltype(tag);
     const std::vector<T> rows = stored<T>(random_normal(S * ld, 9));
-    const int ldt = tile_ld<T>(int(d)), tile_rows = 64;
+    const int tile_rows = 64;
     for (int64_t first : {0, 32}) {
-      std::vector<T> packed(size_t(tile_rows * ldt), store<T>(7.0f)), single = packed;
+      std::vector<T> packed(size_t(tile_rows * d), store<T>(7.0f)), single = packed;
       const T zero = store<T>(0.0f);
       FlashHeads<const T> x{rows.data(), ld, S * ld, d, true};
-      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, packed.data(), ldt, int(d));
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, packed.data(), int(d));
       x.packs = false;
-      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, single.data(), ldt, int(d));
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, single.data(), int(d));
       EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
-      EXPECT_EQ(load(packed[size_t((S - first) * ldt)]), 0.0f);  // the first row past the sequence
-      const int wide = int(d) + 16, ldw = tile_ld<T>(wide);  // a head dim padded to the kernel's
-      std::vector<T> padded(size_t(tile_rows * ldw), store<T>(7.0f));
-      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, padded.data(), ldw, wide);
+      EXPECT_EQ(load(packed[size_t(core_offset(int(d), int(S - first), 0))]), 0.0f);  // the first row past the sequence
+      const int wide = int(d) + 16;  // a head dim padded to the kernel's
+      std::vector<T> padded(size_t(tile_rows * wide), store<T>(7.0f));
+      flash_load_rows(HostTiles{}, x, s, 0, 2, first, tile_rows, padded.data(), wide);
       for (int r = 0; r < tile_rows; ++r)
         for (int c = 0; c < wide; ++c) {
-          const T& want = c < d ? single[size_t(r * ldt + c)] : zero;
-          ASSERT_EQ(std::memcmp(&padded[size_t(r * ldw + c)], &want, sizeof(T)), 0) << "row " << r << " column " << c;
+          const T& want = c < d ? single[size_t(core_offset(int(d), r, c))] : zero;
+          ASSERT_EQ(std::memcmp(&padded[size_t(core_offset(wide, r, c))], &want, sizeof(T)), 0)
+              << "row " << r << " column " << c;
         }
     }
   });
@@ -394,14 +401,14 @@ TEST(CudaBodies, AttentionTileStoresByPacksAsByElements) {
   const FlashShape s{1, heads, S, d};
   for_each_type([&](auto tag) {
     using T = decltype(tag);
-    const int ldt = tile_ld<T>(int(d)), tile_rows = 64;
-    const std::vector<T> tile = stored<T>(random_normal(tile_rows * ldt, 10));
+    const int tile_rows = 64;
+    const std::vector<T> tile = stored<T>(random_normal(tile_rows * d, 10));
     for (int64_t first : {0, 32}) {
       std::vector<T> packed(size_t(S * ld), store<T>(7.0f)), single = packed;
       FlashHeads<T> x{packed.data(), ld, S * ld, d, true};
-      flash_store_rows(HostTiles{}, tile.data(), ldt, s, 0, 1, first, tile_rows, x);
+      flash_store_rows(HostTiles{}, tile.data(), int(d), s, 0, 1, first, tile_rows, x);
       x = {single.data(), ld, S * ld, d, false};
-      flash_store_rows(HostTiles{}, tile.data(), ldt, s, 0, 1, first, tile_rows, x);
+      flash_store_rows(HostTiles{}, tile.data(), int(d), s, 0, 1, first, tile_rows, x);
       EXPECT_EQ(std::memcmp(packed.data(), single.data(), packed.size() * sizeof(T)), 0) << "first " << first;
       EXPECT_EQ(std::memcmp(&packed[size_t(first * ld + d)], &tile[0], sizeof(T)), 0);  // head 1's first element
       EXPECT_EQ(load(packed[size_t((S - 1) * ld + 2 * d)]), 7.0f);  // head 2: not written

@@ -40,17 +40,33 @@ TEST(WarpMma, FragmentLayoutsCoverTheirMatricesOnce) {
   EXPECT_TRUE(covers_once(16, 8, 4, c_row, c_col));
 }
 
-// A tile whose element (r, c) carries the code r * 64 + c: its value in f32, its bits in bf16 and
-// f16 (no arithmetic touches them).
+// A tile (core_offset's layout) whose element (r, c) carries the code r * 64 + c: its value in f32,
+// its bits in bf16 and f16 (no arithmetic touches them).
 template <typename T>
-std::vector<T> numbered_tile(int rows, int ld) {
-  std::vector<T> t(size_t(rows * ld));
+std::vector<T> numbered_tile(int rows, int cols) {
+  std::vector<T> t(size_t(rows * cols));
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < ld; ++c) {
-      if constexpr (std::is_same_v<T, float>) t[size_t(r * ld + c)] = float(r * 64 + c);
-      else t[size_t(r * ld + c)] = T{uint16_t(r * 64 + c)};
+    for (int c = 0; c < cols; ++c) {
+      T& x = t[size_t(core_offset(cols, r, c))];
+      if constexpr (std::is_same_v<T, float>) x = float(r * 64 + c);
+      else x = T{uint16_t(r * 64 + c)};
     }
   return t;
+}
+
+TEST(WarpMma, CoreOffsetsNumberATileOnceInCoresOf128Bytes) {
+  for (int cols : {8, 16, 48, 128}) {
+    std::vector<int> seen(size_t(32 * cols), 0);
+    for (int r = 0; r < 32; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const int e = core_offset(cols, r, c);
+        ASSERT_TRUE(e >= 0 && e < 32 * cols) << r << " " << c;
+        ++seen[size_t(e)];
+        // A core's 8 rows of 8 are its 64 consecutive elements, each row's 8 in column order.
+        ASSERT_EQ(e - core_offset(cols, r / 8 * 8, c / 8 * 8), r % 8 * 8 + c % 8);
+      }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 32 * cols) << cols;
+  }
 }
 template <typename T>
 int code_of(T x) {
@@ -63,19 +79,21 @@ int code_of(const Pair<T>& p, int i) {
 }
 
 // The loaders pick what PTX numbers each lane's element i: A (16 x 16 from row 16, column 32), B as
-// a tile's rows (B(k, n) = tile[n0 + n][k0 + k]) and as its columns (B(k, n) = tile[k0 + k][n0 + n]).
+// a tile's rows (B(k, n) = tile[n0 + n][k0 + k]) and as its columns (B(k, n) = tile[k0 + k][n0 + n]);
+// c_offset finds C's (16 x 8 from row 16, column 40).
 TEST(WarpMma, LoadersPickThePtxElementOfEachLane) {
   for_each_type([](auto tag) {
     using T = decltype(tag);
-    const int ld = tile_ld<T>(48);
-    const std::vector<T> tile = numbered_tile<T>(32, ld);
+    const int cols = 48;
+    const std::vector<T> tile = numbered_tile<T>(32, cols);
     for (int l = 0; l < 32; ++l) {
-      const AFrag<T> a = a_frag(tile.data(), ld, 16, 32, l);
+      const AFrag<T> a = a_frag(tile.data(), cols, 16, 32, l);
       for (int i = 0; i < 8; ++i) ASSERT_EQ(code_of(a.r[i / 2], i), (16 + a_row(l, i)) * 64 + 32 + a_col(l, i));
-      const BFrag<T> rows = b_frag_of_rows(tile.data(), ld, 8, 16, l), cols = b_frag_of_cols(tile.data(), ld, 16, 8, l);
+      const BFrag<T> rows = b_frag_of_rows(tile.data(), cols, 8, 16, l), of_cols = b_frag_of_cols(tile.data(), cols, 16, 8, l);
       for (int i = 0; i < 4; ++i) {
         ASSERT_EQ(code_of(rows.r[i / 2], i), (8 + b_col(l, i)) * 64 + 16 + b_row(l, i)) << "lane " << l;
-        ASSERT_EQ(code_of(cols.r[i / 2], i), (16 + b_row(l, i)) * 64 + 8 + b_col(l, i)) << "lane " << l;
+        ASSERT_EQ(code_of(of_cols.r[i / 2], i), (16 + b_row(l, i)) * 64 + 8 + b_col(l, i)) << "lane " << l;
+        ASSERT_EQ(code_of(tile[size_t(c_offset(cols, 16, 40, l, i))]), (16 + c_row(l, i)) * 64 + 40 + c_col(l, i));
       }
     }
   });
@@ -112,19 +130,18 @@ struct ProductRegs {
 TEST(WarpMma, HostProductsOfFragmentsMatchFloat64) {
   for_each_type([](auto tag) {
     using T = decltype(tag);
-    const int lda = tile_ld<T>(16), ldb = tile_ld<T>(16), ldv = tile_ld<T>(8);
-    const std::vector<T> a = stored<T>(random_normal(64 * lda, 1)), k = stored<T>(random_normal(8 * ldb, 2)),
-                         v = stored<T>(random_normal(16 * ldv, 3));
+    const std::vector<T> a = stored<T>(random_normal(64 * 16, 1)), k = stored<T>(random_normal(8 * 16, 2)),
+                         v = stored<T>(random_normal(16 * 8, 3));
     const std::vector<float> c0 = random_normal(kFlashThreads * 4, 4);
     for (bool of_rows : {true, false}) {
       HostTiles t;
       HostTiles::Regs<ProductRegs<T>> r;
       t.threads([&](int th) {
-        r[th].a = a_frag(a.data(), lda, th / 32 * 16, 0, th % 32);
+        r[th].a = a_frag(a.data(), 16, th / 32 * 16, 0, th % 32);
         for (int i = 0; i < 4; ++i) r[th].c.c[i] = c0[size_t(th * 4 + i)];
-        if (of_rows) r[th].b = b_frag_of_rows(k.data(), ldb, 0, 0, th % 32);
+        if (of_rows) r[th].b = b_frag_of_rows(k.data(), 16, 0, 0, th % 32);
       });
-      if (!of_rows) t.b_of_cols(r, [](auto& x) -> BFrag<T>& { return x.b; }, v.data(), ldv, 0, 0);
+      if (!of_rows) t.b_of_cols(r, [](auto& x) -> BFrag<T>& { return x.b; }, v.data(), 8, 0, 0);
       using X = ProductRegs<T>;
       t.mma(r, [](X& x) -> CFrag& { return x.c; }, [](X& x) -> const AFrag<T>& { return x.a; },
             [](X& x) -> const BFrag<T>& { return x.b; });
@@ -135,8 +152,8 @@ TEST(WarpMma, HostProductsOfFragmentsMatchFloat64) {
           const int row = th / 32 * 16 + c_row(th % 32, i), col = c_col(th % 32, i);
           double sum = c0[size_t(th * 4 + i)];
           for (int kk = 0; kk < 16; ++kk)
-            sum += double(load(a[size_t(row * lda + kk)])) *
-                   load(of_rows ? k[size_t(col * ldb + kk)] : v[size_t(kk * ldv + col)]);
+            sum += double(load(a[size_t(core_offset(16, row, kk))])) *
+                   load(of_rows ? k[size_t(core_offset(16, col, kk))] : v[size_t(core_offset(8, kk, col))]);
           got.push_back(r[th].c.c[i]);
           want.push_back(sum);
         }

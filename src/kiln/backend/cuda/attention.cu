@@ -40,10 +40,12 @@ __device__ void mma_16816(CFrag& c, const AFrag<f16_t>& a, const BFrag<f16_t>& b
 // 8-15 rows k0 + 8 .., 16 bytes from column n0 each; .trans hands lane l the pairs (2t, 2t+1) of
 // column g of each, B's layout.
 template <typename T>
-__device__ BFrag<T> ldmatrix_b_of_cols(const T* tile, int ld, int k0, int n0) {
-  const unsigned row = unsigned(__cvta_generic_to_shared(tile + (k0 + int(threadIdx.x) % 16) * ld + n0));
+__device__ BFrag<T> ldmatrix_b_of_cols(const T* tile, int cols, int k0, int n0) {
+  const int lane = int(threadIdx.x) % 32;
+  const T* row = tile + core_offset(cols, k0, n0) + lane / 8 % 2 * 8 * cols + lane % 8 * 8;
+  const unsigned address = unsigned(__cvta_generic_to_shared(row));
   uint32_t r0, r1;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(address));
   BFrag<T> b;
   memcpy(&b.r[0], &r0, sizeof r0);
   memcpy(&b.r[1], &r1, sizeof r1);
@@ -109,10 +111,14 @@ struct DeviceTiles {
 #endif
   }
   template <typename X, typename F, typename T>
-  KILN_HD void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
+  KILN_HD void b_of_cols(Regs<X>& r, F b, const T* tile, int cols, int k0, int n0) const {
 #if defined(__CUDA_ARCH__)
-    b(r.x) = ldmatrix_b_of_cols(tile, ld, k0, n0);
+    b(r.x) = ldmatrix_b_of_cols(tile, cols, k0, n0);
 #endif
+  }
+  template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
+  KILN_HD void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+    warp_products<N, K, kind>(*this, r, c, a, tile, cols);
   }
 };
 

@@ -26,14 +26,14 @@ inline constexpr FlashBlock kFlashQueryPass{64, 32};  // query rows (dq), key ro
 struct FlashBackwardSmem {
   template <typename T>
   struct Tiles {
-    T *outer[2], *inner[2];   // (64, d) x 2, (32, d) x 2
+    T *outer[2], *inner[2];   // (64, d) x 2, (32, d) x 2, core_offset's layout
     float *bias, *lse, *dot;  // per key, per query, per query
   };
   template <typename T>
   KILN_HD static Tiles<T> carve(SmemCarver& c, int d, FlashBlock f, int keys, int queries) {
     Tiles<T> t;
-    for (T*& p : t.outer) p = c.take<T>(f.outer * tile_ld<T>(d));
-    for (T*& p : t.inner) p = c.take<T>(f.inner * tile_ld<T>(d));
+    for (T*& p : t.outer) p = c.take<T>(f.outer * d);
+    for (T*& p : t.inner) p = c.take<T>(f.inner * d);
     t.bias = c.take<float>(keys);
     t.lse = c.take<float>(queries);
     t.dot = c.take<float>(queries);
@@ -99,9 +99,9 @@ KILN_HD inline FlashGrad flash_grad(float qk, float dp, float bias, float lse, f
 template <typename Tiles, typename T>
 KILN_HD void flash_load_two(const Tiles& t, const FlashHeads<const T>& x0, const FlashHeads<const T>& x1,
                             const FlashShape& s, int64_t b, int64_t h, int64_t first, int rows, T* const tiles[2],
-                            int ld, int width) {
-  flash_load_rows(t, x0, s, b, h, first, rows, tiles[0], ld, width);
-  flash_load_rows(t, x1, s, b, h, first, rows, tiles[1], ld, width);
+                            int width) {
+  flash_load_rows(t, x0, s, b, h, first, rows, tiles[0], width);
+  flash_load_rows(t, x1, s, b, h, first, rows, tiles[1], width);
 }
 
 // lse and D of `rows` query rows from q0 (past the sequence: lse +inf, so that P = 0).
@@ -138,50 +138,38 @@ struct FlashBackwardRegs {
   uint32_t made, keep[4];  // the forward's keep bits this lane read, those of its elements (attention_tiles.h)
 };
 
-// s = a[0] inner[0]^T, dp = a[1] inner[1]^T: the warp's 16 rows against the 32 streamed rows.
+// s = a[0] inner[0]^T, dp = a[1] inner[1]^T: the warps' rows against the 32 streamed rows.
 template <int D, typename Tiles, typename Regs, typename T>
-KILN_HD void flash_backward_scores(const Tiles& t, Regs& r, T* const inner[2], int ldt) {
+KILN_HD void flash_backward_scores(const Tiles& t, Regs& r, T* const inner[2]) {
   using X = FlashBackwardRegs<T, D>;
-  KILN_UNROLL for (int which = 0; which < 2; ++which) {
-    KILN_UNROLL for (int j = 0; j < X::kTiles; ++j) {
-      KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) {
-        const T* rows = inner[which];
-        t.threads([&r, rows, ldt, which, j, kk](int th) {
-          X& x = r[th];
-          x.b = b_frag_of_rows(rows, ldt, 8 * j, 16 * kk, th % 32);
-          if (kk == 0) (which ? x.dp : x.s)[j] = CFrag{};
-        });
-        t.mma(r, [which, j](X& x) -> CFrag& { return (which ? x.dp : x.s)[j]; },
-              [which, kk](X& x) -> const AFrag<T>& { return x.a[which][kk]; },
-              [](X& x) -> const BFrag<T>& { return x.b; });
-      }
-    }
-  }
+  t.threads([&r](int th) {
+    KILN_UNROLL for (int j = 0; j < X::kTiles; ++j) r[th].s[j] = r[th].dp[j] = CFrag{};
+  });
+  t.template products<X::kInner, D, BOf::rows>(
+      r, [](X& x) -> CFrag* { return x.s; }, [](X& x, int kk) -> const AFrag<T>& { return x.a[0][kk]; }, inner[0], D);
+  t.template products<X::kInner, D, BOf::rows>(
+      r, [](X& x) -> CFrag* { return x.dp; }, [](X& x, int kk) -> const AFrag<T>& { return x.a[1][kk]; }, inner[1],
+      D);
 }
 
 // grad[which] += x (16 x 32) times the streamed rows of `cols` (32 x D).
-template <int D, typename Tiles, typename Regs, typename T>
-KILN_HD void flash_backward_gradient(const Tiles& t, Regs& r, int which, const T* cols, int ldt) {
+template <int D, int which, typename Tiles, typename Regs, typename T>
+KILN_HD void flash_backward_gradient(const Tiles& t, Regs& r, const T* cols) {
   using X = FlashBackwardRegs<T, D>;
-  KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) {
-    KILN_UNROLL for (int c = 0; c < X::kInSteps; ++c) {
-      t.b_of_cols(r, [](X& x) -> BFrag<T>& { return x.b; }, cols, ldt, 16 * c, 8 * n);
-      t.mma(r, [which, n](X& x) -> CFrag& { return x.grad[which][n]; },
-            [c](X& x) -> const AFrag<T>& { return x.x[c]; }, [](X& x) -> const BFrag<T>& { return x.b; });
-    }
-  }
+  t.template products<D, X::kInner, BOf::cols>(
+      r, [](X& x) -> CFrag* { return x.grad[which]; }, [](X& x, int c) -> const AFrag<T>& { return x.x[c]; }, cols, D);
 }
 
 // The block's rows in its tiles (key pass: K and V; query pass: Q and dO) as the warps' A
 // fragments, their gradients zeroed.
 template <int D, typename Tiles, typename Regs, typename T>
-KILN_HD void flash_backward_outer_rows(const Tiles& t, Regs& r, T* const outer[2], int ldt) {
+KILN_HD void flash_backward_outer_rows(const Tiles& t, Regs& r, T* const outer[2]) {
   using X = FlashBackwardRegs<T, D>;
-  t.threads([&r, outer, ldt](int th) {
+  t.threads([&r, outer](int th) {
     X& x = r[th];
     KILN_UNROLL for (int which = 0; which < 2; ++which) {
       KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk)
-        x.a[which][kk] = a_frag(outer[which], ldt, th / 32 * 16, 16 * kk, th % 32);
+        x.a[which][kk] = a_frag(outer[which], D, th / 32 * 16, 16 * kk, th % 32);
       KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) x.grad[which][n] = CFrag{};
     }
   });
@@ -190,20 +178,20 @@ KILN_HD void flash_backward_outer_rows(const Tiles& t, Regs& r, T* const outer[2
 // The gradients of the warp's rows rounded to T into the block's tiles (their A fragments are
 // loaded), then stored: kCount of them (dk and dv, or dq).
 template <int D, int kCount, typename Tiles, typename Regs, typename T>
-KILN_HD void flash_backward_store(const Tiles& t, Regs& r, T* const outer[2], int ldt, const FlashShape& s, int64_t b,
+KILN_HD void flash_backward_store(const Tiles& t, Regs& r, T* const outer[2], const FlashShape& s, int64_t b,
                                   int64_t h, int64_t first, int rows, const FlashHeads<T> (&out)[kCount]) {
   using X = FlashBackwardRegs<T, D>;
-  t.threads([&r, outer, ldt](int th) {
+  t.threads([&r, outer](int th) {
     const X& x = r[th];
     const int lane = th % 32, row0 = th / 32 * 16;
     KILN_UNROLL for (int which = 0; which < kCount; ++which)
       KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n)
         KILN_UNROLL for (int i = 0; i < 4; ++i)
-          outer[which][(row0 + c_row(lane, i)) * ldt + 8 * n + c_col(lane, i)] = store<T>(x.grad[which][n].c[i]);
+          outer[which][c_offset(D, row0, 8 * n, lane, i)] = store<T>(x.grad[which][n].c[i]);
   });
   t.sync();
   KILN_UNROLL for (int which = 0; which < kCount; ++which)
-    flash_store_rows(t, outer[which], ldt, s, b, h, first, rows, out[which]);
+    flash_store_rows(t, outer[which], D, s, b, h, first, rows, out[which]);
 }
 
 // Key pass, one thread: its elements of S^T and dP^T (key rows, query columns) to the dropped P^T
@@ -230,35 +218,35 @@ template <int D, typename Tiles, typename T>
 KILN_HD void flash_key_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t k0,
                                  char* smem) {
   using X = FlashBackwardRegs<T, D>;
-  constexpr int K = kFlashKeyPass.outer, R = kFlashKeyPass.inner, ldt = tile_ld<T>(D);
+  constexpr int K = kFlashKeyPass.outer, R = kFlashKeyPass.inner;
   const FlashShape& s = a.shape;
   SmemCarver carver{smem};
   const auto m = FlashBackwardSmem::key_pass<T>(carver, D);
   typename Tiles::template Regs<X> r;
-  flash_load_two(t, a.k, a.v, s, b, h, k0, K, m.outer, ldt, D);
+  flash_load_two(t, a.k, a.v, s, b, h, k0, K, m.outer, D);
   t.for_each(K, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
   t.sync();
-  flash_backward_outer_rows<D>(t, r, m.outer, ldt);
+  flash_backward_outer_rows<D>(t, r, m.outer);
   for (int64_t q0 = 0; q0 < s.S; q0 += R) {
     t.sync();  // the last query block's rows are read (and the first time, the key rows)
-    flash_load_two(t, a.q, a.dout, s, b, h, q0, R, m.inner, ldt, D);
+    flash_load_two(t, a.q, a.dout, s, b, h, q0, R, m.inner, D);
     flash_load_row_stats(t, a, b, h, q0, R, m.lse, m.dot);
     t.sync();
-    flash_backward_scores<D>(t, r, m.inner, ldt);
+    flash_backward_scores<D>(t, r, m.inner);
     t.threads([&r, &a, b, h, k0, q0](int th) {
       r[th].made = flash_keep_made_for_keys<X::kTiles>(flash_saved_keep(a, b, h), q0, k0 + th / 32 * 16, th % 32);
     });
     flash_gather_keep_for_keys(t, r);
     t.threads([&r, &a, &m](int th) { flash_key_pass_grads<D>(r[th], a, m, th); });
-    flash_backward_gradient<D>(t, r, 1, m.inner[1], ldt);  // dV += P^T dO
+    flash_backward_gradient<D, 1>(t, r, m.inner[1]);  // dV += P^T dO
     t.threads([&r](int th) {
       X& x = r[th];
       KILN_UNROLL for (int c = 0; c < X::kInSteps; ++c) x.x[c] = a_frag_of<T>(x.dp[2 * c], x.dp[2 * c + 1]);
     });
-    flash_backward_gradient<D>(t, r, 0, m.inner[0], ldt);  // dK += dS^T Q
+    flash_backward_gradient<D, 0>(t, r, m.inner[0]);  // dK += dS^T Q
   }
   const FlashHeads<T> out[2] = {a.dk, a.dv};
-  flash_backward_store<D>(t, r, m.outer, ldt, s, b, h, k0, K, out);
+  flash_backward_store<D>(t, r, m.outer, s, b, h, k0, K, out);
 }
 
 // Query pass, one thread: its elements of S and dP (query rows, key columns) to dS as the A
@@ -284,30 +272,30 @@ template <int D, typename Tiles, typename T>
 KILN_HD void flash_query_pass_rows(const Tiles& t, const FlashBackwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
                                    char* smem) {
   using X = FlashBackwardRegs<T, D>;
-  constexpr int R = kFlashQueryPass.outer, K = kFlashQueryPass.inner, ldt = tile_ld<T>(D);
+  constexpr int R = kFlashQueryPass.outer, K = kFlashQueryPass.inner;
   const FlashShape& s = a.shape;
   SmemCarver carver{smem};
   const auto m = FlashBackwardSmem::query_pass<T>(carver, D);
   typename Tiles::template Regs<X> r;
-  flash_load_two(t, a.q, a.dout, s, b, h, q0, R, m.outer, ldt, D);
+  flash_load_two(t, a.q, a.dout, s, b, h, q0, R, m.outer, D);
   flash_load_row_stats(t, a, b, h, q0, R, m.lse, m.dot);
   t.sync();
-  flash_backward_outer_rows<D>(t, r, m.outer, ldt);
+  flash_backward_outer_rows<D>(t, r, m.outer);
   for (int64_t k0 = 0; k0 < s.S; k0 += K) {
     t.sync();  // the last key block's rows are read (and the first time, the query rows)
-    flash_load_two(t, a.k, a.v, s, b, h, k0, K, m.inner, ldt, D);
+    flash_load_two(t, a.k, a.v, s, b, h, k0, K, m.inner, D);
     t.for_each(K, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
     t.sync();
-    flash_backward_scores<D>(t, r, m.inner, ldt);
+    flash_backward_scores<D>(t, r, m.inner);
     t.threads([&r, &a, b, h, q0, k0](int th) {
       r[th].made = flash_keep_made_for_rows<X::kTiles>(flash_saved_keep(a, b, h), q0 + th / 32 * 16, k0, th % 32);
     });
     flash_gather_keep_for_rows(t, r);
     t.threads([&r, &a, &m](int th) { flash_query_pass_grads<D>(r[th], a, m, th); });
-    flash_backward_gradient<D>(t, r, 0, m.inner[0], ldt);  // dQ += dS K
+    flash_backward_gradient<D, 0>(t, r, m.inner[0]);  // dQ += dS K
   }
   const FlashHeads<T> out[1] = {a.dq};
-  flash_backward_store<D>(t, r, m.outer, ldt, s, b, h, q0, R, out);
+  flash_backward_store<D>(t, r, m.outer, s, b, h, q0, R, out);
 }
 
 // The passes of one block on the host (HostTiles or a test's policy), a.dot made.

@@ -25,16 +25,16 @@ inline constexpr FlashBlock kFlashForward{64, 64};  // query rows, key rows
 struct FlashForwardSmem {
   template <typename T>
   struct Tiles {
-    T *q, *k, *v;  // (64, d) each
+    T *q, *k, *v;  // (64, d) each, core_offset's layout
     float* bias;   // (64)
   };
   template <typename T>
   KILN_HD static Tiles<T> carve(SmemCarver& c, int d) {
     const FlashBlock f = kFlashForward;
     Tiles<T> t;
-    t.q = c.take<T>(f.outer * tile_ld<T>(d));
-    t.k = c.take<T>(f.inner * tile_ld<T>(d));
-    t.v = c.take<T>(f.inner * tile_ld<T>(d));
+    t.q = c.take<T>(f.outer * d);
+    t.k = c.take<T>(f.inner * d);
+    t.v = c.take<T>(f.inner * d);
     t.bias = c.take<float>(f.inner);
     return t;
   }
@@ -64,34 +64,21 @@ struct FlashForwardRegs {
   uint32_t made, partner, keep[2];  // the keep bits this lane made, lane ^ 1 made, of its row halves
 };
 
-// S = Q K^T of the warp's rows and the key block in m.k (rows of ldt).
+// S = Q K^T of the warps' rows and the key block's K rows in m.k.
 template <int D, typename Tiles, typename Regs, typename T>
-KILN_HD void flash_forward_scores(const Tiles& t, Regs& r, const T* k, int ldt) {
+KILN_HD void flash_forward_scores(const Tiles& t, Regs& r, const T* k) {
   using X = FlashForwardRegs<T, D>;
-  KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j) {
-    KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) {
-      t.threads([&r, k, ldt, j, kk](int th) {
-        X& x = r[th];
-        x.b = b_frag_of_rows(k, ldt, 8 * j, 16 * kk, th % 32);
-        if (kk == 0) x.s[j] = CFrag{};
-      });
-      t.mma(r, [j](X& x) -> CFrag& { return x.s[j]; }, [kk](X& x) -> const AFrag<T>& { return x.q[kk]; },
-            [](X& x) -> const BFrag<T>& { return x.b; });
-    }
-  }
+  t.threads([&r](int th) { KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j) r[th].s[j] = CFrag{}; });
+  t.template products<kFlashForward.inner, D, BOf::rows>(
+      r, [](X& x) -> CFrag* { return x.s; }, [](X& x, int kk) -> const AFrag<T>& { return x.q[kk]; }, k, D);
 }
 
-// O += P V of the warp's dropped probabilities and the key block's V rows in m.v (rows of ldt).
+// O += P V of the warps' dropped probabilities and the key block's V rows in m.v.
 template <int D, typename Tiles, typename Regs, typename T>
-KILN_HD void flash_forward_context(const Tiles& t, Regs& r, const T* v, int ldt) {
+KILN_HD void flash_forward_context(const Tiles& t, Regs& r, const T* v) {
   using X = FlashForwardRegs<T, D>;
-  KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) {
-    KILN_UNROLL for (int c = 0; c < X::kKeySteps; ++c) {
-      t.b_of_cols(r, [](X& x) -> BFrag<T>& { return x.b; }, v, ldt, 16 * c, 8 * n);
-      t.mma(r, [n](X& x) -> CFrag& { return x.o[n]; }, [c](X& x) -> const AFrag<T>& { return x.p[c]; },
-            [](X& x) -> const BFrag<T>& { return x.b; });
-    }
-  }
+  t.template products<D, kFlashForward.inner, BOf::cols>(
+      r, [](X& x) -> CFrag* { return x.o; }, [](X& x, int c) -> const AFrag<T>& { return x.p[c]; }, v, D);
 }
 
 // One thread's part of the online softmax for key block k0 (its scores' block maxima combined over
@@ -127,26 +114,26 @@ template <int D, typename Tiles, typename T>
 KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, int64_t b, int64_t h, int64_t q0,
                                 char* smem) {
   using X = FlashForwardRegs<T, D>;
-  constexpr int R = kFlashForward.outer, C = kFlashForward.inner, ldt = tile_ld<T>(D);
+  constexpr int R = kFlashForward.outer, C = kFlashForward.inner;
   const FlashShape& s = a.shape;
   SmemCarver carver{smem};
   const auto m = FlashForwardSmem::carve<T>(carver, D);
   typename Tiles::template Regs<X> r;
-  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, ldt, D);
+  flash_load_rows(t, a.q, s, b, h, q0, R, m.q, D);
   t.sync();
   t.threads([&](int th) {
     X& x = r[th];
-    KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) x.q[kk] = a_frag(m.q, ldt, th / 32 * 16, 16 * kk, th % 32);
+    KILN_UNROLL for (int kk = 0; kk < X::kSteps; ++kk) x.q[kk] = a_frag(m.q, D, th / 32 * 16, 16 * kk, th % 32);
     KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) x.o[n] = CFrag{};
     KILN_UNROLL for (int u = 0; u < 2; ++u) x.max[u] = -INFINITY, x.sum[u] = 0.0f;
   });
   for (int64_t k0 = 0; k0 < s.S; k0 += C) {
     t.sync();  // the last key block's rows are read (and the first time, the query rows)
-    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, ldt, D);
-    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, ldt, D);
+    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, D);
+    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, D);
     t.for_each(C, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
     t.sync();
-    flash_forward_scores<D>(t, r, m.k, ldt);
+    flash_forward_scores<D>(t, r, m.k);
     t.threads([&r, &m, &a, b, h, q0, k0](int th) {  // scale and bias, the thread's row maxima, keep bits
       X& x = r[th];
       const auto philox = [&](int64_t i, int64_t j) { return flash_keep_row4(a.drop, a.shape, b, h, i, j); };
@@ -169,7 +156,7 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
       flash_save_keep_bits(a.drop, a.shape, b, h, q0 + th / 32 * 16, k0, th % 32, x.made, x.partner);
       flash_forward_softmax<D>(x, a, th % 32);
     });
-    flash_forward_context<D>(t, r, m.v, ldt);
+    flash_forward_context<D>(t, r, m.v);
   }
   t.quad_sum(r, [](X& x) -> float& { return x.sum[0]; });
   t.quad_sum(r, [](X& x) -> float& { return x.sum[1]; });
@@ -183,10 +170,10 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
     const float inv[2] = {1.0f / x.sum[0], 1.0f / x.sum[1]};
     KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n)
       KILN_UNROLL for (int i = 0; i < 4; ++i)
-        m.q[(row0 + c_row(lane, i)) * ldt + 8 * n + c_col(lane, i)] = store<T>(x.o[n].c[i] * inv[i / 2]);
+        m.q[c_offset(D, row0, 8 * n, lane, i)] = store<T>(x.o[n].c[i] * inv[i / 2]);
   });
   t.sync();
-  flash_store_rows(t, m.q, ldt, s, b, h, q0, R, a.o);
+  flash_store_rows(t, m.q, D, s, b, h, q0, R, a.o);
 }
 
 // The forward of one block on the host (HostTiles or a test's policy).

@@ -19,8 +19,9 @@
 // the block's threads, at any time before the next sync() (so the lambdas of a helper that returns
 // first capture by value); sync(): the end of a phase. For the register products: Regs<X>, each
 // thread's registers of type X; threads(f): f(th) on each thread th, its lanes running apart until
-// the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols), so lambdas that
-// such a step follows capture loop indices by value.
+// the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols, products), so
+// lambdas that such a step follows capture loop indices by value; products<N, K, kind>: the block's
+// 64 rows times a shared-memory tile, by warp_products or, on sm_90, the warpgroup's wgmma.
 #pragma once
 #include <array>
 #include <cmath>
@@ -90,14 +91,6 @@ struct FlashBackwardArgs {
   FlashDropout drop;
   float* dot = nullptr;  // (B, heads, S): D = rowsum(dO o), the backward's first step (FlashRowDotsBody)
 };
-
-// Rows of a shared-memory tile of `cols` values, padded by 16 bytes: a multiple of 16 bytes, as
-// ldmatrix's row addresses want, and for 16-bit values at 4 (mod 8) words, so that the 8 rows a
-// fragment read spans fall in distinct banks.
-template <typename T>
-KILN_HD constexpr int tile_ld(int cols) {
-  return cols + 16 / int(sizeof(T));
-}
 
 // Carves a pass's shared memory into its tiles, 32-byte aligned. With a null base it only counts:
 // `used` is the bytes a block needs.
@@ -237,34 +230,35 @@ KILN_HD inline float flash_key_bias(const FlashShape& s, int64_t b, int64_t j) {
   return s.mask[b * s.S + j] ? 0.0f : -10000.0f;
 }
 
-// rows x width values from rows `first` .. of a head into a tile (ld): the head's d columns, zeros
-// past them (a head dim padded to the kernel's, flash_tile_dim) and past the sequence. Rows of
-// whole packs go a 16-byte pack per item (the tile's rows, tile_ld of width, are packs too): the
-// same values, an eighth of the bf16 loads.
+// rows x width values from rows `first` .. of a head into a tile of `width` columns (core_offset):
+// the head's d columns, zeros past them (a head dim padded to the kernel's, flash_tile_dim) and past
+// the sequence. Rows of whole packs go a 16-byte pack per item, a core's 8 rows by 8 consecutive
+// items (so that a quarter warp's 16-byte stores fill one core's 128 bytes): the same values, an
+// eighth of the bf16 loads.
 template <typename Tiles, typename T>
 KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const FlashShape& s, int64_t b,
-                             int64_t h, int64_t first, int rows, T* tile, int ld, int width) {
+                             int64_t h, int64_t first, int rows, T* tile, int width) {
   const int d = int(s.d), pad = width - d;
-  if (pad > 0) t.for_each(rows * pad, [=](int e) { tile[e / pad * ld + d + e % pad] = store<T>(0.0f); });
+  if (pad > 0) t.for_each(rows * pad, [=](int e) { tile[core_offset(width, e / pad, d + e % pad)] = store<T>(0.0f); });
   if (x.packs) {
     constexpr int W = kPackLanes<T>;
     const int per_row = d / W;
     t.for_each(rows * per_row, [=](int e) {
-      const int r = e / per_row, c = e % per_row * W;
-      write_pack(tile + r * ld + c, first + r < s.S ? read_pack(x.row(b, h, first + r) + c) : Pack{});
+      const int r = e / (8 * per_row) * 8 + e % 8, c = e / 8 % per_row * W;
+      write_pack(tile + core_offset(width, r, c), first + r < s.S ? read_pack(x.row(b, h, first + r) + c) : Pack{});
     });
     return;
   }
   t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
-    tile[r * ld + c] = first + r < s.S ? x.row(b, h, first + r)[c] : store<T>(0.0f);
+    tile[core_offset(width, r, c)] = first + r < s.S ? x.row(b, h, first + r)[c] : store<T>(0.0f);
   });
 }
 
-// rows x d values of a tile (ld) into rows `first` .. of a head, nothing past the sequence. Rows of
-// whole packs (FlashHeads::packs) go a 16-byte pack per item (the tile's rows are packs too).
+// rows x d values of a tile of `width` columns into rows `first` .. of a head, nothing past the
+// sequence. Rows of whole packs (FlashHeads::packs) go a 16-byte pack per item.
 template <typename Tiles, typename T>
-KILN_HD void flash_store_rows(const Tiles& t, const T* tile, int ld, const FlashShape& s, int64_t b, int64_t h,
+KILN_HD void flash_store_rows(const Tiles& t, const T* tile, int width, const FlashShape& s, int64_t b, int64_t h,
                               int64_t first, int rows, const FlashHeads<T>& x) {
   const int d = int(s.d);
   if (x.packs) {
@@ -272,14 +266,32 @@ KILN_HD void flash_store_rows(const Tiles& t, const T* tile, int ld, const Flash
     const int per_row = d / W;
     t.for_each(rows * per_row, [=](int e) {
       const int r = e / per_row, c = e % per_row * W;
-      if (first + r < s.S) write_pack(x.row(b, h, first + r) + c, read_pack(tile + r * ld + c));
+      if (first + r < s.S) write_pack(x.row(b, h, first + r) + c, read_pack(tile + core_offset(width, r, c)));
     });
     return;
   }
   t.for_each(rows * d, [=](int e) {
     const int r = e / d, c = e % d;
-    if (first + r < s.S) x.row(b, h, first + r)[c] = tile[r * ld + c];
+    if (first + r < s.S) x.row(b, h, first + r)[c] = tile[core_offset(width, r, c)];
   });
+}
+
+// c(x)[j] (j < N / 8) += the sum over k-steps kk < K / 16 of a(x, kk) times B's rows 16 kk .. of a
+// tile of `cols` columns (warp_mma.h's kind): each warp's 16 rows by m16n8k16 products, a B
+// fragment loaded per product, by the lanes (a tile's rows) or by the warp (its columns, ldmatrix
+// on the device). Every policy's products without warpgroup ones (wgmma).
+template <int N, int K, BOf kind, typename Tiles, typename Regs, typename FC, typename FA, typename T>
+KILN_HD void warp_products(const Tiles& t, Regs& r, FC c, FA a, const T* tile, int cols) {
+  KILN_UNROLL for (int j = 0; j < N / 8; ++j) {
+    KILN_UNROLL for (int kk = 0; kk < K / 16; ++kk) {
+      if constexpr (kind == BOf::rows)
+        t.threads([&r, tile, cols, j, kk](int th) { r[th].b = b_frag_of_rows(tile, cols, 8 * j, 16 * kk, th % 32); });
+      else
+        t.b_of_cols(r, [](auto& x) -> auto& { return x.b; }, tile, cols, 16 * kk, 8 * j);
+      t.mma(r, [c, j](auto& x) -> CFrag& { return c(x)[j]; }, [a, kk](auto& x) -> const auto& { return a(x, kk); },
+            [](auto& x) -> const auto& { return x.b; });
+    }
+  }
 }
 
 // The blocks of a launch: per (b, h) ceil(S / rows) blocks; block index (b, h, block).
@@ -337,10 +349,15 @@ struct HostTiles {
   void gather(Regs<X>& r, From from, To to, Src src) const {
     for (int w = 0; w < kFlashWarps; ++w) host_warp::gather(r, w, from, to, src);
   }
-  // b(x) = the B operand at rows k0.., columns n0.. of a row-major tile (b_frag_of_cols).
+  // b(x) = the B operand at rows k0.., columns n0.. of a tile (b_frag_of_cols).
   template <typename X, typename F, typename T>
-  void b_of_cols(Regs<X>& r, F b, const T* tile, int ld, int k0, int n0) const {
-    threads([&](int th) { b(r[th]) = b_frag_of_cols(tile, ld, k0, n0, th % 32); });
+  void b_of_cols(Regs<X>& r, F b, const T* tile, int cols, int k0, int n0) const {
+    threads([&](int th) { b(r[th]) = b_frag_of_cols(tile, cols, k0, n0, th % 32); });
+  }
+  // c(x)[j] += a(x, kk) B: warp_products.
+  template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
+  void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+    warp_products<N, K, kind>(*this, r, c, a, tile, cols);
   }
 };
 

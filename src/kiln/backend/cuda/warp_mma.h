@@ -53,8 +53,8 @@ KILN_HD constexpr int b_col(int l, int) { return l / 4; }
 KILN_HD constexpr int c_row(int l, int i) { return l / 4 + 8 * (i / 2); }
 KILN_HD constexpr int c_col(int l, int i) { return 2 * (l % 4) + i % 2; }
 
-// Two neighbouring elements, p 4-byte aligned (an even column of a tile of even row length): one
-// 32-bit shared-memory read on the device.
+// Two neighbouring elements, p 4-byte aligned (an even column of a tile): one 32-bit shared-memory
+// read on the device.
 template <typename T>
 KILN_HD Pair<T> pair_at(const T* p) {
 #if defined(__CUDA_ARCH__)
@@ -66,28 +66,47 @@ KILN_HD Pair<T> pair_at(const T* p) {
 #endif
 }
 
-// A from rows row0.. and columns col0.. of a row-major tile.
+// Shared-memory tiles of 16-bit values are 8 x 8 core matrices, each 128 contiguous bytes (its 8
+// rows of 16), a row group's cores side by side, then the next row group: element (r, c) of a tile
+// of `cols` columns (a multiple of 8) is element core_offset(cols, r, c). The 8 rows that a
+// fragment read or an ldmatrix spans are one core's 128 bytes (no bank conflicts, 16-byte row
+// addresses), and it is the layout wgmma reads without swizzling (warpgroup_mma.h).
+KILN_HD constexpr int core_offset(int cols, int r, int c) { return r / 8 * 8 * cols + c / 8 * 64 + r % 8 * 8 + c % 8; }
+
+// How a tile is a product's B: B(k, n) = tile(n, k), its rows as B's columns (K's rows for
+// S = Q K^T; wgmma's K-major B), or tile(k, n), its columns (V's for O = P V; MN-major).
+enum class BOf { rows, cols };
+
+// The loaders below address a fragment's elements as a core (row0, col0 multiples of 8, constants
+// in the kernels' unrolled loops) plus the lane's place in it, so that no lane computes a core
+// index of its own: 8 rows on is 8 cols elements on, 8 columns on 64.
+
+// A from rows row0.. and columns col0.. of a tile.
 template <typename T>
-KILN_HD AFrag<T> a_frag(const T* tile, int ld, int row0, int col0, int lane) {
-  const T* top = tile + (row0 + lane / 4) * ld + col0 + 2 * (lane % 4);
-  const T* bottom = top + 8 * ld;
-  return {{pair_at(top), pair_at(bottom), pair_at(top + 8), pair_at(bottom + 8)}};
+KILN_HD AFrag<T> a_frag(const T* tile, int cols, int row0, int col0, int lane) {
+  const T* p = tile + core_offset(cols, row0, col0) + lane / 4 * 8 + 2 * (lane % 4);
+  return {{pair_at(p), pair_at(p + 8 * cols), pair_at(p + 64), pair_at(p + 8 * cols + 64)}};
 }
 
-// B whose column n is row n0 + n of a row-major tile, from its column k0: B(k, n) =
-// tile[n0 + n][k0 + k] (K's rows for S = Q K^T).
+// B whose column n is row n0 + n of a tile, from its column k0: B(k, n) = tile(n0 + n, k0 + k).
 template <typename T>
-KILN_HD BFrag<T> b_frag_of_rows(const T* tile, int ld, int n0, int k0, int lane) {
-  const T* p = tile + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
-  return {{pair_at(p), pair_at(p + 8)}};
+KILN_HD BFrag<T> b_frag_of_rows(const T* tile, int cols, int n0, int k0, int lane) {
+  const T* p = tile + core_offset(cols, n0, k0) + lane / 4 * 8 + 2 * (lane % 4);
+  return {{pair_at(p), pair_at(p + 64)}};
 }
 
-// B as rows k0.. and columns n0.. of a row-major tile: B(k, n) = tile[k0 + k][n0 + n] (V's rows
-// for O = P V). Element by element; the device loads it with ldmatrix's transposing form.
+// B as rows k0.. and columns n0.. of a tile: B(k, n) = tile(k0 + k, n0 + n). Element by element;
+// the device loads it with ldmatrix's transposing form.
 template <typename T>
-KILN_HD BFrag<T> b_frag_of_cols(const T* tile, int ld, int k0, int n0, int lane) {
-  const T* p = tile + (k0 + 2 * (lane % 4)) * ld + n0 + lane / 4;
-  return {{{p[0], p[ld]}, {p[8 * ld], p[9 * ld]}}};
+KILN_HD BFrag<T> b_frag_of_cols(const T* tile, int cols, int k0, int n0, int lane) {
+  const T* p = tile + core_offset(cols, k0, n0) + 2 * (lane % 4) * 8 + lane / 4;
+  return {{{p[0], p[8]}, {p[8 * cols], p[8 * cols + 8]}}};
+}
+
+// Where C's element i of lane `lane` sits in a tile whose rows row0.. and columns col0.. (multiples
+// of 8) the C tile covers.
+KILN_HD constexpr int c_offset(int cols, int row0, int col0, int lane, int i) {
+  return core_offset(cols, row0 + 8 * (i / 2), col0) + lane / 4 * 8 + 2 * (lane % 4) + i % 2;
 }
 
 // (lo, hi) rounded to nearest even in T: on the device one conversion instruction for both (the
