@@ -362,6 +362,18 @@ TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
     EXPECT_EQ(values(threads[t]), values(in_order[t])) << names[t];
 }
 
+// The sm_90a kernels' products (the warpgroup's wgmma, B through descriptors of the tiles) give every
+// block of every pass what the warps' m16n8k16 products give, bit for bit: the same sums in the
+// same order, every B element where its descriptor says.
+TEST(CudaBodies, AttentionBlocksUnderWarpgroupProductsAsUnderWarpProducts) {
+  std::vector<float> lse, lse_warpgroup;
+  const auto warps = attention_blocks(HostTiles{}, lse);
+  const auto warpgroup = attention_blocks(HostWarpgroupTiles{}, lse_warpgroup);
+  EXPECT_EQ(lse_warpgroup, lse);
+  const char* names[] = {"context", "dq", "dk", "dv"};
+  for (size_t t = 0; t < warps.size(); ++t) EXPECT_EQ(values(warpgroup[t]), values(warps[t])) << names[t];
+}
+
 // A head's rows loaded into a tile as 16-byte packs (aligned rows of whole packs) and element by
 // element: the same tile bit for bit, the rows past the sequence zeros; into a wider tile, the
 // columns past the head dim zeros.

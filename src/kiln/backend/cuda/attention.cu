@@ -1,56 +1,17 @@
 // backend/cuda/attention.cu — the fused attention kernels: attention_forward.h's and
-// attention_backward.h's block algorithms with DeviceTiles, whose products are mma.sync m16n8k16
-// on register fragments (warp_mma.h's layouts; B operands read as columns by ldmatrix.trans), one
-// kernel per head dim so that the fragments' arrays are registers. The S x S block is never in
-// global memory.
+// attention_backward.h's block algorithms with DeviceTiles, whose products are on sm_90a the
+// warpgroup's wgmma (A in registers, B read by the tensor cores from shared memory), elsewhere each
+// warp's mma.sync m16n8k16 (B fragments loaded by the lanes or ldmatrix.trans); one kernel per head
+// dim so that the fragments' arrays are registers. The S x S block is never in global memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kiln/backend/cuda/attention_launch.h"
 #include "kiln/backend/cuda/launch.cuh"
+#include "kiln/backend/cuda/tensor_core_asm.cuh"
 
 namespace kiln::ops::cuda {
 namespace {
-
-template <typename T>
-__device__ uint32_t bits_of(const Pair<T>& p) {
-  uint32_t u;
-  memcpy(&u, &p, sizeof u);
-  return u;
-}
-
-// c += a b on the tensor cores: one m16n8k16 product of the warp, f32 accumulated. One overload per
-// input type: the type is part of the instruction's name, and an asm string is a literal.
-__device__ void mma_16816(CFrag& c, const AFrag<bf16_t>& a, const BFrag<bf16_t>& b) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
-      : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])), "r"(bits_of(b.r[0])),
-        "r"(bits_of(b.r[1])));
-}
-__device__ void mma_16816(CFrag& c, const AFrag<f16_t>& a, const BFrag<f16_t>& b) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
-      : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])), "r"(bits_of(b.r[0])),
-        "r"(bits_of(b.r[1])));
-}
-
-// b_frag_of_cols by ldmatrix: lanes 0-7 give rows k0 .. k0 + 7 (the first 8 x 8 matrix), lanes
-// 8-15 rows k0 + 8 .., 16 bytes from column n0 each; .trans hands lane l the pairs (2t, 2t+1) of
-// column g of each, B's layout.
-template <typename T>
-__device__ BFrag<T> ldmatrix_b_of_cols(const T* tile, int cols, int k0, int n0) {
-  const int lane = int(threadIdx.x) % 32;
-  const T* row = tile + core_offset(cols, k0, n0) + lane / 8 % 2 * 8 * cols + lane % 8 * 8;
-  const unsigned address = unsigned(__cvta_generic_to_shared(row));
-  uint32_t r0, r1;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(address));
-  BFrag<T> b;
-  memcpy(&b.r[0], &r0, sizeof r0);
-  memcpy(&b.r[1], &r1, sizeof r1);
-  return b;
-}
 
 // One thread's registers of type X.
 template <typename X>
@@ -78,6 +39,9 @@ struct DeviceTiles {
 #endif
   }
   KILN_HD void sync() const {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    fence_shared_for_wgmma();
+#endif
 #if defined(__CUDA_ARCH__)
     __syncthreads();
 #endif
@@ -116,9 +80,22 @@ struct DeviceTiles {
     b(r.x) = ldmatrix_b_of_cols(tile, cols, k0, n0);
 #endif
   }
+  // On sm_90a the warpgroup's wgmma per k-step, one group waited for; elsewhere warp_products.
   template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
   KILN_HD void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    CFrag* d = c(r.x);
+    const auto address = uint32_t(__cvta_generic_to_shared(tile));
+    wgmma_hold<N>(d);
+    wgmma_fence();
+    KILN_UNROLL for (int kk = 0; kk < K / 16; ++kk)
+      wgmma<N, kind == BOf::cols>(d, a(r.x, kk), wgmma_b_desc(address, cols, kind, kk));
+    wgmma_commit_and_wait();
+    wgmma_hold<N>(d);
+    KILN_UNROLL for (int kk = 0; kk < K / 16; ++kk) wgmma_hold(a(r.x, kk));
+#else
     warp_products<N, K, kind>(*this, r, c, a, tile, cols);
+#endif
   }
 };
 

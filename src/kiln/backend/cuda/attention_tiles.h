@@ -32,11 +32,12 @@
 #include "kiln/backend/cuda/hd_types.h"
 #include "kiln/backend/cuda/vec_access.h"
 #include "kiln/backend/cuda/warp_mma.h"
+#include "kiln/backend/cuda/warpgroup_mma.h"
 #include "kiln/core/philox.h"
 
 namespace kiln::ops::cuda {
 
-inline constexpr int kFlashWarps = 4;
+inline constexpr int kFlashWarps = 4;  // one warpgroup: on sm_90a the products are its wgmma
 inline constexpr int kFlashThreads = 32 * kFlashWarps;
 inline constexpr int64_t kFlashMaxHeadDim = 128;  // head_dim: a multiple of 16 up to this
 
@@ -358,6 +359,18 @@ struct HostTiles {
   template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
   void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
     warp_products<N, K, kind>(*this, r, c, a, tile, cols);
+  }
+};
+
+// HostTiles with the sm_90a kernels' products: per k-step the warpgroup's wgmma, B read through its
+// descriptor (host_warpgroup::mma); a tile's shared address is its offset from itself (where it
+// lies in a block's shared memory: every tile 16-byte aligned, CudaBodies.AttentionProducts*).
+struct HostWarpgroupTiles : HostTiles {
+  template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
+  void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+    for (int kk = 0; kk < K / 16; ++kk)
+      host_warpgroup::mma<N, T>(r, c, [a, kk](auto& x) -> const auto& { return a(x, kk); },
+                                reinterpret_cast<const char*>(tile), wgmma_b_desc(0, cols, kind, kk), kind == BOf::cols);
   }
 };
 
