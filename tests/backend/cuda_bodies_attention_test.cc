@@ -341,37 +341,29 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
   return {t[3], t[5], t[6], t[7]};
 }
 
-TEST(CudaBodies, AttentionBlocksHaveNoRacesWithinAPhase) {
-  std::vector<float> lse, lse_reversed;
+// Every block of every pass under `tiles` gives what it gives under HostTiles, bit for bit.
+template <typename Tiles>
+void expect_blocks_as_under_host_tiles(const Tiles& tiles) {
+  std::vector<float> lse, lse_other;
   const auto in_order = attention_blocks(HostTiles{}, lse);
-  const auto reversed = attention_blocks(ReversedHostTiles{}, lse_reversed);
-  EXPECT_EQ(lse_reversed, lse);
+  const auto other = attention_blocks(tiles, lse_other);
+  EXPECT_EQ(lse_other, lse);
   const char* names[] = {"context", "dq", "dk", "dv"};
-  for (size_t t = 0; t < in_order.size(); ++t)
-    EXPECT_EQ(values(reversed[t]), values(in_order[t])) << names[t];
+  for (size_t t = 0; t < in_order.size(); ++t) EXPECT_EQ(values(other[t]), values(in_order[t])) << names[t];
   EXPECT_GT(*std::max_element(lse.begin(), lse.end()), 0.0f);  // the blocks ran
 }
 
+TEST(CudaBodies, AttentionBlocksHaveNoRacesWithinAPhase) { expect_blocks_as_under_host_tiles(ReversedHostTiles{}); }
+
 TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
-  std::vector<float> lse, lse_threads;
-  const auto in_order = attention_blocks(HostTiles{}, lse);
-  const auto threads = attention_blocks(ThreadMajorTiles{}, lse_threads);
-  EXPECT_EQ(lse_threads, lse);
-  const char* names[] = {"context", "dq", "dk", "dv"};
-  for (size_t t = 0; t < in_order.size(); ++t)
-    EXPECT_EQ(values(threads[t]), values(in_order[t])) << names[t];
+  expect_blocks_as_under_host_tiles(ThreadMajorTiles{});
 }
 
 // The sm_90a kernels' products (the warpgroup's wgmma, B through descriptors of the tiles) give every
 // block of every pass what the warps' m16n8k16 products give, bit for bit: the same sums in the
 // same order, every B element where its descriptor says.
 TEST(CudaBodies, AttentionBlocksUnderWarpgroupProductsAsUnderWarpProducts) {
-  std::vector<float> lse, lse_warpgroup;
-  const auto warps = attention_blocks(HostTiles{}, lse);
-  const auto warpgroup = attention_blocks(HostWarpgroupTiles{}, lse_warpgroup);
-  EXPECT_EQ(lse_warpgroup, lse);
-  const char* names[] = {"context", "dq", "dk", "dv"};
-  for (size_t t = 0; t < warps.size(); ++t) EXPECT_EQ(values(warpgroup[t]), values(warps[t])) << names[t];
+  expect_blocks_as_under_host_tiles(HostWarpgroupTiles{});
 }
 
 // A head's rows loaded into a tile as 16-byte packs (aligned rows of whole packs) and element by

@@ -89,7 +89,8 @@ TEST(WarpMma, LoadersPickThePtxElementOfEachLane) {
     for (int l = 0; l < 32; ++l) {
       const AFrag<T> a = a_frag(tile.data(), cols, 16, 32, l);
       for (int i = 0; i < 8; ++i) ASSERT_EQ(code_of(a.r[i / 2], i), (16 + a_row(l, i)) * 64 + 32 + a_col(l, i));
-      const BFrag<T> rows = b_frag_of_rows(tile.data(), cols, 8, 16, l), of_cols = b_frag_of_cols(tile.data(), cols, 16, 8, l);
+      const BFrag<T> rows = b_frag_of_rows(tile.data(), cols, 8, 16, l);
+      const BFrag<T> of_cols = b_frag_of_cols(tile.data(), cols, 16, 8, l);
       for (int i = 0; i < 4; ++i) {
         ASSERT_EQ(code_of(rows.r[i / 2], i), (8 + b_col(l, i)) * 64 + 16 + b_row(l, i)) << "lane " << l;
         ASSERT_EQ(code_of(of_cols.r[i / 2], i), (16 + b_row(l, i)) * 64 + 8 + b_col(l, i)) << "lane " << l;

@@ -21,7 +21,7 @@
 // thread's registers of type X; threads(f): f(th) on each thread th, its lanes running apart until
 // the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols, products), so
 // lambdas that such a step follows capture loop indices by value; products<N, K, kind>: the block's
-// 64 rows times a shared-memory tile, by warp_products or, on sm_90, the warpgroup's wgmma.
+// 64 rows times a shared-memory tile, by warp_products or, on sm_90a, the warpgroup's wgmma.
 #pragma once
 #include <array>
 #include <cmath>
@@ -368,9 +368,10 @@ struct HostTiles {
 struct HostWarpgroupTiles : HostTiles {
   template <int N, int K, BOf kind, typename X, typename FC, typename FA, typename T>
   void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
+    const auto* smem = reinterpret_cast<const char*>(tile);
     for (int kk = 0; kk < K / 16; ++kk)
-      host_warpgroup::mma<N, T>(r, c, [a, kk](auto& x) -> const auto& { return a(x, kk); },
-                                reinterpret_cast<const char*>(tile), wgmma_b_desc(0, cols, kind, kk), kind == BOf::cols);
+      host_warpgroup::mma<N, T>(r, c, [a, kk](auto& x) -> const auto& { return a(x, kk); }, smem,
+                                wgmma_b_desc(0, cols, kind, kk), kind == BOf::cols);
   }
 };
 
