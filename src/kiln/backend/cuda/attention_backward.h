@@ -7,8 +7,9 @@
 //   query pass  queries q0 .. q0 + 63, key blocks of 32 streamed: warp w's rows as Q's and dO's A
 //               fragments; S = Q K^T, dP = dO V^T, dS repacked as A, dQ += dS K.
 // Nothing of S x S leaves registers; the dropout's keep bits are the forward's, read back. The
-// streamed rows are read as B operands: by 32-bit reads as rows (Q, dO, K, V for the scores) and
-// by ldmatrix.trans as columns (dO, Q, K for the gradients).
+// streamed rows are B operands of the policy's products: as rows for the scores (Q, dO, K, V) and
+// as columns for the gradients (dO, Q, K); on sm_90a the warpgroup's wgmma reads them, elsewhere
+// each warp's fragment loads (32-bit reads for rows, ldmatrix.trans for columns).
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -5,11 +5,11 @@
 // product's C fragments become the context product's A fragments where they lie, and a row's max
 // and sum are combined over the four lanes that hold it by shuffles.
 //
-// Per key block and warp, at head dim d: 8 d / 16 products for the scores and as many for the
-// context (m16n8k16: 16 x 8 x 16 each), their B operands read from shared memory once per warp
-// (32-bit reads for K's rows, ldmatrix's transposing form for V's), every score touched once in
-// registers; with dropout, a Philox block per four of them (attention_tiles.h, the keep bits), which
-// are saved for the backward, a bit each.
+// Per key block, at head dim d: the scores Q K^T and the context P V, each 64 x 64 x d, as the
+// policy's products (K's rows as B, V's columns): on sm_90a d / 16 and 4 wgmma of the warpgroup,
+// elsewhere 8 d / 16 m16n8k16 products per warp, their B fragments read from shared memory by each
+// warp; every score touched once in registers; with dropout, a Philox block per four of them
+// (attention_tiles.h, the keep bits), which are saved for the backward, a bit each.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -21,22 +21,17 @@ __device__ inline uint32_t bits_of(const Pair<T>& p) {
   return u;
 }
 
-// c += a b on the tensor cores: one m16n8k16 product of the warp, f32 accumulated. One overload per
-// input type: the type is part of the instruction's name, and an asm string is a literal.
-__device__ inline void mma_16816(CFrag& c, const AFrag<bf16_t>& a, const BFrag<bf16_t>& b) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
-      : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])), "r"(bits_of(b.r[0])),
-        "r"(bits_of(b.r[1])));
-}
-__device__ inline void mma_16816(CFrag& c, const AFrag<f16_t>& a, const BFrag<f16_t>& b) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])
-      : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])), "r"(bits_of(b.r[0])),
-        "r"(bits_of(b.r[1])));
-}
+// c += a b on the tensor cores: one m16n8k16 product of the warp, f32 accumulated.
+#define KILN_MMA_16816(T, PTX)                                                                                   \
+  __device__ inline void mma_16816(CFrag& c, const AFrag<T>& a, const BFrag<T>& b) {                            \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, " \
+        "{%0, %1, %2, %3};\n"                                                                                    \
+        : "+f"(c.c[0]), "+f"(c.c[1]), "+f"(c.c[2]), "+f"(c.c[3])                                                \
+        : "r"(bits_of(a.r[0])), "r"(bits_of(a.r[1])), "r"(bits_of(a.r[2])), "r"(bits_of(a.r[3])),                \
+          "r"(bits_of(b.r[0])), "r"(bits_of(b.r[1])));                                                          \
+  }
+KILN_MMA_16816(bf16_t, "bf16")
+KILN_MMA_16816(f16_t, "f16")
 
 // b_frag_of_cols by ldmatrix: lanes 0-7 give rows k0 .. k0 + 7 (the first 8 x 8 matrix), lanes
 // 8-15 rows k0 + 8 .., 16 bytes from column n0 each; .trans hands lane l the pairs (2t, 2t+1) of
