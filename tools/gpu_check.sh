@@ -7,8 +7,10 @@
 #     driver and runtime, cuBLASLt, cuDNN, NCCL); PyTorch's version.
 #  2. benchmarks: BERT-large S512 bf16 B16 and ResNet-50 224 bf16 B128, each as kiln's median
 #     ms/step and MFU (BERT-large with the attention core auto takes, fused, and again unfused,
-#     which also measures BERT where the fused kernel fails), then the PyTorch peer on the same GPU with its profile (--profile: forward +
-#     backward apart from the optimizer step, torch.profiler's top ops), then kiln under
+#     which also measures BERT where the fused kernel fails, and fused with the warps' mma.sync
+#     products, KILN_FLASH_PRODUCTS=warp, which on an H100 / H200 compares them with wgmma), then
+#     the PyTorch peer on the same GPU with its profile (--profile: forward + backward apart from
+#     the optimizer step, torch.profiler's top ops), then kiln under
 #     KILN_PROFILE=1 (time per op and per (op, shape), achieved TFLOP/s and GB/s), then the
 #     performance model's expectation of the same step (--dry-run --device-model --json; the model
 #     from the GPU's name: h200, h100, a100).
@@ -19,7 +21,8 @@
 #     CPU machine for the same command lines and kiln version, else they are computed here. Then the op parity
 #     suite (KILN_PARITY_DEVICE=cuda:0: every op of backend.h against float64 references; an op the
 #     CUDA backend lacks fails with "not implemented" and is listed apart), capped at
-#     KILN_PARITY_TIMEOUT (default 300 s) and at half the time left, so that it cannot eat the rest.
+#     KILN_PARITY_TIMEOUT (default 300 s) and at half the time left, so that it cannot eat the rest;
+#     then the fused attention's parity again with the warps' products (KILN_FLASH_PRODUCTS=warp).
 #  4. the rest: the CUDA unit tests; bert-tiny in fp16 and a small ResNet with and without their
 #     CUDA graphs (losses identical); bert-tiny stopped at step 10 and resumed (losses identical);
 #     bert-tiny as TP 2 x PP 2 in bf16 (4 ranks on the one GPU under mpirun, collectives staged
@@ -372,6 +375,7 @@ if built; then
     --batch "$bert_large_batch" --seq 512 --pred 76
   step bert-large-unfused bench bert-large-unfused "${bert_large[@]}" --benchmark "$bench_steps" \
     --attention-backend unfused
+  KILN_FLASH_PRODUCTS=warp step bert-large-warp bench bert-large-warp "${bert_large[@]}" --benchmark "$bench_steps"
   step bert-prof profile bert-prof "${bert_profiled[@]}"
   step model-bert model model-bert "${bert_profiled[@]}"
   step resnet50 bench resnet50 "${resnet50[@]}" --benchmark "$bench_steps"
@@ -383,6 +387,8 @@ if built; then
   parity_cap=$(((end - SECONDS) / 2))
   ((parity_cap > ${KILN_PARITY_TIMEOUT:-300})) && parity_cap=${KILN_PARITY_TIMEOUT:-300}
   cap=$parity_cap step parity limited env KILN_PARITY_DEVICE="$parity_device" "$build/kiln_tests" --gtest_filter='Parity*'
+  step parity-warp limited env KILN_FLASH_PRODUCTS=warp KILN_PARITY_DEVICE="$parity_device" "$build/kiln_tests" \
+    --gtest_filter='ParityFlashAttention.*'
   step unit limited "$build/kiln_tests" --gtest_filter='CudaBodies.*:Devices.*:SimDevice.*:AlgoCache.*:OpGraph.*:GraphedRegion.*:NcclOneRank.*'
   step bert-graph graph_same bert-graph "${bert_tiny[@]}" --micro-batch-size 16 --fp16 --initial-loss-scale 1e9 \
     --loss-scale-window 4 --clip-grad 1.0

@@ -112,6 +112,7 @@ def benchmarks(log_dir, peak):
     rows = []
     for title, kiln, peer in (("BERT-large S512 bf16", "bert-large", "torch-bert"),
                               ("BERT-large, unfused attention core", "bert-large-unfused", "torch-bert"),
+                              ("BERT-large, fused core by mma.sync", "bert-large-warp", "torch-bert"),
                               ("ResNet-50 224 bf16", "resnet50", "torch-resnet")):
         kiln_log, peer_log = read(log_dir / f"{kiln}.log"), read(log_dir / f"{peer}.log")
         k_ms, k_gflops, p_ms = median_ms(kiln_log), gflops(kiln_log), median_ms(peer_log)

@@ -40,6 +40,7 @@ class GpuReportTest(unittest.TestCase):
         (self.dir / "env.log").write_text("name, driver_version\nNVIDIA H200, 570.1\n")
         (self.dir / "bert-large.log").write_text("median 100.0 ms/step | 494500.0 GFLOP/s |\n")
         (self.dir / "bert-large-unfused.log").write_text("median 125.0 ms/step | 395600.0 GFLOP/s |\n")
+        (self.dir / "bert-large-warp.log").write_text("median 110.0 ms/step | 449545.5 GFLOP/s |\n")
         (self.dir / "torch-bert.log").write_text(
             "torch 2.5 median 150.0 ms/step\nphases (median over the timed steps): forward+backward 120.0 ms, "
             "optimizer 30.0 ms\ntorch.profiler top 15 ops of the last timed step:\nTABLE\n")
@@ -66,6 +67,8 @@ class GpuReportTest(unittest.TestCase):
         self.assertEqual(self.row("BERT-large S512 bf16"), "| BERT-large S512 bf16 | 100.0 | 50.0% | 150.0 | 33.3% | 1.50 |")
         self.assertEqual(self.row("BERT-large, unfused attention core"),
                          "| BERT-large, unfused attention core | 125.0 | 40.0% | 150.0 | 33.3% | 1.20 |")
+        self.assertEqual(self.row("BERT-large, fused core by mma.sync"),
+                         "| BERT-large, fused core by mma.sync | 110.0 | 45.5% | 150.0 | 33.3% | 1.36 |")
         self.assertEqual(self.row("ResNet-50 224 bf16"), "| ResNet-50 224 bf16 | - | - | - | - | - |")
 
     def test_deadline_and_failures(self):

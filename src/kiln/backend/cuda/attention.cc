@@ -1,5 +1,8 @@
 // backend/cuda/attention.cc — fused attention on CUDA: checks, then the kernels of attention.cu
 // (bf16 / f16 only: the products run on the tensor cores; f32 attention is the unfused path's).
+#include <cstdlib>
+#include <cstring>
+
 #include "kiln/backend/cuda/attention_launch.h"
 #include "kiln/backend/cuda/cuda_ops.h"
 #include "kiln/backend/cuda/op_checks.h"
@@ -27,6 +30,17 @@ void expect_shared_memory(const Context& ctx, const char* op, int64_t bytes, int
              bytes / 1024, most / 1024);
 }
 
+// KILN_FLASH_PRODUCTS: unset or `auto`, the device's best products; `warp`, the warps' mma.sync on
+// an H100 / H200 too (a check comparing them with wgmma on one GPU; elsewhere they are the best).
+FlashProducts flash_products(const Context& ctx, const char* op) {
+  const char* v = std::getenv("KILN_FLASH_PRODUCTS");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return FlashProducts::best;
+  KILN_CHECK(std::strcmp(v, "warp") == 0, "op {}: KILN_FLASH_PRODUCTS is '{}'; it takes auto or warp", op, v);
+  int major = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device.index), op);
+  return major == 9 ? FlashProducts::warp : FlashProducts::best;
+}
+
 }  // namespace
 
 void flash_attention_forward(Context& ctx, const MatView& q, const MatView& k, const MatView& v, const Tensor& mask,
@@ -38,7 +52,7 @@ void flash_attention_forward(Context& ctx, const MatView& q, const MatView& k, c
   with_half_type(op, q.t.dtype, [&]<typename T>(T) {
     const auto a = flash_forward_args<T>(q, k, v, mask, drop, scale, context, row_lse, keep_bits);
     expect_shared_memory(ctx, op, flash_forward_smem_bytes<T>(int(a.shape.d)), a.shape.d);
-    check(launch_flash_forward(a, ctx.stream), op);
+    check(launch_flash_forward(a, ctx.stream, flash_products(ctx, op)), op);
     check_launch(op);
   });
 }
@@ -56,7 +70,7 @@ void flash_attention_backward(Context& ctx, const MatView& q, const MatView& k, 
     const auto a = flash_backward_args<T>(q, k, v, context, dcontext, mask, drop, scale, row_lse, keep_bits, dq, dk, dv,
                                           row_dots);
     expect_shared_memory(ctx, op, flash_backward_smem_bytes<T>(int(a.shape.d)), a.shape.d);
-    check(launch_flash_backward(a, ctx.stream), op);
+    check(launch_flash_backward(a, ctx.stream, flash_products(ctx, op)), op);
     check_launch(op);
   });
 }
