@@ -273,6 +273,14 @@ class ThreadMajorTiles {
   void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
     warp_products<N, K, kind>(*this, r, c, a, tile, cols);
   }
+  // Called within a phase's item, on its thread: lands at once.
+  template <typename T>
+  void copy_async(T* dst, const T* src, bool valid) const {
+    write_pack(dst, valid ? read_pack(src) : Pack{});
+  }
+  void commit_copies() const {}
+  template <int n>
+  void wait_copies() const {}
   void flush() const { sync(); }
 
  private:
@@ -286,6 +294,29 @@ class ThreadMajorTiles {
     work_->push_back({std::move(f), false});
   }
   std::shared_ptr<std::vector<Work>> work_ = std::make_shared<std::vector<Work>>();
+};
+
+// HostTiles whose asynchronous copies land only when a wait_copies<n> leaves at most n newer groups
+// in flight (in groups, as commit_copies closed them): a read of a copy's tile before its wait
+// reads what the tile held before.
+struct LateCopyTiles : HostTiles {
+  struct Copy {
+    void* dst;
+    Pack pack;
+  };
+  std::shared_ptr<std::vector<std::vector<Copy>>> groups = std::make_shared<std::vector<std::vector<Copy>>>(1);
+  template <typename T>
+  void copy_async(T* dst, const T* src, bool valid) const {
+    groups->back().push_back({dst, valid ? read_pack(src) : Pack{}});
+  }
+  void commit_copies() const { groups->emplace_back(); }
+  template <int n>
+  void wait_copies() const {
+    while (int(groups->size()) - 1 > n) {  // the open group is not in flight
+      for (const Copy& c : groups->front()) write_pack(c.dst, c.pack);
+      groups->erase(groups->begin());
+    }
+  }
 };
 
 // The end of a thread block: what a policy deferred runs.
@@ -309,8 +340,11 @@ std::vector<std::vector<bf16_t>> attention_blocks(const Tiles& tiles, std::vecto
                                         stored<bf16_t>(random_normal(n, 63)), std::vector<bf16_t>(size_t(n)),
                                         stored<bf16_t>(random_normal(n, 64)), std::vector<bf16_t>(size_t(n)),
                                         std::vector<bf16_t>(size_t(n)), std::vector<bf16_t>(size_t(n))};
-  const auto heads_of = [&](std::vector<bf16_t>& v) { return FlashHeads<bf16_t>{v.data(), width, S * width, d}; };
-  const auto in = [&](std::vector<bf16_t>& v) { return FlashHeads<const bf16_t>{v.data(), width, S * width, d}; };
+  // Rows of whole 16-byte packs, as the ops make them (the streamed rows' asynchronous copies).
+  const auto heads_of = [&](std::vector<bf16_t>& v) {
+    return FlashHeads<bf16_t>{v.data(), width, S * width, d, true};
+  };
+  const auto in = [&](std::vector<bf16_t>& v) { return FlashHeads<const bf16_t>{v.data(), width, S * width, d, true}; };
   const FlashShape shape{B, heads, S, d, 0.17f, mask.data()};
   std::vector<uint32_t> keep_bits(size_t(B * heads * S * ops::flash_keep_words(S)));
   const FlashDropout drop{RngStream{3, 4}, &first_sample, 0, 0.2f, 1.0f / 0.8f, keep_bits.data()};
@@ -358,6 +392,9 @@ TEST(CudaBodies, AttentionBlocksHaveNoRacesWithinAPhase) { expect_blocks_as_unde
 TEST(CudaBodies, AttentionBlocksSyncBetweenEveryPhaseThatReadsAnother) {
   expect_blocks_as_under_host_tiles(ThreadMajorTiles{});
 }
+
+// Every block's copies are waited for before a phase reads them.
+TEST(CudaBodies, AttentionBlocksWaitForTheirCopies) { expect_blocks_as_under_host_tiles(LateCopyTiles{}); }
 
 // The sm_90a kernels' products (the warpgroup's wgmma, B through descriptors of the tiles) give every
 // block of every pass what the warps' m16n8k16 products give, bit for bit: the same sums in the

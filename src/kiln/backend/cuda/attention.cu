@@ -48,6 +48,27 @@ struct DeviceTiles {
     __syncthreads();
 #endif
   }
+  // cp.async: 16 bytes, bypassing L1 (the streamed rows are read once a block), zeros where the
+  // source size is 0.
+  template <typename T>
+  KILN_HD void copy_async(T* dst, const T* src, bool valid) const {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(unsigned(__cvta_generic_to_shared(dst))),
+                 "l"(__cvta_generic_to_global(src)), "r"(valid ? 16 : 0)
+                 : "memory");
+#endif
+  }
+  KILN_HD void commit_copies() const {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+  }
+  template <int n>
+  KILN_HD void wait_copies() const {
+#if defined(__CUDA_ARCH__)
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+#endif
+  }
   template <typename X, typename FC, typename FA, typename FB>
   KILN_HD void mma(Regs<X>& r, FC c, FA a, FB b) const {
 #if defined(__CUDA_ARCH__)

@@ -20,22 +20,24 @@ namespace kiln::ops::cuda {
 
 inline constexpr FlashBlock kFlashForward{64, 64};  // query rows, key rows
 
-// The block's shared memory: the query rows (then the context rounded to T), one key block's K
-// and V rows, its keys' biases.
+// The block's shared memory: the query rows (then the context rounded to T); two buffers of a key
+// block's K and V rows and its keys' biases (flash_stream_blocks).
 struct FlashForwardSmem {
   template <typename T>
   struct Tiles {
-    T *q, *k, *v;  // (64, d) each, core_offset's layout
-    float* bias;   // (64)
+    T *q, *k[2], *v[2];  // (64, d) each, core_offset's layout
+    float* bias[2];      // (64)
   };
   template <typename T>
   KILN_HD static Tiles<T> carve(SmemCarver& c, int d) {
     const FlashBlock f = kFlashForward;
     Tiles<T> t;
     t.q = c.take<T>(f.outer * d);
-    t.k = c.take<T>(f.inner * d);
-    t.v = c.take<T>(f.inner * d);
-    t.bias = c.take<float>(f.inner);
+    for (int buffer = 0; buffer < 2; ++buffer) {
+      t.k[buffer] = c.take<T>(f.inner * d);
+      t.v[buffer] = c.take<T>(f.inner * d);
+      t.bias[buffer] = c.take<float>(f.inner);
+    }
     return t;
   }
 };
@@ -127,14 +129,17 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
     KILN_UNROLL for (int n = 0; n < X::kOutTiles; ++n) x.o[n] = CFrag{};
     KILN_UNROLL for (int u = 0; u < 2; ++u) x.max[u] = -INFINITY, x.sum[u] = 0.0f;
   });
-  for (int64_t k0 = 0; k0 < s.S; k0 += C) {
-    t.sync();  // the last key block's rows are read (and the first time, the query rows)
-    flash_load_rows(t, a.k, s, b, h, k0, C, m.k, D);
-    flash_load_rows(t, a.v, s, b, h, k0, C, m.v, D);
-    t.for_each(C, [&](int j) { m.bias[j] = flash_key_bias(s, b, k0 + j); });
-    t.sync();
-    flash_forward_scores<D>(t, r, m.k);
-    t.threads([&r, &m, &a, b, h, q0, k0](int th) {  // scale and bias, the thread's row maxima, keep bits
+  const auto load = [&](int64_t i, int buffer) {
+    flash_load_rows(t, a.k, s, b, h, i * C, C, m.k[buffer], D, true);
+    flash_load_rows(t, a.v, s, b, h, i * C, C, m.v[buffer], D, true);
+    float* bias = m.bias[buffer];
+    t.for_each(C, [=, &s](int j) { bias[j] = flash_key_bias(s, b, i * C + j); });
+  };
+  flash_stream_blocks(t, flash_blocks(s.S, C), load, [&](int64_t i, int buffer) {
+    const int64_t k0 = i * C;
+    const float* bias = m.bias[buffer];
+    flash_forward_scores<D>(t, r, m.k[buffer]);
+    t.threads([&r, &a, bias, b, h, q0, k0](int th) {  // scale and bias, the thread's row maxima, keep bits
       X& x = r[th];
       const auto philox = [&](int64_t i, int64_t j) { return flash_keep_row4(a.drop, a.shape, b, h, i, j); };
       x.made = flash_keep_made_for_rows<X::kKeyTiles>(philox, q0 + th / 32 * 16, k0, th % 32);
@@ -142,7 +147,7 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
       KILN_UNROLL for (int j = 0; j < X::kKeyTiles; ++j)
         KILN_UNROLL for (int i = 0; i < 4; ++i) {
           float& v = x.s[j].c[i];
-          v = v * a.shape.scale + m.bias[8 * j + c_col(th % 32, i)];
+          v = v * a.shape.scale + bias[8 * j + c_col(th % 32, i)];
           x.block_max[i / 2] = fmaxf(x.block_max[i / 2], v);
         }
     });
@@ -156,8 +161,8 @@ KILN_HD void flash_forward_rows(const Tiles& t, const FlashForwardArgs<T>& a, in
       flash_save_keep_bits(a.drop, a.shape, b, h, q0 + th / 32 * 16, k0, th % 32, x.made, x.partner);
       flash_forward_softmax<D>(x, a, th % 32);
     });
-    flash_forward_context<D>(t, r, m.v);
-  }
+    flash_forward_context<D>(t, r, m.v[buffer]);
+  });
   t.quad_sum(r, [](X& x) -> float& { return x.sum[0]; });
   t.quad_sum(r, [](X& x) -> float& { return x.sum[1]; });
   t.threads([&](int th) {  // lse, and the context over the sums rounded to T into the query rows' tile

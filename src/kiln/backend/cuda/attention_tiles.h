@@ -21,7 +21,10 @@
 // thread's registers of type X; threads(f): f(th) on each thread th, its lanes running apart until
 // the warp's next collective step (mma, quad_max, quad_sum, gather, b_of_cols, products), so
 // lambdas that such a step follows capture loop indices by value; products<N, K, kind>: the block's
-// 64 rows times a shared-memory tile, by warp_products or, on sm_90a, the warpgroup's wgmma.
+// 64 rows times a shared-memory tile, by warp_products or, on sm_90a, the warpgroup's wgmma. For
+// the streamed rows: copy_async(dst, src, valid): 16 bytes from global to shared memory (zeros
+// unless valid), landed once a later wait_copies<n>() leaves at most the n newest groups that
+// commit_copies() closed in flight (then a sync() shows them to the other threads).
 #pragma once
 #include <array>
 #include <cmath>
@@ -235,10 +238,11 @@ KILN_HD inline float flash_key_bias(const FlashShape& s, int64_t b, int64_t j) {
 // the head's d columns, zeros past them (a head dim padded to the kernel's, flash_tile_dim) and past
 // the sequence. Rows of whole packs go a 16-byte pack per item, a core's 8 rows by 8 consecutive
 // items (so that a quarter warp's 16-byte stores fill one core's 128 bytes): the same values, an
-// eighth of the bf16 loads.
+// eighth of the bf16 loads; `async`, as asynchronous copies (copy_async: landed after the policy's
+// wait_copies). Other rows are stored element by element at once.
 template <typename Tiles, typename T>
 KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const FlashShape& s, int64_t b,
-                             int64_t h, int64_t first, int rows, T* tile, int width) {
+                             int64_t h, int64_t first, int rows, T* tile, int width, bool async = false) {
   const int d = int(s.d), pad = width - d;
   if (pad > 0) t.for_each(rows * pad, [=](int e) { tile[core_offset(width, e / pad, d + e % pad)] = store<T>(0.0f); });
   if (x.packs) {
@@ -246,7 +250,10 @@ KILN_HD void flash_load_rows(const Tiles& t, const FlashHeads<const T>& x, const
     const int per_row = d / W;
     t.for_each(rows * per_row, [=](int e) {
       const int r = e / (8 * per_row) * 8 + e % 8, c = e / 8 % per_row * W;
-      write_pack(tile + core_offset(width, r, c), first + r < s.S ? read_pack(x.row(b, h, first + r) + c) : Pack{});
+      const bool valid = first + r < s.S;
+      T* to = tile + core_offset(width, r, c);
+      if (async) t.copy_async(to, valid ? x.row(b, h, first + r) + c : x.p, valid);
+      else write_pack(to, valid ? read_pack(x.row(b, h, first + r) + c) : Pack{});
     });
     return;
   }
@@ -295,6 +302,23 @@ KILN_HD void warp_products(const Tiles& t, Regs& r, FC c, FA a, const T* tile, i
   }
 }
 
+// A pass's streamed blocks i < blocks, double-buffered: load(i, buffer) issues block i's
+// asynchronous copies (and writes its small per-row values) into buffer i % 2 while body(i - 1, ...)
+// has the other; body(i, buffer) runs once every thread's copies of block i have landed.
+template <typename Tiles, typename Load, typename Body>
+KILN_HD void flash_stream_blocks(const Tiles& t, int64_t blocks, Load&& load, Body&& body) {
+  load(int64_t{0}, 0);
+  t.commit_copies();
+  for (int64_t i = 0; i < blocks; ++i) {
+    t.sync();  // the block before's buffer is read by every thread (and the first time, the block's own rows)
+    if (i + 1 < blocks) load(i + 1, int((i + 1) % 2));
+    t.commit_copies();
+    t.template wait_copies<1>();  // this thread's copies of block i
+    t.sync();
+    body(i, int(i % 2));
+  }
+}
+
 // The blocks of a launch: per (b, h) ceil(S / rows) blocks; block index (b, h, block).
 KILN_HD inline int64_t flash_blocks(int64_t S, int rows) { return (S + rows - 1) / rows; }
 
@@ -331,6 +355,14 @@ struct HostTiles {
     for (int th = 0; th < kFlashThreads; ++th) f(th);
   }
   void sync() const {}
+  // Copies land at once.
+  template <typename T>
+  void copy_async(T* dst, const T* src, bool valid) const {
+    write_pack(dst, valid ? read_pack(src) : Pack{});
+  }
+  void commit_copies() const {}
+  template <int n>
+  void wait_copies() const {}
   // c(x) += a(x) b(x), the fragments of each thread's registers x, warp by warp.
   template <typename X, typename FC, typename FA, typename FB>
   void mma(Regs<X>& r, FC c, FA a, FB b) const {
