@@ -213,7 +213,7 @@ struct ReversedHostTiles : HostTiles {
 // to each of the warp's collective steps (mma, quad_max, quad_sum, gather), which then runs for all
 // 32. A phase that reads what an earlier phase writes with no sync (or, within a warp, no
 // collective step) between them reads it before other threads have written it.
-class ThreadMajorTiles {
+class ThreadMajorTiles : public ImmediateCopies {
  public:
   template <typename X>
   using Regs = HostRegs<X, kFlashThreads>;
@@ -273,14 +273,6 @@ class ThreadMajorTiles {
   void products(Regs<X>& r, FC c, FA a, const T* tile, int cols) const {
     warp_products<N, K, kind>(*this, r, c, a, tile, cols);
   }
-  // Called within a phase's item, on its thread: lands at once.
-  template <typename T>
-  void copy_async(T* dst, const T* src, bool valid) const {
-    write_pack(dst, valid ? read_pack(src) : Pack{});
-  }
-  void commit_copies() const {}
-  template <int n>
-  void wait_copies() const {}
   void flush() const { sync(); }
 
  private:

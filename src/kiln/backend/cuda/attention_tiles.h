@@ -340,9 +340,21 @@ void with_flash_head_dim(int64_t d, Fn&& fn) {
 
 // ---- the host policy ----
 
+// The host policies' asynchronous copies: each lands at once, on the thread of the phase's item that
+// issues it.
+struct ImmediateCopies {
+  template <typename T>
+  void copy_async(T* dst, const T* src, bool valid) const {
+    write_pack(dst, valid ? read_pack(src) : Pack{});
+  }
+  void commit_copies() const {}
+  template <int n>
+  void wait_copies() const {}
+};
+
 // A thread block's work on one CPU thread: each item of a phase in turn, syncs free, the warps'
 // register products (warp_mma.h) emulated warp by warp.
-struct HostTiles {
+struct HostTiles : ImmediateCopies {
   template <typename X>
   using Regs = HostRegs<X, kFlashThreads>;
   template <typename F>
@@ -355,14 +367,6 @@ struct HostTiles {
     for (int th = 0; th < kFlashThreads; ++th) f(th);
   }
   void sync() const {}
-  // Copies land at once.
-  template <typename T>
-  void copy_async(T* dst, const T* src, bool valid) const {
-    write_pack(dst, valid ? read_pack(src) : Pack{});
-  }
-  void commit_copies() const {}
-  template <int n>
-  void wait_copies() const {}
   // c(x) += a(x) b(x), the fragments of each thread's registers x, warp by warp.
   template <typename X, typename FC, typename FA, typename FB>
   void mma(Regs<X>& r, FC c, FA a, FB b) const {
