@@ -17,6 +17,7 @@
 #include "kiln/backend/cuda/attention_forward.h"
 #include "kiln/core/context.h"
 #include "cuda_bodies.h"
+#include "host_warpgroup_tiles.h"
 #include "random_fill.h"
 
 namespace kiln {

@@ -9,6 +9,7 @@
 
 #include "kiln/backend/cuda/attention_tiles.h"
 #include "cuda_bodies.h"
+#include "host_warpgroup_tiles.h"
 #include "random_fill.h"
 
 namespace kiln {

@@ -33,7 +33,7 @@ void expect_shared_memory(const Context& ctx, const char* op, int64_t bytes, int
 // KILN_FLASH_PRODUCTS: unset or `auto`, the device's best products; `warp`, the warps' mma.sync on
 // an H100 / H200 too (a check comparing them with wgmma on one GPU; elsewhere they are the best).
 FlashProducts flash_products(const Context& ctx, const char* op) {
-  const char* v = std::getenv("KILN_FLASH_PRODUCTS");
+  static const char* const v = std::getenv("KILN_FLASH_PRODUCTS");  // read once; the op runs every step
   if (!v || !*v || std::strcmp(v, "auto") == 0) return FlashProducts::best;
   KILN_CHECK(std::strcmp(v, "warp") == 0, "op {}: KILN_FLASH_PRODUCTS is '{}'; it takes auto or warp", op, v);
   int major = 0;

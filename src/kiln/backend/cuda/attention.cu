@@ -118,10 +118,12 @@ struct DeviceTiles {
       wgmma_commit_and_wait();
       wgmma_hold<N>(d);
       KILN_UNROLL for (int kk = 0; kk < K / 16; ++kk) wgmma_hold(a(r.x, kk));
-      return;
+    } else {
+      warp_products<N, K, kind>(*this, r, c, a, tile, cols);
     }
-#endif
+#else
     warp_products<N, K, kind>(*this, r, c, a, tile, cols);
+#endif
   }
 };
 
